@@ -1,0 +1,63 @@
+"""dynbatch: dynamic (token-budget) batching for PaddlePaddle.
+
+The planner, cost models, collators and statistics are pure numpy and import
+without paddle; the samplers and the VisualDL hook import paddle (or visualdl)
+on first use, and say how to install it when it is missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .collate import Dict, Pad, Stack, Tuple
+from .cost import LinearCost, MixedCost, QuadraticCost, resolve_cost
+from .lengths import compute_lengths
+from .planning import find_oversize, plan_batches
+from .sharding import shard_plan
+from .stats import PlanStats, plan_stats
+
+__version__ = "0.1.0"
+
+# name -> module, imported on first access because they need paddle
+_LAZY = {
+    "DynamicBatchSampler": "sampler",
+    "DistributedDynamicBatchSampler": "sampler",
+    "DatasetForDBL": "compat",
+    "get_dynamic_batch_loader": "compat",
+}
+
+__all__ = [
+    "DatasetForDBL",
+    "Dict",
+    "DistributedDynamicBatchSampler",
+    "DynamicBatchSampler",
+    "LinearCost",
+    "MixedCost",
+    "Pad",
+    "PlanStats",
+    "QuadraticCost",
+    "Stack",
+    "Tuple",
+    "__version__",
+    "compute_lengths",
+    "find_oversize",
+    "get_dynamic_batch_loader",
+    "plan_batches",
+    "plan_stats",
+    "resolve_cost",
+    "shard_plan",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dynbatch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,91 @@
+"""Argument checks shared by every public entry point.
+
+Each check names the argument, echoes the value and says what would be valid
+(``max_cost must be a positive finite number, got max_cost=0``). Plain ``if``
+statements, never ``assert``: input checks must survive ``python -O``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Collection
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "check_bool",
+    "check_choice",
+    "check_int",
+    "check_lengths",
+    "check_positive_number",
+]
+
+
+def check_int(name: str, value: Any, *, minimum: int = 0, allow_none: bool = False) -> Any:
+    """Return ``value`` as an ``int`` >= ``minimum``; ``bool`` is not an int here."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        hint = " or None" if allow_none else ""
+        raise ValueError(f"{name} must be an integer >= {minimum}{hint}, got {name}={value!r}")
+    return int(value)
+
+
+def check_positive_number(name: str, value: Any) -> float:
+    """Return ``value`` as a positive finite ``float``; rejects bools, NaN and inf."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(float(value))
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a positive finite number, got {name}={value!r}")
+    return float(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {name}={value!r}")
+    return bool(value)
+
+
+def check_choice(name: str, value: Any, choices: Collection[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        valid = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {valid}; got {name}={value!r}")
+    return value
+
+
+def check_lengths(lengths: Any, name: str = "lengths") -> np.ndarray:
+    """Return ``lengths`` as a 1-D ``int64`` array of positive whole numbers.
+
+    >>> check_lengths([3, 1, 2]).tolist()
+    [3, 1, 2]
+    >>> check_lengths([3, 0])
+    Traceback (most recent call last):
+    ...
+    ValueError: lengths must be positive; lengths[1]=0
+    """
+    try:
+        arr = np.asarray(lengths)
+    except Exception as exc:  # ragged nested lists and the like
+        raise TypeError(f"{name} must be a 1-D array of positive integers: {exc}") from None
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got an array of shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty: there is nothing to batch")
+    if arr.dtype == np.bool_ or not (
+        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+    ):
+        raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.floating):
+        bad = ~np.isfinite(arr) | (arr != np.round(arr))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"{name} must be whole numbers; {name}[{i}]={arr[i]!r}")
+    if (arr <= 0).any():
+        i = int(np.argmax(arr <= 0))
+        raise ValueError(f"{name} must be positive; {name}[{i}]={arr[i]!r}")
+    return arr.astype(np.int64, copy=False)

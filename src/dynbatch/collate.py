@@ -1,0 +1,170 @@
+"""Collators with the signatures and results of ``paddlenlp.data``: numpy only.
+
+``Pad`` adds ``pad_to_multiple_of`` (pad the batch to a multiple, for tensor
+cores; use the same value as the planner so costs match) and ``ret_mask`` (an
+attention mask, 1 on real positions); and ``ret_length`` honours the dtype it
+is given where paddlenlp always returns int32.
+
+>>> Pad(pad_val=0)([[1, 2, 3], [4]]).tolist()
+[[1, 2, 3], [4, 0, 0]]
+>>> ids, lens = Pad(ret_length="int64", pad_to_multiple_of=4)([[1, 2, 3], [4]])
+>>> ids.tolist(), lens.dtype.name
+([[1, 2, 3, 0], [4, 0, 0, 0]], 'int64')
+>>> Tuple(Pad(), Stack())([([1, 2], 0), ([3], 1)])
+(array([[1, 2],
+       [3, 0]]), array([0, 1]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._checks import check_int
+
+__all__ = ["Dict", "Pad", "Stack", "Tuple"]
+
+Batchify = Callable[[Sequence[Any]], Any]
+
+
+def _non_empty(data: Sequence[Any], who: str) -> None:
+    if len(data) == 0:
+        raise ValueError(f"{who} got an empty batch: nothing to collate")
+
+
+class Stack:
+    """Stack samples along a new ``axis`` (``np.stack``), optionally cast to ``dtype``."""
+
+    def __init__(self, axis: int = 0, dtype: Any = None) -> None:
+        self._axis = axis
+        self._dtype = dtype
+
+    def __call__(self, data: Sequence[Any]) -> np.ndarray:
+        _non_empty(data, "Stack")
+        out = np.stack(data, axis=self._axis)
+        return out.astype(self._dtype) if self._dtype else out
+
+
+class Pad:
+    """Pad samples along ``axis`` to the longest one and stack them.
+
+    Args:
+        pad_val: the fill value.
+        axis: the axis that varies in length.
+        ret_length: also return the original lengths: True for int32 (as
+            paddlenlp), or a dtype such as ``"int64"``.
+        dtype: dtype of the padded array (default: the samples').
+        pad_right: pad after the data (True) or before it.
+        pad_to_multiple_of: round the padded length up to a multiple of this.
+        ret_mask: also return an int64 mask ``[batch, length]``, 1 on data.
+    """
+
+    def __init__(
+        self,
+        pad_val: Any = 0,
+        axis: int = 0,
+        ret_length: Any = None,
+        dtype: Any = None,
+        pad_right: bool = True,
+        pad_to_multiple_of: int | None = None,
+        ret_mask: bool = False,
+    ) -> None:
+        self._pad_val = pad_val
+        self._axis = axis
+        self._ret_length = ret_length
+        self._dtype = dtype
+        self._pad_right = pad_right
+        self._multiple = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1, allow_none=True)
+        self._ret_mask = ret_mask
+
+    def __call__(self, data: Sequence[Any]) -> Any:
+        _non_empty(data, "Pad")
+        if not isinstance(data[0], (list, np.ndarray)):  # scalars: paddlenlp stacks them
+            return np.asarray(data, dtype=self._dtype if self._dtype is not None else np.int64)
+        arrs = [np.asarray(x) for x in data]
+        axis = self._axis
+        lengths = [a.shape[axis] for a in arrs]
+        longest = max(lengths)
+        if self._multiple:
+            longest = -(-longest // self._multiple) * self._multiple
+        shape = list(arrs[0].shape)
+        shape[axis] = longest
+        out = np.full([len(arrs), *shape], self._pad_val,
+                      dtype=arrs[0].dtype if self._dtype is None else self._dtype)
+        mask = np.zeros((len(arrs), longest), dtype=np.int64) if self._ret_mask else None
+        for i, (arr, n) in enumerate(zip(arrs, lengths)):
+            span = slice(0, n) if self._pad_right else slice(longest - n, longest)
+            index = [slice(None)] * arr.ndim
+            index[axis] = span
+            out[(i, *index)] = arr
+            if mask is not None:
+                mask[i, span] = 1
+        extras: list[np.ndarray] = []
+        if self._ret_length:
+            dtype = "int32" if self._ret_length is True else self._ret_length
+            extras.append(np.asarray(lengths, dtype=dtype))
+        if mask is not None:
+            extras.append(mask)
+        return (out, *extras) if extras else out
+
+
+def _check_fns(fns: Sequence[Any], who: str) -> None:
+    for i, fn in enumerate(fns):
+        if not callable(fn):
+            raise TypeError(f"{who} takes batchify functions; fn[{i}]={fn!r} is not callable")
+
+
+def _extend(ret: list[Any], result: Any) -> None:
+    if isinstance(result, (tuple, list)):
+        ret.extend(result)
+    else:
+        ret.append(result)
+
+
+class Tuple:
+    """Apply the i-th function to the i-th field of every sample: ``Tuple(Pad(), Stack())``.
+
+    A function that returns several arrays (``Pad(ret_length=True)``) adds them all.
+    """
+
+    def __init__(self, fn: Batchify | Sequence[Batchify], *args: Batchify) -> None:
+        if isinstance(fn, (list, tuple)):
+            if args:
+                raise ValueError(
+                    "Tuple takes Tuple(A, B, C) or Tuple([A, B, C]), not both; "
+                    f"got fn={fn!r} and args={args!r}"
+                )
+            self._fn: tuple[Batchify, ...] = tuple(fn)
+        else:
+            self._fn = (fn, *args)
+        _check_fns(self._fn, "Tuple")
+
+    def __call__(self, data: Sequence[Sequence[Any]]) -> tuple[Any, ...]:
+        _non_empty(data, "Tuple")
+        if len(data[0]) != len(self._fn):
+            raise ValueError(
+                f"Tuple has {len(self._fn)} functions but samples have {len(data[0])} fields"
+            )
+        ret: list[Any] = []
+        for i, fn in enumerate(self._fn):
+            _extend(ret, fn([sample[i] for sample in data]))
+        return tuple(ret)
+
+
+class Dict:
+    """Apply ``fn[key]`` to field ``key`` of every (dict) sample; results in key order."""
+
+    def __init__(self, fn: Mapping[Any, Batchify]) -> None:
+        if not isinstance(fn, Mapping):
+            raise TypeError(f"Dict takes a dict of field name -> batchify function, got fn={fn!r}")
+        self._fn = dict(fn)
+        _check_fns(list(self._fn.values()), "Dict")
+
+    def __call__(self, data: Sequence[Mapping[Any, Any]]) -> tuple[Any, ...]:
+        _non_empty(data, "Dict")
+        ret: list[Any] = []
+        for key, fn in self._fn.items():
+            _extend(ret, fn([sample[key] for sample in data]))
+        return tuple(ret)

@@ -1,0 +1,115 @@
+"""The original "dynamic BatchSize" study's API, so its notebook runs by changing an import.
+
+``DatasetForDBL(data, controller, uprank, ref_index, shuffle)`` is a dataset
+whose items are whole batches (lists of samples), and
+``get_dynamic_batch_loader`` wraps it in ``paddle.io.DataLoader(batch_size=None)``.
+
+NOTE [ the study's formula ]
+    The study states the rule ``batch_size * max_len**2 <= controller``, but its
+    loop recomputed the batch size as ``controller / max_len`` on every sample,
+    overwriting the quadratic one, so it applied ``batch_size * max_len <=
+    controller``; and it reset its counter to 0 instead of 1 when opening a new
+    batch, so batches could hold one sample more than allowed. This module
+    implements the *stated* rule through :func:`~dynbatch.plan_batches`, and
+    like the study gives a sample over budget a batch of its own.
+    :func:`as_published` reproduces what the study's code actually produced,
+    for comparison (the benchmarks and tests use it).
+
+Orders: ``uprank=None`` keeps the data order (``shuffle=True``: shuffled
+samples), ``uprank=True``/``False`` sorts by length ascending/descending;
+``shuffle=True`` also shuffles the order of the batches, as in the study.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._optional import require
+from .lengths import field_length
+from .planning import plan_batches
+
+paddle = require("paddle", "dynbatch.DatasetForDBL")
+from paddle.io import DataLoader, Dataset  # noqa: E402
+
+__all__ = ["DatasetForDBL", "as_published", "get_dynamic_batch_loader"]
+
+
+def as_published(lengths: Sequence[int], controller: float) -> list[np.ndarray]:
+    """The batches the study's code produced in the given order (linear rule, one over).
+
+    Empty batches it could emit (a first sample over budget) are left out.
+
+    With ``controller=20`` and lengths 10 the stated rule allows no batch at all
+    (10**2 > 20); the code applied 2 per batch, and 3 from the second one on:
+
+    >>> [b.tolist() for b in as_published([10] * 6, 20)]
+    [[0, 1], [2, 3, 4], [5]]
+    """
+    bounds = [0]
+    count = longest = 0
+    for i, n in enumerate(lengths):
+        longest = max(longest, int(n))
+        count += 1
+        if count > int(controller / longest):
+            bounds.append(i)
+            count, longest = 0, int(n)
+    bounds.append(len(lengths))
+    return [np.arange(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+class DatasetForDBL(Dataset):  # type: ignore[misc]
+    """A dataset of dynamic batches of ``data``: item ``i`` is the list of samples of batch ``i``.
+
+    Args:
+        data: indexable samples; ``sample[ref_index]`` is the sequence that sets the length.
+        controller: the budget, ``batch_size * max_len**2 <= controller``.
+        uprank: None (keep order), True (ascending length), False (descending).
+        ref_index: the field whose size is the length.
+        shuffle: shuffle samples (``uprank=None``) and the order of batches.
+        seed: seed of the shuffles (keyword only; the study used the global RNG).
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        controller: float,
+        uprank: bool | None = None,
+        ref_index: Any = 0,
+        shuffle: bool = False,
+        *,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if uprank not in (None, True, False):
+            raise ValueError(f"uprank must be None, True or False, got uprank={uprank!r}")
+        self._data = data
+        lengths = [field_length(data[i], ref_index) for i in range(len(data))]
+        order = {None: "shuffle" if shuffle else "none", True: "ascending", False: "descending"}[uprank]
+        self.batches = plan_batches(lengths, controller, cost="quadratic", order=order, seed=seed,
+                                    oversize="alone")
+        if shuffle and uprank is not None:
+            rng = np.random.default_rng([seed, 1])
+            self.batches = [self.batches[i] for i in rng.permutation(len(self.batches))]
+
+    def __getitem__(self, idx: int) -> list[Any]:
+        return [self._data[int(i)] for i in self.batches[idx]]
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+def get_dynamic_batch_loader(
+    data: Any,
+    controller: float,
+    collate_fn: Callable[[list[Any]], Any],
+    uprank: bool | None = None,
+    ref_index: Any = 0,
+    shuffle: bool = False,
+    places: Any = None,
+) -> Any:
+    """``paddle.io.DataLoader`` over :class:`DatasetForDBL`, each item collated whole."""
+    dataset = DatasetForDBL(data, controller, uprank, ref_index, shuffle)
+    return DataLoader(dataset, batch_size=None, collate_fn=collate_fn, places=places)

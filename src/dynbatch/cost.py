@@ -1,0 +1,138 @@
+"""Cost models: what one padded batch costs, compared against ``max_cost``.
+
+A cost is any function ``cost(n, L)`` of the number of samples ``n`` and the
+padded length ``L`` of the batch (its longest sample rounded up to
+``pad_to_multiple_of``). It must be nondecreasing in both arguments — more
+samples or longer ones never cost less — which is what lets the planner find
+the largest batch that fits by bisection and charge a batch by its longest
+sample. The planner checks every planned batch against the budget, so a cost
+that breaks this rule is reported, never obeyed silently.
+
+>>> QuadraticCost()(16, 256)
+1048576.0
+>>> MixedCost(a=1.0, b=0.5)(2, 4)
+24.0
+>>> resolve_cost("mixed:1,0.5")
+MixedCost(a=1.0, b=0.5)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Union
+
+import numpy as np
+
+__all__ = ["Cost", "CostLike", "LinearCost", "MixedCost", "QuadraticCost", "resolve_cost"]
+
+#: A vectorised cost: arrays (or scalars) ``n`` and ``L`` in, float64 cost out.
+Cost = Callable[[Any, Any], Any]
+CostLike = Union[str, Cost]
+
+
+@dataclass(frozen=True)
+class QuadraticCost:
+    """``n * L**2``: attention memory, the original study's ``batch * len**2 <= controller``."""
+
+    def __call__(self, n: Any, length: Any) -> Any:
+        return np.multiply(n, np.square(np.asarray(length, dtype=np.float64)))
+
+
+@dataclass(frozen=True)
+class LinearCost:
+    """``n * L``: padded tokens, a plain token budget."""
+
+    def __call__(self, n: Any, length: Any) -> Any:
+        return np.multiply(n, np.asarray(length, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class MixedCost:
+    """``n * (a*L + b*L**2)``: linear layers plus attention, the honest transformer model.
+
+    Args:
+        a: weight of the per-token term (embeddings, feed-forward layers).
+        b: weight of the per-token-pair term (attention scores).
+    """
+
+    a: float = 1.0
+    b: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("a", "b"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                math.isfinite(value) and value >= 0
+            ):
+                raise ValueError(f"MixedCost {name} must be a finite number >= 0, got {name}={value!r}")
+            object.__setattr__(self, name, float(value))
+        if self.a == 0 and self.b == 0:
+            raise ValueError("MixedCost needs a > 0 or b > 0, got a=0 and b=0")
+
+    def __call__(self, n: Any, length: Any) -> Any:
+        length = np.asarray(length, dtype=np.float64)
+        return np.multiply(n, self.a * length + self.b * np.square(length))
+
+
+_NAMED: dict[str, Cost] = {"quadratic": QuadraticCost(), "linear": LinearCost()}
+
+
+class _Elementwise:
+    """Lifts a scalar-only ``cost(n, L)`` to arrays, for user functions that do not broadcast."""
+
+    def __init__(self, fn: Cost) -> None:
+        self.fn = fn
+        self._ufunc = np.frompyfunc(fn, 2, 1)
+
+    def __call__(self, n: Any, length: Any) -> Any:
+        return np.asarray(self._ufunc(n, length), dtype=np.float64)
+
+    def __repr__(self) -> str:
+        return repr(self.fn)
+
+
+def resolve_cost(cost: CostLike) -> Cost:
+    """Turn ``"quadratic"``, ``"linear"``, ``"mixed:A,B"`` or a callable into a vectorised cost.
+
+    A callable is first tried on arrays; one that only takes scalars is applied
+    element by element.
+
+    >>> resolve_cost("linear")(np.array([2, 3]), np.array([10, 10])).tolist()
+    [20.0, 30.0]
+    >>> resolve_cost(lambda n, L: n * max(L, 8))(np.array([2]), np.array([3])).tolist()
+    [16.0]
+    """
+    if isinstance(cost, str):
+        if cost in _NAMED:
+            return _NAMED[cost]
+        if cost.startswith("mixed:"):
+            try:
+                a, b = (float(x) for x in cost[len("mixed:"):].split(","))
+            except ValueError:
+                raise ValueError(f"cost 'mixed:A,B' needs two numbers, got cost={cost!r}") from None
+            return MixedCost(a, b)
+        raise ValueError(
+            f"cost must be 'quadratic', 'linear', 'mixed:A,B', a cost object or a callable "
+            f"(n, L) -> float; got cost={cost!r}"
+        )
+    if not callable(cost):
+        raise TypeError(f"cost must be a string or a callable (n, L) -> float, got cost={cost!r}")
+    if isinstance(cost, (QuadraticCost, LinearCost, MixedCost, _Elementwise)):
+        return cost
+    probe_n, probe_len = np.array([1, 2]), np.array([3, 4])
+    try:
+        out = np.asarray(cost(probe_n, probe_len), dtype=np.float64)
+        if out.shape == (2,):
+            return cost
+    except Exception:
+        pass
+    return _Elementwise(cost)
+
+
+def cost_name(cost: Cost) -> str:
+    """A stable text for a cost, the same in every process (used in fingerprints)."""
+    if isinstance(cost, (QuadraticCost, LinearCost, MixedCost, _Elementwise)):
+        return repr(cost) if not isinstance(cost, _Elementwise) else cost_name(cost.fn)
+    return f"{getattr(cost, '__module__', '?')}.{getattr(cost, '__qualname__', type(cost).__name__)}"

@@ -1,0 +1,130 @@
+"""Padding and cost statistics of a plan: the one definition used by the CLI, the hook
+and the benchmarks.
+
+Padding efficiency is real tokens / padded tokens, where a batch of ``n``
+samples pads every sample to ``L``, its longest length rounded up to
+``pad_to_multiple_of``: ``sum(lengths) / sum(n * L)``.
+
+>>> s = plan_stats([2, 4, 4, 8], [[0, 1], [2, 3]], cost="linear", max_cost=16)
+>>> s.padding_efficiency, s.batch_size_max, s.cost_max, s.utilization
+(0.75, 2, 16.0, 0.75)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from ._checks import check_int, check_lengths, check_positive_number
+from .cost import CostLike, resolve_cost
+from .planning import padded_lengths
+
+__all__ = ["PlanStats", "batch_table", "lower_bound_batches", "plan_stats"]
+
+
+def batch_table(
+    lengths: Any,
+    batches: Sequence[Any],
+    *,
+    cost: CostLike = "quadratic",
+    max_cost: float | None = None,
+    pad_to_multiple_of: int = 1,
+) -> dict[str, np.ndarray]:
+    """Per-batch columns: ``batch_size``, ``max_len``, ``real_tokens``, ``padded_tokens``,
+    ``padding_efficiency``, ``cost`` and, with ``max_cost``, ``cost_ratio``."""
+    lens = check_lengths(lengths)
+    fn = resolve_cost(cost)
+    pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
+    sizes = np.fromiter((len(b) for b in batches), dtype=np.int64, count=len(batches))
+    if sizes.size == 0 or (sizes == 0).any():
+        raise ValueError("batches must be a non-empty list of non-empty index lists")
+    flat = np.concatenate([np.asarray(b, dtype=np.int64) for b in batches])
+    if flat.min() < 0 or flat.max() >= lens.size:
+        raise ValueError(f"batches hold indices outside [0, {lens.size}) of lengths")
+    starts = np.cumsum(sizes) - sizes
+    members = lens[flat]
+    max_len = padded_lengths(np.maximum.reduceat(members, starts), pad)
+    real = np.add.reduceat(members, starts)
+    padded = sizes * max_len
+    table = {
+        "batch_size": sizes,
+        "max_len": max_len,
+        "real_tokens": real,
+        "padded_tokens": padded,
+        "padding_efficiency": real / padded,
+        "cost": np.asarray(fn(sizes, max_len), dtype=np.float64),
+    }
+    if max_cost is not None:
+        table["cost_ratio"] = table["cost"] / check_positive_number("max_cost", max_cost)
+    return table
+
+
+def lower_bound_batches(lengths: Any, max_cost: float, *, cost: CostLike = "quadratic") -> int:
+    """``ceil(sum(cost(1, L_i)) / max_cost)``: no plan has fewer batches, for a cost ``n * f(L)``.
+
+    >>> lower_bound_batches([4, 4, 8], 16, cost="linear")
+    1
+    """
+    lens = check_lengths(lengths)
+    total = float(np.sum(resolve_cost(cost)(np.ones_like(lens), lens)))
+    return math.ceil(total / check_positive_number("max_cost", max_cost))
+
+
+@dataclass(frozen=True)
+class PlanStats:
+    """Summary of a plan; ``as_dict()`` gives the JSON row of ``dynbatch stats``."""
+
+    batches: int
+    samples: int
+    real_tokens: int
+    padded_tokens: int
+    padding_efficiency: float
+    batch_size_min: int
+    batch_size_median: float
+    batch_size_max: int
+    cost_max: float
+    cost_median: float
+    cost_mean: float
+    cost_cv: float
+    utilization: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def plan_stats(
+    lengths: Any,
+    batches: Sequence[Any],
+    *,
+    cost: CostLike = "quadratic",
+    max_cost: float | None = None,
+    pad_to_multiple_of: int = 1,
+) -> PlanStats:
+    """Summarise a plan: padding efficiency, batch sizes, cost per batch and its spread.
+
+    ``cost_cv`` is the coefficient of variation (std / mean) of batch cost: how
+    much memory swings from step to step. ``utilization`` is the mean of batch
+    cost / ``max_cost`` (None without a budget).
+    """
+    t = batch_table(lengths, batches, cost=cost, max_cost=max_cost, pad_to_multiple_of=pad_to_multiple_of)
+    costs = t["cost"]
+    mean = float(costs.mean())
+    return PlanStats(
+        batches=int(t["batch_size"].size),
+        samples=int(t["batch_size"].sum()),
+        real_tokens=int(t["real_tokens"].sum()),
+        padded_tokens=int(t["padded_tokens"].sum()),
+        padding_efficiency=float(t["real_tokens"].sum() / t["padded_tokens"].sum()),
+        batch_size_min=int(t["batch_size"].min()),
+        batch_size_median=float(np.median(t["batch_size"])),
+        batch_size_max=int(t["batch_size"].max()),
+        cost_max=float(costs.max()),
+        cost_median=float(np.median(costs)),
+        cost_mean=mean,
+        cost_cv=float(costs.std() / mean) if mean > 0 else 0.0,
+        utilization=float(t["cost_ratio"].mean()) if "cost_ratio" in t else None,
+    )
