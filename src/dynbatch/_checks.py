@@ -13,6 +13,7 @@ from collections.abc import Collection
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 __all__ = [
     "check_bool",
@@ -58,7 +59,7 @@ def check_choice(name: str, value: Any, choices: Collection[str]) -> str:
     return value
 
 
-def check_lengths(lengths: Any, name: str = "lengths") -> np.ndarray:
+def check_lengths(lengths: Any, name: str = "lengths") -> NDArray[Any]:
     """Return ``lengths`` as a 1-D ``int64`` array of positive whole numbers.
 
     >>> check_lengths([3, 1, 2]).tolist()

@@ -7,7 +7,12 @@ from types import ModuleType
 
 __all__ = ["require"]
 
-_EXTRA = {"paddle": "cpu", "visualdl": "visualdl", "paddlenlp": "examples", "matplotlib": "examples"}
+_EXTRA = {
+    "paddle": "cpu",
+    "visualdl": "visualdl",
+    "paddlenlp": "examples",
+    "matplotlib": "examples",
+}
 
 
 def require(module: str, what: str) -> ModuleType:

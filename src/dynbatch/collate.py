@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._checks import check_int
 
@@ -41,10 +42,10 @@ class Stack:
         self._axis = axis
         self._dtype = dtype
 
-    def __call__(self, data: Sequence[Any]) -> np.ndarray:
+    def __call__(self, data: Sequence[Any]) -> NDArray[Any]:
         _non_empty(data, "Stack")
         out = np.stack(data, axis=self._axis)
-        return out.astype(self._dtype) if self._dtype else out
+        return np.asarray(out.astype(self._dtype) if self._dtype else out)
 
 
 class Pad:
@@ -76,7 +77,9 @@ class Pad:
         self._ret_length = ret_length
         self._dtype = dtype
         self._pad_right = pad_right
-        self._multiple = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1, allow_none=True)
+        self._multiple = check_int(
+            "pad_to_multiple_of", pad_to_multiple_of, minimum=1, allow_none=True
+        )
         self._ret_mask = ret_mask
 
     def __call__(self, data: Sequence[Any]) -> Any:
@@ -91,17 +94,20 @@ class Pad:
             longest = -(-longest // self._multiple) * self._multiple
         shape = list(arrs[0].shape)
         shape[axis] = longest
-        out = np.full([len(arrs), *shape], self._pad_val,
-                      dtype=arrs[0].dtype if self._dtype is None else self._dtype)
+        out = np.full(
+            [len(arrs), *shape],
+            self._pad_val,
+            dtype=arrs[0].dtype if self._dtype is None else self._dtype,
+        )
         mask = np.zeros((len(arrs), longest), dtype=np.int64) if self._ret_mask else None
-        for i, (arr, n) in enumerate(zip(arrs, lengths)):
+        for i, (arr, n) in enumerate(zip(arrs, lengths, strict=True)):
             span = slice(0, n) if self._pad_right else slice(longest - n, longest)
             index = [slice(None)] * arr.ndim
             index[axis] = span
             out[(i, *index)] = arr
             if mask is not None:
                 mask[i, span] = 1
-        extras: list[np.ndarray] = []
+        extras: list[NDArray[Any]] = []
         if self._ret_length:
             dtype = "int32" if self._ret_length is True else self._ret_length
             extras.append(np.asarray(lengths, dtype=dtype))
@@ -138,7 +144,7 @@ class Tuple:
                 )
             self._fn: tuple[Batchify, ...] = tuple(fn)
         else:
-            self._fn = (fn, *args)
+            self._fn = (fn, *args)  # type: ignore[arg-type]
         _check_fns(self._fn, "Tuple")
 
     def __call__(self, data: Sequence[Sequence[Any]]) -> tuple[Any, ...]:

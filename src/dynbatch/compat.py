@@ -22,10 +22,12 @@ samples), ``uprank=True``/``False`` sorts by length ascending/descending;
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._optional import require
 from .lengths import field_length
@@ -37,7 +39,7 @@ from paddle.io import DataLoader, Dataset  # noqa: E402
 __all__ = ["DatasetForDBL", "as_published", "get_dynamic_batch_loader"]
 
 
-def as_published(lengths: Sequence[int], controller: float) -> list[np.ndarray]:
+def as_published(lengths: Sequence[int], controller: float) -> list[NDArray[Any]]:
     """The batches the study's code produced in the given order (linear rule, one over).
 
     Empty batches it could emit (a first sample over budget) are left out.
@@ -57,10 +59,10 @@ def as_published(lengths: Sequence[int], controller: float) -> list[np.ndarray]:
             bounds.append(i)
             count, longest = 0, int(n)
     bounds.append(len(lengths))
-    return [np.arange(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+    return [np.arange(a, b) for a, b in itertools.pairwise(bounds) if b > a]
 
 
-class DatasetForDBL(Dataset):  # type: ignore[misc]
+class DatasetForDBL(Dataset):  # type: ignore[type-arg]
     """A dataset of dynamic batches of ``data``: item ``i`` is the list of samples of batch ``i``.
 
     Args:
@@ -87,9 +89,12 @@ class DatasetForDBL(Dataset):  # type: ignore[misc]
             raise ValueError(f"uprank must be None, True or False, got uprank={uprank!r}")
         self._data = data
         lengths = [field_length(data[i], ref_index) for i in range(len(data))]
-        order = {None: "shuffle" if shuffle else "none", True: "ascending", False: "descending"}[uprank]
-        self.batches = plan_batches(lengths, controller, cost="quadratic", order=order, seed=seed,
-                                    oversize="alone")
+        order = {None: "shuffle" if shuffle else "none", True: "ascending", False: "descending"}[
+            uprank
+        ]
+        self.batches = plan_batches(
+            lengths, controller, cost="quadratic", order=order, seed=seed, oversize="alone"
+        )
         if shuffle and uprank is not None:
             rng = np.random.default_rng([seed, 1])
             self.batches = [self.batches[i] for i in rng.permutation(len(self.batches))]
@@ -112,4 +117,4 @@ def get_dynamic_batch_loader(
 ) -> Any:
     """``paddle.io.DataLoader`` over :class:`DatasetForDBL`, each item collated whole."""
     dataset = DatasetForDBL(data, controller, uprank, ref_index, shuffle)
-    return DataLoader(dataset, batch_size=None, collate_fn=collate_fn, places=places)
+    return DataLoader(dataset, batch_size=None, collate_fn=collate_fn, places=places)  # type: ignore[arg-type]

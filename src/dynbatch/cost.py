@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +29,7 @@ __all__ = ["Cost", "CostLike", "LinearCost", "MixedCost", "QuadraticCost", "reso
 
 #: A vectorised cost: arrays (or scalars) ``n`` and ``L`` in, float64 cost out.
 Cost = Callable[[Any, Any], Any]
-CostLike = Union[str, Cost]
+CostLike = str | Cost
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,14 @@ class MixedCost:
     def __post_init__(self) -> None:
         for name in ("a", "b"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                math.isfinite(value) and value >= 0
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and value >= 0)
             ):
-                raise ValueError(f"MixedCost {name} must be a finite number >= 0, got {name}={value!r}")
+                raise ValueError(
+                    f"MixedCost {name} must be a finite number >= 0, got {name}={value!r}"
+                )
             object.__setattr__(self, name, float(value))
         if self.a == 0 and self.b == 0:
             raise ValueError("MixedCost needs a > 0 or b > 0, got a=0 and b=0")
@@ -109,7 +113,7 @@ def resolve_cost(cost: CostLike) -> Cost:
             return _NAMED[cost]
         if cost.startswith("mixed:"):
             try:
-                a, b = (float(x) for x in cost[len("mixed:"):].split(","))
+                a, b = (float(x) for x in cost[len("mixed:") :].split(","))
             except ValueError:
                 raise ValueError(f"cost 'mixed:A,B' needs two numbers, got cost={cost!r}") from None
             return MixedCost(a, b)
@@ -135,4 +139,6 @@ def cost_name(cost: Cost) -> str:
     """A stable text for a cost, the same in every process (used in fingerprints)."""
     if isinstance(cost, (QuadraticCost, LinearCost, MixedCost, _Elementwise)):
         return repr(cost) if not isinstance(cost, _Elementwise) else cost_name(cost.fn)
-    return f"{getattr(cost, '__module__', '?')}.{getattr(cost, '__qualname__', type(cost).__name__)}"
+    return (
+        f"{getattr(cost, '__module__', '?')}.{getattr(cost, '__qualname__', type(cost).__name__)}"
+    )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._checks import check_lengths
 
@@ -25,7 +26,9 @@ def field_length(sample: Any, ref_index: Any) -> int:
     try:
         field = sample[ref_index]
     except (KeyError, IndexError, TypeError) as exc:
-        raise TypeError(f"ref_index={ref_index!r} does not select a field of the sample: {exc}") from None
+        raise TypeError(
+            f"ref_index={ref_index!r} does not select a field of the sample: {exc}"
+        ) from None
     shape = getattr(field, "shape", None)
     if shape is not None and len(shape) > 0:
         return int(shape[0])
@@ -64,7 +67,7 @@ def compute_lengths(
     length_fn: Callable[[Any], int] | None = None,
     ref_index: Any = None,
     cache_path: str | os.PathLike[str] | None = None,
-) -> np.ndarray:
+) -> NDArray[Any]:
     """Measure every sample of ``dataset`` once, with ``length_fn(sample)`` or ``ref_index``.
 
     >>> compute_lengths([([1, 2, 3], 0), ([4], 1)], ref_index=0).tolist()
@@ -85,8 +88,12 @@ def compute_lengths(
             if str(cached["fingerprint"]) == key:
                 return check_lengths(cached["lengths"])
     measure = length_fn if length_fn is not None else (lambda s: field_length(s, ref_index))
-    lengths = check_lengths(np.fromiter((measure(dataset[i]) for i in range(len(dataset))), dtype=np.float64,
-                                        count=len(dataset)), name=f"lengths measured by {how}")
+    lengths = check_lengths(
+        np.fromiter(
+            (measure(dataset[i]) for i in range(len(dataset))), dtype=np.float64, count=len(dataset)
+        ),
+        name=f"lengths measured by {how}",
+    )
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.npz")

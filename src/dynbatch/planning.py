@@ -30,10 +30,12 @@ NOTE [ packing by capacity ]
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._checks import check_bool, check_choice, check_int, check_lengths, check_positive_number
 from .cost import Cost, CostLike, LinearCost, MixedCost, QuadraticCost, resolve_cost
@@ -44,7 +46,7 @@ ORDERS = ("bucket", "shuffle", "ascending", "descending", "none")
 OVERSIZE = ("error", "skip", "alone")
 
 
-def padded_lengths(lengths: np.ndarray, pad_to_multiple_of: int = 1) -> np.ndarray:
+def padded_lengths(lengths: NDArray[Any], pad_to_multiple_of: int = 1) -> NDArray[Any]:
     """Round lengths up to a multiple of ``pad_to_multiple_of``.
 
     >>> padded_lengths(np.array([1, 8, 9]), 8).tolist()
@@ -55,7 +57,9 @@ def padded_lengths(lengths: np.ndarray, pad_to_multiple_of: int = 1) -> np.ndarr
     return -(-lengths // pad_to_multiple_of) * pad_to_multiple_of
 
 
-def _capacity(cost: Cost, lengths: np.ndarray, max_cost: float, upper: int, multiple: int) -> np.ndarray:
+def _capacity(
+    cost: Cost, lengths: NDArray[Any], max_cost: float, upper: int, multiple: int
+) -> NDArray[Any]:
     """Largest batch size that fits, per length (see NOTE [ packing by capacity ])."""
     lo = np.zeros(lengths.shape, dtype=np.int64)  # always fits
     hi = np.full(lengths.shape, upper, dtype=np.int64)
@@ -75,35 +79,36 @@ def _capacity(cost: Cost, lengths: np.ndarray, max_cost: float, upper: int, mult
 class _Distinct:
     """The distinct values of a positive int array, and per-sample look-ups into them."""
 
-    def __init__(self, values: np.ndarray) -> None:
+    def __init__(self, values: NDArray[Any]) -> None:
         self.values = values
         top = int(values.max())
-        if top <= 4 * values.size + (1 << 20):  # count, no sort
+        self._by_value = top <= 4 * values.size + (1 << 20)  # count, no sort
+        if self._by_value:
             present = np.bincount(values, minlength=top + 1) > 0
             self.uniq = np.flatnonzero(present)
-            self._rank_of_value: np.ndarray | None = np.cumsum(present) - 1
-            self._inverse: np.ndarray | None = None
+            self._rank = np.cumsum(present) - 1  # rank of each value
         else:
             self.uniq, inverse = np.unique(values, return_inverse=True)
-            self._rank_of_value, self._inverse = None, inverse.reshape(-1)
+            self._rank = inverse.reshape(-1)  # rank of each sample
 
-    def take(self, per_value: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
+    def take(self, per_value: NDArray[Any], where: NDArray[Any] | None = None) -> NDArray[Any]:
         """``per_value[rank of values[where]]``: a per-distinct-value array mapped to samples."""
-        if self._rank_of_value is not None:
-            table = per_value[self._rank_of_value]
-            return table[self.values if where is None else self.values[where]]
-        assert self._inverse is not None
-        return per_value[self._inverse if where is None else self._inverse[where]]
+        if self._by_value:
+            table = per_value[self._rank]
+            return np.asarray(table[self.values if where is None else self.values[where]])
+        return np.asarray(per_value[self._rank if where is None else self._rank[where]])
 
 
-def _stable_argsort_small(keys: np.ndarray, nkeys: int) -> np.ndarray:
+def _stable_argsort_small(keys: NDArray[Any], nkeys: int) -> NDArray[Any]:
     """Stable argsort of ints in ``[0, nkeys)``; radix sort when they fit 16 bits."""
     if nkeys <= np.iinfo(np.uint16).max:
         keys = keys.astype(np.uint16)
     return np.argsort(keys, kind="stable")
 
 
-def _pack_runs(run_starts: np.ndarray, run_caps: np.ndarray, total: int, multiple: int) -> tuple[list[int], bool]:
+def _pack_runs(
+    run_starts: NDArray[Any], run_caps: NDArray[Any], total: int, multiple: int
+) -> tuple[list[int], bool]:
     """Batch boundaries for a sequence cut into runs of nonincreasing capacity.
 
     Every position in run ``k`` is charged that run's capacity; a batch that
@@ -113,7 +118,7 @@ def _pack_runs(run_starts: np.ndarray, run_caps: np.ndarray, total: int, multipl
     bounds: list[int] = []
     pos = 0  # start of the open batch
     ends = np.append(run_starts[1:], total).tolist()
-    for start, end, cap in zip(run_starts.tolist(), ends, run_caps.tolist()):
+    for start, end, cap in zip(run_starts.tolist(), ends, run_caps.tolist(), strict=True):
         if cap == 0:  # oversize samples: each alone
             if pos < start:
                 bounds.append(start)
@@ -181,7 +186,7 @@ def _pack_sequence(caps: list[int], multiple: int) -> tuple[list[int], bool]:
 
 def find_oversize(
     lengths: Any, max_cost: float, *, cost: CostLike = "quadratic", pad_to_multiple_of: int = 1
-) -> np.ndarray:
+) -> NDArray[Any]:
     """Indices of samples that exceed ``max_cost`` even alone.
 
     >>> find_oversize([10, 300, 20], 200**2).tolist()
@@ -209,7 +214,7 @@ def plan_batches(
     oversize: str = "error",
     drop_last: bool = False,
     bucket_width: float = 0.05,
-) -> list[np.ndarray]:
+) -> list[NDArray[Any]]:
     """Group sample indices into batches whose padded cost stays within ``max_cost``.
 
     Args:
@@ -275,7 +280,9 @@ def plan_batches(
         if order == "bucket":
             # bucket k holds L with k <= log(L) / log(1 + w) + phase < k + 1
             phase = rng.random()
-            key_of_len = np.floor(np.log(dist.uniq) / np.log1p(bucket_width) + phase).astype(np.int64)
+            key_of_len = np.floor(np.log(dist.uniq) / np.log1p(bucket_width) + phase).astype(
+                np.int64
+            )
             key_of_len -= key_of_len[0]
             # oversize lengths (the longest, for a monotone cost) form a last run of their own
             key_of_len[caps_by_len == 0] = key_of_len[-1] + 1
@@ -302,7 +309,7 @@ def plan_batches(
     if not isinstance(fn, (QuadraticCost, LinearCost, MixedCost)):
         _check_budget(fn, plens[seq], bounds, max_cost, oversize == "alone")
     seq = seq.astype(np.int64, copy=False)
-    batches = [seq[a:b] for a, b in zip([0, *bounds[:-1]], bounds)]
+    batches = [seq[a:b] for a, b in itertools.pairwise([0, *bounds])]
     if order == "bucket":
         batches = [batches[i] for i in rng.permutation(len(batches))]
     elif order == "descending":
@@ -310,7 +317,7 @@ def plan_batches(
     return batches
 
 
-def _permutation(rng: np.random.Generator, n: int) -> np.ndarray:
+def _permutation(rng: np.random.Generator, n: int) -> NDArray[Any]:
     """A random permutation of ``range(n)``; int32 halves the memory traffic when it can."""
     perm = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
     rng.shuffle(perm)
@@ -318,7 +325,12 @@ def _permutation(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _report_oversize(
-    fn: Cost, lens: np.ndarray, plens: np.ndarray, too_big: np.ndarray, max_cost: float, oversize: str
+    fn: Cost,
+    lens: NDArray[Any],
+    plens: NDArray[Any],
+    too_big: NDArray[Any],
+    max_cost: float,
+    oversize: str,
 ) -> None:
     where = np.flatnonzero(too_big)
     i = int(where[0])
@@ -337,8 +349,10 @@ def _report_oversize(
         )
 
 
-def _check_budget(fn: Cost, seq_lens: np.ndarray, bounds: list[int], max_cost: float, alone_ok: bool) -> None:
-    """Every batch within budget, else the user's cost is not monotone (NOTE [ packing by capacity ])."""
+def _check_budget(
+    fn: Cost, seq_lens: NDArray[Any], bounds: list[int], max_cost: float, alone_ok: bool
+) -> None:
+    """Every batch fits, else the user's cost is not monotone (NOTE [ packing by capacity ])."""
     if not bounds:
         return
     starts = np.array([0, *bounds[:-1]], dtype=np.int64)

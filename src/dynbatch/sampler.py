@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
+from numpy.typing import NDArray
 
 from ._checks import check_int, check_lengths
 from ._optional import require
@@ -44,7 +44,7 @@ def _resolve_lengths(
     length_fn: Callable[[Any], int] | None,
     ref_index: Any,
     cache_path: str | os.PathLike[str] | None,
-) -> np.ndarray:
+) -> NDArray[Any]:
     if lengths is not None:
         if length_fn is not None or ref_index is not None:
             raise ValueError(
@@ -102,21 +102,30 @@ class _Planned:
 
     def _sharded(self, epoch: int) -> ShardedPlan:
         if self._cached is None or self._cached[0] != epoch:
-            plan = plan_batches(self.lengths, cost=self.cost, epoch=epoch, drop_last=self.drop_last,
-                                **self.options)
+            plan = plan_batches(
+                self.lengths, cost=self.cost, epoch=epoch, drop_last=self.drop_last, **self.options
+            )
             sharded = shard_plan(
-                plan, self.lengths, self.num_replicas, cost=self.cost,
-                pad_to_multiple_of=self.options["pad_to_multiple_of"], seed=self.seed, epoch=epoch,
-                keep_order=self.order in ("none", "ascending", "descending"), drop_last=self.drop_last,
+                plan,
+                self.lengths,
+                self.num_replicas,
+                cost=self.cost,
+                pad_to_multiple_of=self.options["pad_to_multiple_of"],
+                seed=self.seed,
+                epoch=epoch,
+                keep_order=self.order in ("none", "ascending", "descending"),
+                drop_last=self.drop_last,
             )
             self._cached = (epoch, sharded)
         return self._cached[1]
 
-    def batches(self, epoch: int | None = None) -> list[np.ndarray]:
+    def batches(self, epoch: int | None = None) -> list[NDArray[Any]]:
         """This rank's planned batches for ``epoch`` (default: the current one), in order."""
-        return self._sharded(self.epoch if epoch is None else check_int("epoch", epoch)).for_rank(self.rank)
+        return self._sharded(self.epoch if epoch is None else check_int("epoch", epoch)).for_rank(
+            self.rank
+        )
 
-    def padding_mask(self, epoch: int | None = None) -> np.ndarray:
+    def padding_mask(self, epoch: int | None = None) -> NDArray[Any]:
         """True for this rank's batches that repeat samples only to even out step counts."""
         sharded = self._sharded(self.epoch if epoch is None else check_int("epoch", epoch))
         return sharded.is_padding[self.rank :: self.num_replicas]
@@ -143,26 +152,38 @@ class _Planned:
     def fingerprint(self) -> str:
         """Hash of the lengths and every option that shapes the plan."""
         h = hashlib.blake2b(self.lengths.tobytes(), digest_size=16)
-        opts = {**self.options, "cost": cost_name(self.cost), "drop_last": self.drop_last,
-                "num_replicas": self.num_replicas}
+        opts = {
+            **self.options,
+            "cost": cost_name(self.cost),
+            "drop_last": self.drop_last,
+            "num_replicas": self.num_replicas,
+        }
         h.update(json.dumps(opts, sort_keys=True, default=str).encode())
         return h.hexdigest()
 
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
         """Where this epoch stands; see NOTE [ prefetch and resume ] for ``consumed_batches``."""
-        position = self._yielded if consumed_batches is None else check_int(
-            "consumed_batches", consumed_batches)
+        position = (
+            self._yielded
+            if consumed_batches is None
+            else check_int("consumed_batches", consumed_batches)
+        )
         total = len(self.batches())
         if position > total:
             raise ValueError(
                 f"consumed_batches must be in [0, {total}] (batches in epoch {self.epoch}), "
                 f"got consumed_batches={consumed_batches}"
             )
-        return {"version": _STATE_VERSION, "epoch": self.epoch, "position": position,
-                "seed": self.seed, "fingerprint": self.fingerprint()}
+        return {
+            "version": _STATE_VERSION,
+            "epoch": self.epoch,
+            "position": position,
+            "seed": self.seed,
+            "fingerprint": self.fingerprint(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume: the next iteration yields the batches of ``state["epoch"]`` after ``position``."""
+        """Resume: the next iteration yields epoch ``state["epoch"]`` after ``position`` batches."""
         missing = {"version", "epoch", "position", "fingerprint"} - set(state)
         if missing:
             raise ValueError(f"not a dynbatch sampler state: missing keys {sorted(missing)}")
@@ -179,7 +200,9 @@ class _Planned:
         total = len(self.batches())
         position = check_int("state['position']", state["position"])
         if position > total:
-            raise ValueError(f"state['position']={position} is past the {total} batches of epoch {epoch}")
+            raise ValueError(
+                f"state['position']={position} is past the {total} batches of epoch {epoch}"
+            )
         self._start = self._yielded = position
 
 
@@ -197,7 +220,7 @@ _SAMPLER_DOC = """
 """
 
 
-class DynamicBatchSampler(_Planned, BatchSampler):  # type: ignore[misc]
+class DynamicBatchSampler(_Planned, BatchSampler):
     """A ``paddle.io.BatchSampler`` whose batches fit a cost budget instead of a fixed size.
 
     ``len(sampler)`` is exact before the first iteration; call
@@ -225,15 +248,30 @@ class DynamicBatchSampler(_Planned, BatchSampler):  # type: ignore[misc]
         cache_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self.num_replicas, self.rank = 1, 0
-        self._setup(dataset, lengths, length_fn, ref_index, cache_path, dict(
-            max_cost=max_cost, cost=cost, order=order, seed=seed, max_batch_size=max_batch_size,
-            batch_size_multiple=batch_size_multiple, pad_to_multiple_of=pad_to_multiple_of,
-            oversize=oversize, bucket_width=bucket_width), drop_last)
+        self._setup(
+            dataset,
+            lengths,
+            length_fn,
+            ref_index,
+            cache_path,
+            dict(
+                max_cost=max_cost,
+                cost=cost,
+                order=order,
+                seed=seed,
+                max_batch_size=max_batch_size,
+                batch_size_multiple=batch_size_multiple,
+                pad_to_multiple_of=pad_to_multiple_of,
+                oversize=oversize,
+                bucket_width=bucket_width,
+            ),
+            drop_last,
+        )
 
     __init__.__doc__ = _SAMPLER_DOC
 
 
-class DistributedDynamicBatchSampler(_Planned, DistributedBatchSampler):  # type: ignore[misc]
+class DistributedDynamicBatchSampler(_Planned, DistributedBatchSampler):
     """:class:`DynamicBatchSampler` for data-parallel training: each rank gets its share.
 
     Every rank yields the same number of batches and, step by step, batches of
@@ -276,7 +314,22 @@ class DistributedDynamicBatchSampler(_Planned, DistributedBatchSampler):  # type
         if self.rank >= self.num_replicas:
             raise ValueError(f"rank must be in [0, {self.num_replicas - 1}], got rank={rank}")
         self.nranks, self.local_rank = self.num_replicas, self.rank  # paddle's names
-        self._setup(dataset, lengths, length_fn, ref_index, cache_path, dict(
-            max_cost=max_cost, cost=cost, order=order, seed=seed, max_batch_size=max_batch_size,
-            batch_size_multiple=batch_size_multiple, pad_to_multiple_of=pad_to_multiple_of,
-            oversize=oversize, bucket_width=bucket_width), drop_last)
+        self._setup(
+            dataset,
+            lengths,
+            length_fn,
+            ref_index,
+            cache_path,
+            dict(
+                max_cost=max_cost,
+                cost=cost,
+                order=order,
+                seed=seed,
+                max_batch_size=max_batch_size,
+                batch_size_multiple=batch_size_multiple,
+                pad_to_multiple_of=pad_to_multiple_of,
+                oversize=oversize,
+                bucket_width=bucket_width,
+            ),
+            drop_last,
+        )

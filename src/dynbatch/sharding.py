@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._checks import check_bool, check_int, check_lengths
 from .cost import CostLike, resolve_cost
@@ -38,28 +39,28 @@ __all__ = ["ShardedPlan", "shard_plan"]
 
 @dataclass(frozen=True)
 class ShardedPlan:
-    """Batches in step-major order: step ``s`` of rank ``r`` is ``batches[s * num_replicas + r]``."""
+    """Batches in step-major order: step ``s`` of rank ``r`` is ``batches[s * replicas + r]``."""
 
-    batches: list[np.ndarray]
-    is_padding: np.ndarray
+    batches: list[NDArray[Any]]
+    is_padding: NDArray[Any]
     num_replicas: int
 
     @property
     def num_steps(self) -> int:
         return len(self.batches) // self.num_replicas
 
-    def for_rank(self, rank: int) -> list[np.ndarray]:
+    def for_rank(self, rank: int) -> list[NDArray[Any]]:
         return self.batches[rank :: self.num_replicas]
 
 
-def _split(batch: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _split(batch: NDArray[Any], lengths: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any]]:
     """Two halves with alternating members by length: similar size, similar longest."""
     by_len = batch[np.argsort(lengths[batch], kind="stable")]
     return by_len[1::2], by_len[0::2]
 
 
 def shard_plan(
-    batches: Sequence[np.ndarray],
+    batches: Sequence[NDArray[Any]],
     lengths: Any,
     num_replicas: int,
     *,
@@ -100,7 +101,9 @@ def shard_plan(
     padding = [False] * len(plan)
     extra = -len(plan) % replicas
     if extra and drop_last:
-        drop = set(np.argsort([b.size for b in plan], kind="stable")[: len(plan) % replicas].tolist())
+        drop = set(
+            np.argsort([b.size for b in plan], kind="stable")[: len(plan) % replicas].tolist()
+        )
         plan = [b for i, b in enumerate(plan) if i not in drop]
         padding = [False] * len(plan)
     elif extra:

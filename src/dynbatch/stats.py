@@ -18,12 +18,20 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._checks import check_int, check_lengths, check_positive_number
 from .cost import CostLike, resolve_cost
-from .planning import padded_lengths
+from .planning import ORDERS, padded_lengths, plan_batches
 
-__all__ = ["PlanStats", "batch_table", "lower_bound_batches", "plan_stats"]
+__all__ = [
+    "PlanStats",
+    "batch_table",
+    "compare_orders",
+    "fixed_batches",
+    "lower_bound_batches",
+    "plan_stats",
+]
 
 
 def batch_table(
@@ -33,7 +41,7 @@ def batch_table(
     cost: CostLike = "quadratic",
     max_cost: float | None = None,
     pad_to_multiple_of: int = 1,
-) -> dict[str, np.ndarray]:
+) -> dict[str, NDArray[Any]]:
     """Per-batch columns: ``batch_size``, ``max_len``, ``real_tokens``, ``padded_tokens``,
     ``padding_efficiency``, ``cost`` and, with ``max_cost``, ``cost_ratio``."""
     lens = check_lengths(lengths)
@@ -110,7 +118,9 @@ def plan_stats(
     much memory swings from step to step. ``utilization`` is the mean of batch
     cost / ``max_cost`` (None without a budget).
     """
-    t = batch_table(lengths, batches, cost=cost, max_cost=max_cost, pad_to_multiple_of=pad_to_multiple_of)
+    t = batch_table(
+        lengths, batches, cost=cost, max_cost=max_cost, pad_to_multiple_of=pad_to_multiple_of
+    )
     costs = t["cost"]
     mean = float(costs.mean())
     return PlanStats(
@@ -128,3 +138,57 @@ def plan_stats(
         cost_cv=float(costs.std() / mean) if mean > 0 else 0.0,
         utilization=float(t["cost_ratio"].mean()) if "cost_ratio" in t else None,
     )
+
+
+def fixed_batches(n: int, batch_size: int, *, seed: int = 0) -> list[NDArray[Any]]:
+    """The usual baseline: a shuffled dataset cut into batches of ``batch_size``.
+
+    >>> [b.size for b in fixed_batches(7, 3)]
+    [3, 3, 1]
+    """
+    n = check_int("n", n, minimum=1)
+    batch_size = check_int("fixed_batch_size", batch_size, minimum=1)
+    perm = np.random.default_rng([seed, 0]).permutation(n)
+    return [perm[i : i + batch_size] for i in range(0, n, batch_size)]
+
+
+def compare_orders(
+    lengths: Any,
+    max_cost: float,
+    *,
+    cost: CostLike = "quadratic",
+    max_batch_size: int | None = None,
+    pad_to_multiple_of: int = 1,
+    fixed_batch_size: int | None = 20,
+    seed: int = 0,
+) -> dict[str, PlanStats]:
+    """Stats of every order of :func:`~dynbatch.plan_batches` and of a fixed batch size.
+
+    Samples over budget even alone are given a batch of their own, so this
+    works on any corpus (:func:`~dynbatch.find_oversize` counts them).
+    """
+    lens = check_lengths(lengths)
+
+    def summary(batches: Sequence[Any]) -> PlanStats:
+        return plan_stats(
+            lens, batches, cost=cost, max_cost=max_cost, pad_to_multiple_of=pad_to_multiple_of
+        )
+
+    rows = {
+        order: summary(
+            plan_batches(
+                lens,
+                max_cost,
+                cost=cost,
+                order=order,
+                seed=seed,
+                max_batch_size=max_batch_size,
+                pad_to_multiple_of=pad_to_multiple_of,
+                oversize="alone",
+            )
+        )
+        for order in ORDERS
+    }
+    if fixed_batch_size is not None:
+        rows["fixed"] = summary(fixed_batches(lens.size, fixed_batch_size, seed=seed))
+    return rows

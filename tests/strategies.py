@@ -1,0 +1,51 @@
+"""Hypothesis strategies for planner inputs: lengths, budgets, orders, costs."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+import dynbatch
+from dynbatch.planning import ORDERS
+
+orders = st.sampled_from(ORDERS)
+named_costs = st.sampled_from(["quadratic", "linear", dynbatch.MixedCost(1.0, 0.05)])
+
+
+@st.composite
+def lengths(draw: st.DrawFn, max_size: int = 300, max_len: int = 600) -> np.ndarray:
+    """Lengths with the shapes that matter: few distinct values, long tails, all equal."""
+    n = draw(st.integers(1, max_size))
+    kind = draw(st.sampled_from(["uniform", "tail", "constant", "few"]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    if kind == "uniform":
+        out = rng.integers(1, max_len + 1, n)
+    elif kind == "tail":
+        out = np.minimum(np.ceil(rng.lognormal(3.5, 1.0, n)), max_len).astype(np.int64)
+    elif kind == "constant":
+        out = np.full(n, draw(st.integers(1, max_len)))
+    else:
+        out = rng.choice(draw(st.lists(st.integers(1, max_len), min_size=1, max_size=4)), n)
+    return np.asarray(out, dtype=np.int64)
+
+
+@st.composite
+def planner_args(draw: st.DrawFn) -> dict[str, object]:
+    """Keyword arguments for ``plan_batches`` whose budget fits every sample alone."""
+    lens = draw(lengths())
+    cost = draw(named_costs)
+    fn = dynbatch.resolve_cost(cost)
+    pad = draw(st.sampled_from([1, 1, 8]))
+    single = float(fn(1, -(-int(lens.max()) // pad) * pad))
+    return {
+        "lengths": lens,
+        "max_cost": single * draw(st.floats(1.0, 40.0)),
+        "cost": cost,
+        "order": draw(orders),
+        "seed": draw(st.integers(0, 2**31)),
+        "epoch": draw(st.integers(0, 50)),
+        "max_batch_size": draw(st.none() | st.integers(1, 64)),
+        "batch_size_multiple": draw(st.sampled_from([1, 1, 2, 8])),
+        "pad_to_multiple_of": pad,
+    }

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dynbatch import compute_lengths
+
+
+def test_ref_index_and_length_fn_agree() -> None:
+    data = [(np.arange(n), n % 2) for n in (3, 1, 7)]
+    assert compute_lengths(data, ref_index=0).tolist() == [3, 1, 7]
+    assert compute_lengths(data, length_fn=lambda s: len(s[0]) + 2).tolist() == [5, 3, 9]
+    assert compute_lengths([{"ids": [1, 2]}], ref_index="ids").tolist() == [2]
+
+
+def test_a_field_with_no_size_is_named() -> None:
+    with pytest.raises(TypeError, match=r"ref_index=1 has no size: got int 0"):
+        compute_lengths([([1, 2], 0)], ref_index=1)
+    with pytest.raises(TypeError, match="ref_index=5 does not select a field"):
+        compute_lengths([([1, 2], 0)], ref_index=5)
+
+
+def test_exactly_one_way_to_measure() -> None:
+    with pytest.raises(ValueError, match="exactly one of length_fn or ref_index"):
+        compute_lengths([[1]], length_fn=len, ref_index=0)
+    with pytest.raises(ValueError, match="exactly one"):
+        compute_lengths([[1]])
+
+
+def test_cache_is_used_and_refreshed_when_the_dataset_changes(tmp_path: Path) -> None:
+    calls = []
+
+    def measure(sample: list[int]) -> int:
+        calls.append(1)
+        return len(sample)
+
+    data = [[1] * n for n in range(1, 50)]
+    cache = tmp_path / "lens.npz"
+    first = compute_lengths(data, length_fn=measure, cache_path=cache)
+    n_calls = len(calls)
+    second = compute_lengths(data, length_fn=measure, cache_path=cache)
+    assert np.array_equal(first, second) and len(calls) == n_calls, "second run read the cache"
+    other = compute_lengths(data[:-1], length_fn=measure, cache_path=cache)
+    assert other.size == 48 and len(calls) > n_calls, "a different dataset is measured again"
