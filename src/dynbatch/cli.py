@@ -24,7 +24,7 @@ from .planning import plan_batches
 from .progress import Progress
 from .stats import PlanStats, batch_table, compare_orders, fixed_batches, lower_bound_batches
 
-__all__ = ["main", "read_lengths"]
+__all__ = ["format_table", "main", "read_lengths"]
 
 COLUMNS = [
     ("batches", "batches", "{:d}"),
@@ -115,7 +115,8 @@ def read_lengths(
     return check_lengths(np.maximum(lengths, 1) if add or truncate else lengths, name=str(path))
 
 
-def _table(rows: dict[str, PlanStats]) -> str:
+def format_table(rows: dict[str, PlanStats]) -> str:
+    """The per-order statistics as an aligned text table, one row per plan."""
     head = ["order", *(title for _, title, _ in COLUMNS)]
     body = [
         [
@@ -253,7 +254,7 @@ def _stats(args: argparse.Namespace) -> None:
             f"{lengths.size} samples, lengths {lengths.min()}..{lengths.max()} "
             f"(median {np.median(lengths):g}); max_cost={args.max_cost:g}, cost={args.cost}"
         )
-        print(_table(rows))
+        print(format_table(rows))
         print(f"lower bound on batches (sum of single-sample costs / max_cost): {bound}")
     if args.plot:
         _plot(args.plot, lengths, args)
