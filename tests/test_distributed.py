@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -76,10 +77,8 @@ def run_script(tmp_path: Path, *args: str) -> int:
     try:
         return proc.wait(timeout=300)
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         log.close()
 
 
