@@ -91,3 +91,13 @@ def test_sigkill_mid_epoch_then_resume_sees_every_index_once(tmp_path: Path, wor
     assert run_script(tmp_path, str(workers)) == 0, (tmp_path / "run.log").read_text()[-3000:]
     trained = json.loads((tmp_path / "trained.json").read_text())
     assert sorted(trained) == list(range(257)), "none lost, none repeated over the epoch"
+
+
+def test_two_rank_accumulated_gradient_equals_the_global_mean(tmp_path: Path) -> None:
+    launch("ddp_grad.py", tmp_path, str(tmp_path))
+    ranks = [json.loads((tmp_path / f"grad{r}.json").read_text()) for r in range(2)]
+    for r in ranks:
+        assert r["steps"] == 1 and r["micro_batches"] > 1
+        assert r["max_abs_diff"] < 1e-5, "the update is the mean over every sample of both ranks"
+    for name, values in ranks[0]["params"].items():
+        assert np.allclose(values, ranks[1]["params"][name], atol=1e-7), name

@@ -16,6 +16,7 @@ from .lengths import compute_lengths
 from .planning import find_oversize, plan_batches
 from .sharding import shard_plan
 from .stats import PlanStats, plan_stats
+from .training import GradientAccumulator, accumulation_windows, scale_lr
 
 __version__ = "0.1.0"
 
@@ -25,6 +26,7 @@ _LAZY = {
     "DistributedDynamicBatchSampler": "sampler",
     "DatasetForDBL": "compat",
     "get_dynamic_batch_loader": "compat",
+    "VisualDLHook": "logging",
 }
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "Dict",
     "DistributedDynamicBatchSampler",
     "DynamicBatchSampler",
+    "GradientAccumulator",
     "LinearCost",
     "MixedCost",
     "Pad",
@@ -39,13 +42,16 @@ __all__ = [
     "QuadraticCost",
     "Stack",
     "Tuple",
+    "VisualDLHook",
     "__version__",
+    "accumulation_windows",
     "compute_lengths",
     "find_oversize",
     "get_dynamic_batch_loader",
     "plan_batches",
     "plan_stats",
     "resolve_cost",
+    "scale_lr",
     "shard_plan",
 ]
 

@@ -1,0 +1,171 @@
+"""A VisualDL logging hook that knows each step's batch from the plan.
+
+NOTE [ which batch was step k ]
+    The DataLoader prefetches, so "the last batch the sampler yielded" is a
+    few batches ahead of the one being trained. Step ``k`` of epoch ``e`` *is*
+    the ``k``-th planned batch of that epoch, so the hook reads batch size,
+    lengths and cost from ``sampler.batches(e)[k]`` and needs nothing from the
+    loop but the step and the loss.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._optional import require
+from .progress import Progress
+from .stats import batch_table
+
+paddle = require("paddle", "dynbatch.VisualDLHook")
+from paddle.callbacks import Callback  # noqa: E402
+
+__all__ = ["VisualDLHook", "memory_mb"]
+
+BATCH_TAGS = (
+    "batch_size",
+    "max_len",
+    "real_tokens",
+    "padded_tokens",
+    "padding_efficiency",
+    "cost_ratio",
+)
+
+
+def memory_mb() -> float:
+    """CUDA max allocated memory on GPU; the resident set size of this process on CPU (MiB)."""
+    if paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0:
+        return float(paddle.device.cuda.max_memory_allocated()) / 2**20
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):  # not Linux: peak RSS, KiB on Linux / bytes on macOS
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return float(peak) / (2**20 if os.uname().sysname == "Darwin" else 2**10)
+
+
+def _scalar(value: Any) -> float:
+    """A Python float from a float, a numpy array or a paddle tensor of one element."""
+    if isinstance(value, (list, tuple)):
+        value = value[0]
+    if hasattr(value, "numpy"):
+        value = value.numpy()
+    return float(np.asarray(value).reshape(-1)[0])
+
+
+class VisualDLHook(Callback):
+    """Log what dynamic batching does, step by step, to VisualDL (rank 0 only).
+
+    Per step, under ``train/``: ``batch_size``, ``max_len``, ``real_tokens``,
+    ``padded_tokens``, ``padding_efficiency``, ``cost_ratio`` (batch cost /
+    ``max_cost``) — from the plan, see NOTE [ which batch was step k ] — and
+    ``loss``, ``lr``, ``samples_per_sec``, ``tokens_per_sec``, ``memory_mb``.
+
+    As a ``paddle.callbacks.Callback`` under ``paddle.Model.fit`` it also calls
+    the sampler's ``set_epoch`` at each epoch (hapi does not). In a hand-written
+    loop call ``on_epoch_begin(epoch)`` (or ``sampler.set_epoch``),
+    ``on_train_batch_end(step, {"loss": loss, "lr": lr})`` and ``close()``.
+
+    Args:
+        logdir: VisualDL log directory.
+        sampler: a dynbatch sampler, for the batch tags.
+        optimizer: where to read ``lr`` when the logs do not carry it.
+        progress: also draw a terminal progress bar (samples/s, padding efficiency).
+    """
+
+    def __init__(
+        self, logdir: str, sampler: Any = None, *, optimizer: Any = None, progress: bool = False
+    ) -> None:
+        super().__init__()
+        visualdl = require("visualdl", "dynbatch.VisualDLHook")
+        self.logdir, self.sampler, self.optimizer = logdir, sampler, optimizer
+        self.is_writer = paddle.distributed.get_rank() == 0
+        self.writer = visualdl.LogWriter(logdir=logdir) if self.is_writer else None
+        self.global_step = 0
+        self.progress = progress
+        self._bar: Progress | None = None
+        self._table: tuple[int, dict[str, NDArray[Any]]] | None = None
+        self._last = time.perf_counter()
+
+    # -- plan look-ups ---------------------------------------------------------------------
+    def _batch_row(self, step: int) -> dict[str, float] | None:
+        if self.sampler is None:
+            return None
+        epoch = self.sampler.epoch
+        if self._table is None or self._table[0] != epoch:
+            table = batch_table(
+                self.sampler.lengths,
+                self.sampler.batches(epoch),
+                cost=self.sampler.cost,
+                max_cost=self.sampler.max_cost,
+                pad_to_multiple_of=self.sampler.options["pad_to_multiple_of"],
+            )
+            self._table = (epoch, table)
+        table = self._table[1]
+        if not 0 <= step < table["batch_size"].size:
+            return None
+        return {tag: float(table[tag][step]) for tag in BATCH_TAGS}
+
+    # -- paddle.callbacks.Callback -------------------------------------------------------------
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        if self.sampler is not None:
+            self.sampler.set_epoch(epoch)
+        self._last = time.perf_counter()
+        if self.progress and self.is_writer:
+            total = len(self.sampler) if self.sampler is not None else None
+            self._bar = Progress(total=total, desc=f"epoch {epoch}", unit="batches")
+
+    def on_train_batch_end(self, step: int, logs: Any = None) -> None:
+        logs = logs or {}
+        now = time.perf_counter()
+        elapsed, self._last = max(now - self._last, 1e-9), now
+        row = self._batch_row(step)
+        values: dict[str, float] = dict(row) if row else {}
+        if "loss" in logs:
+            values["loss"] = _scalar(logs["loss"])
+        lr = logs.get("lr")
+        if lr is None:
+            opt = self.optimizer or getattr(getattr(self, "model", None), "_optimizer", None)
+            lr = opt.get_lr() if opt is not None else None
+        if lr is not None:
+            values["lr"] = _scalar(lr)
+        size = row["batch_size"] if row else logs.get("batch_size")
+        if size is not None:
+            values["samples_per_sec"] = float(size) / elapsed
+        if row:
+            values["tokens_per_sec"] = row["real_tokens"] / elapsed
+        values["memory_mb"] = memory_mb()
+        if self.writer is not None:
+            for tag, value in values.items():
+                self.writer.add_scalar(f"train/{tag}", float(value), self.global_step)
+        if self._bar is not None:
+            extra = {"padding": values["padding_efficiency"]} if row else {}
+            self._bar.update(1, loss=values.get("loss", float("nan")), **extra)
+        self.global_step += 1
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if self.writer is not None:
+            self.writer.flush()
+
+    def on_train_end(self, logs: Any = None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Flush and close the log file."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def __enter__(self) -> VisualDLHook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
