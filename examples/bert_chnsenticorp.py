@@ -82,7 +82,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--max-cost", type=float, default=None, help="default: batch_size * max_len**2 / 4"
     )
-    p.add_argument("--max-batch-size", type=int, default=None)
+    p.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=None,
+        help="dynamic modes' cap on samples per batch; default 4 x --batch-size (see the README)",
+    )
     p.add_argument(
         "--accumulate-tokens",
         type=float,
@@ -124,6 +129,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.max_batch_size is None:
+        # A quadratic budget packs hundreds of short samples into one step, so an epoch
+        # takes far fewer updates than the baseline's; a few times its batch keeps them close.
+        args.max_batch_size = 4 * args.batch_size
     if args.max_cost is not None and not args.max_cost > 0:
         raise UsageError(f"--max-cost must be positive, got {args.max_cost:g}")
     return args
@@ -303,7 +312,8 @@ def report(
         f"Data: {meta['source']}; "
         f"{meta['train_samples']} train / {meta['dev_samples']} dev samples; "
         f"model: {meta['model']}; vocabulary: {meta['vocab_desc']}; epochs: {args.epochs}; "
-        f"max_cost: {meta['max_cost']:g} ({args.cost}).",
+        f"max_cost: {meta['max_cost']:g} ({args.cost}); max_batch_size: {args.max_batch_size}; "
+        f"lr scaling: {args.lr_scaling}.",
         "",
         "| mode | wall s | optimizer steps | samples/s | real tokens/s | vs fixed "
         "| padding efficiency "
