@@ -25,7 +25,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Cost", "CostLike", "LinearCost", "MixedCost", "QuadraticCost", "resolve_cost"]
+__all__ = [
+    "Cost",
+    "CostLike",
+    "LinearCost",
+    "MixedCost",
+    "QuadraticCost",
+    "cost_name",
+    "resolve_cost",
+]
 
 #: A vectorised cost: arrays (or scalars) ``n`` and ``L`` in, float64 cost out.
 Cost = Callable[[Any, Any], Any]
@@ -137,8 +145,10 @@ def resolve_cost(cost: CostLike) -> Cost:
 
 def cost_name(cost: Cost) -> str:
     """A stable text for a cost, the same in every process (used in fingerprints)."""
-    if isinstance(cost, (QuadraticCost, LinearCost, MixedCost, _Elementwise)):
-        return repr(cost) if not isinstance(cost, _Elementwise) else cost_name(cost.fn)
+    if isinstance(cost, _Elementwise):
+        return cost_name(cost.fn)
+    if isinstance(cost, (QuadraticCost, LinearCost, MixedCost)):
+        return repr(cost)
     return (
         f"{getattr(cost, '__module__', '?')}.{getattr(cost, '__qualname__', type(cost).__name__)}"
     )

@@ -135,7 +135,7 @@ class GradientAccumulator:
         self.optimizer_steps = 0
         self.skipped_steps = 0
         self._epoch: int | None = None
-        self._ends: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._ends: set[int] = set()  # micro-step counts after which the optimizer steps
         self._padding: NDArray[np.bool_] = np.zeros(0, dtype=bool)
         self._micro = 0  # micro-batch index within the epoch
         self._count: Any = None  # samples or tokens of the open window (a device tensor)
@@ -166,14 +166,14 @@ class GradientAccumulator:
         if self.sampler is None or self.sampler.epoch == self._epoch:
             return
         self._epoch = self.sampler.epoch
-        self._ends = accumulation_windows(self.step_counts(), self.target)
+        self._ends = set(accumulation_windows(self.step_counts(), self.target).tolist())
         self._padding = self.sampler.padding_mask()
         self._micro = self.sampler._start  # a resumed epoch starts where the sampler does
 
     def _window_ends_here(self) -> bool:
         if self.sampler is None:
             return True
-        return bool(np.any(self._ends == self._micro + 1))
+        return self._micro + 1 in self._ends
 
     # -- the loop ------------------------------------------------------------------------------
     @contextlib.contextmanager
