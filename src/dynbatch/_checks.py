@@ -1,8 +1,13 @@
-"""Argument checks shared by every public entry point.
+"""Argument checks shared by every public entry point, and the library's error types.
 
 Each check names the argument, echoes the value and says what would be valid
 (``max_cost must be a positive finite number, got max_cost=0``). Plain ``if``
 statements, never ``assert``: input checks must survive ``python -O``.
+
+Every input error is an :class:`InputError` (a ``ValueError``), or an
+:class:`InputTypeError` (also a ``TypeError``) when the value has the wrong
+type, so a program can catch dynbatch's own complaints about its input and
+let real bugs keep their tracebacks (the ``dynbatch`` CLI does exactly that).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "InputError",
+    "InputTypeError",
     "check_bool",
     "check_choice",
     "check_int",
@@ -23,14 +30,30 @@ __all__ = [
     "check_positive_number",
 ]
 
+#: Lengths at or above this are refused: the planner multiplies lengths by batch sizes in
+#: float64 and int64, so anything near 2**63 would wrap or lose whole units.
+MAX_LENGTH = 2**53
+
+
+class InputError(ValueError):
+    """A bad argument or input: the message names it, echoes it and says what is valid."""
+
+
+class InputTypeError(InputError, TypeError):
+    """A bad argument of the wrong type (also a ``TypeError``)."""
+
 
 def check_int(name: str, value: Any, *, minimum: int = 0, allow_none: bool = False) -> Any:
-    """Return ``value`` as an ``int`` >= ``minimum``; ``bool`` is not an int here."""
+    """Return ``value`` as an ``int`` >= ``minimum``; ``bool`` is not an int here.
+
+    >>> check_int("seed", np.int64(3))
+    3
+    """
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         hint = " or None" if allow_none else ""
-        raise ValueError(f"{name} must be an integer >= {minimum}{hint}, got {name}={value!r}")
+        raise InputError(f"{name} must be an integer >= {minimum}{hint}, got {name}={value!r}")
     return int(value)
 
 
@@ -42,51 +65,65 @@ def check_positive_number(name: str, value: Any) -> float:
         or not math.isfinite(float(value))
         or value <= 0
     ):
-        raise ValueError(f"{name} must be a positive finite number, got {name}={value!r}")
+        raise InputError(f"{name} must be a positive finite number, got {name}={value!r}")
     return float(value)
 
 
 def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {name}={value!r}")
+        raise InputTypeError(f"{name} must be True or False, got {name}={value!r}")
     return bool(value)
 
 
 def check_choice(name: str, value: Any, choices: Collection[str]) -> str:
     if not isinstance(value, str) or value not in choices:
         valid = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {valid}; got {name}={value!r}")
+        raise InputError(f"{name} must be one of {valid}; got {name}={value!r}")
     return value
 
 
-def check_lengths(lengths: Any, name: str = "lengths") -> NDArray[Any]:
-    """Return ``lengths`` as a 1-D ``int64`` array of positive whole numbers.
+def check_lengths(lengths: Any, name: str = "lengths") -> NDArray[np.int64]:
+    """Return ``lengths`` as a 1-D ``int64`` array of positive whole numbers below 2**53.
 
     >>> check_lengths([3, 1, 2]).tolist()
     [3, 1, 2]
     >>> check_lengths([3, 0])
     Traceback (most recent call last):
     ...
-    ValueError: lengths must be positive; lengths[1]=0
+    dynbatch._checks.InputError: lengths must be positive; lengths[1]=0
     """
+    if isinstance(lengths, np.ma.MaskedArray):
+        mask = np.asarray(lengths.mask, dtype=bool)
+        if mask.any():
+            i = int(np.argmax(mask.reshape(-1)))
+            raise InputError(
+                f"{name} is a masked array with masked entries ({name}[{i}] is masked); "
+                "lengths cannot be missing: fill or drop them first"
+            )
+        lengths = np.asarray(lengths.data)
     try:
         arr = np.asarray(lengths)
     except Exception as exc:  # ragged nested lists and the like
-        raise TypeError(f"{name} must be a 1-D array of positive integers: {exc}") from None
+        raise InputTypeError(f"{name} must be a 1-D array of positive integers: {exc}") from None
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got an array of shape {arr.shape}")
+        raise InputError(f"{name} must be 1-D, got an array of shape {arr.shape}")
     if arr.size == 0:
-        raise ValueError(f"{name} is empty: there is nothing to batch")
+        raise InputError(f"{name} is empty: there is nothing to batch")
     if arr.dtype == np.bool_ or not (
         np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
     ):
-        raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+        raise InputTypeError(
+            f"{name} must hold integers, got dtype {arr.dtype} (first value {arr[0]!r})"
+        )
     if np.issubdtype(arr.dtype, np.floating):
         bad = ~np.isfinite(arr) | (arr != np.round(arr))
         if bad.any():
             i = int(np.argmax(bad))
-            raise ValueError(f"{name} must be whole numbers; {name}[{i}]={arr[i]!r}")
+            raise InputError(f"{name} must be whole numbers; {name}[{i}]={arr[i]!r}")
     if (arr <= 0).any():
         i = int(np.argmax(arr <= 0))
-        raise ValueError(f"{name} must be positive; {name}[{i}]={arr[i]!r}")
+        raise InputError(f"{name} must be positive; {name}[{i}]={arr[i]!r}")
+    if (arr >= MAX_LENGTH).any():  # before the cast: uint64 and 1e19 would wrap negative
+        i = int(np.argmax(arr >= MAX_LENGTH))
+        raise InputError(f"{name} must be below 2**53; {name}[{i}]={arr[i]!r}")
     return arr.astype(np.int64, copy=False)

@@ -19,11 +19,14 @@ MixedCost(a=1.0, b=0.5)
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from ._checks import InputError, InputTypeError
 
 __all__ = [
     "Cost",
@@ -31,7 +34,7 @@ __all__ = [
     "LinearCost",
     "MixedCost",
     "QuadraticCost",
-    "cost_name",
+    "cost_spec",
     "resolve_cost",
 ]
 
@@ -76,12 +79,12 @@ class MixedCost:
                 or not isinstance(value, (int, float))
                 or not (math.isfinite(value) and value >= 0)
             ):
-                raise ValueError(
+                raise InputError(
                     f"MixedCost {name} must be a finite number >= 0, got {name}={value!r}"
                 )
             object.__setattr__(self, name, float(value))
         if self.a == 0 and self.b == 0:
-            raise ValueError("MixedCost needs a > 0 or b > 0, got a=0 and b=0")
+            raise InputError("MixedCost needs a > 0 or b > 0, got a=0 and b=0")
 
     def __call__(self, n: Any, length: Any) -> Any:
         length = np.asarray(length, dtype=np.float64)
@@ -99,17 +102,31 @@ class _Elementwise:
         self._ufunc = np.frompyfunc(fn, 2, 1)
 
     def __call__(self, n: Any, length: Any) -> Any:
-        return np.asarray(self._ufunc(n, length), dtype=np.float64)
+        out = self._ufunc(n, length)
+        try:
+            return np.asarray(out, dtype=np.float64)
+        except (TypeError, ValueError):
+            bad = next(v for v in np.asarray(out, dtype=object).reshape(-1) if not _is_number(v))
+            raise InputTypeError(
+                f"cost must return a number for every (n, L), got {bad!r} from cost={self.fn!r}"
+            ) from None
 
     def __repr__(self) -> str:
         return repr(self.fn)
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(-1)[0]
+    return isinstance(value, (numbers.Real, np.number)) and not isinstance(value, (bool, np.bool_))
 
 
 def resolve_cost(cost: CostLike) -> Cost:
     """Turn ``"quadratic"``, ``"linear"``, ``"mixed:A,B"`` or a callable into a vectorised cost.
 
     A callable is first tried on arrays; one that only takes scalars is applied
-    element by element.
+    element by element. It must return a finite number >= 0 (checked on one
+    probe here; the planner checks every batch it plans against the budget).
 
     >>> resolve_cost("linear")(np.array([2, 3]), np.array([10, 10])).tolist()
     [20.0, 30.0]
@@ -123,32 +140,56 @@ def resolve_cost(cost: CostLike) -> Cost:
             try:
                 a, b = (float(x) for x in cost[len("mixed:") :].split(","))
             except ValueError:
-                raise ValueError(f"cost 'mixed:A,B' needs two numbers, got cost={cost!r}") from None
+                raise InputError(f"cost 'mixed:A,B' needs two numbers, got cost={cost!r}") from None
             return MixedCost(a, b)
-        raise ValueError(
+        raise InputError(
             f"cost must be 'quadratic', 'linear', 'mixed:A,B', a cost object or a callable "
             f"(n, L) -> float; got cost={cost!r}"
         )
     if not callable(cost):
-        raise TypeError(f"cost must be a string or a callable (n, L) -> float, got cost={cost!r}")
+        raise InputTypeError(
+            f"cost must be a string or a callable (n, L) -> float, got cost={cost!r}"
+        )
     if isinstance(cost, (QuadraticCost, LinearCost, MixedCost, _Elementwise)):
         return cost
+    try:
+        single = cost(1, 2)
+    except Exception as exc:
+        raise InputTypeError(f"cost(1, 2) raised {exc!r}; cost={cost!r} must take (n, L)") from exc
+    if not _is_number(single):
+        raise InputTypeError(f"cost must return a number, but cost(1, 2) returned {single!r}")
+    value = float(np.asarray(single).reshape(-1)[0])
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(f"cost must return a finite number >= 0, but cost(1, 2)={value!r}")
     probe_n, probe_len = np.array([1, 2]), np.array([3, 4])
     try:
-        out = np.asarray(cost(probe_n, probe_len), dtype=np.float64)
-        if out.shape == (2,):
+        out = np.asarray(cost(probe_n, probe_len))
+        if out.shape == (2,) and np.issubdtype(out.dtype, np.number):
             return cost
     except Exception:
         pass
     return _Elementwise(cost)
 
 
-def cost_name(cost: Cost) -> str:
-    """A stable text for a cost, the same in every process (used in fingerprints)."""
+def cost_spec(cost: Any) -> str | None:
+    """A stable text of what decides a cost's values, the same in every process, or None.
+
+    Built-in costs and any object with a ``spec()`` method (e.g.
+    :class:`~dynbatch.MemoryCost`) are described exactly; a plain function
+    cannot be (two lambdas with different bodies share a name), so it gives
+    None and resume compares the plan itself instead (NOTE [ resume
+    fingerprint ] in :mod:`dynbatch.sampler`).
+
+    >>> cost_spec("quadratic"), cost_spec(lambda n, L: n * L)
+    ('QuadraticCost()', None)
+    """
+    if isinstance(cost, str):
+        cost = resolve_cost(cost)
     if isinstance(cost, _Elementwise):
-        return cost_name(cost.fn)
+        return cost_spec(cost.fn)
     if isinstance(cost, (QuadraticCost, LinearCost, MixedCost)):
         return repr(cost)
-    return (
-        f"{getattr(cost, '__module__', '?')}.{getattr(cost, '__qualname__', type(cost).__name__)}"
-    )
+    spec = getattr(cost, "spec", None)
+    if callable(spec):
+        return f"{type(cost).__qualname__}:{spec()}"
+    return None

@@ -1,0 +1,274 @@
+"""The one definition of the planning options: validated once, hashed for resume, turned into flags.
+
+:class:`PlanOptions` is what decides a plan besides the lengths and the epoch.
+The planner, both samplers, the resume fingerprint, ``dynbatch stats`` and the
+examples all take it whole, so a new option is one field here (with its help
+text), not an edit in six signatures. Every entry point also accepts the
+options as keywords (``max_cost=..., order=...``), but never both at once.
+
+>>> import numpy as np
+>>> opts = PlanOptions(max_cost=1048576, seed=np.int64(3))
+>>> opts.max_cost, opts.seed, opts.order
+(1048576.0, 3, 'bucket')
+>>> PlanOptions(max_cost=0)
+Traceback (most recent call last):
+...
+dynbatch._checks.InputError: max_cost must be a positive finite number, got max_cost=0
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._checks import (
+    InputError,
+    InputTypeError,
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive_number,
+)
+from .cost import Cost, cost_spec, resolve_cost
+
+__all__ = ["BALANCE", "ORDERS", "OVERSIZE", "PlanOptions", "resolve_options"]
+
+ORDERS = ("bucket", "shuffle", "ascending", "descending", "none")
+OVERSIZE = ("error", "skip", "alone")
+BALANCE = ("tokens", "cost")
+#: bucket_width below this makes millions of buckets; above it, one bucket holds lengths
+#: that differ 10-fold, which is a shuffle, not a bucket.
+BUCKET_WIDTH_RANGE = (1e-3, 10.0)
+
+
+def _help(text: str, **extra: Any) -> dict[str, Any]:
+    return {"help": text, **extra}
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Everything that decides a plan besides the lengths and the epoch.
+
+    Args:
+        max_cost: the budget every batch fits: ``cost(n, L) <= max_cost``.
+        cost: ``"quadratic"`` (n·L², the study's rule), ``"linear"`` (n·L, a
+            token budget), ``"mixed:A,B"``, a cost object such as
+            :class:`~dynbatch.MemoryCost` (predicted MiB), or a callable
+            ``(n, L) -> float`` nondecreasing in both. Stored resolved.
+        order: ``"bucket"``, ``"shuffle"``, ``"ascending"``, ``"descending"``
+            or ``"none"`` (see :func:`~dynbatch.plan_batches`).
+        seed: the random orders are a pure function of ``(seed, epoch)``.
+        max_batch_size: at most this many samples per batch (None: no cap).
+        batch_size_multiple: batch sizes are multiples of this wherever the
+            budget allows one multiple; at most one batch per epoch (the
+            remainder) is not.
+        pad_to_multiple_of: ``L`` is the longest length rounded up to this.
+        oversize: a sample over budget alone: ``"error"``, ``"skip"`` or ``"alone"``.
+        drop_last: drop the one batch per epoch that ended only because samples
+            ran out (which samples that is varies with the epoch).
+        bucket_width: lengths in one bucket differ by less than this fraction.
+        equal_epochs: the same number of batches in every epoch (extra batches
+            come from splitting, never from dropping or repeating).
+        balance: what a data-parallel step's time grows with, to give the
+            ranks of a step equal work: ``"tokens"`` (padded tokens n·L),
+            ``"cost"`` (the budget's cost) or a callable ``(n, L) -> float``
+            such as a fitted step-time model.
+    """
+
+    max_cost: float = field(metadata=_help("the budget every batch fits: cost(n, L) <= max_cost"))
+    cost: Any = field(
+        default="quadratic",
+        metadata=_help("quadratic (n*L^2) | linear (n*L) | mixed:A,B (n*(A*L + B*L^2))"),
+    )
+    order: str = field(
+        default="bucket", metadata=_help("sample order", choices=ORDERS, cli="--order")
+    )
+    seed: int = field(default=0, metadata=_help("seed of the random orders"))
+    max_batch_size: int | None = field(
+        default=None, metadata=_help("at most this many samples per batch")
+    )
+    batch_size_multiple: int = field(
+        default=1, metadata=_help("batch sizes are multiples of this where the budget allows")
+    )
+    pad_to_multiple_of: int = field(
+        default=1, metadata=_help("pad each batch's length up to a multiple of this")
+    )
+    oversize: str = field(
+        default="error",
+        metadata=_help("a sample over budget even alone", choices=OVERSIZE),
+    )
+    drop_last: bool = field(
+        default=False, metadata=_help("drop the batch that ended because samples ran out")
+    )
+    bucket_width: float = field(
+        default=0.05, metadata=_help("lengths in one bucket differ by less than this fraction")
+    )
+    equal_epochs: bool = field(
+        default=False, metadata=_help("the same number of batches in every epoch")
+    )
+    balance: Any = field(
+        default="tokens",
+        metadata=_help("what a step's time grows with, to balance ranks: tokens | cost"),
+    )
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "max_cost", check_positive_number("max_cost", self.max_cost))
+        put(self, "cost", resolve_cost(self.cost))
+        check_choice("order", self.order, ORDERS)
+        put(self, "seed", check_int("seed", self.seed))
+        put(
+            self,
+            "max_batch_size",
+            check_int("max_batch_size", self.max_batch_size, minimum=1, allow_none=True),
+        )
+        put(
+            self,
+            "batch_size_multiple",
+            check_int("batch_size_multiple", self.batch_size_multiple, minimum=1),
+        )
+        put(
+            self,
+            "pad_to_multiple_of",
+            check_int("pad_to_multiple_of", self.pad_to_multiple_of, minimum=1),
+        )
+        check_choice("oversize", self.oversize, OVERSIZE)
+        put(self, "drop_last", check_bool("drop_last", self.drop_last))
+        width = check_positive_number("bucket_width", self.bucket_width)
+        low, high = BUCKET_WIDTH_RANGE
+        if not low <= width <= high:
+            raise InputError(
+                f"bucket_width must be in [{low:g}, {high:g}] (lengths in a bucket differ by "
+                f"less than this fraction), got bucket_width={self.bucket_width!r}"
+            )
+        put(self, "bucket_width", width)
+        put(self, "equal_epochs", check_bool("equal_epochs", self.equal_epochs))
+        if isinstance(self.balance, str):
+            check_choice("balance", self.balance, BALANCE)
+        elif not callable(self.balance):
+            raise InputTypeError(
+                f"balance must be 'tokens', 'cost' or a callable (n, L) -> float, "
+                f"got balance={self.balance!r}"
+            )
+
+    @property
+    def random_order(self) -> bool:
+        """Whether the order changes with ``(seed, epoch)``."""
+        return self.order in ("bucket", "shuffle")
+
+    def balance_fn(self) -> Cost:
+        """The compute model that steps are balanced by, as a vectorised ``(n, L)`` function."""
+        if self.balance == "tokens":
+            return resolve_cost("linear")
+        if self.balance == "cost":
+            return self.cost  # type: ignore[no-any-return]
+        return resolve_cost(self.balance)
+
+    def replace(self, **changes: Any) -> PlanOptions:
+        """A copy with some fields changed (and validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Every field as JSON-safe values; a callable that cannot be described gives None.
+
+        >>> PlanOptions(max_cost=10, cost="linear").fingerprint()["cost"]
+        'LinearCost()'
+        """
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("cost", "balance") and not isinstance(value, str):
+                value = cost_spec(value)
+            out[f.name] = value
+        return out
+
+    # -- command-line flags ------------------------------------------------------------------
+    @classmethod
+    def add_arguments(
+        cls,
+        parser: argparse.ArgumentParser | Any,
+        *,
+        exclude: Collection[str] = (),
+        defaults: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Add a ``--flag`` per field (``max_cost`` -> ``--max-cost``) with the field's help.
+
+        ``exclude`` leaves fields out; ``defaults`` overrides their defaults.
+        Callables (a custom cost or balance) have no flag: pass them in code.
+        """
+        defaults = dict(defaults or {})
+        for f in dataclasses.fields(cls):
+            if f.name in exclude:
+                continue
+            flag = "--" + f.name.replace("_", "-")
+            default = defaults.get(f.name, f.default)
+            if default is dataclasses.MISSING:
+                default = None
+            helptext = f.metadata.get("help", "")
+            kinds = {"max_cost": float, "bucket_width": float, "seed": int}
+            if f.name in ("drop_last", "equal_epochs"):
+                parser.add_argument(flag, action="store_true", default=default, help=helptext)
+            elif "choices" in f.metadata:
+                parser.add_argument(
+                    flag, default=default, choices=f.metadata["choices"], help=helptext
+                )
+            elif f.name in ("max_batch_size", "batch_size_multiple", "pad_to_multiple_of"):
+                parser.add_argument(flag, type=int, default=default, help=helptext)
+            elif f.name in kinds:
+                parser.add_argument(flag, type=kinds[f.name], default=default, help=helptext)
+            else:
+                parser.add_argument(flag, default=default, help=helptext)
+
+    @classmethod
+    def from_args(cls, namespace: argparse.Namespace, **overrides: Any) -> PlanOptions:
+        """Options from the flags :meth:`add_arguments` made, then ``overrides``."""
+        values = {
+            f.name: getattr(namespace, f.name)
+            for f in dataclasses.fields(cls)
+            if hasattr(namespace, f.name)
+        }
+        values.update(overrides)
+        return cls(**values)
+
+
+FIELDS = frozenset(f.name for f in dataclasses.fields(PlanOptions))
+
+
+def resolve_options(
+    options: PlanOptions | None, shortcuts: Mapping[str, Any], where: str
+) -> PlanOptions:
+    """``options`` or the options given as keywords: exactly one of the two.
+
+    >>> resolve_options(None, {"max_cost": 5, "order": "none"}, "f").order
+    'none'
+    >>> resolve_options(PlanOptions(max_cost=5), {"order": "none"}, "f")
+    Traceback (most recent call last):
+    ...
+    dynbatch._checks.InputError: f: give options=PlanOptions(...) or the options as keywords ...
+    """
+    unknown = sorted(set(shortcuts) - FIELDS)
+    if unknown:
+        raise InputTypeError(
+            f"{where} got unknown option(s) {', '.join(unknown)}; "
+            f"the options are: {', '.join(sorted(FIELDS))}"
+        )
+    if options is not None:
+        if not isinstance(options, PlanOptions):
+            raise InputTypeError(
+                f"{where}: options must be a dynbatch.PlanOptions, got options={options!r}"
+            )
+        if shortcuts:
+            given = ", ".join(f"{k}=..." for k in shortcuts)
+            raise InputError(
+                f"{where}: give options=PlanOptions(...) or the options as keywords ({given}), "
+                "not both"
+            )
+        return options
+    if "max_cost" not in shortcuts or shortcuts["max_cost"] is None:
+        raise InputError(
+            f"{where} needs max_cost (the budget every batch fits), or options=PlanOptions(...)"
+        )
+    return PlanOptions(**shortcuts)
