@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from strategies import lengths, planner_args
 
 import dynbatch
-from dynbatch import plan_batches
+from dynbatch import PlanOptions, plan_batches
+from dynbatch.planning import batch_capacity
 
 
 def padded_max(lens: np.ndarray, batch: np.ndarray, multiple: int) -> int:
@@ -40,20 +41,33 @@ def test_same_seed_and_epoch_give_the_same_plan(args: dict) -> None:
     assert [b.tolist() for b in first] == [b.tolist() for b in second], "deterministic"
 
 
-@given(planner_args())
-def test_batch_size_multiple_holds_but_for_the_last_batch_of_the_packing(args: dict) -> None:
-    m = args["batch_size_multiple"]
-    batches = plan_batches(**{**args, "order": "none"})
-    # sizes that are not a multiple: the budget allowed fewer than m, or samples ran out
-    lens, pad = args["lengths"], args["pad_to_multiple_of"]
-    fn = dynbatch.resolve_cost(args["cost"])
-    cap = args["max_batch_size"] or lens.size
-    for b in batches[:-1]:
-        if b.size % m:
-            allowed = min(
-                cap, int(np.floor(args["max_cost"] / float(fn(1, padded_max(lens, b, pad)))))
-            )
-            assert b.size < m or allowed < m or b.size == allowed, "multiple honoured"
+def off_multiple(batches: dynbatch.Plan, args: dict) -> list[int]:
+    """Batches that are not a multiple although their budget allows one."""
+    options = PlanOptions(**{k: v for k, v in args.items() if k not in ("lengths", "epoch")})
+    lens, m = args["lengths"], args.get("batch_size_multiple", 1)
+    longest = [padded_max(lens, b, options.pad_to_multiple_of) for b in batches]
+    caps = batch_capacity(longest, options, lens.size) if longest else []
+    return [
+        k for k, (b, cap) in enumerate(zip(batches, caps, strict=True)) if b.size % m and cap >= m
+    ]
+
+
+@given(planner_args(), st.sampled_from(dynbatch.planning.ORDERS), st.booleans())
+def test_batch_size_multiple_holds_but_for_one_remainder(
+    args: dict, order: str, drop: bool
+) -> None:
+    args = {**args, "order": order, "drop_last": drop}
+    batches = plan_batches(**args)
+    assert len(off_multiple(batches, args)) <= 1, "one remainder at most falls short of a multiple"
+
+
+def test_a_short_pair_before_long_samples_is_not_left_off_multiple() -> None:
+    lens = [10, 10, 40, 40] + [10] * 8
+    args = {"lengths": np.array(lens), "max_cost": 80, "cost": "linear", "batch_size_multiple": 4}
+    plan = plan_batches(**args, order="none")
+    assert sorted(plan.sizes.tolist()) == [2, 2, 8], "two 40s (budget < 4), then 8 + the pair"
+    assert off_multiple(plan, args) == [len(plan) - 1], "only the last batch, the remainder"
+    assert sorted(np.concatenate(plan).tolist()) == list(range(12)), "every index once"
 
 
 @given(planner_args())
@@ -68,8 +82,7 @@ def test_drop_last_only_drops_the_final_unfilled_batch(args: dict) -> None:
 
 @given(lengths(), st.sampled_from(["shuffle", "bucket"]))
 def test_random_orders_change_with_the_epoch(lens: np.ndarray, order: str) -> None:
-    if lens.size < 20:
-        return
+    assume(lens.size >= 20)
     budget = float(lens.max()) ** 2 * 4
     a = plan_batches(lens, budget, order=order, epoch=0)
     b = plan_batches(lens, budget, order=order, epoch=1)
@@ -130,6 +143,51 @@ def test_oversize_samples(order: str) -> None:
     assert [1] in [b.tolist() for b in alone] and [4] in [b.tolist() for b in alone], "alone"
 
 
+@pytest.mark.parametrize("order", ["bucket", "shuffle", "ascending", "descending", "none"])
+def test_all_samples_oversize_and_skipped_is_a_named_error(order: str) -> None:
+    with pytest.raises(dynbatch.InputError, match="all 2 samples are over max_cost=10"):
+        plan_batches([5, 6], 10, order=order, oversize="skip")
+
+
+@pytest.mark.parametrize("order", ["bucket", "shuffle"])
+def test_drop_last_drops_different_samples_each_epoch(order: str) -> None:
+    lens = np.array([10] * 99 + [50])
+    seen = np.zeros(lens.size)
+    epochs = 100
+    for epoch in range(epochs):
+        plan = plan_batches(
+            lens, 10_000, cost="linear", order=order, max_batch_size=8, drop_last=True, epoch=epoch
+        )
+        flat = np.concatenate(list(plan))
+        assert np.unique(flat).size == flat.size, "nothing repeated"
+        assert lens.size - flat.size < 8, "less than one batch dropped"
+        seen[flat] += 1
+    assert seen[99] > 0.5 * epochs, "the longest sample is trained on in most epochs"
+    assert seen.min() > 0.5 * epochs, "so is every other"
+
+
+def test_plan_is_a_sequence_of_index_arrays() -> None:
+    plan = plan_batches([4, 4, 8, 2, 2, 2], 32, cost="linear", order="none")
+    assert isinstance(plan, dynbatch.Plan) and len(plan) == 2
+    assert plan[-1].tolist() == [4, 5] and plan[0].dtype == np.int64
+    assert [b.tolist() for b in plan[::-1]] == [[4, 5], [0, 1, 2, 3]], "slices are plans"
+    assert plan == dynbatch.Plan.from_batches([[0, 1, 2, 3], [4, 5]])
+    with pytest.raises(IndexError):
+        plan[2]
+
+
+def test_options_object_or_keywords_not_both() -> None:
+    opts = PlanOptions(max_cost=32, cost="linear", order="none")
+    lens = [4, 4, 8, 2, 2, 2]
+    assert plan_batches(lens, options=opts) == plan_batches(lens, 32, cost="linear", order="none")
+    with pytest.raises(dynbatch.InputError, match="not both"):
+        plan_batches(lens, options=opts, seed=3)
+    with pytest.raises(dynbatch.InputError, match="not both"):
+        plan_batches(lens, 32, options=opts)
+    with pytest.raises(TypeError, match=r"unknown option.*ordr"):
+        plan_batches(lens, 32, ordr="none")
+
+
 def test_find_oversize_names_them() -> None:
     assert dynbatch.find_oversize([5, 50, 6], 400).tolist() == [1]
 
@@ -170,6 +228,12 @@ def test_callable_costs_and_non_monotone_ones() -> None:
         ({"seed": -1}, "seed must be an integer >= 0"),
         ({"oversize": "drop"}, "oversize must be one of"),
         ({"drop_last": 1}, "drop_last must be True or False"),
+        ({"bucket_width": 1e-12}, r"bucket_width must be in \[0.001, 10\]"),
+        ({"bucket_width": 1e-300}, "bucket_width=1e-300"),
+        ({"lengths": np.array([2**63], dtype=np.uint64)}, r"below 2\*\*53; lengths\[0\]="),
+        ({"lengths": [1e19]}, r"below 2\*\*53"),
+        ({"lengths": np.ma.masked_array([3, 4], mask=[0, 1])}, r"lengths\[1\] is masked"),
+        ({"cost": lambda n, L: (n, L)}, r"cost must return a number"),
     ],
 )
 def test_bad_input_names_the_argument(kwargs: dict, message: str) -> None:

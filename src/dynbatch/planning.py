@@ -1,8 +1,9 @@
 """Plan batches from sample lengths: pure numpy, no paddle.
 
-``plan_batches`` turns an array of lengths into a list of index arrays such
-that every batch fits ``max_cost`` under a cost model. Epoch, seed and rank
-are plain arguments; the samplers in :mod:`dynbatch.sampler` own them.
+``plan_batches`` turns an array of lengths into a :class:`Plan` (one index
+array cut by batch offsets) such that every batch fits ``max_cost`` under a
+cost model. Epoch, seed and rank are plain arguments; the samplers in
+:mod:`dynbatch.sampler` own them.
 
 NOTE [ bucket order ]
     Sorting by length packs best (little padding, fewest batches) but gives the
@@ -15,8 +16,8 @@ NOTE [ bucket order ]
     moved by a random phase each epoch, samples are shuffled within buckets,
     packed in bucket order, and the batches are finally shuffled. A batch is
     charged for the longest sample of its bucket, so its size is known without
-    looking at its members and packing costs one vectorised step per bucket,
-    not one Python step per sample.
+    looking at its members and packing costs one step per bucket, not one
+    Python step per sample.
 
 NOTE [ packing by capacity ]
     For a monotone cost, a batch of ``n`` samples with longest padded length
@@ -26,24 +27,145 @@ NOTE [ packing by capacity ]
     vectorised bisection on the cost itself, so the budget check and the
     planner can never disagree. ``capacity(L) == 0`` marks a sample that does
     not fit even alone (``oversize``).
+
+NOTE [ what drop_last drops ]
+    Packing leaves one batch that ended only because the samples ran out.
+    In a sorted or bucketed packing that is the tail of the *last* run packed,
+    which would be the longest samples every epoch: ``drop_last`` would never
+    train on the longest reviews. So with ``drop_last`` the bucket order starts
+    packing at a random bucket and wraps around, ending in bucket ``k`` with
+    probability proportional to its size; within the bucket the samples are
+    shuffled, so each sample is dropped with about the same probability
+    (remainder / samples) every epoch. The batch that spans the wrap is charged
+    for its longest member, like every batch.
+
+NOTE [ batch_size_multiple ]
+    A greedy packing closes a batch early when the next sample does not fit,
+    which can leave a batch that is not a multiple although the budget allows
+    one (two short samples before a long one). Such batches keep their largest
+    multiple and give the rest back; the given-back samples are packed last,
+    sorted, so that only the very last batch of the epoch may fall short of a
+    multiple. Batches whose budget allows fewer than one multiple (long
+    samples) keep the size the budget allows.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import warnings
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import check_bool, check_choice, check_int, check_lengths, check_positive_number
-from .cost import Cost, CostLike, LinearCost, MixedCost, QuadraticCost, resolve_cost
+from ._checks import InputError, check_int, check_lengths
+from .cost import Cost, LinearCost, MixedCost, QuadraticCost
+from .options import ORDERS, OVERSIZE, PlanOptions, resolve_options
 
-__all__ = ["ORDERS", "OVERSIZE", "find_oversize", "padded_lengths", "plan_batches"]
+__all__ = [
+    "ORDERS",
+    "OVERSIZE",
+    "Plan",
+    "batch_capacity",
+    "find_oversize",
+    "padded_lengths",
+    "plan_batches",
+]
 
-ORDERS = ("bucket", "shuffle", "ascending", "descending", "none")
-OVERSIZE = ("error", "skip", "alone")
+Indices = NDArray[np.int64]
+
+
+class Plan(Sequence[Indices]):
+    """Batches held as one index array cut at ``offsets``: batch ``i`` is
+    ``indices[offsets[i]:offsets[i + 1]]``, made only when asked for.
+
+    A sequence of ``int64`` index arrays, so ``len(plan)``, ``plan[i]`` and
+    ``for batch in plan`` work as on a list; millions of batches cost two
+    arrays, not millions of objects.
+
+    >>> plan = Plan.from_batches([[3, 1], [0], [2, 4]])
+    >>> len(plan), plan[2].tolist(), plan.sizes.tolist()
+    (3, [2, 4], [2, 1, 2])
+    >>> [b.tolist() for b in plan.take([2, 0])]
+    [[2, 4], [3, 1]]
+    """
+
+    __slots__ = ("indices", "offsets")
+
+    def __init__(self, indices: NDArray[Any], offsets: NDArray[Any]) -> None:
+        self.indices: Indices = np.asarray(indices, dtype=np.int64)
+        self.offsets: Indices = np.asarray(offsets, dtype=np.int64)
+
+    @classmethod
+    def from_batches(cls, batches: Sequence[Any]) -> Plan:
+        """A plan from a list of index lists or arrays."""
+        arrays = [np.asarray(b, dtype=np.int64).reshape(-1) for b in batches]
+        sizes = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
+        indices = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+        return cls(indices, np.concatenate([[0], np.cumsum(sizes)]))
+
+    @classmethod
+    def empty(cls) -> Plan:
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
+
+    @property
+    def sizes(self) -> Indices:
+        """Samples per batch."""
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return int(self.offsets.size - 1)
+
+    @overload
+    def __getitem__(self, i: int) -> Indices: ...
+    @overload
+    def __getitem__(self, i: slice) -> Plan: ...
+    def __getitem__(self, i: int | slice) -> Indices | Plan:
+        if isinstance(i, slice):
+            return self.take(np.arange(len(self))[i])
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"batch {i} of a plan of {n} batches")
+        i %= n
+        return self.indices[self.offsets[i] : self.offsets[i + 1]]
+
+    def __iter__(self) -> Iterator[Indices]:
+        idx, off = self.indices, self.offsets.tolist()
+        for a, b in itertools.pairwise(off):
+            yield idx[a:b]
+
+    def take(self, order: Any) -> Plan:
+        """The batches at positions ``order``, in that order (vectorised)."""
+        order = np.asarray(order, dtype=np.int64).reshape(-1)
+        sizes = self.sizes[order]
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        shift = np.repeat(self.offsets[:-1][order] - offsets[:-1], sizes)
+        return Plan(self.indices[np.arange(int(offsets[-1])) + shift], offsets)
+
+    def lists(self) -> tuple[list[int], list[int]]:
+        """``(indices, offsets)`` as Python lists, for yielding batches as lists quickly."""
+        return self.indices.tolist(), self.offsets.tolist()
+
+    def digest(self) -> str:
+        """A hash of the batches and their order."""
+        h = hashlib.blake2b(digest_size=16)
+        h.update(self.offsets.tobytes())
+        h.update(self.indices.tobytes())
+        return h.hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return np.array_equal(self.offsets, other.offsets) and np.array_equal(
+            self.indices, other.indices
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Plan({len(self)} batches, {self.indices.size} samples)"
 
 
 def padded_lengths(lengths: NDArray[Any], pad_to_multiple_of: int = 1) -> NDArray[Any]:
@@ -59,7 +181,7 @@ def padded_lengths(lengths: NDArray[Any], pad_to_multiple_of: int = 1) -> NDArra
 
 def _capacity(
     cost: Cost, lengths: NDArray[Any], max_cost: float, upper: int, multiple: int
-) -> NDArray[Any]:
+) -> NDArray[np.int64]:
     """Largest batch size that fits, per length (see NOTE [ packing by capacity ])."""
     lo = np.zeros(lengths.shape, dtype=np.int64)  # always fits
     hi = np.full(lengths.shape, upper, dtype=np.int64)
@@ -74,6 +196,19 @@ def _capacity(
     if multiple > 1:
         lo = np.where(lo >= multiple, lo - lo % multiple, lo)
     return lo
+
+
+def batch_capacity(
+    padded_length: Any, options: PlanOptions, num_samples: int | None = None
+) -> NDArray[np.int64]:
+    """The most samples a batch of (padded) length ``padded_length`` may hold under ``options``.
+
+    >>> batch_capacity([8, 16], PlanOptions(max_cost=64, cost="linear")).tolist()
+    [8, 4]
+    """
+    lens = np.atleast_1d(np.asarray(padded_length, dtype=np.int64))
+    upper = options.max_batch_size or (num_samples + 1 if num_samples else 2**62)
+    return _capacity(options.cost, lens, options.max_cost, upper, options.batch_size_multiple)
 
 
 class _Distinct:
@@ -98,6 +233,10 @@ class _Distinct:
             return np.asarray(table[self.values if where is None else self.values[where]])
         return np.asarray(per_value[self._rank if where is None else self._rank[where]])
 
+    def rank_of(self, values: NDArray[Any]) -> NDArray[Any]:
+        """Rank of values that are known to be among the distinct ones."""
+        return np.searchsorted(self.uniq, values)
+
 
 def _stable_argsort_small(keys: NDArray[Any], nkeys: int) -> NDArray[Any]:
     """Stable argsort of ints in ``[0, nkeys)``; radix sort when they fit 16 bits."""
@@ -107,42 +246,51 @@ def _stable_argsort_small(keys: NDArray[Any], nkeys: int) -> NDArray[Any]:
 
 
 def _pack_runs(
-    run_starts: NDArray[Any], run_caps: NDArray[Any], total: int, multiple: int
+    run_sizes: Sequence[int], run_caps: Sequence[int], multiple: int
 ) -> tuple[list[int], bool]:
-    """Batch boundaries for a sequence cut into runs of nonincreasing capacity.
+    """Batch boundaries for samples laid out in runs, each charged its run's capacity.
 
-    Every position in run ``k`` is charged that run's capacity; a batch that
-    spans runs is charged the last one's. Returns the boundaries (end offsets)
-    and whether the final batch ended only because the samples ran out.
+    A batch that spans runs is charged the smallest capacity among them (its
+    longest member's). Returns the boundaries (end offsets) and whether the
+    final batch ended only because the samples ran out.
     """
     bounds: list[int] = []
-    pos = 0  # start of the open batch
-    ends = np.append(run_starts[1:], total).tolist()
-    for start, end, cap in zip(run_starts.tolist(), ends, run_caps.tolist(), strict=True):
+    pos = start = 0  # start of the open batch; start of the current run
+    charge = 0  # capacity of the open batch
+    for size, cap in zip(run_sizes, run_caps, strict=True):
+        end = start + size
         if cap == 0:  # oversize samples: each alone
             if pos < start:
                 bounds.append(start)
             bounds.extend(range(start + 1, end + 1))
-            pos = end
+            pos = start = end
             continue
         carried = start - pos
-        while carried >= cap:  # the open batch is full at this run's charge: close it
-            size = carried - carried % multiple if carried >= multiple else carried
-            pos += size
+        if carried >= cap:  # no sample of this run fits the open batch: close it
+            size_ = carried - carried % multiple if carried >= multiple else carried
+            pos += size_
             bounds.append(pos)
-            carried -= size
+            carried -= size_
+            if carried >= cap:  # (cap < multiple) the rest cannot join either
+                pos += carried
+                bounds.append(pos)
+                carried = 0
         if carried:
-            if pos + cap > end:  # still open after this run
+            charge = min(charge, cap)
+            if pos + charge > end:  # still open after this run
+                start = end
                 continue
-            pos += cap
+            pos += charge
             bounds.append(pos)
         full = (end - pos) // cap
         if full:
             bounds.extend(range(pos + cap, pos + cap * full + 1, cap))
             pos += cap * full
-    partial = pos < total
+        charge = cap
+        start = end
+    partial = pos < start
     if partial:
-        bounds.append(total)
+        bounds.append(start)
     return bounds, partial
 
 
@@ -184,8 +332,47 @@ def _pack_sequence(caps: list[int], multiple: int) -> tuple[list[int], bool]:
     return bounds, partial
 
 
+def _honour_multiple(
+    seq: NDArray[Any],
+    bounds: list[int],
+    plens: NDArray[Any],
+    dist: _Distinct,
+    caps_by_len: NDArray[Any],
+    multiple: int,
+    partial: bool,
+) -> tuple[NDArray[Any], list[int], bool]:
+    """Give back what keeps a batch from a multiple, pack it last (NOTE [ batch_size_multiple ])."""
+    if multiple == 1 or not bounds:
+        return seq, bounds, partial
+    ends = np.asarray(bounds, dtype=np.int64)
+    starts = np.concatenate([[0], ends[:-1]])
+    sizes = ends - starts
+    longest = np.maximum.reduceat(plens[seq], starts)
+    caps = caps_by_len[dist.rank_of(longest)]
+    bad = (sizes % multiple != 0) & (caps >= multiple)
+    if not bad[:-1].any():
+        return seq, bounds, partial  # at most the last batch falls short
+    keep = np.where(bad, sizes - sizes % multiple, sizes)
+    offset = np.arange(seq.size) - np.repeat(starts, sizes)
+    kept = offset < np.repeat(keep, sizes)
+    given_back = seq[~kept]
+    given_back = given_back[np.argsort(plens[given_back], kind="stable")]
+    values, counts = np.unique(plens[given_back], return_counts=True)
+    more, partial = _pack_runs(
+        counts.tolist(), caps_by_len[dist.rank_of(values)].tolist(), multiple
+    )
+    head = np.cumsum(keep[keep > 0])
+    n_kept = int(head[-1]) if head.size else 0
+    new_bounds = head.tolist() + [n_kept + b for b in more]
+    return np.concatenate([seq[kept], given_back]), new_bounds, partial
+
+
 def find_oversize(
-    lengths: Any, max_cost: float, *, cost: CostLike = "quadratic", pad_to_multiple_of: int = 1
+    lengths: Any,
+    max_cost: float | None = None,
+    *,
+    options: PlanOptions | None = None,
+    **shortcuts: Any,
 ) -> NDArray[Any]:
     """Indices of samples that exceed ``max_cost`` even alone.
 
@@ -193,57 +380,42 @@ def find_oversize(
     [1]
     """
     lens = check_lengths(lengths)
-    fn = resolve_cost(cost)
-    max_cost = check_positive_number("max_cost", max_cost)
-    plens = padded_lengths(lens, check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1))
+    if max_cost is not None:
+        shortcuts["max_cost"] = max_cost
+    opts = resolve_options(options, shortcuts, "find_oversize")
+    plens = padded_lengths(lens, opts.pad_to_multiple_of)
     dist = _Distinct(plens)
-    return np.flatnonzero(dist.take(_capacity(fn, dist.uniq, max_cost, 1, 1)) == 0)
+    caps = _capacity(opts.cost, dist.uniq, opts.max_cost, 1, 1)
+    return np.flatnonzero(dist.take(caps) == 0)
 
 
 def plan_batches(
     lengths: Any,
-    max_cost: float,
+    max_cost: float | None = None,
     *,
-    cost: CostLike = "quadratic",
-    order: str = "bucket",
-    seed: int = 0,
     epoch: int = 0,
-    max_batch_size: int | None = None,
-    batch_size_multiple: int = 1,
-    pad_to_multiple_of: int = 1,
-    oversize: str = "error",
-    drop_last: bool = False,
-    bucket_width: float = 0.05,
-) -> list[NDArray[Any]]:
+    options: PlanOptions | None = None,
+    **shortcuts: Any,
+) -> Plan:
     """Group sample indices into batches whose padded cost stays within ``max_cost``.
 
     Args:
         lengths: per-sample lengths (positive integers), e.g. token counts.
         max_cost: the budget every batch must fit: ``cost(n, L) <= max_cost``.
-        cost: ``"quadratic"`` (n·L²), ``"linear"`` (n·L), ``"mixed:A,B"``,
-            :class:`~dynbatch.MixedCost` or a callable ``(n, L) -> float``
-            nondecreasing in both arguments.
-        order: ``"bucket"`` (near-sorted batches, new each epoch, in random
-            order; see NOTE [ bucket order ]), ``"shuffle"``, ``"ascending"``,
-            ``"descending"`` (sorted by length; descending is the ascending plan
-            reversed, longest batch first) or ``"none"`` (dataset order).
-        seed, epoch: the random orders are a pure function of ``(seed, epoch)``.
-        max_batch_size: at most this many samples per batch.
-        batch_size_multiple: batch sizes are rounded down to a multiple of this
-            where the budget allows at least one multiple; the batch that takes
-            the last samples may be smaller.
-        pad_to_multiple_of: ``L`` is the longest length rounded up to this.
-        oversize: a sample over budget even alone: ``"error"`` raises,
-            ``"skip"`` leaves it out (with a warning that counts them, see
-            :func:`find_oversize`), ``"alone"`` puts it in a batch of its own.
-        drop_last: drop the final batch when it ended only because the samples
-            ran out (it could have held more).
-        bucket_width: relative width of a length bucket for ``order="bucket"``:
-            lengths in one bucket differ by less than this fraction.
+        epoch: the random orders are a pure function of ``(seed, epoch)``.
+        options: a :class:`~dynbatch.PlanOptions`; or give its fields as
+            keywords (``max_cost``, ``cost``, ``order``, ``seed``,
+            ``max_batch_size``, ``batch_size_multiple``, ``pad_to_multiple_of``,
+            ``oversize``, ``drop_last``, ``bucket_width``), not both.
+
+    Orders: ``"bucket"`` (near-sorted batches, new each epoch, in random order;
+    see NOTE [ bucket order ]), ``"shuffle"``, ``"ascending"``,
+    ``"descending"`` (sorted by length; descending is the ascending plan
+    reversed, longest batch first) or ``"none"`` (dataset order).
 
     Returns:
-        A list of ``int64`` index arrays. Each index appears exactly once, but
-        for ``oversize="skip"`` and ``drop_last``.
+        A :class:`Plan`. Each index appears exactly once, but for
+        ``oversize="skip"`` and ``drop_last`` (NOTE [ what drop_last drops ]).
 
     >>> [b.tolist() for b in plan_batches([4, 4, 8, 2, 2, 2], 32, cost="linear", order="none")]
     [[0, 1, 2, 3], [4, 5]]
@@ -251,70 +423,104 @@ def plan_batches(
     [[3, 4, 5, 0, 1], [2]]
     """
     lens = check_lengths(lengths)
-    max_cost = check_positive_number("max_cost", max_cost)
-    fn = resolve_cost(cost)
-    check_choice("order", order, ORDERS)
-    seed = check_int("seed", seed)
-    epoch = check_int("epoch", epoch)
-    max_batch_size = check_int("max_batch_size", max_batch_size, minimum=1, allow_none=True)
-    multiple = check_int("batch_size_multiple", batch_size_multiple, minimum=1)
-    pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
-    check_choice("oversize", oversize, OVERSIZE)
-    drop_last = check_bool("drop_last", drop_last)
-    bucket_width = check_positive_number("bucket_width", bucket_width)
+    if max_cost is not None:
+        shortcuts["max_cost"] = max_cost
+    opts = resolve_options(options, shortcuts, "plan_batches")
+    return plan_draw(lens, opts, check_int("epoch", epoch))
 
-    plens = padded_lengths(lens, pad)
+
+def plan_draw(lens: NDArray[np.int64], opts: PlanOptions, epoch: int, draw: int = 0) -> Plan:
+    """The plan of ``epoch`` from checked inputs; ``draw > 0`` draws the random orders anew."""
+    fn, multiple = opts.cost, opts.batch_size_multiple
+    plens = padded_lengths(lens, opts.pad_to_multiple_of)
     dist = _Distinct(plens)
-    upper = lens.size if max_batch_size is None else min(max_batch_size, lens.size)
-    caps_by_len = _capacity(fn, dist.uniq, max_cost, upper, multiple)
+    # a batch of every sample "could have held more" unless the cap says otherwise
+    upper = lens.size + 1 if opts.max_batch_size is None else opts.max_batch_size
+    caps_by_len = _capacity(fn, dist.uniq, opts.max_cost, upper, multiple)
     if caps_by_len[-1] == 0:  # the longest is over budget alone
-        _report_oversize(fn, lens, plens, dist.take(caps_by_len) == 0, max_cost, oversize)
-    rng = np.random.default_rng([seed, epoch])
-    if order in ("none", "shuffle"):
-        seq = np.arange(lens.size) if order == "none" else _permutation(rng, lens.size)
+        _report_oversize(fn, lens, plens, dist.take(caps_by_len) == 0, opts)
+    rng = np.random.default_rng([opts.seed, epoch] if draw == 0 else [opts.seed, epoch, draw])
+    skip = opts.oversize == "skip"
+    if opts.order in ("none", "shuffle"):
+        seq = np.arange(lens.size) if opts.order == "none" else _permutation(rng, lens.size)
         caps = dist.take(caps_by_len, seq)
-        if oversize == "skip":
+        if skip:
             seq, caps = seq[caps > 0], caps[caps > 0]
         bounds, partial = _pack_sequence(caps.tolist(), multiple)
     else:
-        if order == "bucket":
-            # bucket k holds L with k <= log(L) / log(1 + w) + phase < k + 1
-            phase = rng.random()
-            key_of_len = np.floor(np.log(dist.uniq) / np.log1p(bucket_width) + phase).astype(
-                np.int64
-            )
-            key_of_len -= key_of_len[0]
-            # oversize lengths (the longest, for a monotone cost) form a last run of their own
-            key_of_len[caps_by_len == 0] = key_of_len[-1] + 1
-        else:
-            key_of_len = np.arange(dist.uniq.size)
-        nkeys = int(key_of_len[-1]) + 1
-        # a run is charged for its longest member: the smallest capacity in it
-        run_caps = np.full(nkeys, upper, dtype=np.int64)
-        np.minimum.at(run_caps, key_of_len, caps_by_len)
-        keys = dist.take(key_of_len)
-        if oversize == "skip":
-            kept = np.flatnonzero(run_caps[keys] > 0)
-            seq = kept if order != "bucket" else kept[_permutation(rng, kept.size)]
-        else:
-            seq = np.arange(lens.size) if order != "bucket" else _permutation(rng, lens.size)
-        seq = seq[_stable_argsort_small(keys[seq], nkeys)]
-        counts = np.bincount(keys[seq] if oversize == "skip" else keys, minlength=nkeys)
-        nonempty = np.flatnonzero(counts)
-        run_starts = (np.cumsum(counts) - counts)[nonempty]
-        bounds, partial = _pack_runs(run_starts, run_caps[nonempty], seq.size, multiple)
-    if drop_last and partial:
+        seq, run_sizes, run_caps = _runs(lens, dist, caps_by_len, opts, rng)
+        if opts.order == "bucket" and opts.drop_last:
+            seq, run_sizes, run_caps = _rotate(seq, run_sizes, run_caps, rng)
+        bounds, partial = _pack_runs(run_sizes, run_caps, multiple)
+    seq, bounds, partial = _honour_multiple(
+        seq, bounds, plens, dist, caps_by_len, multiple, partial
+    )
+    if opts.drop_last and partial:
         bounds.pop()
         seq = seq[: bounds[-1] if bounds else 0]
     if not isinstance(fn, (QuadraticCost, LinearCost, MixedCost)):
-        _check_budget(fn, plens[seq], bounds, max_cost, oversize == "alone")
-    seq = seq.astype(np.int64, copy=False)
-    batches = [seq[a:b] for a, b in itertools.pairwise([0, *bounds])]
-    if order == "bucket":
-        batches = [batches[i] for i in rng.permutation(len(batches))]
-    elif order == "descending":
-        batches.reverse()
-    return batches
+        _check_budget(fn, plens[seq], bounds, opts.max_cost, opts.oversize == "alone")
+    plan = Plan(seq, np.asarray([0, *bounds], dtype=np.int64))
+    if opts.order == "bucket":
+        plan = plan.take(rng.permutation(len(plan)))
+    elif opts.order == "descending":
+        plan = plan.take(np.arange(len(plan))[::-1])
+    return plan
+
+
+def _runs(
+    lens: NDArray[Any],
+    dist: _Distinct,
+    caps_by_len: NDArray[Any],
+    opts: PlanOptions,
+    rng: np.random.Generator,
+) -> tuple[NDArray[Any], list[int], list[int]]:
+    """Samples laid out in runs of nonincreasing capacity: sorted lengths or length buckets."""
+    upper = int(caps_by_len.max()) if caps_by_len.size else 0
+    if opts.order == "bucket":
+        # bucket k holds L with k <= log(L) / log(1 + w) + phase < k + 1
+        phase = rng.random()
+        key_of_len = np.floor(np.log(dist.uniq) / np.log1p(opts.bucket_width) + phase).astype(
+            np.int64
+        )
+        key_of_len -= key_of_len[0]
+        # oversize lengths (the longest, for a monotone cost) form a last run of their own
+        key_of_len[caps_by_len == 0] = key_of_len[-1] + 1
+    else:
+        key_of_len = np.arange(dist.uniq.size)
+    nkeys = int(key_of_len[-1]) + 1
+    # a run is charged for its longest member: the smallest capacity in it
+    run_caps = np.full(nkeys, upper, dtype=np.int64)
+    np.minimum.at(run_caps, key_of_len, caps_by_len)
+    keys = dist.take(key_of_len)
+    if opts.oversize == "skip":
+        kept = np.flatnonzero(run_caps[keys] > 0)
+        seq = kept if opts.order != "bucket" else kept[_permutation(rng, kept.size)]
+    else:
+        seq = np.arange(lens.size) if opts.order != "bucket" else _permutation(rng, lens.size)
+    seq = seq[_stable_argsort_small(keys[seq], nkeys)]
+    counts = np.bincount(keys[seq], minlength=nkeys)
+    nonempty = np.flatnonzero(counts)
+    return seq, counts[nonempty].tolist(), run_caps[nonempty].tolist()
+
+
+def _rotate(
+    seq: NDArray[Any], run_sizes: list[int], run_caps: list[int], rng: np.random.Generator
+) -> tuple[NDArray[Any], list[int], list[int]]:
+    """Start at a random run and wrap, ending in run k with probability ~ its size.
+
+    See NOTE [ what drop_last drops ]. Oversize runs (capacity 0) stay last.
+    """
+    normal = sum(1 for c in run_caps if c > 0)
+    if normal < 2:
+        return seq, run_sizes, run_caps
+    sizes = np.asarray(run_sizes[:normal], dtype=np.float64)
+    last = int(rng.choice(normal, p=sizes / sizes.sum()))
+    split = int(sizes[: last + 1].sum())
+    tail = int(sizes.sum())
+    order = [*range(last + 1, normal), *range(last + 1), *range(normal, len(run_sizes))]
+    rotated = np.concatenate([seq[split:tail], seq[:split], seq[tail:]])
+    return rotated, [run_sizes[k] for k in order], [run_caps[k] for k in order]
 
 
 def _permutation(rng: np.random.Generator, n: int) -> NDArray[Any]:
@@ -325,27 +531,28 @@ def _permutation(rng: np.random.Generator, n: int) -> NDArray[Any]:
 
 
 def _report_oversize(
-    fn: Cost,
-    lens: NDArray[Any],
-    plens: NDArray[Any],
-    too_big: NDArray[Any],
-    max_cost: float,
-    oversize: str,
+    fn: Cost, lens: NDArray[Any], plens: NDArray[Any], too_big: NDArray[Any], opts: PlanOptions
 ) -> None:
     where = np.flatnonzero(too_big)
     i = int(where[0])
-    if oversize == "error":
-        raise ValueError(
-            f"sample {i} has length {lens[i]} (padded {plens[i]}) and costs "
-            f"{float(fn(1, plens[i])):g} alone, over max_cost={max_cost:g}; "
-            f"{where.size} sample(s) are over budget. Raise max_cost, truncate them, "
-            f"or pass oversize='skip' or 'alone'"
+    alone = float(fn(1, plens[i]))
+    if opts.oversize == "error":
+        raise InputError(
+            f"sample {i} has length {lens[i]} (padded {plens[i]}) and costs {alone:g} alone, "
+            f"over max_cost={opts.max_cost:g}; {where.size} sample(s) are over budget. "
+            "Raise max_cost, truncate them, or pass oversize='skip' or 'alone'"
         )
-    if oversize == "skip":
+    if opts.oversize == "skip":
+        if where.size == lens.size:
+            raise InputError(
+                f"all {lens.size} samples are over max_cost={opts.max_cost:g} even alone "
+                f"(the shortest, sample {int(np.argmin(lens))} of length {lens.min()}, costs "
+                f"{float(fn(1, plens.min())):g}); oversize='skip' would leave nothing to train on"
+            )
         warnings.warn(
-            f"skipping {where.size} sample(s) over max_cost={max_cost:g} even alone "
+            f"skipping {where.size} sample(s) over max_cost={opts.max_cost:g} even alone "
             f"(first: index {i}, length {lens[i]})",
-            stacklevel=3,
+            stacklevel=4,
         )
 
 
@@ -358,12 +565,12 @@ def _check_budget(
     starts = np.array([0, *bounds[:-1]], dtype=np.int64)
     sizes = np.diff(np.append(starts, seq_lens.size))
     costs = np.asarray(fn(sizes, np.maximum.reduceat(seq_lens, starts)), dtype=np.float64)
-    over = costs > max_cost
+    over = ~(costs <= max_cost)  # NaN is over
     if alone_ok:
         over &= sizes > 1
     if over.any():
         k = int(np.argmax(over))
-        raise ValueError(
+        raise InputError(
             f"cost {fn!r} is not nondecreasing in (n, L): a batch of {sizes[k]} samples "
             f"costs {costs[k]:g} > max_cost={max_cost:g} although every smaller step fit"
         )
