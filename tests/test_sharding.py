@@ -1,4 +1,4 @@
-"""shard_plan: equal steps per rank, nothing lost or repeated, balanced costs."""
+"""shard_plan and plan_epoch: equal steps per rank, nothing lost or repeated, balanced compute."""
 
 from __future__ import annotations
 
@@ -8,52 +8,169 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import planner_args
 
-from dynbatch import plan_batches, shard_plan
+import dynbatch
+from dynbatch import PlanOptions, plan_batches, plan_epoch, shard_plan
+from dynbatch.planning import batch_capacity
+from dynbatch.sharding import equal_batch_count, step_imbalance
 
 
-@given(planner_args(), st.integers(1, 8), st.booleans())
-def test_equal_counts_and_every_index_once(args: dict, replicas: int, keep_order: bool) -> None:
-    plan = plan_batches(**args)
-    sp = shard_plan(
-        plan,
-        args["lengths"],
-        replicas,
-        cost=args["cost"],
-        pad_to_multiple_of=args["pad_to_multiple_of"],
-        keep_order=keep_order,
+def options_of(args: dict, **changes: object) -> PlanOptions:
+    return PlanOptions(
+        **{k: v for k, v in args.items() if k not in ("lengths", "epoch")}, **changes
     )
+
+
+def off_multiple(plan: dynbatch.Plan, lens: np.ndarray, options: PlanOptions) -> int:
+    m, pad = options.batch_size_multiple, options.pad_to_multiple_of
+    longest = [-(-int(lens[b].max()) // pad) * pad for b in plan]
+    caps = batch_capacity(longest, options, lens.size) if longest else []
+    return sum(1 for b, cap in zip(plan, caps, strict=True) if b.size % m and cap >= m)
+
+
+@given(planner_args(), st.integers(1, 8))
+def test_equal_counts_every_index_once_and_multiples_kept(args: dict, replicas: int) -> None:
+    options = options_of(args)
+    lens = args["lengths"]
+    plan = plan_batches(lens, options=options, epoch=args["epoch"])
+    sp = shard_plan(plan, lens, replicas, epoch=args["epoch"], options=options)
     shares = [sp.for_rank(r) for r in range(replicas)]
     assert len({len(s) for s in shares}) == 1, "equal batch counts per rank"
-    real = [b for b, pad in zip(sp.batches, sp.is_padding, strict=True) if not pad]
-    assert np.array_equal(np.sort(np.concatenate(real)), np.arange(args["lengths"].size)), (
+    real = [b for b, pad in zip(sp.plan, sp.is_padding, strict=True) if not pad]
+    assert np.array_equal(np.sort(np.concatenate(real)), np.arange(lens.size)), (
         "every index exactly once, padding aside"
     )
     if sp.is_padding.any():
         assert all(b.size == 1 for b in real), "repeats only when no batch can be split"
-    assert all(b.size > 0 for b in sp.batches), "no empty batch"
+    assert all(b.size > 0 for b in sp.plan), "no empty batch"
+    fn = options.cost
+    for b in sp.plan:
+        longest = -(-int(lens[b].max()) // options.pad_to_multiple_of) * options.pad_to_multiple_of
+        assert float(fn(b.size, longest)) <= options.max_cost or b.size == 1, "within budget"
+    m = options.batch_size_multiple
+    needed = -len(plan) % replicas
+    doubles = int((plan.sizes >= 2 * m).sum())
+    extra = off_multiple(sp.plan, lens, options) - off_multiple(plan, lens, options)
+    assert extra <= 2 * max(0, needed - doubles), (
+        "splits keep multiples unless no batch holds two multiples"
+    )
+
+
+def test_splits_keep_the_multiple_when_a_batch_holds_two() -> None:
+    options = PlanOptions(max_cost=160, cost="linear", batch_size_multiple=8, order="none")
+    lens = np.full(32, 10)  # one batch of 16, one of 16
+    sp = shard_plan(plan_batches(lens, options=options), lens, 4, options=options)
+    assert sorted(sp.plan.sizes.tolist()) == [8, 8, 8, 8], "16s split into 8s, not 12 + 4"
+
+
+def test_no_batch_with_two_multiples_is_split_unevenly_and_said_so() -> None:
+    options = PlanOptions(max_cost=80, cost="linear", batch_size_multiple=8, order="none")
+    lens = np.full(24, 10)  # [8, 8, 8]: no split keeps multiples, and 3 batches do not share
+    sp = shard_plan(plan_batches(lens, options=options), lens, 2, options=options)
+    assert sorted(sp.plan.sizes.tolist()) == [4, 4, 8, 8]
+    assert not sp.is_padding.any(), "nothing repeated"
 
 
 @given(planner_args(), st.integers(2, 8))
 def test_drop_last_drops_only_the_remainder(args: dict, replicas: int) -> None:
-    plan = plan_batches(**args)
-    sp = shard_plan(plan, args["lengths"], replicas, drop_last=True)
-    assert len(sp.batches) == len(plan) - len(plan) % replicas, "only the remainder is dropped"
-    assert not sp.is_padding.any()
+    options = options_of(args, drop_last=True)
+    lens = args["lengths"]
+    plan = plan_batches(lens, options=options)
+    sp = shard_plan(plan, lens, replicas, options=options)
+    assert len(sp.plan) % replicas == 0 and not sp.is_padding.any()
+    kept = sp.plan.indices
+    assert np.unique(kept).size == kept.size, "nothing repeated"
+    missing = set(plan.indices.tolist()) - set(kept.tolist())
+    whole = [b for b in plan if set(b.tolist()) <= missing]
+    assert len(whole) == len(plan) % replicas, "the remainder's batches are dropped, whole"
+    assert sum(b.size for b in whole) == len(missing), "and nothing else"
+
+
+def test_drop_last_at_four_ranks_leaves_out_different_batches_each_epoch() -> None:
+    rng = np.random.default_rng(0)
+    lens = np.minimum(np.ceil(rng.lognormal(4.4, 0.8, 3000)), 512).astype(int)
+    options = PlanOptions(max_cost=20 * 512**2 / 4, drop_last=True)
+    seen = np.zeros(lens.size)
+    for epoch in range(30):
+        sp = plan_epoch(lens, options, epoch, 4)
+        seen[np.concatenate(list(sp.plan))] += 1
+    longest = np.argsort(lens)[-10:]
+    assert (seen[longest] > 0).all(), "the ten longest samples are trained on"
+    assert seen.min() >= 15, "every sample in at least half the epochs"
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 7])
 def test_fewer_samples_than_ranks_are_flagged_repeats(n: int) -> None:
-    sp = shard_plan(plan_batches([4] * n, 16), [4] * n, 8)
-    assert len(sp.batches) == 8, "one batch per rank"
+    options = PlanOptions(max_cost=16)
+    sp = shard_plan(plan_batches([4] * n, options=options), [4] * n, 8, options=options)
+    assert len(sp.plan) == 8, "one batch per rank"
     assert int(sp.is_padding.sum()) == 8 - n, "exactly the missing ones are flagged"
 
 
-def test_same_seed_and_epoch_give_the_same_shards_and_balance_is_tight() -> None:
-    lens = np.minimum(np.ceil(np.random.default_rng(0).lognormal(4.4, 0.8, 5000)), 512).astype(int)
-    budget = 20 * 512**2 / 4
-    plan = plan_batches(lens, budget)
-    a = shard_plan(plan, lens, 4, seed=3, epoch=1)
-    b = shard_plan(plan, lens, 4, seed=3, epoch=1)
-    assert [x.tolist() for x in a.batches] == [x.tolist() for x in b.batches], "deterministic"
-    costs = np.array([x.size * float(lens[x].max()) ** 2 for x in a.batches]).reshape(-1, 4)
-    assert (costs.max(1) / costs.mean(1)).mean() <= 1.05, "steps balanced on average"
+def chnsenticorp_like(n: int = 8000, seed: int = 0) -> np.ndarray:
+    lens = np.ceil(np.random.default_rng(seed).lognormal(4.4, 0.8, n))
+    return np.minimum(lens, 512).astype(int)
+
+
+def test_same_seed_and_epoch_give_the_same_shards() -> None:
+    lens = chnsenticorp_like(5000)
+    options = PlanOptions(max_cost=20 * 512**2 / 4, seed=3)
+    a, b = plan_epoch(lens, options, 1, 4), plan_epoch(lens, options, 1, 4)
+    assert a.plan == b.plan and np.array_equal(a.is_padding, b.is_padding), "deterministic"
+    assert a.plan != plan_epoch(lens, options, 2, 4).plan, "another epoch, another plan"
+
+
+@pytest.mark.parametrize("replicas", [2, 4, 8])
+def test_steps_are_balanced_by_padded_tokens(replicas: int) -> None:
+    lens = chnsenticorp_like()
+    options = PlanOptions(max_cost=20 * 512**2 / 4)
+    sp = plan_epoch(lens, options, 0, replicas)
+    tokens = sp.plan.sizes * np.array([lens[b].max() for b in sp.plan])
+    grouped_by_cost = shard_plan(
+        plan_batches(lens, options=options), lens, replicas, options=options.replace(balance="cost")
+    )
+    cost_tokens = grouped_by_cost.plan.sizes * np.array(
+        [lens[b].max() for b in grouped_by_cost.plan]
+    )
+    ours = step_imbalance(tokens, replicas)
+    assert ours <= 1.05, f"slowest rank / mean in padded tokens: {ours:.3f}"
+    assert ours < step_imbalance(cost_tokens, replicas), "better than grouping by n*L^2"
+
+
+def test_balance_by_a_custom_compute_model() -> None:
+    lens = chnsenticorp_like(3000)
+    options = PlanOptions(max_cost=20 * 512**2 / 4, balance=lambda n, L: n * L + 0.01 * n * L * L)
+    sp = plan_epoch(lens, options, 0, 4)
+    work = np.array([b.size * (lens[b].max() + 0.01 * lens[b].max() ** 2) for b in sp.plan])
+    assert step_imbalance(work, 4) <= 1.05
+
+
+@pytest.mark.parametrize("order", ["bucket", "shuffle", "ascending"])
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_equal_epochs_give_the_same_count_by_splitting(order: str, replicas: int) -> None:
+    lens = chnsenticorp_like(2000, seed=1)
+    options = PlanOptions(max_cost=4 * 256**2, order=order, equal_epochs=True)
+    count = equal_batch_count(lens, options, replicas)
+    counts = set()
+    for epoch in range(20):
+        sp = plan_epoch(lens, options, epoch, replicas, num_batches=count)
+        counts.add(len(sp.plan))
+        flat = np.concatenate(list(sp.plan))
+        assert np.array_equal(np.sort(flat), np.arange(lens.size)), "nothing dropped or repeated"
+        assert not sp.is_padding.any()
+    assert counts == {count}, "every epoch has the same number of batches"
+    unequal = {
+        len(plan_batches(lens, options=options.replace(equal_epochs=False), epoch=e))
+        for e in range(20)
+    }
+    if order != "ascending":
+        assert len(unequal) > 1, "without the option the count varies (so the test means something)"
+
+
+def test_plans_given_as_lists_are_checked() -> None:
+    options = PlanOptions(max_cost=100)
+    with pytest.raises(dynbatch.InputError, match="outside"):
+        shard_plan([[0, -1]], [1, 2], 2, options=options)
+    with pytest.raises(dynbatch.InputError, match="integer indices"):
+        shard_plan([[0.0, 1.0]], [1, 2], 2, options=options)
+    with pytest.raises(dynbatch.InputError, match="more than once"):
+        shard_plan([[0, 1], [1]], [1, 2], 2, options=options)

@@ -6,19 +6,28 @@ NOTE [ equal steps without dropping or repeating ]
     must be the same number of batches on every rank: a rank with one batch
     more waits in an all-reduce that never comes (with gloo: "Connection reset
     by peer"). Instead of dropping batches, repeating samples or adding dummy
-    batches, the planner's batches are *split*: the batch with the most samples
-    is cut into two halves of alternating lengths (both fit, as the cost grows
-    with ``n``) until the count divides ``num_replicas``. Only when every batch
-    is a single sample (fewer samples than ranks, or all oversize) can the count
-    not be evened out; then the cheapest batches are repeated and flagged in
-    ``is_padding`` so the loss can give them weight 0.
+    batches, the planner's batches are *split*: the heaviest batch is cut into
+    two parts of alternating lengths (both fit, as the cost grows with ``n``;
+    both stay multiples of ``batch_size_multiple`` whenever the batch holds
+    two multiples) until the count divides ``num_replicas``. Only when every
+    batch is a single sample (fewer samples than ranks, or all oversize) can
+    the count not be evened out; then the cheapest batches are repeated and
+    flagged in ``is_padding`` so the loss can give them weight 0.
+    ``drop_last=True`` instead drops ``len % num_replicas`` batches chosen at
+    random each epoch, so every sample is equally likely to be left out.
 
 NOTE [ balanced steps ]
-    A step lasts as long as its slowest rank. Batches are grouped into steps of
-    ``num_replicas`` by sorting them by cost, so the batches of one step cost
-    about the same; the steps are then shuffled (random orders) or kept in plan
-    order (``keep_order``, for the sorted and dataset orders, whose neighbours
-    already cost about the same).
+    A step lasts as long as its slowest rank's *compute*, which is not the
+    memory cost: n=5 at L=512 and n=1,108 at L=34 cost the same n·L² but carry
+    2,560 against 37,672 tokens. Batches are therefore grouped into steps by a
+    compute model (``options.balance``: padded tokens n·L by default, the cost,
+    or any ``(n, L)`` function such as a fitted step-time model): sorted by
+    compute and cut into steps of ``num_replicas``, which minimises the summed
+    per-step maximum for the batches given. While the slowest rank still
+    waits more than ``tolerance`` (summed over the epoch), the ``num_replicas``
+    heaviest batches are split, which never breaks the budget. The steps are
+    then shuffled (random orders) or, for the sorted and dataset orders, the
+    plan's order is kept and consecutive batches form a step.
 """
 
 from __future__ import annotations
@@ -30,103 +39,320 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import check_bool, check_int, check_lengths
-from .cost import CostLike, resolve_cost
-from .planning import padded_lengths
+from ._checks import InputError, check_int, check_lengths
+from .options import PlanOptions, resolve_options
+from .planning import Plan, padded_lengths, plan_draw
 
-__all__ = ["ShardedPlan", "shard_plan"]
+__all__ = ["ShardedPlan", "equal_batch_count", "plan_epoch", "shard_plan", "step_imbalance"]
+
+#: Stop splitting for balance when the slowest rank over the mean, summed over the epoch,
+#: is at most this, or when splits have added this fraction of batches.
+TOLERANCE = 1.05
+MAX_EXTRA_FRACTION = 0.25
+#: Epochs planned to fix the batch count of ``equal_epochs`` (NOTE [ equal epochs ]).
+EQUAL_EPOCH_PROBES = 8
 
 
 @dataclass(frozen=True)
 class ShardedPlan:
-    """Batches in step-major order: step ``s`` of rank ``r`` is ``batches[s * replicas + r]``."""
+    """Batches in step-major order: step ``s`` of rank ``r`` is ``plan[s * num_replicas + r]``."""
 
-    batches: list[NDArray[Any]]
-    is_padding: NDArray[Any]
+    plan: Plan
+    is_padding: NDArray[np.bool_]
     num_replicas: int
 
     @property
     def num_steps(self) -> int:
-        return len(self.batches) // self.num_replicas
+        return len(self.plan) // self.num_replicas
 
-    def for_rank(self, rank: int) -> list[NDArray[Any]]:
-        return self.batches[rank :: self.num_replicas]
+    @property
+    def batches(self) -> Plan:
+        """Every rank's batches, step-major."""
+        return self.plan
+
+    def for_rank(self, rank: int) -> Plan:
+        """This rank's batches, in order."""
+        return self.plan.take(np.arange(rank, len(self.plan), self.num_replicas))
+
+    def padding_for_rank(self, rank: int) -> NDArray[np.bool_]:
+        return self.is_padding[rank :: self.num_replicas]
 
 
-def _split(batch: NDArray[Any], lengths: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any]]:
-    """Two halves with alternating members by length: similar size, similar longest."""
-    by_len = batch[np.argsort(lengths[batch], kind="stable")]
-    return by_len[1::2], by_len[0::2]
+class _Batches:
+    """A plan being split: members, offsets and per-batch size, longest length and flags."""
+
+    def __init__(self, plan: Plan, plens: NDArray[Any]) -> None:
+        self.indices = plan.indices.copy()
+        self.offsets = plan.offsets.copy()
+        self.plens = plens
+        sizes = plan.sizes
+        self.longest = (
+            np.maximum.reduceat(plens[self.indices], self.offsets[:-1])
+            if sizes.size
+            else np.zeros(0, dtype=np.int64)
+        )
+        self.padding = np.zeros(sizes.size, dtype=bool)
+
+    @property
+    def sizes(self) -> NDArray[np.int64]:
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return int(self.offsets.size - 1)
+
+    def splittable(self, multiple: int) -> tuple[NDArray[Any], NDArray[Any]]:
+        """Batches that can be split, and those whose parts can both stay multiples."""
+        sizes = self.sizes
+        return sizes >= 2, sizes >= 2 * multiple
+
+    def split(self, which: NDArray[Any], multiple: int) -> None:
+        """Cut each batch in ``which`` into two parts of alternating lengths."""
+        which = np.unique(which)
+        cuts = np.empty(which.size, dtype=np.int64)
+        first_long = np.empty(which.size, dtype=np.int64)
+        second_long = np.empty(which.size, dtype=np.int64)
+        for k, i in enumerate(which.tolist()):
+            a, b = int(self.offsets[i]), int(self.offsets[i + 1])
+            size = b - a
+            part = multiple * (size // (2 * multiple)) if size >= 2 * multiple else size // 2
+            members = self.indices[a:b]
+            by_len = members[np.argsort(self.plens[members], kind="stable")]
+            # evenly spaced picks over the sorted members: both parts span the same lengths
+            pick = np.zeros(size, dtype=bool)
+            pick[(np.arange(part) * size) // part] = True
+            first, second = by_len[pick], by_len[~pick]
+            self.indices[a:b] = np.concatenate([first, second])
+            cuts[k] = a + part
+            first_long[k] = self.plens[first].max()
+            second_long[k] = self.plens[second].max()
+        self.offsets = np.insert(self.offsets, which + 1, cuts)
+        self.longest[which] = first_long
+        self.longest = np.insert(self.longest, which + 1, second_long)
+        self.padding = np.insert(self.padding, which + 1, False)
+
+    def repeat(self, which: NDArray[Any]) -> None:
+        """Append copies of the batches ``which``, flagged as padding."""
+        extra = Plan(self.indices, self.offsets).take(which)
+        self.indices = np.concatenate([self.indices, extra.indices])
+        self.offsets = np.concatenate([self.offsets, self.offsets[-1] + extra.offsets[1:]])
+        self.longest = np.concatenate([self.longest, self.longest[which]])
+        self.padding = np.concatenate([self.padding, np.ones(which.size, dtype=bool)])
+
+    def keep(self, which: NDArray[Any]) -> None:
+        """Keep only the batches ``which`` (in plan order)."""
+        plan = Plan(self.indices, self.offsets).take(np.sort(which))
+        self.indices, self.offsets = plan.indices, plan.offsets
+        self.longest = self.longest[np.sort(which)]
+        self.padding = self.padding[np.sort(which)]
+
+    def plan(self) -> Plan:
+        return Plan(self.indices, self.offsets)
+
+
+def _heaviest(work: NDArray[Any], allowed: NDArray[Any], k: int) -> NDArray[Any]:
+    """Indices of the ``k`` heaviest batches among ``allowed``."""
+    candidates: NDArray[Any] = np.flatnonzero(allowed)
+    if candidates.size <= k:
+        return candidates
+    return np.asarray(candidates[np.argpartition(work[candidates], -k)[-k:]])
+
+
+def _split_heaviest(batches: _Batches, work: NDArray[Any], count: int, multiple: int) -> int:
+    """Split up to ``count`` of the heaviest batches, preferring ones that stay multiples."""
+    can, keeps_multiple = batches.splittable(multiple)
+    chosen = _heaviest(work, keeps_multiple, count)
+    if chosen.size < count:
+        chosen = np.union1d(chosen, _heaviest(work, can & ~keeps_multiple, count - chosen.size))
+    if chosen.size:
+        batches.split(chosen, multiple)
+    return int(chosen.size)
+
+
+def step_imbalance(work: NDArray[Any], num_replicas: int) -> float:
+    """Sum over steps of the slowest rank's work over the sum of the mean (1.0: nobody waits).
+
+    ``work`` is per batch in step-major order.
+
+    >>> step_imbalance(np.array([1.0, 3.0, 2.0, 2.0]), 2)
+    1.25
+    """
+    steps = np.asarray(work, dtype=np.float64).reshape(-1, num_replicas)
+    mean = steps.mean(axis=1).sum()
+    return float(steps.max(axis=1).sum() / mean) if mean > 0 else 1.0
 
 
 def shard_plan(
-    batches: Sequence[NDArray[Any]],
+    plan: Sequence[Any],
     lengths: Any,
     num_replicas: int,
     *,
-    cost: CostLike = "quadratic",
-    pad_to_multiple_of: int = 1,
-    seed: int = 0,
     epoch: int = 0,
-    keep_order: bool = False,
-    drop_last: bool = False,
+    num_batches: int | None = None,
+    tolerance: float = TOLERANCE,
+    options: PlanOptions | None = None,
+    **shortcuts: Any,
 ) -> ShardedPlan:
-    """Arrange a plan into steps of ``num_replicas`` batches of similar cost.
+    """Arrange a plan into steps of ``num_replicas`` batches of similar compute.
 
     Args:
-        batches: the global plan (from :func:`~dynbatch.plan_batches`).
+        plan: the global plan (from :func:`~dynbatch.plan_batches`).
         lengths: the lengths the plan was made from.
         num_replicas: number of data-parallel ranks.
-        keep_order: group consecutive batches into steps and keep the plan's
-            order, instead of grouping by cost and shuffling the steps.
-        drop_last: drop the ``len(batches) % num_replicas`` batches with the
-            fewest samples instead of splitting batches to even the count.
+        epoch: with ``options.seed``, seeds the shuffle of the steps.
+        num_batches: split batches until there are this many (``equal_epochs``);
+            default: the plan's count rounded up to a multiple of ``num_replicas``.
+        tolerance: split the heaviest batches while the summed slowest-rank
+            work over the mean exceeds this (random orders only).
+        options: the :class:`~dynbatch.PlanOptions` the plan was made with (or
+            its fields as keywords): ``balance``, ``pad_to_multiple_of``,
+            ``batch_size_multiple``, ``drop_last``, ``seed`` and whether the
+            order is random are used here.
 
     See NOTE [ equal steps without dropping or repeating ] and NOTE [ balanced steps ].
 
-    Three batches on two ranks: the largest is split, none is dropped.
+    Three batches on two ranks: the heaviest is split, none is dropped.
 
     >>> plan = [np.array([0, 1, 2, 3]), np.array([4]), np.array([5])]
-    >>> sp = shard_plan(plan, [1, 2, 3, 4, 5, 6], 2, keep_order=True)
+    >>> sp = shard_plan(plan, [1, 2, 3, 4, 5, 6], 2, max_cost=100, order="none")
     >>> [b.tolist() for b in sp.for_rank(0)], [b.tolist() for b in sp.for_rank(1)]
-    ([[1, 3], [4]], [[0, 2], [5]])
+    ([[0, 2], [4]], [[1, 3], [5]])
     """
     lens = check_lengths(lengths)
     replicas = check_int("num_replicas", num_replicas, minimum=1)
-    fn = resolve_cost(cost)
-    pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
-    keep_order = check_bool("keep_order", keep_order)
-    drop_last = check_bool("drop_last", drop_last)
-    plan = [np.asarray(b, dtype=np.int64) for b in batches]
-    padding = [False] * len(plan)
-    extra = -len(plan) % replicas
-    if extra and drop_last:
-        drop = set(
-            np.argsort([b.size for b in plan], kind="stable")[: len(plan) % replicas].tolist()
-        )
-        plan = [b for i, b in enumerate(plan) if i not in drop]
-        padding = [False] * len(plan)
-    elif extra:
-        for _ in range(extra):
-            i = max(range(len(plan)), key=lambda j: plan[j].size) if plan else -1
-            if i < 0 or plan[i].size < 2:
-                break
-            first, second = _split(plan[i], lens)
-            plan[i : i + 1] = [first, second]
-            padding.insert(i, False)
-        while len(plan) % replicas:  # only single-sample batches are left: repeat, flagged
-            cheapest = min(range(len(padding)), key=lambda j: (padding[j], lens[plan[j]].max()))
-            plan.append(plan[cheapest])
-            padding.append(True)
-    if not plan:
-        return ShardedPlan([], np.zeros(0, dtype=bool), replicas)
-    if keep_order:
-        order = np.arange(len(plan))
+    epoch = check_int("epoch", epoch)
+    opts = resolve_options(options, shortcuts, "shard_plan")
+    if not isinstance(plan, Plan):
+        plan = _checked_plan(plan, lens.size)
+    fn = opts.balance_fn()
+    multiple = opts.batch_size_multiple
+    batches = _Batches(plan, padded_lengths(lens, opts.pad_to_multiple_of))
+
+    def work() -> NDArray[np.float64]:
+        return np.asarray(fn(batches.sizes, batches.longest), dtype=np.float64)
+
+    if num_batches is None:
+        if opts.drop_last and len(batches) % replicas:
+            rng = np.random.default_rng([opts.seed, epoch, replicas, 1])
+            drop = len(batches) % replicas
+            batches.keep(rng.permutation(len(batches))[drop:])
+        target = -(-len(batches) // replicas) * replicas
     else:
-        sizes = np.array([b.size for b in plan])
-        longest = padded_lengths(np.array([lens[b].max() for b in plan]), pad)
-        by_cost = np.argsort(np.asarray(fn(sizes, longest), dtype=np.float64), kind="stable")
-        steps = by_cost.reshape(-1, replicas)
-        rng = np.random.default_rng([seed, epoch, replicas])
-        order = steps[rng.permutation(len(steps))].reshape(-1)
-    return ShardedPlan([plan[i] for i in order], np.array(padding)[order], replicas)
+        target = check_int("num_batches", num_batches)
+        if target % replicas or target < len(batches):
+            raise InputError(
+                f"num_batches must be a multiple of num_replicas={replicas} and at least the "
+                f"plan's {len(batches)} batches, got num_batches={num_batches}"
+            )
+    while len(batches) < target:
+        if not _split_heaviest(batches, work(), target - len(batches), multiple):
+            cheapest = np.argsort(work(), kind="stable")[: target - len(batches)]
+            while cheapest.size < target - len(batches):  # fewer batches than ranks
+                cheapest = np.concatenate([cheapest, cheapest])
+            batches.repeat(cheapest[: target - len(batches)])
+    if not opts.random_order or len(batches) == 0:
+        return ShardedPlan(batches.plan(), batches.padding, replicas)
+    if num_batches is None:
+        _split_for_balance(batches, work, replicas, tolerance, multiple)
+    costs = work()
+    by_work = np.argsort(costs, kind="stable")
+    steps = by_work.reshape(-1, replicas)
+    rng = np.random.default_rng([opts.seed, epoch, replicas])
+    order = steps[rng.permutation(len(steps))].reshape(-1)
+    return ShardedPlan(batches.plan().take(order), batches.padding[order], replicas)
+
+
+def _split_for_balance(
+    batches: _Batches, work: Any, replicas: int, tolerance: float, multiple: int
+) -> None:
+    """Split the ``replicas`` heaviest batches while it helps (NOTE [ balanced steps ])."""
+    if replicas == 1:
+        return
+    budget = int(MAX_EXTRA_FRACTION * len(batches))
+    added = 0
+    costs = work()
+    current = step_imbalance(np.sort(costs), replicas)
+    while current > tolerance and added + replicas <= budget:
+        before = (batches.indices.copy(), batches.offsets.copy(), batches.longest.copy())
+        padding = batches.padding.copy()
+        _, keeps_multiple = batches.splittable(multiple)  # balance never breaks a multiple
+        chosen = _heaviest(costs, keeps_multiple, replicas)
+        if chosen.size < replicas:
+            return
+        batches.split(chosen, multiple)
+        costs = work()
+        after = step_imbalance(np.sort(costs), replicas)
+        if after >= current:  # no better: undo and stop
+            batches.indices, batches.offsets, batches.longest = before
+            batches.padding = padding
+            return
+        current, added = after, added + replicas
+
+
+def _checked_plan(batches: Sequence[Any], n: int) -> Plan:
+    """A plan from index lists, refusing what no planner makes: bad, repeated or empty batches."""
+    arrays = []
+    for k, b in enumerate(batches):
+        arr = np.asarray(b)
+        if arr.ndim != 1 or arr.size == 0:
+            raise InputError(f"plan[{k}] must be a non-empty 1-D list of indices, got {b!r}")
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise InputError(f"plan[{k}] must hold integer indices, got dtype {arr.dtype}")
+        arrays.append(arr.astype(np.int64))
+    plan = Plan.from_batches(arrays)
+    idx = plan.indices
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = int(idx[(idx < 0) | (idx >= n)][0])
+        raise InputError(f"plan holds index {bad}, outside [0, {n}) of lengths")
+    if np.unique(idx).size != idx.size:
+        values, counts = np.unique(idx, return_counts=True)
+        raise InputError(f"plan holds index {int(values[counts > 1][0])} more than once")
+    return plan
+
+
+def equal_batch_count(lengths: Any, options: PlanOptions, num_replicas: int = 1) -> int:
+    """The batch count every epoch gets under ``equal_epochs`` (NOTE [ equal epochs ]).
+
+    NOTE [ equal epochs ]
+        Random orders give a slightly different number of batches each epoch,
+        and code that sizes a learning-rate schedule from ``len(sampler)``
+        (paddlenlp's Trainer does) needs one number. The count is fixed as the
+        largest over the first few epochs' plans, rounded up to a multiple of
+        ``num_replicas``; an epoch with fewer batches has its heaviest batches
+        split (never breaking the budget, never dropping or repeating), and an
+        epoch with more is drawn anew from ``(seed, epoch, draw)`` until it has
+        no more, so every epoch's plan is still a pure function of
+        ``(seed, epoch)``.
+    """
+    lens = check_lengths(lengths)
+    probes = EQUAL_EPOCH_PROBES if options.random_order else 1
+    most = max(len(plan_draw(lens, options, epoch)) for epoch in range(probes))
+    return max(-(-most // num_replicas) * num_replicas, num_replicas)
+
+
+def plan_epoch(
+    lengths: NDArray[np.int64],
+    options: PlanOptions,
+    epoch: int,
+    num_replicas: int = 1,
+    *,
+    num_batches: int | None = None,
+) -> ShardedPlan:
+    """Every rank's batches for ``epoch``: plan, then shard (``num_batches`` for equal epochs)."""
+    plan = plan_draw(lengths, options, epoch)
+    if options.equal_epochs:
+        if num_batches is None:
+            num_batches = equal_batch_count(lengths, options, num_replicas)
+        draw = 0
+        while len(plan) > num_batches:
+            draw += 1
+            if draw > 1000:  # each draw exceeds with probability ~1/9: unreachable in practice
+                raise RuntimeError(f"epoch {epoch} could not be planned in {num_batches} batches")
+            plan = plan_draw(lengths, options, epoch, draw)
+    return shard_plan(
+        plan,
+        lengths,
+        num_replicas,
+        epoch=epoch,
+        num_batches=num_batches if options.equal_epochs else None,
+        options=options,
+    )
