@@ -92,7 +92,7 @@ def test_model_fit_calls_set_epoch_and_logs_both_epochs(tmp_path: Path) -> None:
     assert sampler.epoch == 1, "set_epoch was called by the hook"
     sizes = read(tmp_path)["train/batch_size"]
     e0, e1 = sampler.batches(0), sampler.batches(1)
-    assert sizes == [float(b.size) for b in e0 + e1], "each epoch logged as planned"
+    assert sizes == [float(b.size) for b in [*e0, *e1]], "each epoch logged as planned"
     assert [b.tolist() for b in e0] != [b.tolist() for b in e1], "the epochs' batches differ"
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import paddle
 import pytest
@@ -118,7 +121,7 @@ def test_resume_mid_epoch_yields_exactly_the_rest(ds: Reviews) -> None:
 def test_resume_state_from_other_options_is_refused(ds: Reviews) -> None:
     state = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, seed=5).state_dict()
     other = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, seed=6)
-    with pytest.raises(ValueError, match="different lengths or options"):
+    with pytest.raises(ValueError, match="saved with other options"):
         other.load_state_dict(state)
     with pytest.raises(ValueError, match="missing keys"):
         other.load_state_dict({"epoch": 0})
@@ -162,7 +165,104 @@ def test_distributed_rank_out_of_range(ds: Reviews) -> None:
         DistributedDynamicBatchSampler(ds, lengths=ds.lengths, max_cost=1e6, num_replicas=2, rank=2)
 
 
-def test_lazy_names_resolve() -> None:
-    assert dynbatch.DynamicBatchSampler is DynamicBatchSampler
+def test_lazy_names_resolve_to_the_adapter_classes_on_first_use() -> None:
+    code = (
+        "import sys, dynbatch\n"
+        "assert 'dynbatch.sampler' not in sys.modules, 'not imported by import dynbatch'\n"
+        "cls = dynbatch.DynamicBatchSampler\n"
+        "import dynbatch.sampler as m\n"
+        "assert cls is m.DynamicBatchSampler and dynbatch.DistributedDynamicBatchSampler is "
+        "m.DistributedDynamicBatchSampler\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         dynbatch.Nope  # noqa: B018
+
+
+# -- resume: the fingerprint decides by the plan, and a failed load changes nothing ----------------
+def test_a_state_from_another_cost_function_is_refused(ds: Reviews) -> None:
+    base = {"lengths": ds.lengths, "max_cost": 8 * 100**2, "seed": 5}
+    saved = DynamicBatchSampler(ds, cost=lambda n, L: n * L * L, **base)
+    saved.set_epoch(2)
+    state = saved.state_dict(consumed_batches=3)
+    other = DynamicBatchSampler(ds, cost=lambda n, L: 2.0 * n * L * L, **base)
+    with pytest.raises(ValueError, match="another plan of epoch 2"):
+        other.load_state_dict(state)
+    same = DynamicBatchSampler(ds, cost=lambda n, L: n * L * L, **base)
+    same.load_state_dict(state)
+    assert same.epoch == 2 and len(same) == len(saved.batches(2)) - 3
+
+
+def test_equal_options_spelled_differently_load(ds: Reviews) -> None:
+    state = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=1048576, seed=5).state_dict()
+    DynamicBatchSampler(
+        ds, lengths=ds.lengths, max_cost=1048576.0, seed=np.int64(5)
+    ).load_state_dict(state)
+
+
+def test_a_refused_state_changes_nothing(ds: Reviews) -> None:
+    sampler = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2)
+    state = sampler.state_dict()
+    for bad in (
+        {**state, "epoch": 4, "position": 10**6},
+        {**state, "epoch": 4, "position": -1},
+        {**state, "epoch": 4, "num_replicas": 2},
+    ):
+        with pytest.raises(ValueError):
+            sampler.load_state_dict(bad)
+        assert sampler.epoch == 0 and len(sampler) == len(sampler.batches(0)), "untouched"
+
+
+@pytest.mark.parametrize("state", [None, 3, [1, 2], "state"])
+def test_a_state_that_is_not_a_dict_is_named(ds: Reviews, state: object) -> None:
+    sampler = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2)
+    with pytest.raises(TypeError, match="state must be the dict that state_dict"):
+        sampler.load_state_dict(state)  # type: ignore[arg-type]
+
+
+def test_the_error_names_the_option_that_differs(ds: Reviews) -> None:
+    state = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, seed=5).state_dict()
+    other = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, seed=6)
+    with pytest.raises(ValueError, match="seed: saved 5, here 6"):
+        other.load_state_dict(state)
+
+
+# -- step counts over a run ------------------------------------------------------------------------
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_len_for_epochs_is_what_iteration_yields(ds: Reviews, replicas: int) -> None:
+    samplers = [
+        DistributedDynamicBatchSampler(
+            ds,
+            lengths=ds.lengths,
+            max_cost=4 * 200**2,
+            order="shuffle",
+            num_replicas=replicas,
+            rank=r,
+        )
+        for r in range(replicas)
+    ]
+    for s in samplers:
+        announced = s.len_for_epochs(range(6))
+        yielded, per_epoch = 0, []
+        for epoch in range(6):
+            s.set_epoch(epoch)
+            n = sum(1 for _ in s)
+            yielded += n
+            per_epoch.append(n)
+        assert yielded == announced
+        assert len(set(per_epoch)) > 1, "the count varies by epoch without equal_epochs"
+
+
+def test_equal_epochs_fix_len(ds: Reviews) -> None:
+    sampler = DynamicBatchSampler(
+        ds, lengths=ds.lengths, max_cost=4 * 200**2, order="shuffle", equal_epochs=True
+    )
+    lens = set()
+    for epoch in range(8):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        lens.add(len(batches))
+        assert sorted(i for b in batches for i in b) == list(range(len(ds))), "each sample once"
+    assert lens == {len(sampler)}, "the same count every epoch"

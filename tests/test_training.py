@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -123,10 +124,12 @@ def test_scale_lr_and_bad_arguments() -> None:
     assert scale_lr(2e-5, 32, 32) == 2e-5
     with pytest.raises(ValueError, match="rule must be one of"):
         scale_lr(1e-3, 2, 1, rule="cubic")
+    model = Bag()
+    opt = paddle.optimizer.SGD(0.1, parameters=model.parameters())
     with pytest.raises(ValueError, match="target needs the sampler"):
-        GradientAccumulator(Bag(), None, target=100)
+        GradientAccumulator(model, opt, target=100)
     with pytest.raises(ValueError, match="unit must be one of"):
-        GradientAccumulator(Bag(), None, unit="bytes")
+        GradientAccumulator(model, opt, unit="bytes")
 
 
 def test_a_repeated_padding_batch_weighs_nothing() -> None:
@@ -151,3 +154,238 @@ def test_a_repeated_padding_batch_weighs_nothing() -> None:
     assert acc.last_count == 0, "the repeat adds no samples to the step"
     for k, v in params(model).items():
         np.testing.assert_array_equal(v, before[k], err_msg="and no gradient")
+
+
+# -- following the sampler's passes ------------------------------------------------------------
+def sgd_acc(sampler, target=None, unit="samples", lr=0.1, **kw):  # type: ignore[no-untyped-def]
+    paddle.seed(0)
+    model = Bag()
+    opt = paddle.optimizer.SGD(lr, parameters=model.parameters())
+    return (
+        model,
+        opt,
+        GradientAccumulator(model, opt, sampler=sampler, target=target, unit=unit, **kw),
+    )
+
+
+def loader_of(ds: Toy, sampler, workers: int = 0) -> paddle.io.DataLoader:  # type: ignore[no-untyped-def]
+    return paddle.io.DataLoader(
+        ds,
+        batch_sampler=sampler,
+        num_workers=workers,
+        collate_fn=dynbatch.Tuple(dynbatch.Pad(), dynbatch.Stack()),
+    )
+
+
+def train_pass(model, acc, loader, ds: Toy, start: int = 0, stop: int | None = None) -> list[int]:  # type: ignore[no-untyped-def]
+    """Train over the loader; return the positions (in the epoch) of micro-batches that stepped."""
+    stepped = []
+    for k, (ids, index) in enumerate(loader, start):
+        with acc.accumulate():
+            tokens = int(ds.lengths[index.numpy()].sum())
+            count = tokens if acc.unit == "tokens" else ids.shape[0]
+            if acc.backward(per_sample_loss(model, ids, index).sum(), count=count):
+                stepped.append(k)
+        if stop is not None and k + 1 == stop:
+            break
+    return stepped
+
+
+def expected_window_ends(counts: list[float], target: float) -> list[int]:
+    """Positions whose micro-batch closes a window, computed here, not by dynbatch."""
+    ends, acc = [], 0.0
+    for k, c in enumerate(counts):
+        acc += c
+        if acc >= target or k == len(counts) - 1:
+            ends.append(k)
+            acc = 0.0
+    return ends
+
+
+def test_resumed_epoch_steps_after_the_same_micro_batches() -> None:
+    ds = Toy(400, seed=7)
+    opts = {"lengths": ds.lengths, "max_cost": 512, "cost": "linear", "seed": 3}
+    sampler = dynbatch.DynamicBatchSampler(ds, **opts)
+    model, _, acc = sgd_acc(sampler, target=1500, unit="tokens")
+    full = train_pass(model, acc, loader_of(ds, sampler), ds)
+    counts = [float(ds.lengths[b].sum()) for b in sampler.batches()]
+    assert full == expected_window_ends(counts, 1500), "uninterrupted windows as computed here"
+    resume_at = 7
+    assert len(counts) > resume_at + 10
+    state = sampler.state_dict(consumed_batches=resume_at)
+    fresh = dynbatch.DynamicBatchSampler(ds, **opts)
+    fresh.load_state_dict(state)
+    model, _, acc = sgd_acc(fresh, target=1500, unit="tokens")
+    resumed = train_pass(model, acc, loader_of(ds, fresh), ds, start=resume_at)
+    assert resumed == [k for k in full if k >= resume_at], "the same steps after the resume"
+    assert resumed[-1] == len(counts) - 1, "the last window of the epoch steps"
+
+
+def test_passes_without_set_epoch_keep_updating() -> None:
+    ds = Toy(20, seed=1)
+    sampler = dynbatch.DynamicBatchSampler(
+        ds, lengths=ds.lengths, max_cost=1e9, order="ascending", max_batch_size=4
+    )
+    model, _, acc = sgd_acc(sampler)
+    steps = []
+    for _ in range(3):
+        train_pass(model, acc, loader_of(ds, sampler), ds)
+        steps.append(acc.optimizer_steps)
+    assert steps == [5, 10, 15], "every pass steps once per batch"
+
+
+def test_an_abandoned_window_is_not_carried_into_the_next_pass() -> None:
+    ds = Toy(60, seed=2)
+    sampler = dynbatch.DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=1e9, max_batch_size=4)
+    model, _, acc = sgd_acc(sampler, target=1e9)  # one window: the whole epoch
+    train_pass(model, acc, loader_of(ds, sampler), ds, stop=3)
+    with pytest.warns(UserWarning, match="3 micro-batch"):
+        train_pass(model, acc, loader_of(ds, sampler), ds)
+    assert acc.optimizer_steps == 1 and acc.last_count == 60, "the full pass alone stepped"
+
+
+def test_following_more_batches_than_the_epoch_has_is_an_error() -> None:
+    ds = Toy(8, seed=2)
+    sampler = dynbatch.DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=1e9, max_batch_size=4)
+    model, _, acc = sgd_acc(sampler)
+    plan = sampler.batches()  # iterated by hand: the sampler never sees a second pass
+    for _ in range(2):
+        for idx in plan[: 1 if _ else len(plan)]:
+            ids, index = batch_of(ds, idx)
+            with (
+                pytest.raises(ValueError, match="followed all 2 micro-batches")
+                if _
+                else (contextlib.nullcontext()),
+                acc.accumulate(),
+            ):
+                acc.backward(per_sample_loss(model, ids, index).sum(), count=idx.size)
+
+
+def test_an_epoch_without_batches_takes_no_steps() -> None:
+    ds = Toy(3, seed=0)
+    sampler = dynbatch.DynamicBatchSampler(
+        ds, lengths=ds.lengths, max_cost=1e9, max_batch_size=4, drop_last=True
+    )
+    assert len(sampler) == 0
+    _, _, acc = sgd_acc(sampler, target=100)
+    assert acc.steps_per_epoch() == 0
+
+
+@pytest.mark.parametrize("target", [None, 40.0])
+def test_step_counts_over_a_run_are_exact(target: float | None) -> None:
+    ds = Toy(300, seed=4)
+    sampler = dynbatch.DynamicBatchSampler(
+        ds, lengths=ds.lengths, max_cost=3 * 160**2, seed=1, order="shuffle"
+    )
+    model, _, acc = sgd_acc(sampler, target=target)
+    announced_steps = acc.steps_for_epochs(range(5))
+    announced_batches = sampler.len_for_epochs(range(5))
+    batches, expected, per_epoch = 0, 0, []
+    for epoch in range(5):
+        sampler.set_epoch(epoch)
+        sizes = [float(b.size) for b in sampler.batches()]
+        expected += len(expected_window_ends(sizes, target)) if target else len(sizes)
+        batches += len(sizes)
+        before = acc.optimizer_steps
+        train_pass(model, acc, loader_of(ds, sampler), ds)
+        per_epoch.append(acc.optimizer_steps - before)
+    assert acc.optimizer_steps == expected == announced_steps, "announced = counted here = done"
+    assert announced_batches == batches
+    assert len(set(per_epoch)) > 1, "epochs differ in steps, so a per-epoch guess would be wrong"
+
+
+# -- mixed precision ------------------------------------------------------------------------------
+class OverflowingScaler:
+    """A stand-in with paddle.amp.GradScaler's interface: scale, unscale_, step, update.
+
+    Paddle's GradScaler is a no-op on CPU ("can only be enabled on CUDAPlace"), so the
+    overflow path can only be exercised here with a scaler whose loss scale really
+    overflows float32: its scale is 1e39 on the micro-batches listed in ``overflow_at``.
+    """
+
+    def __init__(self, overflow_at: set[int]) -> None:
+        self.overflow_at, self.calls = overflow_at, 0
+        self.unscaled = self.stepped = self.updates = 0
+
+    def scale(self, loss):  # type: ignore[no-untyped-def]
+        factor = 1e39 if self.calls in self.overflow_at else 1.0
+        self.calls += 1
+        return loss * paddle.to_tensor(factor, dtype="float32")
+
+    def unscale_(self, optimizer) -> None:  # type: ignore[no-untyped-def]
+        self.unscaled += 1
+
+    def step(self, optimizer) -> None:  # type: ignore[no-untyped-def]
+        self.stepped += 1
+        optimizer.step()
+
+    def update(self) -> None:
+        self.updates += 1
+
+
+def test_an_amp_overflow_skips_the_step_and_tells_the_scaler() -> None:
+    ds = Toy(40, seed=5)
+    model = Bag()
+    scaler = OverflowingScaler(overflow_at={1})
+    acc = GradientAccumulator(
+        model, paddle.optimizer.SGD(1.0, parameters=model.parameters()), scaler=scaler
+    )
+    snapshots = []
+    for k in range(3):
+        ids, index = batch_of(ds, np.arange(4 * k, 4 * k + 4))
+        acc.backward(per_sample_loss(model, ids, index).sum(), count=4)
+        snapshots.append(params(model))
+    assert acc.skipped_steps == 1 and acc.optimizer_steps == 2, "the overflowing step skipped"
+    for name in snapshots[0]:
+        np.testing.assert_array_equal(snapshots[1][name], snapshots[0][name], err_msg=name)
+    assert not np.array_equal(snapshots[2]["out.weight"], snapshots[1]["out.weight"]), "then on"
+    assert scaler.stepped == 2 and scaler.unscaled == 1, "the scaler saw the overflow"
+    assert scaler.updates == 3, "and updated its scale every step"
+
+
+# -- bad input ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"model": None}, TypeError, "model must be a paddle.nn.Layer"),
+        ({"optimizer": None}, TypeError, "optimizer must be a paddle optimizer"),
+        ({"sampler": "plain"}, TypeError, "sampler must be a dynbatch sampler"),
+        ({"scaler": object()}, TypeError, "scaler must be a GradScaler"),
+    ],
+)
+def test_bad_accumulator_arguments(kwargs: dict, error: type, message: str) -> None:
+    model = Bag()
+    args = {"model": model, "optimizer": paddle.optimizer.SGD(0.1, parameters=model.parameters())}
+    with pytest.raises(error, match=message):
+        GradientAccumulator(**{**args, **kwargs})
+
+
+def test_a_plain_paddle_sampler_is_refused() -> None:
+    ds = Toy(10)
+    model = Bag()
+    with pytest.raises(TypeError, match="sampler must be a dynbatch sampler"):
+        GradientAccumulator(
+            model,
+            paddle.optimizer.SGD(0.1, parameters=model.parameters()),
+            sampler=paddle.io.BatchSampler(ds, batch_size=2),
+        )
+
+
+@pytest.mark.parametrize(
+    ("loss", "count", "message"),
+    [
+        (None, 3, "loss_sum must be a paddle.Tensor"),
+        (1.5, 3, "loss_sum must be a paddle.Tensor"),
+        ("ok", -5, "count must be a finite number >= 0, got count=-5"),
+        ("ok", float("nan"), "count=nan"),
+        ("ok", "3", "count must be the number of samples"),
+        ("ok", True, "count=True"),
+    ],
+)
+def test_bad_backward_arguments(loss: object, count: object, message: str) -> None:
+    model = Bag()
+    acc = GradientAccumulator(model, paddle.optimizer.SGD(0.1, parameters=model.parameters()))
+    if loss == "ok":
+        loss = model(paddle.to_tensor(np.ones((2, 3), dtype="int64"))).sum()
+    with pytest.raises((TypeError, ValueError), match=message):
+        acc.backward(loss, count=count)

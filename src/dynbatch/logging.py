@@ -2,10 +2,11 @@
 
 NOTE [ which batch was step k ]
     The DataLoader prefetches, so "the last batch the sampler yielded" is a
-    few batches ahead of the one being trained. Step ``k`` of epoch ``e`` *is*
-    the ``k``-th planned batch of that epoch, so the hook reads batch size,
-    lengths and cost from ``sampler.batches(e)[k]`` and needs nothing from the
-    loop but the step and the loss.
+    few batches ahead of the one being trained. Step ``k`` of a pass that
+    began at batch ``s`` of epoch ``e`` *is* batch ``s + k`` of that epoch's
+    plan (NOTE [ the plan is the source of truth ] in :mod:`dynbatch.contract`),
+    so the hook reads batch size, lengths and cost from the plan and needs
+    nothing from the loop but the step and the loss.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._checks import InputTypeError
 from ._optional import require
+from .contract import PlanSource, describe
 from .progress import Progress
 from .stats import batch_table
 
@@ -82,6 +85,14 @@ class VisualDLHook(Callback):
         self, logdir: str, sampler: Any = None, *, optimizer: Any = None, progress: bool = False
     ) -> None:
         super().__init__()
+        if not isinstance(logdir, (str, os.PathLike)):
+            raise InputTypeError(f"logdir must be a directory path, got logdir={logdir!r}")
+        if sampler is not None and not isinstance(sampler, PlanSource):
+            raise InputTypeError(
+                "sampler must be a dynbatch sampler (DynamicBatchSampler or "
+                f"DistributedDynamicBatchSampler), got {describe(sampler)}"
+            )
+        logdir = os.fspath(logdir)
         visualdl = require("visualdl", "dynbatch.VisualDLHook")
         self.logdir, self.sampler, self.optimizer = logdir, sampler, optimizer
         self.is_writer = paddle.distributed.get_rank() == 0
@@ -96,20 +107,22 @@ class VisualDLHook(Callback):
     def _batch_row(self, step: int) -> dict[str, float] | None:
         if self.sampler is None:
             return None
-        epoch = self.sampler.epoch
-        if self._table is None or self._table[0] != epoch:
+        current = self.sampler.current_pass()
+        if self._table is None or self._table[0] != current.epoch:
+            options = self.sampler.options
             table = batch_table(
                 self.sampler.lengths,
-                self.sampler.batches(epoch),
-                cost=self.sampler.cost,
-                max_cost=self.sampler.max_cost,
-                pad_to_multiple_of=self.sampler.options["pad_to_multiple_of"],
+                self.sampler.batches(current.epoch),
+                cost=options.cost,
+                max_cost=options.max_cost,
+                pad_to_multiple_of=options.pad_to_multiple_of,
             )
-            self._table = (epoch, table)
+            self._table = (current.epoch, table)
         table = self._table[1]
-        if not 0 <= step < table["batch_size"].size:
+        position = current.start + step
+        if not 0 <= position < table["batch_size"].size:
             return None
-        return {tag: float(table[tag][step]) for tag in BATCH_TAGS}
+        return {tag: float(table[tag][position]) for tag in BATCH_TAGS}
 
     # -- paddle.callbacks.Callback -------------------------------------------------------------
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:

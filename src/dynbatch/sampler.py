@@ -11,31 +11,43 @@ NOTE [ prefetch and resume ]
     and the restarted run yields exactly the batches after those ``k``:
     none lost, none repeated. Resuming costs one planning call, never a replay
     of the data.
+
+NOTE [ resume fingerprint ]
+    A saved state must only load into a sampler that plans the same batches,
+    else the resumed run silently trains on the wrong samples. The state keeps
+    a digest of the lengths, every option (normalised, so ``1048576`` and
+    ``1048576.0``, or a seed given as ``np.int64``, are the same option) and a
+    digest of the saved epoch's plan itself. The options say *what* differs in
+    the error message; the plan digest is the final word, and covers what
+    cannot be described faithfully, such as a cost given as a lambda (two
+    lambdas share a name whatever their bodies).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import check_int, check_lengths
+from ._checks import InputError, InputTypeError, check_int, check_lengths
 from ._optional import require
-from .cost import CostLike, cost_name, resolve_cost
+from .contract import Pass
 from .lengths import compute_lengths
-from .planning import plan_batches
-from .sharding import ShardedPlan, shard_plan
+from .options import PlanOptions, resolve_options
+from .planning import Plan
+from .sharding import ShardedPlan, equal_batch_count, plan_epoch
 
 paddle = require("paddle", "dynbatch's samplers")
 from paddle.io import BatchSampler, DistributedBatchSampler  # noqa: E402
 
 __all__ = ["DistributedDynamicBatchSampler", "DynamicBatchSampler"]
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2
+_STATE_KEYS = ("version", "epoch", "position", "num_replicas", "lengths", "options", "plan")
 
 
 def _resolve_lengths(
@@ -44,35 +56,43 @@ def _resolve_lengths(
     length_fn: Callable[[Any], int] | None,
     ref_index: Any,
     cache_path: str | os.PathLike[str] | None,
-) -> NDArray[Any]:
+) -> NDArray[np.int64]:
     if lengths is not None:
         if length_fn is not None or ref_index is not None:
-            raise ValueError(
+            raise InputError(
                 "give lengths or a way to measure them (length_fn / ref_index), not both; got "
                 f"lengths and length_fn={length_fn!r}, ref_index={ref_index!r}"
             )
         lens = check_lengths(lengths)
         if dataset is not None and len(dataset) != lens.size:
-            raise ValueError(
+            raise InputError(
                 f"lengths has {lens.size} entries but the dataset has {len(dataset)} samples; "
                 "they must match one to one"
             )
         return lens
     if dataset is None:
-        raise ValueError("give lengths=..., or a dataset with length_fn=... or ref_index=...")
+        raise InputError("give lengths=..., or a dataset with length_fn=... or ref_index=...")
     if length_fn is None and ref_index is None:
-        raise ValueError(
+        raise InputError(
             "a dataset alone does not say how long its samples are: pass lengths=array, "
             "length_fn=callable(sample) -> int, or ref_index=field whose size is the length"
         )
     return compute_lengths(dataset, length_fn=length_fn, ref_index=ref_index, cache_path=cache_path)
 
 
+def _lengths_digest(lengths: NDArray[np.int64]) -> str:
+    return hashlib.blake2b(lengths.tobytes(), digest_size=16).hexdigest()
+
+
 class _Planned:
-    """What both samplers share: options, the per-epoch plan, epochs, resume state."""
+    """What both samplers share: options, the per-epoch plan, passes, resume state.
+
+    Implements :class:`~dynbatch.contract.PlanSource`.
+    """
 
     num_replicas: int
     rank: int
+    batch_size: Any  # paddle's is an int; ours is max_batch_size, which may be None
 
     def _setup(
         self,
@@ -81,129 +101,173 @@ class _Planned:
         length_fn: Callable[[Any], int] | None,
         ref_index: Any,
         cache_path: str | os.PathLike[str] | None,
-        options: dict[str, Any],
-        drop_last: bool,
+        options: PlanOptions | None,
+        shortcuts: dict[str, Any],
     ) -> None:
+        self.options = opts = resolve_options(options, shortcuts, type(self).__name__)
+        # the options under the names paddle code reads (never assigned again)
+        self.max_cost, self.cost, self.seed, self.order = (
+            opts.max_cost,
+            opts.cost,
+            opts.seed,
+            opts.order,
+        )
+        self.drop_last, self.shuffle = opts.drop_last, opts.random_order
+        self.batch_size = opts.max_batch_size
         self.dataset = dataset
         self.lengths = _resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
-        self.cost = resolve_cost(options.pop("cost"))
-        self.options = options
-        self.max_cost = options["max_cost"]
-        self.seed = options["seed"]
-        self.order = options["order"]
-        self.drop_last = drop_last
-        self.batch_size = options["max_batch_size"]  # read by some paddle code paths
-        self.shuffle = self.order in ("bucket", "shuffle")
         self.epoch = 0
-        self._start = 0  # first batch the next iteration yields (set by load_state_dict)
-        self._yielded = 0  # batches of the current epoch handed out so far
-        self._cached: tuple[int, ShardedPlan] | None = None
-        self._sharded(0)  # validates every option now, not at the first batch
+        self._resume = 0  # the batch the next iteration of self.epoch starts at
+        self._yielded = 0  # batches of the current pass handed out so far (absolute position)
+        self._pass = Pass(epoch=0, start=0, serial=0)
+        self._plans: dict[int, ShardedPlan] = {}
+        self._count: int | None = None  # the batch count of every epoch, with equal_epochs
+        self.epoch_plan(0)  # plans now: bad options fail here, not at the first batch
 
-    def _sharded(self, epoch: int) -> ShardedPlan:
-        if self._cached is None or self._cached[0] != epoch:
-            plan = plan_batches(
-                self.lengths, cost=self.cost, epoch=epoch, drop_last=self.drop_last, **self.options
+    # -- the contract (dynbatch.contract.PlanSource) -----------------------------------------
+    def epoch_plan(self, epoch: int | None = None) -> ShardedPlan:
+        """Every rank's batches of ``epoch`` (default: the current one), step-major."""
+        epoch = self.epoch if epoch is None else check_int("epoch", epoch)
+        cached = self._plans.get(epoch)
+        if cached is None:
+            if self.options.equal_epochs and self._count is None:
+                self._count = equal_batch_count(self.lengths, self.options, self.num_replicas)
+            cached = plan_epoch(
+                self.lengths, self.options, epoch, self.num_replicas, num_batches=self._count
             )
-            sharded = shard_plan(
-                plan,
-                self.lengths,
-                self.num_replicas,
-                cost=self.cost,
-                pad_to_multiple_of=self.options["pad_to_multiple_of"],
-                seed=self.seed,
-                epoch=epoch,
-                keep_order=self.order in ("none", "ascending", "descending"),
-                drop_last=self.drop_last,
-            )
-            self._cached = (epoch, sharded)
-        return self._cached[1]
+            if len(self._plans) >= 2:  # the current epoch and one more (a look-ahead)
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[epoch] = cached
+        return cached
 
-    def batches(self, epoch: int | None = None) -> list[NDArray[Any]]:
+    def batches(self, epoch: int | None = None) -> Plan:
         """This rank's planned batches for ``epoch`` (default: the current one), in order."""
-        return self._sharded(self.epoch if epoch is None else check_int("epoch", epoch)).for_rank(
-            self.rank
-        )
+        return self.epoch_plan(epoch).for_rank(self.rank)
 
-    def padding_mask(self, epoch: int | None = None) -> NDArray[Any]:
+    def padding_mask(self, epoch: int | None = None) -> NDArray[np.bool_]:
         """True for this rank's batches that repeat samples only to even out step counts."""
-        sharded = self._sharded(self.epoch if epoch is None else check_int("epoch", epoch))
-        return sharded.is_padding[self.rank :: self.num_replicas]
+        return self.epoch_plan(epoch).padding_for_rank(self.rank)
 
+    def current_pass(self) -> Pass:
+        """The iteration under way (the last one begun); before any, the one the next will be."""
+        if self._pass.serial == 0:
+            return Pass(epoch=self.epoch, start=self._resume, serial=0)
+        return self._pass
+
+    def len_for_epochs(self, epochs: Iterable[int]) -> int:
+        """Batches this rank yields over ``epochs`` (e.g. ``range(E)``): exact, for schedules."""
+        total = 0
+        for e in epochs:
+            e = check_int("epoch", e)
+            sharded = self._plans.get(e)
+            if sharded is None:
+                sharded = plan_epoch(
+                    self.lengths, self.options, e, self.num_replicas, num_batches=self._count
+                )
+            total += sharded.num_steps
+        return total
+
+    # -- paddle's sampler interface --------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         """Plan the given epoch next. Keeps a resume position loaded for that same epoch."""
         epoch = check_int("epoch", epoch)
         if epoch != self.epoch:
-            self._start = 0
+            self._resume = 0
         self.epoch = epoch
-        self._yielded = self._start
 
     def __iter__(self) -> Iterator[list[int]]:
-        plan = self.batches()
-        start, self._start = self._start, 0
+        epoch = self.epoch
+        indices, offsets = self.batches(epoch).lists()
+        start, self._resume = self._resume, 0
+        self._pass = Pass(epoch=epoch, start=start, serial=self._pass.serial + 1)
         self._yielded = start
-        for batch in plan[start:]:
-            self._yielded += 1
-            yield batch.tolist()
+        for k in range(start, len(offsets) - 1):
+            self._yielded = k + 1
+            yield indices[offsets[k] : offsets[k + 1]]
 
     def __len__(self) -> int:
-        return len(self.batches()) - self._start
+        return len(self.batches()) - self._resume
 
-    def fingerprint(self) -> str:
-        """Hash of the lengths and every option that shapes the plan."""
-        h = hashlib.blake2b(self.lengths.tobytes(), digest_size=16)
-        opts = {
-            **self.options,
-            "cost": cost_name(self.cost),
-            "drop_last": self.drop_last,
-            "num_replicas": self.num_replicas,
-        }
-        h.update(json.dumps(opts, sort_keys=True, default=str).encode())
-        return h.hexdigest()
-
+    # -- resume -----------------------------------------------------------------------------------
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
         """Where this epoch stands; see NOTE [ prefetch and resume ] for ``consumed_batches``."""
-        position = (
-            self._yielded
-            if consumed_batches is None
-            else check_int("consumed_batches", consumed_batches)
-        )
         total = len(self.batches())
-        if position > total:
-            raise ValueError(
-                f"consumed_batches must be in [0, {total}] (batches in epoch {self.epoch}), "
-                f"got consumed_batches={consumed_batches}"
-            )
+        if consumed_batches is None:
+            position = self._yielded if self._pass.epoch == self.epoch else self._resume
+        else:
+            position = check_int("consumed_batches", consumed_batches)
+            if position > total:
+                raise InputError(
+                    f"consumed_batches must be in [0, {total}] (batches in epoch {self.epoch}), "
+                    f"got consumed_batches={consumed_batches}"
+                )
         return {
             "version": _STATE_VERSION,
             "epoch": self.epoch,
             "position": position,
-            "seed": self.seed,
-            "fingerprint": self.fingerprint(),
+            "num_replicas": self.num_replicas,
+            "lengths": _lengths_digest(self.lengths),
+            "options": self.options.fingerprint(),
+            "plan": self.epoch_plan().plan.digest(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume: the next iteration yields epoch ``state["epoch"]`` after ``position`` batches."""
-        missing = {"version", "epoch", "position", "fingerprint"} - set(state)
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume: the next iteration yields epoch ``state["epoch"]`` after ``position`` batches.
+
+        Everything is checked before anything is changed (NOTE [ resume fingerprint ]).
+        """
+        if not isinstance(state, Mapping):
+            raise InputTypeError(
+                f"state must be the dict that state_dict() returned, got {type(state).__name__}"
+            )
+        missing = [k for k in _STATE_KEYS if k not in state]
         if missing:
-            raise ValueError(f"not a dynbatch sampler state: missing keys {sorted(missing)}")
+            raise InputError(f"not a dynbatch sampler state: missing keys {missing}")
         if state["version"] != _STATE_VERSION:
-            raise ValueError(f"sampler state version {state['version']!r} is not {_STATE_VERSION}")
-        if state["fingerprint"] != self.fingerprint():
-            raise ValueError(
-                "this sampler state was saved for different lengths or options (seed, max_cost, "
-                "cost, order, num_replicas, ...): resuming from it would feed the wrong samples. "
-                "Build the sampler with the options of the saved run."
+            raise InputError(
+                f"sampler state version {state['version']!r} is not {_STATE_VERSION}: it was "
+                "saved by another dynbatch release"
             )
         epoch = check_int("state['epoch']", state["epoch"])
-        self.epoch = epoch
-        total = len(self.batches())
         position = check_int("state['position']", state["position"])
+        if state["num_replicas"] != self.num_replicas:
+            raise InputError(
+                f"this sampler state was saved with num_replicas={state['num_replicas']}, "
+                f"this sampler has num_replicas={self.num_replicas}"
+            )
+        if state["lengths"] != _lengths_digest(self.lengths):
+            raise InputError(
+                "this sampler state was saved for different lengths (another dataset, or "
+                "lengths measured differently): resuming from it would feed the wrong samples"
+            )
+        saved, here = state["options"], self.options.fingerprint()
+        if not isinstance(saved, Mapping):
+            raise InputTypeError(f"state['options'] must be a dict, got {saved!r}")
+        differ = [
+            f"{k}: saved {saved.get(k)!r}, here {here[k]!r}"
+            for k in here
+            if saved.get(k) is not None and here[k] is not None and saved.get(k) != here[k]
+        ]
+        if differ:
+            raise InputError(
+                "this sampler state was saved with other options, so the plan differs: "
+                + "; ".join(differ)
+                + ". Build the sampler with the options of the saved run."
+            )
+        sharded = self.epoch_plan(epoch)
+        if state["plan"] != sharded.plan.digest():
+            raise InputError(
+                f"this sampler state was saved for another plan of epoch {epoch} (a custom cost "
+                "or balance function, or the planner, changed): resuming from it would feed the "
+                "wrong samples. Build the sampler exactly as in the saved run."
+            )
+        total = sharded.num_steps
         if position > total:
-            raise ValueError(
+            raise InputError(
                 f"state['position']={position} is past the {total} batches of epoch {epoch}"
             )
-        self._start = self._yielded = position
+        self.epoch = epoch
+        self._resume = self._yielded = position
 
 
 _SAMPLER_DOC = """
@@ -214,18 +278,21 @@ _SAMPLER_DOC = """
             ``length_fn(sample) -> int`` or the size of field ``ref_index``.
         cache_path: store measured lengths here (``.npz``) keyed by a dataset
             fingerprint; a later run with the same dataset loads them.
-        max_cost, cost, order, seed, max_batch_size, batch_size_multiple,
-        pad_to_multiple_of, oversize, drop_last, bucket_width: as in
-            :func:`~dynbatch.plan_batches`.
+        options: a :class:`~dynbatch.PlanOptions`; or give its fields as
+            keywords (``max_cost=..., cost=..., order=..., seed=...,
+            max_batch_size=..., batch_size_multiple=..., pad_to_multiple_of=...,
+            oversize=..., drop_last=..., bucket_width=..., equal_epochs=...,
+            balance=...``), not both.
 """
 
 
 class DynamicBatchSampler(_Planned, BatchSampler):
     """A ``paddle.io.BatchSampler`` whose batches fit a cost budget instead of a fixed size.
 
-    ``len(sampler)`` is exact before the first iteration; call
-    ``set_epoch(e)`` each epoch for fresh random batches. ``state_dict`` /
-    ``load_state_dict`` resume mid-epoch (NOTE [ prefetch and resume ]).
+    ``len(sampler)`` is exact before the first iteration, and
+    ``len_for_epochs(range(E))`` over a whole run; call ``set_epoch(e)`` each
+    epoch for fresh random batches. ``state_dict`` / ``load_state_dict`` resume
+    mid-epoch (NOTE [ prefetch and resume ]).
     """
 
     def __init__(
@@ -235,38 +302,12 @@ class DynamicBatchSampler(_Planned, BatchSampler):
         lengths: Any = None,
         length_fn: Callable[[Any], int] | None = None,
         ref_index: Any = None,
-        max_cost: float,
-        cost: CostLike = "quadratic",
-        order: str = "bucket",
-        seed: int = 0,
-        max_batch_size: int | None = None,
-        batch_size_multiple: int = 1,
-        pad_to_multiple_of: int = 1,
-        oversize: str = "error",
-        drop_last: bool = False,
-        bucket_width: float = 0.05,
         cache_path: str | os.PathLike[str] | None = None,
+        options: PlanOptions | None = None,
+        **shortcuts: Any,
     ) -> None:
         self.num_replicas, self.rank = 1, 0
-        self._setup(
-            dataset,
-            lengths,
-            length_fn,
-            ref_index,
-            cache_path,
-            dict(
-                max_cost=max_cost,
-                cost=cost,
-                order=order,
-                seed=seed,
-                max_batch_size=max_batch_size,
-                batch_size_multiple=batch_size_multiple,
-                pad_to_multiple_of=pad_to_multiple_of,
-                oversize=oversize,
-                bucket_width=bucket_width,
-            ),
-            drop_last,
-        )
+        self._setup(dataset, lengths, length_fn, ref_index, cache_path, options, shortcuts)
 
     __init__.__doc__ = _SAMPLER_DOC
 
@@ -275,8 +316,9 @@ class DistributedDynamicBatchSampler(_Planned, DistributedBatchSampler):
     """:class:`DynamicBatchSampler` for data-parallel training: each rank gets its share.
 
     Every rank yields the same number of batches and, step by step, batches of
-    similar cost, with nothing dropped or repeated (NOTE [ equal steps without
-    dropping or repeating ] in :mod:`dynbatch.sharding`). A subclass of
+    similar compute, with nothing dropped or repeated (NOTE [ equal steps
+    without dropping or repeating ] and NOTE [ balanced steps ] in
+    :mod:`dynbatch.sharding`). A subclass of
     ``paddle.io.DistributedBatchSampler``, so ``paddlenlp.trainer.Trainer``
     calls its ``set_epoch``.
 
@@ -291,19 +333,11 @@ class DistributedDynamicBatchSampler(_Planned, DistributedBatchSampler):
         lengths: Any = None,
         length_fn: Callable[[Any], int] | None = None,
         ref_index: Any = None,
-        max_cost: float,
-        cost: CostLike = "quadratic",
-        order: str = "bucket",
+        cache_path: str | os.PathLike[str] | None = None,
         num_replicas: int | None = None,
         rank: int | None = None,
-        seed: int = 0,
-        max_batch_size: int | None = None,
-        batch_size_multiple: int = 1,
-        pad_to_multiple_of: int = 1,
-        oversize: str = "error",
-        drop_last: bool = False,
-        bucket_width: float = 0.05,
-        cache_path: str | os.PathLike[str] | None = None,
+        options: PlanOptions | None = None,
+        **shortcuts: Any,
     ) -> None:
         if num_replicas is None or rank is None:
             env = paddle.distributed.ParallelEnv()
@@ -312,24 +346,6 @@ class DistributedDynamicBatchSampler(_Planned, DistributedBatchSampler):
         self.num_replicas = check_int("num_replicas", num_replicas, minimum=1)
         self.rank = check_int("rank", rank)
         if self.rank >= self.num_replicas:
-            raise ValueError(f"rank must be in [0, {self.num_replicas - 1}], got rank={rank}")
+            raise InputError(f"rank must be in [0, {self.num_replicas - 1}], got rank={rank}")
         self.nranks, self.local_rank = self.num_replicas, self.rank  # paddle's names
-        self._setup(
-            dataset,
-            lengths,
-            length_fn,
-            ref_index,
-            cache_path,
-            dict(
-                max_cost=max_cost,
-                cost=cost,
-                order=order,
-                seed=seed,
-                max_batch_size=max_batch_size,
-                batch_size_multiple=batch_size_multiple,
-                pad_to_multiple_of=pad_to_multiple_of,
-                oversize=oversize,
-                bucket_width=bucket_width,
-            ),
-            drop_last,
-        )
+        self._setup(dataset, lengths, length_fn, ref_index, cache_path, options, shortcuts)

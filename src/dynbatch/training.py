@@ -11,32 +11,31 @@ NOTE [ normalising the loss ]
     back-propagates the sum, and before stepping scales the gradients by
     ``world_size / global_count`` — ``DataParallel`` averages gradients over
     ranks, so this turns the summed gradient into the exact global mean. The
-    global count is one all-reduce per optimizer step, together with a
-    non-finite flag so that every rank skips the same steps.
+    global count is one all-reduce per optimizer step, together with
+    non-finite flags (loss and gradients) so that every rank skips the same
+    steps.
 
-NOTE [ accumulating to a budget ]
-    The optimizer steps when the accumulated samples (or tokens) of all ranks
-    reach ``target``. The windows are cut on the *plan* (the sampler knows
-    every rank's batches for the epoch), so all ranks step at the same
-    micro-batch with no communication, ``DataParallel.no_sync()`` can skip the
-    gradient all-reduce on the micro-batches that do not end a window, and the
-    number of optimizer steps per epoch is known before the epoch starts.
+The windows themselves (NOTE [ accumulating to a budget ]) are pure numpy, in
+:mod:`dynbatch.windows`; this module is the paddle side.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+import numbers
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
-from ._checks import check_choice, check_positive_number
+from ._checks import InputError, InputTypeError, check_choice, check_positive_number
 from ._optional import require
+from .contract import Pass, PlanSource, describe
+from .windows import UNITS, accumulation_windows, micro_step_counts
 
-__all__ = ["GradientAccumulator", "accumulation_windows", "scale_lr"]
+__all__ = ["GradientAccumulator", "scale_lr"]
 
 
 def scale_lr(base_lr: float, batch: float, reference_batch: float, rule: str = "linear") -> float:
@@ -56,29 +55,12 @@ def scale_lr(base_lr: float, batch: float, reference_batch: float, rule: str = "
     return base_lr * (ratio if rule == "linear" else math.sqrt(ratio))
 
 
-def accumulation_windows(step_counts: NDArray[Any], target: float | None) -> NDArray[np.int64]:
-    """End offsets of the optimizer-step windows over per-micro-step counts.
-
-    A window closes as soon as its counts reach ``target``; the last one may be
-    short. ``target=None`` steps after every micro-batch.
-
-    >>> accumulation_windows(np.array([5, 3, 4, 9, 1]), 8).tolist()
-    [2, 4, 5]
-    """
-    counts = np.asarray(step_counts, dtype=np.float64)
-    if target is None:
-        return np.arange(1, counts.size + 1)
-    target = check_positive_number("target", target)
-    ends: list[int] = []
-    acc = 0.0
-    for i, c in enumerate(counts.tolist()):
-        acc += c
-        if acc >= target:
-            ends.append(i + 1)
-            acc = 0.0
-    if not ends or ends[-1] != counts.size:
-        ends.append(counts.size)
-    return np.asarray(ends, dtype=np.int64)
+def _require_methods(name: str, value: Any, methods: tuple[str, ...], what: str) -> None:
+    missing = [m for m in methods if not callable(getattr(value, m, None))]
+    if value is None or missing:
+        raise InputTypeError(
+            f"{name} must be {what} (with {', '.join(methods)}), got {name}={value!r}"
+        )
 
 
 class GradientAccumulator:
@@ -95,7 +77,8 @@ class GradientAccumulator:
             None steps after every micro-batch.
         unit: ``"samples"`` or ``"tokens"``: what ``target`` counts (tokens are
             real, unpadded lengths).
-        scaler: a ``paddle.amp.GradScaler`` for mixed precision.
+        scaler: a ``paddle.amp.GradScaler`` (or anything with its ``scale``,
+            ``unscale_``, ``step`` and ``update``) for mixed precision.
         lr_scheduler: stepped after every applied optimizer step.
 
     Use::
@@ -106,9 +89,15 @@ class GradientAccumulator:
                 acc.backward(losses.sum(), count=labels.shape[0])
 
     ``backward`` steps the optimizer itself when the window is complete; a step
-    whose loss is NaN or inf on any rank is skipped on all and counted in
-    ``skipped_steps``. A batch the distributed sampler repeated only to even out
-    step counts (``sampler.padding_mask()``) gets weight 0.
+    whose loss or gradients are NaN or inf on any rank is skipped on all and
+    counted in ``skipped_steps`` (with a scaler: an fp16 overflow, after which
+    the scaler lowers its scale). A batch the distributed sampler repeated only
+    to even out step counts (``sampler.padding_mask()``) gets weight 0. The
+    accumulator follows the sampler's passes (NOTE [ the plan is the source of
+    truth ] in :mod:`dynbatch.contract`): a new iteration of the sampler starts
+    its windows anew, and a resumed epoch starts where the sampler does.
+    ``state_dict()`` holds the open window's gradients, so a checkpoint taken
+    in the middle of a window resumes exactly.
     """
 
     def __init__(
@@ -123,63 +112,104 @@ class GradientAccumulator:
         lr_scheduler: Any = None,
     ) -> None:
         self.paddle = require("paddle", "GradientAccumulator")
+        _require_methods("model", model, ("parameters",), "a paddle.nn.Layer")
+        _require_methods("optimizer", optimizer, ("step", "clear_grad"), "a paddle optimizer")
+        if sampler is not None and not isinstance(sampler, PlanSource):
+            raise InputTypeError(
+                "sampler must be a dynbatch sampler (DynamicBatchSampler or "
+                "DistributedDynamicBatchSampler), whose plan says where windows end; got "
+                f"{describe(sampler)}"
+            )
+        if scaler is not None:
+            _require_methods(
+                "scaler", scaler, ("scale", "unscale_", "step", "update"), "a GradScaler"
+            )
+        if lr_scheduler is not None:
+            _require_methods("lr_scheduler", lr_scheduler, ("step",), "an LR scheduler")
         self.model, self.optimizer, self.sampler = model, optimizer, sampler
-        self.unit = check_choice("unit", unit, ("samples", "tokens"))
+        self.unit = check_choice("unit", unit, UNITS)
         self.target = None if target is None else check_positive_number("target", target)
         if self.target is not None and sampler is None:
-            raise ValueError(
+            raise InputError(
                 "target needs the sampler: windows are cut on its plan, the same on every rank"
             )
         self.scaler, self.lr_scheduler = scaler, lr_scheduler
         self.world_size = self.paddle.distributed.get_world_size()
         self.optimizer_steps = 0
         self.skipped_steps = 0
-        self._epoch: int | None = None
-        self._ends: set[int] = set()  # micro-step counts after which the optimizer steps
-        self._padding: NDArray[np.bool_] = np.zeros(0, dtype=bool)
-        self._micro = 0  # micro-batch index within the epoch
+        self.last_count = 0.0
+        self._pass: Pass | None = None
+        self._ends: set[int] = set()  # positions after which the optimizer steps
+        self._padding = np.zeros(0, dtype=bool)
+        self._total = 0  # micro-batches in the followed epoch
+        self._position = 0  # the next micro-batch's position in the epoch's plan
+        self._open = 0  # micro-batches in the open window
+        self._carry = False  # a restored open window continues in the next pass
         self._count: Any = None  # samples or tokens of the open window (a device tensor)
         self._bad: Any = None  # non-finite losses in the open window
-        self.last_count = 0.0
         self._reset_window()
 
     # -- the plan ----------------------------------------------------------------------------
-    def step_counts(self, epoch: int | None = None) -> NDArray[np.float64]:
+    def _need_sampler(self, what: str) -> PlanSource:
+        if self.sampler is None:
+            raise InputError(f"{what} needs the sampler whose plan the loop follows")
+        return self.sampler
+
+    def step_counts(self, epoch: int | None = None) -> np.ndarray[Any, np.dtype[np.float64]]:
         """Samples (or tokens) of each micro-step of the epoch, summed over ranks."""
-        sharded = self.sampler._sharded(self.sampler.epoch if epoch is None else epoch)
-        lens = self.sampler.lengths
-        per_batch = np.array(
-            [
-                0.0 if pad else float(b.size if self.unit == "samples" else lens[b].sum())
-                for b, pad in zip(sharded.batches, sharded.is_padding, strict=True)
-            ]
-        )
-        return np.asarray(per_batch.reshape(-1, sharded.num_replicas).sum(axis=1), dtype=np.float64)
+        sampler = self._need_sampler("step_counts")
+        return micro_step_counts(sampler.epoch_plan(epoch), sampler.lengths, self.unit)
 
     def steps_per_epoch(self, epoch: int | None = None) -> int:
-        """Optimizer steps the epoch will take: known before it starts, for LR schedules."""
-        if self.sampler is None:
-            raise ValueError("steps_per_epoch needs the sampler whose plan the loop follows")
+        """Optimizer steps ``epoch`` will take (default: the sampler's current epoch)."""
+        self._need_sampler("steps_per_epoch")
         return int(accumulation_windows(self.step_counts(epoch), self.target).size)
 
-    def _sync_epoch(self) -> None:
-        if self.sampler is None or self.sampler.epoch == self._epoch:
+    def steps_for_epochs(self, epochs: Iterable[int]) -> int:
+        """Optimizer steps over ``epochs`` (e.g. ``range(E)``): exact, for LR schedules."""
+        self._need_sampler("steps_for_epochs")
+        return sum(self.steps_per_epoch(e) for e in epochs)
+
+    def _sync(self) -> None:
+        """Follow the sampler's current pass (NOTE [ the plan is the source of truth ])."""
+        if self.sampler is None:
             return
-        self._epoch = self.sampler.epoch
-        self._ends = set(accumulation_windows(self.step_counts(), self.target).tolist())
-        self._padding = self.sampler.padding_mask()
-        self._micro = self.sampler._start  # a resumed epoch starts where the sampler does
+        current = self.sampler.current_pass()
+        if current == self._pass:
+            if self._position >= self._total:
+                raise InputError(
+                    f"the accumulator has followed all {self._total} micro-batches of epoch "
+                    f"{current.epoch}; iterate the sampler (or its DataLoader) again for the "
+                    "next pass"
+                )
+            return
+        if self._open and not self._carry:
+            warnings.warn(
+                f"a new pass over the sampler began with {self._open} micro-batch(es) of an "
+                "unfinished window; their gradients are discarded",
+                stacklevel=3,
+            )
+            self.optimizer.clear_grad()
+            self._reset_window()
+        self._carry = False
+        self._pass = current
+        self._ends = set(
+            accumulation_windows(self.step_counts(current.epoch), self.target).tolist()
+        )
+        self._padding = self.sampler.padding_mask(current.epoch)
+        self._total = int(self._padding.size)
+        self._position = current.start
 
     def _window_ends_here(self) -> bool:
         if self.sampler is None:
             return True
-        return self._micro + 1 in self._ends
+        return self._position + 1 in self._ends
 
     # -- the loop ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def accumulate(self) -> Iterator[None]:
         """Wrap forward and backward of one micro-batch: ``no_sync`` unless it ends a window."""
-        self._sync_epoch()
+        self._sync()
         no_sync = getattr(self.model, "no_sync", None)
         if self.world_size > 1 and no_sync is not None and not self._window_ends_here():
             with no_sync():
@@ -187,27 +217,46 @@ class GradientAccumulator:
         else:
             yield
 
+    def _count_tensor(self, count: Any) -> Any:
+        paddle = self.paddle
+        if isinstance(count, paddle.Tensor):
+            if count.size != 1:
+                raise InputError(
+                    f"count must be a single number, got a tensor of shape {count.shape}"
+                )
+            return count.astype("float32").reshape([1])
+        if isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Real):
+            raise InputTypeError(
+                f"count must be the number of samples (or tokens) in the micro-batch, an int, "
+                f"float or paddle.Tensor, got count={count!r}"
+            )
+        value = float(count)
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(f"count must be a finite number >= 0, got count={count!r}")
+        return paddle.to_tensor([value], dtype="float32")
+
     def backward(self, loss_sum: Any, count: Any) -> bool:
         """Back-propagate the *sum* of a micro-batch's losses over ``count`` samples or tokens.
 
-        Returns True when this call ended a window and the optimizer stepped.
+        Returns True when this call ended a window and the optimizer stepped (or skipped).
         """
-        self._sync_epoch()
         paddle = self.paddle
-        if self._micro < self._padding.size and self._padding[self._micro]:
-            loss_sum, count = loss_sum * 0.0, 0  # a repeat that only evens out step counts
-        if isinstance(count, paddle.Tensor):
-            count = count.astype("float32").reshape([1])
-        else:
-            count = paddle.to_tensor([float(count)], dtype="float32")
+        if not isinstance(loss_sum, paddle.Tensor):
+            raise InputTypeError(
+                "loss_sum must be a paddle.Tensor (the sum of the micro-batch's per-sample "
+                f"losses, still attached to the graph), got {type(loss_sum).__name__}"
+            )
+        count = self._count_tensor(count)
+        self._sync()
+        if self._position < self._padding.size and self._padding[self._position]:
+            loss_sum, count = loss_sum * 0.0, count * 0.0  # a repeat that evens out step counts
         self._count = self._count + count
-        bad = paddle.logical_not(paddle.isfinite(loss_sum.detach().astype("float32"))).astype(
-            "float32"
-        )
-        self._bad = self._bad + bad.reshape([1])
+        bad = paddle.logical_not(paddle.isfinite(loss_sum.detach().astype("float32")))
+        self._bad = self._bad + bad.astype("float32").reshape([1])
         (self.scaler.scale(loss_sum) if self.scaler is not None else loss_sum).backward()
         ends = self._window_ends_here()
-        self._micro += 1
+        self._position += 1
+        self._open += 1
         if ends:
             self._step()
         return ends
@@ -216,14 +265,24 @@ class GradientAccumulator:
         paddle = self.paddle
         self._count = paddle.zeros([1], dtype="float32")
         self._bad = paddle.zeros([1], dtype="float32")
+        self._open = 0
+
+    def _grads_bad(self) -> Any:
+        paddle = self.paddle
+        finite = [
+            paddle.isfinite(p.grad).all() for p in self.model.parameters() if p.grad is not None
+        ]
+        if not finite:
+            return paddle.zeros([1], dtype="float32")
+        return paddle.logical_not(paddle.stack(finite).all()).astype("float32").reshape([1])
 
     def _step(self) -> None:
         paddle = self.paddle
-        stats = paddle.concat([self._count, self._bad])
+        stats = paddle.concat([self._count, self._bad, self._grads_bad()])
         if self.world_size > 1:
             paddle.distributed.all_reduce(stats)
-        total, bad = (float(x) for x in stats.numpy())
-        skip = bad > 0 or not total > 0
+        total, bad, grads_bad = (float(x) for x in stats.numpy())
+        skip = bad > 0 or grads_bad > 0 or not total > 0
         if not skip:
             factor = self.world_size / total
             with paddle.no_grad():
@@ -232,10 +291,12 @@ class GradientAccumulator:
                         p.grad.scale_(factor)
             if self.scaler is not None:
                 self.scaler.step(self.optimizer)
-                self.scaler.update()
-                skip = bool(getattr(self.scaler, "_cache_found_inf", False))
             else:
                 self.optimizer.step()
+        elif self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)  # lets the scaler see the overflow
+        if self.scaler is not None:
+            self.scaler.update()
         if skip:
             self.skipped_steps += 1
         else:
@@ -245,3 +306,61 @@ class GradientAccumulator:
         self.optimizer.clear_grad()
         self.last_count = total
         self._reset_window()
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Step counters and the open window: its count and this rank's gradients so far."""
+        window = None
+        if self._open:
+            window = {
+                "micro_batches": self._open,
+                "count": float(self._count.numpy()[0]),
+                "bad": float(self._bad.numpy()[0]),
+                "grads": {
+                    name: p.grad.numpy()
+                    for name, p in self.model.named_parameters()
+                    if p.grad is not None
+                },
+            }
+        return {
+            "optimizer_steps": self.optimizer_steps,
+            "skipped_steps": self.skipped_steps,
+            "window": window,
+        }
+
+    def set_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore counters and an open window's gradients (load the model's weights first)."""
+        if not isinstance(state, Mapping) or not {
+            "optimizer_steps",
+            "skipped_steps",
+            "window",
+        } <= set(state):
+            raise InputError(
+                "state must be the dict that GradientAccumulator.state_dict() returned, got "
+                f"{type(state).__name__}"
+            )
+        paddle = self.paddle
+        window = state["window"]
+        params = dict(self.model.named_parameters())
+        if window is not None:
+            unknown = sorted(set(window["grads"]) - set(params))
+            if unknown:
+                raise InputError(f"the saved window has gradients for unknown parameters {unknown}")
+        self.optimizer_steps = int(state["optimizer_steps"])
+        self.skipped_steps = int(state["skipped_steps"])
+        self.optimizer.clear_grad()
+        self._reset_window()
+        if window is None:
+            return
+        # d/dp sum(p * g) = g: the saved gradients come back through paddle's own backward
+        terms = [
+            (params[name] * paddle.to_tensor(grad, dtype=params[name].dtype)).sum()
+            for name, grad in window["grads"].items()
+        ]
+        no_sync = getattr(self.model, "no_sync", None)
+        with no_sync() if no_sync is not None else contextlib.nullcontext():
+            paddle.add_n(terms).backward()
+        self._count = paddle.to_tensor([window["count"]], dtype="float32")
+        self._bad = paddle.to_tensor([window["bad"]], dtype="float32")
+        self._open = int(window["micro_batches"])
+        self._carry = True

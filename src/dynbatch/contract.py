@@ -1,0 +1,85 @@
+"""The public contract between a sampler and what follows its plan (accumulator, hook, trainer).
+
+NOTE [ the plan is the source of truth ]
+    The DataLoader prefetches, so "the last batch the sampler yielded" runs a
+    few batches ahead of the one being trained, and a resumed epoch starts in
+    the middle. Whatever needs to know *which* batch a training step holds
+    (the accumulator's windows, ``no_sync``, the padding mask, the hook's
+    statistics) asks the sampler for the plan of the epoch and for where the
+    current pass over it started, and counts its own steps from there. Those
+    questions are this :class:`PlanSource` protocol; nothing reads a sampler's
+    private attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .options import PlanOptions
+from .planning import Plan
+from .sharding import ShardedPlan
+
+__all__ = ["Pass", "PlanSource"]
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One iteration over a sampler: the epoch it plans, the batch it started at, a serial.
+
+    ``serial`` grows by one each time an iteration begins, so a consumer can
+    tell a new pass over the same epoch (no ``set_epoch`` between two loops)
+    from the pass it was following. Before any iteration it is 0.
+    """
+
+    epoch: int
+    start: int
+    serial: int
+
+
+@runtime_checkable
+class PlanSource(Protocol):
+    """What the accumulator, the hook and the trainer integration need from a sampler."""
+
+    lengths: NDArray[np.int64]
+    options: PlanOptions
+    num_replicas: int
+    rank: int
+    epoch: int
+
+    def epoch_plan(self, epoch: int | None = None) -> ShardedPlan:
+        """Every rank's batches of ``epoch`` (default: the current one), step-major."""
+        ...
+
+    def batches(self, epoch: int | None = None) -> Plan:
+        """This rank's batches of ``epoch``, in the order they are yielded."""
+        ...
+
+    def padding_mask(self, epoch: int | None = None) -> NDArray[np.bool_]:
+        """True for this rank's batches that only repeat samples to even out step counts."""
+        ...
+
+    def current_pass(self) -> Pass:
+        """The iteration under way (or the one the next iteration will be, before any)."""
+        ...
+
+    def len_for_epochs(self, epochs: Iterable[int]) -> int:
+        """Batches this rank yields over ``epochs``, summed."""
+        ...
+
+    def set_epoch(self, epoch: int) -> None:
+        """Plan ``epoch`` next."""
+        ...
+
+    def __len__(self) -> int:
+        """Batches the next iteration yields."""
+        ...
+
+
+def describe(obj: Any) -> str:
+    """``type name`` of an object, for error messages."""
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
