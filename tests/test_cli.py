@@ -117,11 +117,17 @@ def test_table_and_plot(capsys, inputs, tmp_path: Path) -> None:
         (["missing.csv", "--max-cost", "10"], "input file not found: missing.csv"),
         (["{csv}", "--max-cost", "10", "--column", "text"], "--column 'text' is not in"),
         (["{csv}", "--max-cost", "10"], "name the text column with --column"),
-        (["{npy}", "--max-cost", "0"], "--max-cost must be a positive number, got 0"),
-        (["{npy}", "--max-cost", "-3"], "--max-cost must be a positive number"),
-        (["{npy}", "--max-cost", "10", "--cost", "cubic"], "--cost: cost must be"),
+        (
+            ["{npy}", "--max-cost", "0"],
+            "--max-cost must be a positive finite number, got --max-cost=0",
+        ),
+        (["{npy}", "--max-cost", "-3"], "--max-cost must be a positive finite number"),
+        (["{npy}", "--max-cost", "10", "--cost", "cubic"], "--cost must be"),
         (["{jsonl}", "--max-cost", "10", "--field", "body"], "--field 'body' is missing on line 1"),
-        (["{npy}", "--max-cost", "10", "--max-batch-size", "0"], "--max-batch-size must be >= 1"),
+        (
+            ["{npy}", "--max-cost", "10", "--max-batch-size", "0"],
+            "--max-batch-size must be an integer >= 1",
+        ),
     ],
 )
 def test_errors_exit_2_with_one_line(capsys, inputs, argv: list[str], message: str) -> None:

@@ -62,3 +62,48 @@ def test_loader_runs_like_the_notebook() -> None:
 def test_uprank_must_be_none_or_bool() -> None:
     with pytest.raises(ValueError, match="uprank must be None, True or False"):
         DatasetForDBL(study_data(5), 1e6, uprank="up")  # type: ignore[arg-type]
+
+
+def test_shuffled_loader_gives_new_batches_each_pass_unless_asked_not_to() -> None:
+    def collate(samples: list) -> list:
+        return [np.array([int(s[1]) for s in samples])]
+
+    def batches(loader) -> list:  # type: ignore[no-untyped-def]
+        return [tuple(b[0].numpy().tolist()) for b in loader]
+
+    for uprank in (None, True):
+        loader = get_dynamic_batch_loader(
+            study_data(200), 20 * 64**2, collate, uprank, shuffle=True
+        )
+        passes = [batches(loader) for _ in range(3)]
+        assert passes[0] != passes[1] != passes[2], "fresh batches every pass"
+        for p in passes:
+            assert sorted(i for b in p for i in b) == list(range(200)), "every sample once"
+        study = get_dynamic_batch_loader(
+            study_data(200), 20 * 64**2, collate, uprank, shuffle=True, fresh_each_pass=False
+        )
+        assert batches(study) == batches(study), "the study's behaviour"
+
+
+def test_set_epoch_replans() -> None:
+    ds = DatasetForDBL(study_data(100), 20 * 64**2, shuffle=True)
+    first = [list(ds.batches[i]) for i in range(len(ds))]
+    ds.set_epoch(1)
+    assert [list(ds.batches[i]) for i in range(len(ds))] != first
+    ds.set_epoch(0)
+    assert [list(ds.batches[i]) for i in range(len(ds))] == [list(b) for b in first]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            (lambda: study_data(5), 0),
+            "controller must be a positive finite number, got controller=0",
+        ),
+        ((lambda: [], 1e6), "data is empty"),
+    ],
+)
+def test_errors_name_the_studys_arguments(args: tuple, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        DatasetForDBL(args[0](), args[1])

@@ -10,15 +10,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ._checks import InputError, InputTypeError
 from .collate import Dict, Pad, Stack, Tuple
+from .contract import Pass, PlanSource
 from .cost import LinearCost, MixedCost, QuadraticCost, resolve_cost
 from .lengths import compute_lengths
-from .planning import find_oversize, plan_batches
-from .sharding import shard_plan
+from .options import PlanOptions
+from .planning import Plan, find_oversize, plan_batches
+from .sharding import ShardedPlan, plan_epoch, shard_plan
 from .stats import PlanStats, plan_stats
-from .training import GradientAccumulator, accumulation_windows, scale_lr
+from .training import GradientAccumulator, scale_lr
+from .windows import accumulation_windows
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # name -> module, imported on first access because they need paddle
 _LAZY = {
@@ -35,11 +39,18 @@ __all__ = [
     "DistributedDynamicBatchSampler",
     "DynamicBatchSampler",
     "GradientAccumulator",
+    "InputError",
+    "InputTypeError",
     "LinearCost",
     "MixedCost",
     "Pad",
+    "Pass",
+    "Plan",
+    "PlanOptions",
+    "PlanSource",
     "PlanStats",
     "QuadraticCost",
+    "ShardedPlan",
     "Stack",
     "Tuple",
     "VisualDLHook",
@@ -49,6 +60,7 @@ __all__ = [
     "find_oversize",
     "get_dynamic_batch_loader",
     "plan_batches",
+    "plan_epoch",
     "plan_stats",
     "resolve_cost",
     "scale_lr",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -18,8 +19,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import check_lengths
-from .cost import resolve_cost
+from ._checks import InputError, check_lengths
+from .options import FIELDS, PlanOptions
 from .planning import plan_batches
 from .progress import Progress
 from .stats import PlanStats, batch_table, compare_orders, fixed_batches, lower_bound_batches
@@ -148,19 +149,9 @@ def _plot(path: str, lengths: NDArray[np.int64], args: argparse.Namespace) -> No
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError('--plot needs matplotlib: pip install "dynbatch[examples]"') from None
-    common = {"cost": args.cost, "max_cost": args.max_cost}
-    bucket = batch_table(
-        lengths,
-        plan_batches(
-            lengths,
-            args.max_cost,
-            cost=args.cost,
-            seed=args.seed,
-            max_batch_size=args.max_batch_size,
-            oversize="alone",
-        ),
-        **common,
-    )
+    options: PlanOptions = args.options
+    common = {"cost": options.cost, "max_cost": options.max_cost}
+    bucket = batch_table(lengths, plan_batches(lengths, options=options), **common)
     fixed = batch_table(
         lengths, fixed_batches(lengths.size, args.fixed_batch_size, seed=args.seed), **common
     )
@@ -188,11 +179,12 @@ def _parser() -> argparse.ArgumentParser:
         "stats", help="padding, batch counts and cost swings of each order on a corpus"
     )
     st.add_argument("input", help=".npy of lengths, text file (a sample a line), CSV/TSV, or JSONL")
-    st.add_argument("--max-cost", type=float, required=True, help="the budget every batch fits")
-    st.add_argument("--cost", default="quadratic", help="quadratic | linear | mixed:A,B")
-    st.add_argument("--max-batch-size", type=int, default=None)
+    PlanOptions.add_arguments(
+        st,
+        exclude=("order", "drop_last", "equal_epochs", "balance"),
+        defaults={"oversize": "alone"},
+    )
     st.add_argument("--fixed-batch-size", type=int, default=20, help="the baseline row")
-    st.add_argument("--seed", type=int, default=0)
     st.add_argument("--column", help="text column of a CSV/TSV")
     st.add_argument("--field", help="text field of a JSONL file")
     st.add_argument("--add", type=int, default=0, help="special tokens added to each sample")
@@ -206,19 +198,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _as_flags(message: str) -> str:
+    """Name the options as the command line spells them: ``max_cost=0`` -> ``--max-cost=0``."""
+    for name in sorted(FIELDS, key=len, reverse=True):
+        message = re.sub(rf"(?<![\w-]){name}\b", "--" + name.replace("_", "-"), message)
+    return message
+
+
 def _stats(args: argparse.Namespace) -> None:
-    if not args.max_cost > 0 or not np.isfinite(args.max_cost):
-        raise UsageError(f"--max-cost must be a positive number, got {args.max_cost:g}")
-    for name in ("max_batch_size", "fixed_batch_size", "truncate"):
+    if args.max_cost is None:
+        raise UsageError("--max-cost is required: the budget every batch fits")
+    try:
+        args.options = PlanOptions.from_args(args)
+    except InputError as exc:
+        raise UsageError(_as_flags(str(exc))) from None
+    for name in ("fixed_batch_size", "truncate"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if args.add < 0:
         raise UsageError(f"--add must be >= 0, got {args.add}")
-    try:
-        resolve_cost(args.cost)
-    except ValueError as exc:
-        raise UsageError(f"--cost: {exc}") from None
     lengths = read_lengths(
         args.input,
         column=args.column,
@@ -228,14 +227,7 @@ def _stats(args: argparse.Namespace) -> None:
         truncate=args.truncate,
         progress=not (args.json or args.no_progress),
     )
-    rows = compare_orders(
-        lengths,
-        args.max_cost,
-        cost=args.cost,
-        max_batch_size=args.max_batch_size,
-        fixed_batch_size=args.fixed_batch_size,
-        seed=args.seed,
-    )
+    rows = compare_orders(lengths, args.options, fixed_batch_size=args.fixed_batch_size)
     bound = lower_bound_batches(lengths, args.max_cost, cost=args.cost)
     if args.json:
         print(

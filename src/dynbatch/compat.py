@@ -18,6 +18,11 @@ NOTE [ the study's formula ]
 Orders: ``uprank=None`` keeps the data order (``shuffle=True``: shuffled
 samples), ``uprank=True``/``False`` sorts by length ascending/descending;
 ``shuffle=True`` also shuffles the order of the batches, as in the study.
+
+The study planned its batches once, so with ``shuffle=True`` every epoch saw
+the same batches. Here ``DatasetForDBL.set_epoch(e)`` plans epoch ``e``
+afresh, and the loader from ``get_dynamic_batch_loader`` calls it at the start
+of every pass; ``fresh_each_pass=False`` keeps the study's behaviour.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._checks import InputError, check_bool, check_int, check_positive_number
 from ._optional import require
 from .lengths import field_length
-from .planning import plan_batches
+from .planning import Plan, plan_batches
 
 paddle = require("paddle", "dynbatch.DatasetForDBL")
 from paddle.io import DataLoader, Dataset  # noqa: E402
@@ -86,24 +92,65 @@ class DatasetForDBL(Dataset):  # type: ignore[type-arg]
     ) -> None:
         super().__init__()
         if uprank not in (None, True, False):
-            raise ValueError(f"uprank must be None, True or False, got uprank={uprank!r}")
+            raise InputError(f"uprank must be None, True or False, got uprank={uprank!r}")
+        check_positive_number("controller", controller)
+        self.shuffle = check_bool("shuffle", shuffle)
+        self.seed = check_int("seed", seed)
+        if len(data) == 0:
+            raise InputError("data is empty: there is nothing to batch")
         self._data = data
-        lengths = [field_length(data[i], ref_index) for i in range(len(data))]
-        order = {None: "shuffle" if shuffle else "none", True: "ascending", False: "descending"}[
-            uprank
-        ]
-        self.batches = plan_batches(
-            lengths, controller, cost="quadratic", order=order, seed=seed, oversize="alone"
+        self.lengths = [field_length(data[i], ref_index) for i in range(len(data))]
+        self.controller, self.uprank = controller, uprank
+        self.epoch = 0
+        self.batches = self._plan(0)
+
+    def _plan(self, epoch: int) -> Plan:
+        order = {
+            None: "shuffle" if self.shuffle else "none",
+            True: "ascending",
+            False: "descending",
+        }
+        plan = plan_batches(
+            self.lengths,
+            self.controller,
+            cost="quadratic",
+            order=order[self.uprank],
+            seed=self.seed,
+            epoch=epoch,
+            oversize="alone",
         )
-        if shuffle and uprank is not None:
-            rng = np.random.default_rng([seed, 1])
-            self.batches = [self.batches[i] for i in rng.permutation(len(self.batches))]
+        if self.shuffle and self.uprank is not None:
+            rng = np.random.default_rng([self.seed, 1] if epoch == 0 else [self.seed, 1, epoch])
+            plan = plan.take(rng.permutation(len(plan)))
+        return plan
+
+    def set_epoch(self, epoch: int) -> None:
+        """Plan epoch ``epoch``: with ``shuffle=True``, new batches in a new order."""
+        epoch = check_int("epoch", epoch)
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.batches = self._plan(epoch)
 
     def __getitem__(self, idx: int) -> list[Any]:
         return [self._data[int(i)] for i in self.batches[idx]]
 
     def __len__(self) -> int:
         return len(self.batches)
+
+
+class _FreshEachPass(DataLoader):
+    """A DataLoader over :class:`DatasetForDBL` that plans the next epoch at every pass."""
+
+    def __init__(self, dataset: DatasetForDBL, **kwargs: Any) -> None:
+        super().__init__(dataset, **kwargs)
+        self._passes = 0
+
+    def __iter__(self) -> Any:
+        dataset = self.dataset
+        if isinstance(dataset, DatasetForDBL):
+            dataset.set_epoch(self._passes)
+        self._passes += 1
+        return super().__iter__()
 
 
 def get_dynamic_batch_loader(
@@ -114,7 +161,16 @@ def get_dynamic_batch_loader(
     ref_index: Any = 0,
     shuffle: bool = False,
     places: Any = None,
+    *,
+    fresh_each_pass: bool = True,
 ) -> Any:
-    """``paddle.io.DataLoader`` over :class:`DatasetForDBL`, each item collated whole."""
+    """``paddle.io.DataLoader`` over :class:`DatasetForDBL`, each item collated whole.
+
+    With ``shuffle=True`` each pass over the loader gets new batches
+    (``fresh_each_pass=False``: the same batches every pass, as in the study).
+    """
+    if not callable(collate_fn):
+        raise InputError(f"collate_fn must be callable(samples) -> batch, got {collate_fn!r}")
     dataset = DatasetForDBL(data, controller, uprank, ref_index, shuffle)
-    return DataLoader(dataset, batch_size=None, collate_fn=collate_fn, places=places)  # type: ignore[arg-type]
+    loader = _FreshEachPass if check_bool("fresh_each_pass", fresh_each_pass) else DataLoader
+    return loader(dataset, batch_size=None, collate_fn=collate_fn, places=places)  # type: ignore[arg-type]

@@ -8,7 +8,9 @@ next to a fingerprint of the dataset so a later run loads them instead.
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import check_lengths
+from ._checks import InputError, InputTypeError, check_lengths
 
 __all__ = ["compute_lengths", "dataset_fingerprint", "field_length"]
 
@@ -26,7 +28,7 @@ def field_length(sample: Any, ref_index: Any) -> int:
     try:
         field = sample[ref_index]
     except (KeyError, IndexError, TypeError) as exc:
-        raise TypeError(
+        raise InputTypeError(
             f"ref_index={ref_index!r} does not select a field of the sample: {exc}"
         ) from None
     shape = getattr(field, "shape", None)
@@ -34,7 +36,7 @@ def field_length(sample: Any, ref_index: Any) -> int:
         return int(shape[0])
     if isinstance(field, (str, bytes, list, tuple)) or hasattr(field, "__len__"):
         return len(field)
-    raise TypeError(
+    raise InputTypeError(
         f"the field at ref_index={ref_index!r} has no size: got {type(field).__name__} "
         f"{field!r}; pick a field that is a sequence or array, or pass length_fn"
     )
@@ -46,19 +48,63 @@ def _describe(fn: Callable[..., Any] | None, ref_index: Any) -> str:
     return f"length_fn={getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def dataset_fingerprint(dataset: Any, how: str) -> str:
-    """A cheap fingerprint: type, size, how lengths are measured, and a few samples' text.
+def _code_text(fn: Callable[..., Any] | None) -> str:
+    """The function's bytecode and constants: two lambdas with one name still differ here."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return repr(fn)
+    return f"{code.co_code.hex()}|{code.co_consts!r}|{code.co_names!r}"
 
-    It reads at most 5 samples, so it catches a different dataset or
-    measurement, not an edit deep inside one; delete the cache after such edits.
+
+def _measured(value: Any, where: str) -> int:
+    """A length as an int, refusing what is not a whole number (strings, bools, None)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.number)):
+        raise InputTypeError(f"{where} must be a whole number, got {value!r}")
+    number = float(value)
+    if not number.is_integer():
+        raise InputError(f"{where} must be a whole number, got {value!r}")
+    return int(number)
+
+
+def dataset_fingerprint(dataset: Any, how: str, measure: Callable[[Any], int] | None = None) -> str:
+    """A cheap fingerprint: type, size, how lengths are measured, and a few samples.
+
+    It reads at most 5 samples (their text and, with ``measure``, their
+    measured length), so it catches a different dataset or measurement, not an
+    edit deep inside one; delete the cache after such edits.
     """
     n = len(dataset)
     probe = sorted({0, n // 4, n // 2, (3 * n) // 4, n - 1}) if n else []
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{type(dataset).__module__}.{type(dataset).__qualname__}|{n}|{how}".encode())
     for i in probe:
-        h.update(repr(dataset[i]).encode("utf-8", "replace")[:4096])
+        sample = dataset[i]
+        h.update(repr(sample).encode("utf-8", "replace")[:4096])
+        if measure is not None:
+            h.update(f"|{measure(sample)!r}".encode())
     return h.hexdigest()
+
+
+def _read_cache(path: Path, key: str) -> NDArray[Any] | None:
+    """The cached lengths for ``key``; None if absent, stale or unreadable (with a warning)."""
+    if path.is_dir():
+        raise InputError(
+            f"cache_path={str(path)!r} is a directory; give a file path such as lengths.npz"
+        )
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as cached:
+            if str(cached["fingerprint"]) != key:
+                return None
+            return check_lengths(cached["lengths"], name=f"lengths cached in {path}")
+    except (OSError, ValueError, KeyError, EOFError) as exc:
+        warnings.warn(
+            f"cache_path={str(path)!r} is not a readable lengths cache ({exc}); measuring again "
+            "and replacing it",
+            stacklevel=3,
+        )
+        return None
 
 
 def compute_lengths(
@@ -74,26 +120,25 @@ def compute_lengths(
     [3, 1]
     """
     if (length_fn is None) == (ref_index is None):
-        raise ValueError(
+        raise InputError(
             "give exactly one of length_fn or ref_index to measure samples, got "
             f"length_fn={length_fn!r} and ref_index={ref_index!r}"
         )
     if length_fn is not None and not callable(length_fn):
-        raise TypeError(f"length_fn must be callable(sample) -> int, got length_fn={length_fn!r}")
+        raise InputTypeError(
+            f"length_fn must be callable(sample) -> int, got length_fn={length_fn!r}"
+        )
     how = _describe(length_fn, ref_index)
-    path = Path(cache_path) if cache_path is not None else None
-    key = dataset_fingerprint(dataset, how) if path is not None else ""
-    if path is not None and path.exists():
-        with np.load(path, allow_pickle=False) as cached:
-            if str(cached["fingerprint"]) == key:
-                return check_lengths(cached["lengths"])
     measure = length_fn if length_fn is not None else (lambda s: field_length(s, ref_index))
-    lengths = check_lengths(
-        np.fromiter(
-            (measure(dataset[i]) for i in range(len(dataset))), dtype=np.float64, count=len(dataset)
-        ),
-        name=f"lengths measured by {how}",
-    )
+    path = Path(cache_path) if cache_path is not None else None
+    key = ""
+    if path is not None:
+        key = dataset_fingerprint(dataset, f"{how}|{_code_text(length_fn)}", measure)
+        cached = _read_cache(path, key)
+        if cached is not None:
+            return cached
+    values = [_measured(measure(dataset[i]), f"{how} of sample {i}") for i in range(len(dataset))]
+    lengths = check_lengths(np.asarray(values, dtype=np.int64), name=f"lengths measured by {how}")
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.npz")

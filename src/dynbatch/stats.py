@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import check_int, check_lengths, check_positive_number
+from ._checks import InputError, check_int, check_lengths, check_positive_number
 from .cost import CostLike, resolve_cost
-from .planning import ORDERS, padded_lengths, plan_batches
+from .options import ORDERS, PlanOptions
+from .planning import Plan, padded_lengths, plan_batches
 
 __all__ = [
     "PlanStats",
@@ -47,13 +48,13 @@ def batch_table(
     lens = check_lengths(lengths)
     fn = resolve_cost(cost)
     pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
-    sizes = np.fromiter((len(b) for b in batches), dtype=np.int64, count=len(batches))
+    plan = batches if isinstance(batches, Plan) else Plan.from_batches(batches)
+    sizes, flat = plan.sizes, plan.indices
     if sizes.size == 0 or (sizes == 0).any():
-        raise ValueError("batches must be a non-empty list of non-empty index lists")
-    flat = np.concatenate([np.asarray(b, dtype=np.int64) for b in batches])
+        raise InputError("batches must be a non-empty list of non-empty index lists")
     if flat.min() < 0 or flat.max() >= lens.size:
-        raise ValueError(f"batches hold indices outside [0, {lens.size}) of lengths")
-    starts = np.cumsum(sizes) - sizes
+        raise InputError(f"batches hold indices outside [0, {lens.size}) of lengths")
+    starts = plan.offsets[:-1]
     members = lens[flat]
     max_len = padded_lengths(np.maximum.reduceat(members, starts), pad)
     real = np.add.reduceat(members, starts)
@@ -154,41 +155,30 @@ def fixed_batches(n: int, batch_size: int, *, seed: int = 0) -> list[NDArray[Any
 
 def compare_orders(
     lengths: Any,
-    max_cost: float,
+    options: PlanOptions,
     *,
-    cost: CostLike = "quadratic",
-    max_batch_size: int | None = None,
-    pad_to_multiple_of: int = 1,
     fixed_batch_size: int | None = 20,
-    seed: int = 0,
 ) -> dict[str, PlanStats]:
     """Stats of every order of :func:`~dynbatch.plan_batches` and of a fixed batch size.
 
-    Samples over budget even alone are given a batch of their own, so this
-    works on any corpus (:func:`~dynbatch.find_oversize` counts them).
+    Every option but the order comes from ``options``. Samples over budget even
+    alone follow ``options.oversize``: ``"error"`` raises (so compare with
+    ``"skip"`` or ``"alone"``, as the sampler would run).
     """
     lens = check_lengths(lengths)
 
     def summary(batches: Sequence[Any]) -> PlanStats:
         return plan_stats(
-            lens, batches, cost=cost, max_cost=max_cost, pad_to_multiple_of=pad_to_multiple_of
+            lens,
+            batches,
+            cost=options.cost,
+            max_cost=options.max_cost,
+            pad_to_multiple_of=options.pad_to_multiple_of,
         )
 
     rows = {
-        order: summary(
-            plan_batches(
-                lens,
-                max_cost,
-                cost=cost,
-                order=order,
-                seed=seed,
-                max_batch_size=max_batch_size,
-                pad_to_multiple_of=pad_to_multiple_of,
-                oversize="alone",
-            )
-        )
-        for order in ORDERS
+        order: summary(plan_batches(lens, options=options.replace(order=order))) for order in ORDERS
     }
     if fixed_batch_size is not None:
-        rows["fixed"] = summary(fixed_batches(lens.size, fixed_batch_size, seed=seed))
+        rows["fixed"] = summary(fixed_batches(lens.size, fixed_batch_size, seed=options.seed))
     return rows
