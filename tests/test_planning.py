@@ -245,3 +245,44 @@ def test_bad_input_names_the_argument(kwargs: dict, message: str) -> None:
 def test_lengths_of_strings_are_a_type_error() -> None:
     with pytest.raises(TypeError, match="must hold integers"):
         plan_batches(["a", "b"], 100)
+
+
+def greedy_reference(caps: list[int], multiple: int) -> tuple[list[int], bool]:
+    """The packing rule sample by sample: close a batch when the next sample does not fit."""
+    bounds, start, room, i = [], 0, 0, 0
+    while i < len(caps):
+        if i == start:
+            i += 1
+            if caps[i - 1] == 0:
+                start = i
+                bounds.append(i)
+            else:
+                room = caps[i - 1]
+            continue
+        room = min(room, caps[i])
+        if i - start >= room:
+            size = i - start
+            if multiple > 1 and size >= multiple:
+                size -= size % multiple
+            start += size
+            bounds.append(start)
+            i = start
+            continue
+        i += 1
+    partial = start < len(caps) and len(caps) - start < room
+    if start < len(caps):
+        bounds.append(len(caps))
+    return bounds, partial
+
+
+@given(
+    st.lists(st.integers(0, 80), min_size=1, max_size=400),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([1, 3, 50]),
+)
+def test_vectorised_sequence_packing_equals_the_rule(
+    caps: list[int], multiple: int, scale: int
+) -> None:
+    caps = [c * scale for c in caps]  # scale 50: batches longer than the vectorised window
+    got = dynbatch.planning._pack_sequence(np.array(caps), multiple)
+    assert got == greedy_reference(caps, multiple)

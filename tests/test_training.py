@@ -11,7 +11,7 @@ import paddle
 import pytest
 
 import dynbatch
-from dynbatch.training import GradientAccumulator, accumulation_windows, scale_lr
+from dynbatch.training import GradientAccumulator, scale_lr
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from toy import Bag, Toy, per_sample_loss
@@ -75,16 +75,13 @@ def test_windows_reach_the_target_and_steps_are_known_before_the_epoch() -> None
     acc = GradientAccumulator(
         model, paddle.optimizer.SGD(0.1, parameters=model.parameters()), sampler=sampler, target=64
     )
-    expected = acc.steps_per_epoch()
-    counts = acc.step_counts()
-    ends = accumulation_windows(counts, 64)
-    sums = np.add.reduceat(counts, np.r_[0, ends[:-1]])
+    announced = acc.steps_per_epoch()
+    sizes = [float(b.size) for b in sampler.batches()]
+    ends = expected_window_ends(sizes, 64)
+    sums = np.add.reduceat(sizes, [0, *[e + 1 for e in ends[:-1]]])
     assert (sums[:-1] >= 64).all(), "every window but the last reaches the target"
-    for idx in sampler:
-        ids, index = batch_of(ds, np.array(idx))
-        with acc.accumulate():
-            acc.backward(per_sample_loss(model, ids, index).sum(), count=len(idx))
-    assert acc.optimizer_steps == expected, "as many steps as announced"
+    stepped = train_pass(model, acc, loader_of(ds, sampler), ds)
+    assert stepped == ends and announced == len(ends), "as announced, as computed here"
 
 
 def test_a_nan_loss_skips_the_step_and_is_counted() -> None:
@@ -389,3 +386,75 @@ def test_bad_backward_arguments(loss: object, count: object, message: str) -> No
         loss = model(paddle.to_tensor(np.ones((2, 3), dtype="int64"))).sum()
     with pytest.raises((TypeError, ValueError), match=message):
         acc.backward(loss, count=count)
+
+
+# -- a checkpoint in the middle of a window resumes exactly ----------------------------------------
+def build_run(ds: Toy) -> tuple:
+    sampler = dynbatch.DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=2 * 160**2, seed=4)
+    paddle.seed(0)
+    model = Bag()
+    opt = paddle.optimizer.Adam(1e-2, parameters=model.parameters())
+    acc = GradientAccumulator(model, opt, sampler=sampler, target=2000, unit="tokens")
+    return sampler, model, opt, acc
+
+
+def train_epochs(
+    ds: Toy, run: tuple, epochs: range, workers: int, stop_at: int | None
+) -> dict | None:
+    """Train; with ``stop_at``, return a checkpoint after that many micro-batches."""
+    sampler, model, opt, acc = run
+    done = 0
+    for epoch in epochs:
+        sampler.set_epoch(epoch)  # keeps a loaded position for the saved epoch
+        position = sampler.current_pass().start if sampler.current_pass().serial == 0 else 0
+        for ids, index in loader_of(ds, sampler, workers):
+            with acc.accumulate():
+                tokens = int(ds.lengths[index.numpy()].sum())
+                acc.backward(per_sample_loss(model, ids, index).sum(), count=tokens)
+            position += 1
+            done += 1
+            if done == stop_at:
+                return {
+                    "model": {k: v.numpy() for k, v in model.state_dict().items()},
+                    "opt": opt.state_dict(),
+                    "sampler": sampler.state_dict(consumed_batches=position),
+                    "acc": acc.state_dict(),
+                    "epoch": epoch,
+                }
+    return None
+
+
+def run_with_checkpoint(ds: Toy, stop_at: int | None, workers: int) -> tuple[dict, dict]:
+    """Two epochs of Adam with token windows; with ``stop_at``, checkpoint there and resume
+    in fresh objects (each "process" under its own unique-name scope, as a new process)."""
+    with paddle.utils.unique_name.guard():
+        run = build_run(ds)
+        state = train_epochs(ds, run, range(2), workers, stop_at)
+    if state is not None:
+        with paddle.utils.unique_name.guard():
+            run = build_run(ds)
+            sampler, model, opt, acc = run
+            model.set_state_dict({k: paddle.to_tensor(v) for k, v in state["model"].items()})
+            opt.set_state_dict(state["opt"])
+            sampler.load_state_dict(state["sampler"])
+            acc.set_state_dict(state["acc"])
+            train_epochs(ds, run, range(state["epoch"], 2), workers, None)
+    _, model, _, acc = run
+    return params(model), {"steps": acc.optimizer_steps, "skipped": acc.skipped_steps}
+
+
+@pytest.mark.parametrize("where", ["mid-window", "window boundary"])
+def test_a_checkpoint_resumes_to_the_same_parameters(where: str) -> None:
+    ds = Toy(160, seed=9)
+    sampler = dynbatch.DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=2 * 160**2, seed=4)
+    tokens = [float(ds.lengths[b].sum()) for b in sampler.batches(0)]
+    ends = expected_window_ends(tokens, 2000)
+    # micro-batches done at the checkpoint: just after a window stepped, or inside one
+    boundary = next(d for d in range(3, len(tokens)) if d - 1 in ends)
+    mid = next(d for d in range(3, len(tokens)) if d - 1 not in ends)
+    stop_at = boundary if where == "window boundary" else mid
+    uninterrupted, steps = run_with_checkpoint(ds, None, workers=2)
+    resumed, resumed_steps = run_with_checkpoint(ds, stop_at, workers=2)
+    for name, value in uninterrupted.items():
+        np.testing.assert_allclose(resumed[name], value, atol=1e-6, err_msg=name)
+    assert resumed_steps == steps

@@ -83,7 +83,9 @@ class Plan(Sequence[Indices]):
 
     A sequence of ``int64`` index arrays, so ``len(plan)``, ``plan[i]`` and
     ``for batch in plan`` work as on a list; millions of batches cost two
-    arrays, not millions of objects.
+    arrays, not millions of objects. Reordering batches (:meth:`take`) only
+    records the new order; the reordered index array is gathered the first
+    time ``indices`` is read.
 
     >>> plan = Plan.from_batches([[3, 1], [0], [2, 4]])
     >>> len(plan), plan[2].tolist(), plan.sizes.tolist()
@@ -92,11 +94,16 @@ class Plan(Sequence[Indices]):
     [[2, 4], [3, 1]]
     """
 
-    __slots__ = ("indices", "offsets")
+    __slots__ = ("_base_indices", "_base_offsets", "_indices", "_offsets", "_order")
 
-    def __init__(self, indices: NDArray[Any], offsets: NDArray[Any]) -> None:
-        self.indices: Indices = np.asarray(indices, dtype=np.int64)
-        self.offsets: Indices = np.asarray(offsets, dtype=np.int64)
+    def __init__(
+        self, indices: NDArray[Any], offsets: NDArray[Any], order: NDArray[Any] | None = None
+    ) -> None:
+        self._base_indices: Indices = np.asarray(indices, dtype=np.int64)
+        self._base_offsets: Indices = np.asarray(offsets, dtype=np.int64)
+        self._order: Indices | None = None if order is None else np.asarray(order, dtype=np.int64)
+        self._indices: Indices | None = self._base_indices if order is None else None
+        self._offsets: Indices | None = self._base_offsets if order is None else None
 
     @classmethod
     def from_batches(cls, batches: Sequence[Any]) -> Plan:
@@ -113,10 +120,31 @@ class Plan(Sequence[Indices]):
     @property
     def sizes(self) -> Indices:
         """Samples per batch."""
-        return np.diff(self.offsets)
+        sizes = np.diff(self._base_offsets)
+        return sizes if self._order is None else sizes[self._order]
+
+    @property
+    def offsets(self) -> Indices:
+        """Where each batch starts in ``indices``, and the end: ``len(plan) + 1`` entries."""
+        if self._offsets is None:
+            self._offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        return self._offsets
+
+    @property
+    def indices(self) -> Indices:
+        """Every batch's sample indices, batch after batch."""
+        if self._indices is None:
+            order = self._order if self._order is not None else np.arange(len(self))
+            offsets = self.offsets
+            shift = np.repeat(self._base_offsets[:-1][order] - offsets[:-1], np.diff(offsets))
+            self._indices = self._base_indices[np.arange(int(offsets[-1])) + shift]
+        return self._indices
 
     def __len__(self) -> int:
-        return int(self.offsets.size - 1)
+        return int(self._base_offsets.size - 1 if self._order is None else self._order.size)
+
+    def _base_position(self, i: int) -> int:
+        return i if self._order is None else int(self._order[i])
 
     @overload
     def __getitem__(self, i: int) -> Indices: ...
@@ -128,21 +156,23 @@ class Plan(Sequence[Indices]):
         n = len(self)
         if not -n <= i < n:
             raise IndexError(f"batch {i} of a plan of {n} batches")
-        i %= n
-        return self.indices[self.offsets[i] : self.offsets[i + 1]]
+        j = self._base_position(i % n)
+        return self._base_indices[self._base_offsets[j] : self._base_offsets[j + 1]]
 
     def __iter__(self) -> Iterator[Indices]:
-        idx, off = self.indices, self.offsets.tolist()
-        for a, b in itertools.pairwise(off):
-            yield idx[a:b]
+        idx, off = self._base_indices, self._base_offsets.tolist()
+        if self._order is None:
+            for a, b in itertools.pairwise(off):
+                yield idx[a:b]
+        else:
+            for j in self._order.tolist():
+                yield idx[off[j] : off[j + 1]]
 
     def take(self, order: Any) -> Plan:
-        """The batches at positions ``order``, in that order (vectorised)."""
+        """The batches at positions ``order``, in that order (recorded, gathered when needed)."""
         order = np.asarray(order, dtype=np.int64).reshape(-1)
-        sizes = self.sizes[order]
-        offsets = np.concatenate([[0], np.cumsum(sizes)])
-        shift = np.repeat(self.offsets[:-1][order] - offsets[:-1], sizes)
-        return Plan(self.indices[np.arange(int(offsets[-1])) + shift], offsets)
+        base = order if self._order is None else self._order[order]
+        return Plan(self._base_indices, self._base_offsets, base)
 
     def lists(self) -> tuple[list[int], list[int]]:
         """``(indices, offsets)`` as Python lists, for yielding batches as lists quickly."""
@@ -165,7 +195,7 @@ class Plan(Sequence[Indices]):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"Plan({len(self)} batches, {self.indices.size} samples)"
+        return f"Plan({len(self)} batches, {int(self.sizes.sum())} samples)"
 
 
 def padded_lengths(lengths: NDArray[Any], pad_to_multiple_of: int = 1) -> NDArray[Any]:
@@ -294,41 +324,76 @@ def _pack_runs(
     return bounds, partial
 
 
-def _pack_sequence(caps: list[int], multiple: int) -> tuple[list[int], bool]:
+#: batch sizes up to this are found for every start at once; longer ones are galloped to
+_SMALL_BATCH = 32
+
+
+def _greedy_sizes(caps: NDArray[Any]) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """The largest batch that fits from every start, for the small ones, all at once.
+
+    A batch of ``s`` samples from ``a`` fits iff ``min(caps[a:a+s]) >= s``; that
+    shrinks as ``s`` grows, so each start's running minimum is extended one
+    sample at a time over the starts still growing. Starts that may hold more
+    than ``_SMALL_BATCH`` are flagged for :func:`_gallop`.
+    """
+    n = caps.size
+    size = np.ones(n, dtype=np.int64)  # a batch always holds its first sample
+    idx = np.flatnonzero(caps[:-1] >= 2) if n > 1 else np.zeros(0, dtype=np.int64)
+    run = caps[idx]
+    s = 2
+    while idx.size and s <= _SMALL_BATCH:
+        run = np.minimum(run, caps[idx + s - 1])
+        keep = run >= s
+        idx, run = idx[keep], run[keep]
+        size[idx] = s
+        room = idx + s < n
+        idx, run = idx[room], run[room]
+        s += 1
+    more = np.zeros(n, dtype=bool)
+    more[idx] = True
+    return size, more
+
+
+def _gallop(caps: NDArray[Any], start: int) -> int:
+    """The largest batch that fits from ``start``, in windows that double."""
+    width = 2 * _SMALL_BATCH
+    while True:
+        window = caps[start : start + width]
+        run = np.minimum.accumulate(window)
+        short = run < np.arange(1, window.size + 1)
+        if short.any():
+            return int(np.argmax(short))
+        if start + width >= caps.size:
+            return int(window.size)
+        width *= 2
+
+
+def _pack_sequence(caps: NDArray[Any], multiple: int) -> tuple[list[int], bool]:
     """Greedy batch boundaries for samples taken in the given order.
 
     ``caps[i]`` is the capacity of the i-th sample's length: a batch
     ``[a, b)`` fits iff ``b - a <= min(caps[a:b])``. A capacity of 0 is an
-    oversize sample that becomes a batch of its own. A plain loop: each step is
-    a few integer comparisons, which beats vectorised look-ahead windows for
-    the small batches that random orders produce.
+    oversize sample that becomes a batch of its own. The largest batch from
+    every start is found vectorised (:func:`_greedy_sizes`), so the loop that
+    follows the batches makes one step per batch, not per sample.
     """
-    total = len(caps)
+    total = int(caps.size)
+    if total == 0:
+        return [], False
+    caps = np.asarray(caps, dtype=np.int64)
+    sizes, more = _greedy_sizes(caps)
+    size_of = sizes.tolist()
+    longer = set(np.flatnonzero(more).tolist())
     bounds: list[int] = []
-    start = room = i = 0
-    while i < total:
-        cap = caps[i]
-        if i == start:  # first sample of a new batch
-            i += 1
-            if cap == 0:
-                start = i
-                bounds.append(i)
-            else:
-                room = cap
-            continue
-        room = min(room, cap)
-        if i - start >= room:  # sample i does not fit: close [start, i)
-            size = i - start
-            if multiple > 1 and size >= multiple:
-                size -= size % multiple
-            start += size
-            bounds.append(start)
-            i = start
-            continue
-        i += 1
-    partial = start < total and total - start < room
-    if start < total:
-        bounds.append(total)
+    start = 0
+    while start < total:
+        size = _gallop(caps, start) if start in longer else size_of[start]
+        if multiple > 1 and size >= multiple and start + size < total:
+            size -= size % multiple
+        bounds.append(start + size)
+        start += size
+    last = bounds[-2] if len(bounds) > 1 else 0
+    partial = total - last < int(caps[last:].min())
     return bounds, partial
 
 
@@ -429,8 +494,19 @@ def plan_batches(
     return plan_draw(lens, opts, check_int("epoch", epoch))
 
 
-def plan_draw(lens: NDArray[np.int64], opts: PlanOptions, epoch: int, draw: int = 0) -> Plan:
-    """The plan of ``epoch`` from checked inputs; ``draw > 0`` draws the random orders anew."""
+def plan_draw(
+    lens: NDArray[np.int64],
+    opts: PlanOptions,
+    epoch: int,
+    draw: int = 0,
+    *,
+    shuffle_batches: bool = True,
+) -> Plan:
+    """The plan of ``epoch`` from checked inputs; ``draw > 0`` draws the random orders anew.
+
+    ``shuffle_batches=False`` leaves the bucket order's batches in packing order,
+    for callers that reorder them anyway (sharding sorts them by compute).
+    """
     fn, multiple = opts.cost, opts.batch_size_multiple
     plens = padded_lengths(lens, opts.pad_to_multiple_of)
     dist = _Distinct(plens)
@@ -446,7 +522,7 @@ def plan_draw(lens: NDArray[np.int64], opts: PlanOptions, epoch: int, draw: int 
         caps = dist.take(caps_by_len, seq)
         if skip:
             seq, caps = seq[caps > 0], caps[caps > 0]
-        bounds, partial = _pack_sequence(caps.tolist(), multiple)
+        bounds, partial = _pack_sequence(caps, multiple)
     else:
         seq, run_sizes, run_caps = _runs(lens, dist, caps_by_len, opts, rng)
         if opts.order == "bucket" and opts.drop_last:
@@ -461,7 +537,7 @@ def plan_draw(lens: NDArray[np.int64], opts: PlanOptions, epoch: int, draw: int 
     if not isinstance(fn, (QuadraticCost, LinearCost, MixedCost)):
         _check_budget(fn, plens[seq], bounds, opts.max_cost, opts.oversize == "alone")
     plan = Plan(seq, np.asarray([0, *bounds], dtype=np.int64))
-    if opts.order == "bucket":
+    if opts.order == "bucket" and shuffle_batches:
         plan = plan.take(rng.permutation(len(plan)))
     elif opts.order == "descending":
         plan = plan.take(np.arange(len(plan))[::-1])
@@ -494,12 +570,15 @@ def _runs(
     np.minimum.at(run_caps, key_of_len, caps_by_len)
     keys = dist.take(key_of_len)
     if opts.oversize == "skip":
-        kept = np.flatnonzero(run_caps[keys] > 0)
-        seq = kept if opts.order != "bucket" else kept[_permutation(rng, kept.size)]
-    else:
-        seq = np.arange(lens.size) if opts.order != "bucket" else _permutation(rng, lens.size)
-    seq = seq[_stable_argsort_small(keys[seq], nkeys)]
-    counts = np.bincount(keys[seq], minlength=nkeys)
+        keys = np.where(run_caps[keys] > 0, keys, nkeys)  # skipped: sorted past the last run
+    seq = _stable_argsort_small(keys, nkeys + 1)
+    counts = np.bincount(keys, minlength=nkeys + 1)[:nkeys]
+    if opts.order == "bucket":  # a random order within each bucket
+        ends = np.cumsum(counts).tolist()
+        for a, b in itertools.pairwise([0, *ends]):
+            if b - a > 1:
+                rng.shuffle(seq[a:b])
+    seq = seq[: int(counts.sum())]
     nonempty = np.flatnonzero(counts)
     return seq, counts[nonempty].tolist(), run_caps[nonempty].tolist()
 

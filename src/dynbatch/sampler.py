@@ -186,12 +186,12 @@ class _Planned:
             yield indices[offsets[k] : offsets[k + 1]]
 
     def __len__(self) -> int:
-        return len(self.batches()) - self._resume
+        return self.epoch_plan().num_steps - self._resume
 
     # -- resume -----------------------------------------------------------------------------------
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
         """Where this epoch stands; see NOTE [ prefetch and resume ] for ``consumed_batches``."""
-        total = len(self.batches())
+        total = self.epoch_plan().num_steps
         if consumed_batches is None:
             position = self._yielded if self._pass.epoch == self.epoch else self._resume
         else:
@@ -208,7 +208,7 @@ class _Planned:
             "num_replicas": self.num_replicas,
             "lengths": _lengths_digest(self.lengths),
             "options": self.options.fingerprint(),
-            "plan": self.epoch_plan().plan.digest(),
+            "plan": self.epoch_plan().digest(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -255,7 +255,7 @@ class _Planned:
                 + ". Build the sampler with the options of the saved run."
             )
         sharded = self.epoch_plan(epoch)
-        if state["plan"] != sharded.plan.digest():
+        if state["plan"] != sharded.digest():
             raise InputError(
                 f"this sampler state was saved for another plan of epoch {epoch} (a custom cost "
                 "or balance function, or the planner, changed): resuming from it would feed the "

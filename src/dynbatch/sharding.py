@@ -32,8 +32,8 @@ NOTE [ balanced steps ]
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,37 +53,76 @@ MAX_EXTRA_FRACTION = 0.25
 EQUAL_EPOCH_PROBES = 8
 
 
-@dataclass(frozen=True)
 class ShardedPlan:
-    """Batches in step-major order: step ``s`` of rank ``r`` is ``plan[s * num_replicas + r]``."""
+    """Batches in step-major order: step ``s`` of rank ``r`` is ``plan[s * num_replicas + r]``.
 
-    plan: Plan
-    is_padding: NDArray[np.bool_]
-    num_replicas: int
+    Held as the batches in any order (``base``) and the step-major ``order``
+    of their positions, so a rank's share is gathered in one step and the full
+    reordered plan is only built if asked for.
+    """
+
+    __slots__ = ("_plan", "base", "is_padding", "num_replicas", "order")
+
+    def __init__(
+        self, base: Plan, order: NDArray[Any], is_padding: NDArray[Any], num_replicas: int
+    ) -> None:
+        self.base = base
+        self.order: NDArray[np.int64] = np.asarray(order, dtype=np.int64)
+        self.is_padding: NDArray[np.bool_] = np.asarray(is_padding, dtype=bool)
+        self.num_replicas = num_replicas
+        self._plan: Plan | None = None
 
     @property
     def num_steps(self) -> int:
-        return len(self.plan) // self.num_replicas
+        return int(self.order.size) // self.num_replicas
 
     @property
-    def batches(self) -> Plan:
+    def plan(self) -> Plan:
         """Every rank's batches, step-major."""
-        return self.plan
+        if self._plan is None:
+            self._plan = self.base.take(self.order)
+        return self._plan
+
+    batches = plan
+
+    @property
+    def sizes(self) -> NDArray[np.int64]:
+        """Samples per batch, step-major."""
+        return self.base.sizes[self.order]
+
+    def real_tokens(self, lengths: NDArray[Any]) -> NDArray[np.int64]:
+        """Sum of the (unpadded) lengths per batch, step-major."""
+        base = self.base
+        if len(base) == 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.add.reduceat(lengths[base.indices], base.offsets[:-1])[self.order]
 
     def for_rank(self, rank: int) -> Plan:
         """This rank's batches, in order."""
-        return self.plan.take(np.arange(rank, len(self.plan), self.num_replicas))
+        return self.base.take(self.order[rank :: self.num_replicas])
 
     def padding_for_rank(self, rank: int) -> NDArray[np.bool_]:
         return self.is_padding[rank :: self.num_replicas]
+
+    def digest(self) -> str:
+        """A hash of every rank's batches and their order."""
+        h = hashlib.blake2b(digest_size=16)
+        for part in (self.base.offsets, self.base.indices, self.order, self.is_padding):
+            h.update(part.tobytes())
+        h.update(str(self.num_replicas).encode())
+        return h.hexdigest()
+
+    def __repr__(self) -> str:
+        return f"ShardedPlan({self.num_steps} steps x {self.num_replicas} ranks)"
 
 
 class _Batches:
     """A plan being split: members, offsets and per-batch size, longest length and flags."""
 
     def __init__(self, plan: Plan, plens: NDArray[Any]) -> None:
-        self.indices = plan.indices.copy()
-        self.offsets = plan.offsets.copy()
+        self.indices = plan.indices  # copied before the first split changes it
+        self.offsets = plan.offsets
+        self._owned = False
         self.plens = plens
         sizes = plan.sizes
         self.longest = (
@@ -108,6 +147,8 @@ class _Batches:
     def split(self, which: NDArray[Any], multiple: int) -> None:
         """Cut each batch in ``which`` into two parts of alternating lengths."""
         which = np.unique(which)
+        if not self._owned:
+            self.indices, self._owned = self.indices.copy(), True
         cuts = np.empty(which.size, dtype=np.int64)
         first_long = np.empty(which.size, dtype=np.int64)
         second_long = np.empty(which.size, dtype=np.int64)
@@ -250,7 +291,7 @@ def shard_plan(
                 cheapest = np.concatenate([cheapest, cheapest])
             batches.repeat(cheapest[: target - len(batches)])
     if not opts.random_order or len(batches) == 0:
-        return ShardedPlan(batches.plan(), batches.padding, replicas)
+        return ShardedPlan(batches.plan(), np.arange(len(batches)), batches.padding, replicas)
     if num_batches is None:
         _split_for_balance(batches, work, replicas, tolerance, multiple)
     costs = work()
@@ -258,7 +299,7 @@ def shard_plan(
     steps = by_work.reshape(-1, replicas)
     rng = np.random.default_rng([opts.seed, epoch, replicas])
     order = steps[rng.permutation(len(steps))].reshape(-1)
-    return ShardedPlan(batches.plan().take(order), batches.padding[order], replicas)
+    return ShardedPlan(batches.plan(), order, batches.padding[order], replicas)
 
 
 def _split_for_balance(
@@ -272,6 +313,7 @@ def _split_for_balance(
     costs = work()
     current = step_imbalance(np.sort(costs), replicas)
     while current > tolerance and added + replicas <= budget:
+        batches.split(np.zeros(0, dtype=np.int64), multiple)  # own the arrays before undo copies
         before = (batches.indices.copy(), batches.offsets.copy(), batches.longest.copy())
         padding = batches.padding.copy()
         _, keeps_multiple = batches.splittable(multiple)  # balance never breaks a multiple
@@ -325,7 +367,9 @@ def equal_batch_count(lengths: Any, options: PlanOptions, num_replicas: int = 1)
     """
     lens = check_lengths(lengths)
     probes = EQUAL_EPOCH_PROBES if options.random_order else 1
-    most = max(len(plan_draw(lens, options, epoch)) for epoch in range(probes))
+    most = max(
+        len(plan_draw(lens, options, epoch, shuffle_batches=False)) for epoch in range(probes)
+    )
     return max(-(-most // num_replicas) * num_replicas, num_replicas)
 
 
@@ -338,7 +382,7 @@ def plan_epoch(
     num_batches: int | None = None,
 ) -> ShardedPlan:
     """Every rank's batches for ``epoch``: plan, then shard (``num_batches`` for equal epochs)."""
-    plan = plan_draw(lengths, options, epoch)
+    plan = plan_draw(lengths, options, epoch, shuffle_batches=False)  # sharding orders them
     if options.equal_epochs:
         if num_batches is None:
             num_batches = equal_batch_count(lengths, options, num_replicas)
@@ -347,7 +391,7 @@ def plan_epoch(
             draw += 1
             if draw > 1000:  # each draw exceeds with probability ~1/9: unreachable in practice
                 raise RuntimeError(f"epoch {epoch} could not be planned in {num_batches} batches")
-            plan = plan_draw(lengths, options, epoch, draw)
+            plan = plan_draw(lengths, options, epoch, draw, shuffle_batches=False)
     return shard_plan(
         plan,
         lengths,

@@ -58,14 +58,12 @@ def micro_step_counts(sharded: ShardedPlan, lengths: Any, unit: str) -> NDArray[
     Batches flagged as padding (repeats that only even out step counts) count 0.
     """
     check_choice("unit", unit, UNITS)
-    plan = sharded.plan
-    if len(plan) == 0:
+    if sharded.num_steps == 0:
         return np.zeros(0, dtype=np.float64)
     if unit == "samples":
-        per_batch = plan.sizes.astype(np.float64)
+        per_batch = sharded.sizes.astype(np.float64)
     else:
-        lens = check_lengths(lengths)
-        per_batch = np.add.reduceat(lens[plan.indices], plan.offsets[:-1]).astype(np.float64)
+        per_batch = sharded.real_tokens(check_lengths(lengths)).astype(np.float64)
     per_batch[sharded.is_padding] = 0.0
     return np.asarray(per_batch.reshape(-1, sharded.num_replicas).sum(axis=1), dtype=np.float64)
 
