@@ -1,10 +1,12 @@
 """Across 2 ranks: the accumulated, normalised update equals one pass over the union.
 
-    python -m paddle.distributed.launch --nproc_per_node 2 ddp_grad.py OUT_DIR
+    python -m paddle.distributed.launch --nproc_per_node 2 ddp_grad.py OUT_DIR N MAX_BATCH
 
 Every micro-batch but the last runs under no_sync; the optimizer (SGD, lr 1) steps once.
-Rank 0 recomputes the gradient of the mean loss over every sample of the epoch in one
-pass, from the same initial weights, and each rank writes its largest difference.
+Each rank recomputes the gradient of the mean loss over every real sample of the epoch
+in one pass, from the same initial weights, and writes its largest difference. With
+fewer samples than ranks' batches (N=3, MAX_BATCH=1), one rank's batch repeats a sample
+only to even out the step count: it must weigh nothing.
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ def collate(ds: Toy, idx: np.ndarray):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    out_dir = Path(sys.argv[1])
+    out_dir, n, max_batch = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     dist.init_parallel_env()
     rank = dist.get_rank()
-    ds = Toy(157, seed=9)
+    ds = Toy(n, seed=9)
     sampler = dynbatch.DistributedDynamicBatchSampler(
-        ds, lengths=ds.lengths, max_cost=3 * 160**2, seed=4
+        ds, lengths=ds.lengths, max_cost=3 * 160**2, seed=4, max_batch_size=max_batch
     )
     paddle.seed(42)
     net = Bag()
@@ -51,7 +53,9 @@ def main() -> None:
 
     ref = Bag()
     ref.set_state_dict({k: paddle.to_tensor(v) for k, v in start.items()})
-    every = np.concatenate(sampler._sharded(sampler.epoch).batches)
+    sharded = sampler.epoch_plan()
+    real = [b for b, pad in zip(sharded.plan, sharded.is_padding, strict=True) if not pad]
+    every = np.concatenate(real)
     ids, index = collate(ds, every)
     per_sample_loss(ref, ids, index).mean().backward()
     diff = max(
@@ -63,6 +67,8 @@ def main() -> None:
             {
                 "max_abs_diff": diff,
                 "micro_batches": micro,
+                "repeats": int(sampler.padding_mask().sum()),
+                "real_samples": int(every.size),
                 "steps": acc.optimizer_steps,
                 "params": {k: v.ravel().tolist() for k, v in after.items()},
             }

@@ -36,15 +36,16 @@ def main() -> None:
     record = {"rank": rank, "world": dist.get_world_size(), "epochs": [], "batches": []}
     for epoch in range(2):
         sampler.set_epoch(epoch)
-        seen = []
+        seen, batches = [], 0
         for ids, index in loader:
+            batches += 1
             loss = per_sample_loss(model, ids, index).mean()
             loss.backward()
             opt.step()
             opt.clear_grad()
             seen.extend(index.numpy().tolist())
         record["epochs"].append(seen)
-        record["batches"].append(len(sampler))
+        record["batches"].append(batches)  # iterated, not len(): a hang would show here
     record["params"] = {
         k: np.asarray(v.numpy()).ravel().tolist() for k, v in model.state_dict().items()
     }
