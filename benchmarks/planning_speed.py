@@ -1,6 +1,12 @@
-"""Planning time for 1M and 10M lengths drawn from ChnSentiCorp, against PaddleNLP's SamplerHelper.
+"""Planning time at scale, and what a distributed sampler's epoch adds on top of planning.
 
-python benchmarks/planning_speed.py [--sizes 1000000 10000000] [--helper-size 1000000]
+    python benchmarks/planning_speed.py [--sizes 10000000 20000000] [--helper-size 1000000]
+
+Two length distributions: uniform on 2..512 with a budget of 16*256^2 (millions of small
+batches), and lengths drawn from ChnSentiCorp with the reference budget 20*512^2/4.
+``plan_batches`` is timed alone; "sampler epoch" is rank 0 of 8 of a
+DistributedDynamicBatchSampler planning, sharding and yielding a whole epoch as lists of
+indices, as a DataLoader consumes it. PaddleNLP's SamplerHelper is timed at one size.
 """
 
 from __future__ import annotations
@@ -11,48 +17,86 @@ import os
 import numpy as np
 from _common import BUDGET, best_of, chnsenticorp_lengths, print_table, sampler_helper_batches
 
-from dynbatch import plan_batches
+from dynbatch import DistributedDynamicBatchSampler, PlanOptions, plan_batches
+
+RANKS = 8
+
+
+def epoch_timer(lens: np.ndarray, options: PlanOptions):  # type: ignore[no-untyped-def]
+    """A function that runs one new epoch of rank 0: planned, sharded, yielded as lists."""
+    sampler = DistributedDynamicBatchSampler(
+        lengths=lens, options=options, num_replicas=RANKS, rank=0
+    )
+    epochs = iter(range(1, 1_000))
+
+    def epoch() -> int:
+        sampler.set_epoch(next(epochs))  # never planned before: nothing cached
+        return sum(1 for _ in sampler)
+
+    return epoch
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000_000, 20_000_000])
     parser.add_argument("--helper-size", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     corpus = chnsenticorp_lengths()
     rng = np.random.default_rng(0)
+    shapes = {
+        "uniform 2..512": (lambda n: rng.integers(2, 513, n), 16 * 256**2),
+        "ChnSentiCorp": (lambda n: rng.choice(corpus, n), BUDGET),
+    }
     rows = []
-    for n in args.sizes:
-        lens = rng.choice(corpus, n)
-        row = [f"{n:,}"]
-        for order in ("bucket", "ascending", "shuffle"):
-            seconds, plan = best_of(
-                lambda o=order, x=lens: plan_batches(x, BUDGET, order=o), args.repeat
-            )
-            row.append(f"{seconds:.3f} s ({len(plan):,} batches)")
-        if n == args.helper_size:
-            helper_s, helper = best_of(lambda x=lens: sampler_helper_batches(x, BUDGET), 1)
-            if helper is not None:
-                bucket_s = float(row[1].split()[0])
-                row.append(
-                    f"{helper_s:.2f} s ({len(helper):,} batches), {helper_s / bucket_s:.0f}x slower"
+    for shape, (draw, budget) in shapes.items():
+        for n in args.sizes:
+            lens = draw(n)
+            for order in ("bucket", "shuffle"):
+                options = PlanOptions(max_cost=budget, order=order)
+                plan_s, plan = best_of(
+                    lambda x=lens, o=options: plan_batches(x, options=o), args.repeat
                 )
-        rows.append(row + [""] * (5 - len(row)))
+                sampler_s, yielded = best_of(epoch_timer(lens, options), args.repeat)
+                rows.append(
+                    [
+                        shape,
+                        f"{n:,}",
+                        order,
+                        f"{plan_s:.2f} s",
+                        f"{len(plan):,}",
+                        f"{sampler_s:.2f} s",
+                        f"{yielded:,}",
+                        f"{sampler_s / plan_s:.2f}",
+                    ]
+                )
     print(
-        f"planning time, best of {args.repeat}; {os.cpu_count()} cores; "
-        f"budget n*L^2 <= {BUDGET:g}\n"
+        f"best of {args.repeat}; {os.cpu_count()} cores; sampler epoch = a new epoch of rank 0 "
+        f"of {RANKS}: planning, sharding and yielding every batch as a list\n"
     )
     print_table(
         [
             "lengths",
-            "dynbatch bucket",
-            "dynbatch ascending",
-            "dynbatch shuffle",
-            "SamplerHelper (sort buffer 2000)",
+            "samples",
+            "order",
+            "plan_batches",
+            "batches",
+            "sampler epoch",
+            "rank 0 batches",
+            "epoch / plan",
         ],
         rows,
     )
+    if args.helper_size:
+        lens = rng.choice(corpus, args.helper_size)
+        ours, plan = best_of(lambda: plan_batches(lens, BUDGET), args.repeat)
+        helper_s, helper = best_of(lambda: sampler_helper_batches(lens, BUDGET), 1)
+        if helper is not None:
+            print(
+                f"\n{args.helper_size:,} ChnSentiCorp lengths: dynbatch bucket {ours:.3f} s "
+                f"({len(plan):,} batches); SamplerHelper (sort buffer 2000) {helper_s:.2f} s "
+                f"({len(helper):,} batches), {helper_s / ours:.0f}x slower"
+            )
 
 
 if __name__ == "__main__":

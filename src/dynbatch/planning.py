@@ -333,22 +333,24 @@ def _greedy_sizes(caps: NDArray[Any]) -> tuple[NDArray[np.int64], NDArray[np.boo
 
     A batch of ``s`` samples from ``a`` fits iff ``min(caps[a:a+s]) >= s``; that
     shrinks as ``s`` grows, so each start's running minimum is extended one
-    sample at a time over the starts still growing. Starts that may hold more
-    than ``_SMALL_BATCH`` are flagged for :func:`_gallop`.
+    sample at a time over the starts still growing (zeros past the end stop
+    them). Starts that may hold more than ``_SMALL_BATCH`` are flagged for
+    :func:`_gallop`.
     """
     n = caps.size
+    small = np.int32 if n + _SMALL_BATCH < 2**31 and caps.max(initial=0) < 2**31 else np.int64
+    ext = np.concatenate([caps, np.zeros(_SMALL_BATCH + 1, dtype=caps.dtype)]).astype(small)
     size = np.ones(n, dtype=np.int64)  # a batch always holds its first sample
-    idx = np.flatnonzero(caps[:-1] >= 2) if n > 1 else np.zeros(0, dtype=np.int64)
-    run = caps[idx]
-    s = 2
-    while idx.size and s <= _SMALL_BATCH:
-        run = np.minimum(run, caps[idx + s - 1])
+    idx = np.flatnonzero(caps >= 2).astype(small)
+    run = ext[idx]
+    for s in range(2, _SMALL_BATCH + 1):
+        if not idx.size:
+            break
+        run = np.minimum(run, ext[idx + (s - 1)])
         keep = run >= s
+        size[idx[~keep]] = s - 1
         idx, run = idx[keep], run[keep]
-        size[idx] = s
-        room = idx + s < n
-        idx, run = idx[room], run[room]
-        s += 1
+    size[idx] = _SMALL_BATCH
     more = np.zeros(n, dtype=bool)
     more[idx] = True
     return size, more
