@@ -338,10 +338,11 @@ def _greedy_sizes(caps: NDArray[Any]) -> tuple[NDArray[np.int64], NDArray[np.boo
     :func:`_gallop`.
     """
     n = caps.size
-    small = np.int32 if n + _SMALL_BATCH < 2**31 and caps.max(initial=0) < 2**31 else np.int64
+    fits32 = n + _SMALL_BATCH < 2**31 and caps.max(initial=0) < 2**31
+    small: type[np.signedinteger[Any]] = np.int32 if fits32 else np.int64
     ext = np.concatenate([caps, np.zeros(_SMALL_BATCH + 1, dtype=caps.dtype)]).astype(small)
     size = np.ones(n, dtype=np.int64)  # a batch always holds its first sample
-    idx = np.flatnonzero(caps >= 2).astype(small)
+    idx: NDArray[Any] = np.flatnonzero(caps >= 2).astype(small)
     run = ext[idx]
     for s in range(2, _SMALL_BATCH + 1):
         if not idx.size:
