@@ -38,6 +38,8 @@ def planner_args(draw: st.DrawFn) -> dict[str, object]:
     fn = dynbatch.resolve_cost(cost)
     pad = draw(st.sampled_from([1, 1, 8]))
     single = float(fn(1, -(-int(lens.max()) // pad) * pad))
+    cap = draw(st.none() | st.integers(1, 64))
+    multiple = draw(st.sampled_from([1, 1, 2, 8]))
     return {
         "lengths": lens,
         "max_cost": single * draw(st.floats(1.0, 40.0)),
@@ -45,7 +47,7 @@ def planner_args(draw: st.DrawFn) -> dict[str, object]:
         "order": draw(orders),
         "seed": draw(st.integers(0, 2**31)),
         "epoch": draw(st.integers(0, 50)),
-        "max_batch_size": draw(st.none() | st.integers(1, 64)),
-        "batch_size_multiple": draw(st.sampled_from([1, 1, 2, 8])),
+        "max_batch_size": cap if cap is None else max(cap, multiple),
+        "batch_size_multiple": multiple,
         "pad_to_multiple_of": pad,
     }

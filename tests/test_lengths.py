@@ -86,3 +86,19 @@ def test_a_directory_cache_path_is_named(tmp_path: Path) -> None:
 def test_length_fn_must_return_whole_numbers(value: object, error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         compute_lengths([[1], [2]], length_fn=lambda s: value)
+
+
+def test_a_captured_value_is_part_of_the_cache_key(tmp_path: Path) -> None:
+    data = [([1] * n, 0) for n in range(1, 40)]
+    cache = tmp_path / "lens.npz"
+
+    def capped(cap: int):  # type: ignore[no-untyped-def]
+        return lambda s: min(len(s[0]), cap)
+
+    assert compute_lengths(data, length_fn=capped(30), cache_path=cache).max() == 30
+    assert compute_lengths(data, length_fn=capped(20), cache_path=cache).max() == 20
+
+
+def test_cache_path_must_be_a_path() -> None:
+    with pytest.raises(TypeError, match="cache_path must be a file path, got cache_path=123"):
+        compute_lengths([[1]], length_fn=len, cache_path=123)  # type: ignore[arg-type]

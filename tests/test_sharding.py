@@ -71,18 +71,24 @@ def test_no_batch_with_two_multiples_is_split_unevenly_and_said_so() -> None:
 
 
 @given(planner_args(), st.integers(2, 8))
-def test_drop_last_drops_only_the_remainder(args: dict, replicas: int) -> None:
+def test_drop_last_drops_one_partial_batch_and_splits_to_even_the_ranks(
+    args: dict, replicas: int
+) -> None:
     options = options_of(args, drop_last=True)
     lens = args["lengths"]
-    plan = plan_batches(lens, options=options)
-    sp = shard_plan(plan, lens, replicas, options=options)
-    assert len(sp.plan) % replicas == 0 and not sp.is_padding.any()
-    kept = sp.plan.indices
-    assert np.unique(kept).size == kept.size, "nothing repeated"
-    missing = set(plan.indices.tolist()) - set(kept.tolist())
-    whole = [b for b in plan if set(b.tolist()) <= missing]
-    assert len(whole) == len(plan) % replicas, "the remainder's batches are dropped, whole"
-    assert sum(b.size for b in whole) == len(missing), "and nothing else"
+    kept = plan_epoch(lens, options, args["epoch"], replicas)
+    everything = plan_epoch(lens, options.replace(drop_last=False), args["epoch"], replicas)
+    real = kept.plan.indices[np.repeat(~kept.is_padding, kept.plan.sizes)]
+    assert len(kept.plan) % replicas == 0
+    singles = all(b.size == 1 for b, pad in zip(kept.plan, kept.is_padding, strict=True) if not pad)
+    assert not kept.is_padding.any() or singles, "repeats only when no batch can be split"
+    assert np.unique(real).size == real.size, "nothing repeated"
+    dropped = lens.size - real.size
+    largest = max(
+        (b.size for b in plan_batches(lens, options=options.replace(drop_last=False))), default=0
+    )
+    assert dropped <= largest, "at most one batch's worth dropped"
+    assert everything.plan.indices.size >= real.size
 
 
 def test_drop_last_at_four_ranks_leaves_out_different_batches_each_epoch() -> None:
@@ -96,6 +102,7 @@ def test_drop_last_at_four_ranks_leaves_out_different_batches_each_epoch() -> No
     longest = np.argsort(lens)[-10:]
     assert (seen[longest] > 0).all(), "the ten longest samples are trained on"
     assert seen.min() >= 15, "every sample in at least half the epochs"
+    assert (30 * lens.size - seen.sum()) / 30 < 0.02 * lens.size, "under 2% dropped per epoch"
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 7])
@@ -174,3 +181,22 @@ def test_plans_given_as_lists_are_checked() -> None:
         shard_plan([[0.0, 1.0]], [1, 2], 2, options=options)
     with pytest.raises(dynbatch.InputError, match="more than once"):
         shard_plan([[0, 1], [1]], [1, 2], 2, options=options)
+
+
+def test_plan_epoch_checks_its_inputs() -> None:
+    options = PlanOptions(max_cost=100)
+    with pytest.raises(TypeError, match=r"options must be a dynbatch\.PlanOptions"):
+        plan_epoch([1, 2], {"max_cost": 100}, 0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="epoch must be an integer >= 0, got epoch=-2"):
+        plan_epoch([1, 2], options, -2)
+    with pytest.raises(ValueError, match=r"lengths must be positive; lengths\[1\]=0"):
+        plan_epoch([1, 0], options, 0)
+    with pytest.raises(TypeError, match=r"plan must be a dynbatch\.Plan or a list"):
+        shard_plan(None, [1, 2], 2, options=options)  # type: ignore[arg-type]
+
+
+def test_a_multiple_larger_than_the_cap_is_refused() -> None:
+    with pytest.raises(
+        ValueError, match="batch_size_multiple=8 can never be met with max_batch_size=4"
+    ):
+        PlanOptions(max_cost=100, batch_size_multiple=8, max_batch_size=4)

@@ -458,3 +458,13 @@ def test_a_checkpoint_resumes_to_the_same_parameters(where: str) -> None:
     for name, value in uninterrupted.items():
         np.testing.assert_allclose(resumed[name], value, atol=1e-6, err_msg=name)
     assert resumed_steps == steps
+
+
+def test_step_counts_need_an_iterable_of_epochs() -> None:
+    ds = Toy(20)
+    sampler = dynbatch.DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=1e9)
+    _, _, acc = sgd_acc(sampler)
+    with pytest.raises(TypeError, match=r"such as range\(5\), got epochs=5"):
+        acc.steps_for_epochs(5)
+    with pytest.raises(TypeError, match=r"such as range\(5\)"):
+        sampler.len_for_epochs(5)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ __all__ = [
     "InputTypeError",
     "check_bool",
     "check_choice",
+    "check_epochs",
     "check_int",
     "check_lengths",
     "check_positive_number",
@@ -55,6 +56,20 @@ def check_int(name: str, value: Any, *, minimum: int = 0, allow_none: bool = Fal
         hint = " or None" if allow_none else ""
         raise InputError(f"{name} must be an integer >= {minimum}{hint}, got {name}={value!r}")
     return int(value)
+
+
+def check_epochs(epochs: Any) -> list[int]:
+    """The epoch numbers of an iterable such as ``range(5)``, each an int >= 0.
+
+    >>> check_epochs(range(3))
+    [0, 1, 2]
+    """
+    if isinstance(epochs, (str, bytes)) or not isinstance(epochs, Iterable):
+        hint = f" such as range({epochs})" if isinstance(epochs, int) else " such as range(5)"
+        raise InputTypeError(
+            f"epochs must be an iterable of epoch numbers{hint}, got epochs={epochs!r}"
+        )
+    return [check_int("epoch", e) for e in epochs]
 
 
 def check_positive_number(name: str, value: Any) -> float:

@@ -7,6 +7,7 @@ next to a fingerprint of the dataset so a later run loads them instead.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import numbers
 import os
@@ -48,12 +49,26 @@ def _describe(fn: Callable[..., Any] | None, ref_index: Any) -> str:
     return f"length_fn={getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def _code_text(fn: Callable[..., Any] | None) -> str:
-    """The function's bytecode and constants: two lambdas with one name still differ here."""
+_PLAIN = (int, float, str, bytes, bool, type(None))
+
+
+def _code_text(fn: Any) -> str:
+    """What decides a function's results, as far as it can be read: bytecode, constants,
+    defaults, and the plain values it captures or reads from globals (``cap`` in
+    ``lambda s: min(len(s), cap)``). Two lambdas with one name still differ here."""
+    if isinstance(fn, functools.partial):
+        return f"partial({_code_text(fn.func)}|{fn.args!r}|{sorted(fn.keywords.items())!r})"
     code = getattr(fn, "__code__", None)
     if code is None:
         return repr(fn)
-    return f"{code.co_code.hex()}|{code.co_consts!r}|{code.co_names!r}"
+    cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())]
+    scope = getattr(fn, "__globals__", {})
+    read = {n: scope[n] for n in code.co_names if n in scope and isinstance(scope[n], _PLAIN)}
+    values = [v if isinstance(v, _PLAIN) else type(v).__qualname__ for v in cells]
+    return (
+        f"{code.co_code.hex()}|{code.co_consts!r}|{code.co_names!r}|"
+        f"{getattr(fn, '__defaults__', None)!r}|{values!r}|{sorted(read.items())!r}"
+    )
 
 
 def _measured(value: Any, where: str) -> int:
@@ -130,6 +145,8 @@ def compute_lengths(
         )
     how = _describe(length_fn, ref_index)
     measure = length_fn if length_fn is not None else (lambda s: field_length(s, ref_index))
+    if cache_path is not None and not isinstance(cache_path, (str, os.PathLike)):
+        raise InputTypeError(f"cache_path must be a file path, got cache_path={cache_path!r}")
     path = Path(cache_path) if cache_path is not None else None
     key = ""
     if path is not None:

@@ -68,7 +68,8 @@ class PlanOptions:
         pad_to_multiple_of: ``L`` is the longest length rounded up to this.
         oversize: a sample over budget alone: ``"error"``, ``"skip"`` or ``"alone"``.
         drop_last: drop the one batch per epoch that ended only because samples
-            ran out (which samples that is varies with the epoch).
+            ran out (which samples that is varies with the epoch); on several
+            ranks the counts are still evened by splitting, never by dropping.
         bucket_width: lengths in one bucket differ by less than this fraction.
         equal_epochs: the same number of batches in every epoch (extra batches
             come from splitting, never from dropping or repeating).
@@ -145,6 +146,11 @@ class PlanOptions:
                 f"less than this fraction), got bucket_width={self.bucket_width!r}"
             )
         put(self, "bucket_width", width)
+        if self.max_batch_size is not None and self.batch_size_multiple > self.max_batch_size:
+            raise InputError(
+                f"batch_size_multiple={self.batch_size_multiple} can never be met with "
+                f"max_batch_size={self.max_batch_size}: make the cap a multiple of it"
+            )
         put(self, "equal_epochs", check_bool("equal_epochs", self.equal_epochs))
         if isinstance(self.balance, str):
             check_choice("balance", self.balance, BALANCE)

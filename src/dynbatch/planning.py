@@ -34,10 +34,13 @@ NOTE [ what drop_last drops ]
     which would be the longest samples every epoch: ``drop_last`` would never
     train on the longest reviews. So with ``drop_last`` the bucket order starts
     packing at a random bucket and wraps around, ending in bucket ``k`` with
-    probability proportional to its size; within the bucket the samples are
-    shuffled, so each sample is dropped with about the same probability
-    (remainder / samples) every epoch. The batch that spans the wrap is charged
-    for its longest member, like every batch.
+    probability proportional to its number of batches, ``n_k / capacity_k``.
+    The partial batch then holds about ``capacity_k / 2`` samples, drawn at
+    random from the bucket's ``n_k``, so every sample is dropped with the same
+    probability (about half a batch over all batches of the epoch), and the
+    samples dropped per epoch average half a mean batch, as with a fixed batch
+    size. The batch that spans the wrap is charged for its longest member,
+    like every batch.
 
 NOTE [ batch_size_multiple ]
     A greedy packing closes a batch early when the next sample does not fit,
@@ -589,7 +592,7 @@ def _runs(
 def _rotate(
     seq: NDArray[Any], run_sizes: list[int], run_caps: list[int], rng: np.random.Generator
 ) -> tuple[NDArray[Any], list[int], list[int]]:
-    """Start at a random run and wrap, ending in run k with probability ~ its size.
+    """Start at a random run and wrap, ending in run k with probability ~ its batches.
 
     See NOTE [ what drop_last drops ]. Oversize runs (capacity 0) stay last.
     """
@@ -597,7 +600,8 @@ def _rotate(
     if normal < 2:
         return seq, run_sizes, run_caps
     sizes = np.asarray(run_sizes[:normal], dtype=np.float64)
-    last = int(rng.choice(normal, p=sizes / sizes.sum()))
+    batches = sizes / np.asarray(run_caps[:normal], dtype=np.float64)
+    last = int(rng.choice(normal, p=batches / batches.sum()))
     split = int(sizes[: last + 1].sum())
     tail = int(sizes.sum())
     order = [*range(last + 1, normal), *range(last + 1), *range(normal, len(run_sizes))]

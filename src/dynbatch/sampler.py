@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_int, check_lengths
+from ._checks import InputError, InputTypeError, check_epochs, check_int, check_lengths
 from ._optional import require
 from .contract import Pass
 from .lengths import compute_lengths
@@ -157,8 +157,7 @@ class _Planned:
     def len_for_epochs(self, epochs: Iterable[int]) -> int:
         """Batches this rank yields over ``epochs`` (e.g. ``range(E)``): exact, for schedules."""
         total = 0
-        for e in epochs:
-            e = check_int("epoch", e)
+        for e in check_epochs(epochs):
             sharded = self._plans.get(e)
             if sharded is None:
                 sharded = plan_epoch(
@@ -241,8 +240,11 @@ class _Planned:
                 "lengths measured differently): resuming from it would feed the wrong samples"
             )
         saved, here = state["options"], self.options.fingerprint()
-        if not isinstance(saved, Mapping):
-            raise InputTypeError(f"state['options'] must be a dict, got {saved!r}")
+        if not isinstance(saved, Mapping) or set(saved) != set(here):
+            raise InputError(
+                f"state['options'] must hold every option ({', '.join(sorted(here))}), "
+                f"got {saved!r}"
+            )
         differ = [
             f"{k}: saved {saved.get(k)!r}, here {here[k]!r}"
             for k in here

@@ -13,8 +13,12 @@ NOTE [ equal steps without dropping or repeating ]
     batch is a single sample (fewer samples than ranks, or all oversize) can
     the count not be evened out; then the cheapest batches are repeated and
     flagged in ``is_padding`` so the loss can give them weight 0.
-    ``drop_last=True`` instead drops ``len % num_replicas`` batches chosen at
-    random each epoch, so every sample is equally likely to be left out.
+    ``drop_last`` is the planner's: the one batch per epoch that ended because
+    samples ran out is dropped (NOTE [ what drop_last drops ] in
+    :mod:`dynbatch.planning`); the ranks' counts are still evened by splitting.
+    Dropping whole batches to even the count would either drop the smallest
+    batches, which hold the longest samples, every epoch (biased), or random
+    batches, which can hold hundreds of short samples (wasteful).
 
 NOTE [ balanced steps ]
     A step lasts as long as its slowest rank's *compute*, which is not the
@@ -39,7 +43,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, check_int, check_lengths
+from ._checks import InputError, InputTypeError, check_int, check_lengths
 from .options import PlanOptions, resolve_options
 from .planning import Plan, padded_lengths, plan_draw
 
@@ -179,13 +183,6 @@ class _Batches:
         self.longest = np.concatenate([self.longest, self.longest[which]])
         self.padding = np.concatenate([self.padding, np.ones(which.size, dtype=bool)])
 
-    def keep(self, which: NDArray[Any]) -> None:
-        """Keep only the batches ``which`` (in plan order)."""
-        plan = Plan(self.indices, self.offsets).take(np.sort(which))
-        self.indices, self.offsets = plan.indices, plan.offsets
-        self.longest = self.longest[np.sort(which)]
-        self.padding = self.padding[np.sort(which)]
-
     def plan(self) -> Plan:
         return Plan(self.indices, self.offsets)
 
@@ -246,7 +243,7 @@ def shard_plan(
             work over the mean exceeds this (random orders only).
         options: the :class:`~dynbatch.PlanOptions` the plan was made with (or
             its fields as keywords): ``balance``, ``pad_to_multiple_of``,
-            ``batch_size_multiple``, ``drop_last``, ``seed`` and whether the
+            ``batch_size_multiple``, ``seed`` and whether the
             order is random are used here.
 
     See NOTE [ equal steps without dropping or repeating ] and NOTE [ balanced steps ].
@@ -262,6 +259,10 @@ def shard_plan(
     replicas = check_int("num_replicas", num_replicas, minimum=1)
     epoch = check_int("epoch", epoch)
     opts = resolve_options(options, shortcuts, "shard_plan")
+    if isinstance(plan, (str, bytes)) or not isinstance(plan, Sequence):
+        raise InputTypeError(
+            f"plan must be a dynbatch.Plan or a list of index lists, got plan={plan!r}"
+        )
     if not isinstance(plan, Plan):
         plan = _checked_plan(plan, lens.size)
     fn = opts.balance_fn()
@@ -272,10 +273,6 @@ def shard_plan(
         return np.asarray(fn(batches.sizes, batches.longest), dtype=np.float64)
 
     if num_batches is None:
-        if opts.drop_last and len(batches) % replicas:
-            rng = np.random.default_rng([opts.seed, epoch, replicas, 1])
-            drop = len(batches) % replicas
-            batches.keep(rng.permutation(len(batches))[drop:])
         target = -(-len(batches) // replicas) * replicas
     else:
         target = check_int("num_batches", num_batches)
@@ -374,14 +371,26 @@ def equal_batch_count(lengths: Any, options: PlanOptions, num_replicas: int = 1)
 
 
 def plan_epoch(
-    lengths: NDArray[np.int64],
+    lengths: Any,
     options: PlanOptions,
     epoch: int,
     num_replicas: int = 1,
     *,
     num_batches: int | None = None,
 ) -> ShardedPlan:
-    """Every rank's batches for ``epoch``: plan, then shard (``num_batches`` for equal epochs)."""
+    """Every rank's batches for ``epoch``: plan, then shard (``num_batches`` for equal epochs).
+
+    >>> sp = plan_epoch([3, 1, 4, 1, 5, 9, 2, 6], PlanOptions(max_cost=20, cost="linear"), 0, 2)
+    >>> sp.num_steps, sorted(sp.plan.indices.tolist())
+    (2, [0, 1, 2, 3, 4, 5, 6, 7])
+    """
+    lengths = check_lengths(lengths)
+    if not isinstance(options, PlanOptions):
+        raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
+    epoch = check_int("epoch", epoch)
+    num_replicas = check_int("num_replicas", num_replicas, minimum=1)
+    if num_batches is not None:
+        num_batches = check_int("num_batches", num_batches, minimum=1)
     plan = plan_draw(lengths, options, epoch, shuffle_batches=False)  # sharding orders them
     if options.equal_epochs:
         if num_batches is None:

@@ -30,7 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import InputError, InputTypeError, check_choice, check_positive_number
+from ._checks import (
+    InputError,
+    InputTypeError,
+    check_choice,
+    check_epochs,
+    check_positive_number,
+)
 from ._optional import require
 from .contract import Pass, PlanSource, describe
 from .windows import UNITS, accumulation_windows, micro_step_counts
@@ -168,7 +174,7 @@ class GradientAccumulator:
     def steps_for_epochs(self, epochs: Iterable[int]) -> int:
         """Optimizer steps over ``epochs`` (e.g. ``range(E)``): exact, for LR schedules."""
         self._need_sampler("steps_for_epochs")
-        return sum(self.steps_per_epoch(e) for e in epochs)
+        return sum(self.steps_per_epoch(e) for e in check_epochs(epochs))
 
     def _sync(self) -> None:
         """Follow the sampler's current pass (NOTE [ the plan is the source of truth ])."""
