@@ -2,7 +2,8 @@
 
 The planner, cost models, collators and statistics are pure numpy and import
 without paddle; the samplers and the VisualDL hook import paddle (or visualdl)
-on first use, and say how to install it when it is missing.
+on first use, and so do the memory functions (calibrate, preflight) when they
+measure; each says how to install what is missing.
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ from typing import Any
 from .collate import Dict, Pad, Stack, Tuple
 from .cost import LinearCost, MixedCost, QuadraticCost, resolve_cost
 from .lengths import compute_lengths
+from .memory import (
+    CalibrationError,
+    MemoryBudgetError,
+    MemoryCost,
+    calibrate,
+    memory_target,
+    preflight,
+)
 from .planning import find_oversize, plan_batches
 from .sharding import shard_plan
 from .stats import PlanStats, plan_stats
@@ -30,12 +39,15 @@ _LAZY = {
 }
 
 __all__ = [
+    "CalibrationError",
     "DatasetForDBL",
     "Dict",
     "DistributedDynamicBatchSampler",
     "DynamicBatchSampler",
     "GradientAccumulator",
     "LinearCost",
+    "MemoryBudgetError",
+    "MemoryCost",
     "MixedCost",
     "Pad",
     "PlanStats",
@@ -45,11 +57,14 @@ __all__ = [
     "VisualDLHook",
     "__version__",
     "accumulation_windows",
+    "calibrate",
     "compute_lengths",
     "find_oversize",
     "get_dynamic_batch_loader",
+    "memory_target",
     "plan_batches",
     "plan_stats",
+    "preflight",
     "resolve_cost",
     "scale_lr",
     "shard_plan",
