@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from ._checks import check_lengths
 from .cost import resolve_cost
+from .memory import MemoryCost
 from .planning import plan_batches
 from .progress import Progress
 from .stats import PlanStats, batch_table, compare_orders, fixed_batches, lower_bound_batches
@@ -189,7 +190,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     st.add_argument("input", help=".npy of lengths, text file (a sample a line), CSV/TSV, or JSONL")
     st.add_argument("--max-cost", type=float, required=True, help="the budget every batch fits")
-    st.add_argument("--cost", default="quadratic", help="quadratic | linear | mixed:A,B")
+    costs = st.add_mutually_exclusive_group()
+    costs.add_argument("--cost", default="quadratic", help="quadratic | linear | mixed:A,B")
+    costs.add_argument(
+        "--cost-file", help="a MemoryCost saved by dynbatch.calibrate (JSON): max-cost in MiB"
+    )
     st.add_argument("--max-batch-size", type=int, default=None)
     st.add_argument("--fixed-batch-size", type=int, default=20, help="the baseline row")
     st.add_argument("--seed", type=int, default=0)
@@ -215,6 +220,11 @@ def _stats(args: argparse.Namespace) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if args.add < 0:
         raise UsageError(f"--add must be >= 0, got {args.add}")
+    if args.cost_file is not None:
+        try:
+            args.cost = MemoryCost.load(args.cost_file)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--cost-file: {exc}") from None
     try:
         resolve_cost(args.cost)
     except ValueError as exc:
