@@ -138,6 +138,26 @@ def test_restore_puts_weights_and_optimizer_state_back() -> None:
             assert np.array_equal(v.numpy(), state[k]), f"optimizer state {k} restored"
 
 
+def test_restore_keeps_dtypes_and_nested_state() -> None:
+    layer = paddle.nn.Linear(4, 4)
+    layer.to(dtype="bfloat16")
+    scheduler = paddle.optimizer.lr.StepDecay(0.1, step_size=1)
+    opt = paddle.optimizer.SGD(scheduler, parameters=paddle.nn.Linear(2, 2).parameters())
+    weight = layer.weight.numpy().copy()
+
+    def step(n: int, length: int) -> None:
+        layer.weight.set_value(paddle.full([4, 4], float(n), dtype="bfloat16"))
+        scheduler.step()
+        x = paddle.ones([n * length * 256])
+        del x
+
+    calibrate(step, max_len=32, max_tokens=512, restore=[layer, opt])
+    assert layer.weight.dtype == paddle.bfloat16
+    assert np.array_equal(layer.weight.numpy(), weight), "bfloat16 weights restored"
+    assert opt.state_dict()["LR_Scheduler"]["last_epoch"] == 0, "the scheduler restored"
+    assert scheduler.last_epoch == 0
+
+
 def test_restore_probing_changes_weights_without_it() -> None:
     model, _, step = make_trainer(2)
     before = model.embed.weight.numpy().copy()

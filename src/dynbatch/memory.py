@@ -81,7 +81,8 @@ NOTE [ the probe grid ]
 NOTE [ restoring state ]
     Probes train on random data. ``restore=[model, optimizer]`` snapshots their
     ``state_dict()`` (to host memory) before the warm-up step and puts it back
-    with ``set_state_dict()`` afterwards, also when a step fails. A fresh
+    with ``set_state_dict()`` afterwards, as tensors of their own dtype, also
+    when a step fails. A fresh
     optimizer has no state yet, and ``set_state_dict`` cannot remove the state
     the warm-up step creates, so such an object is reported right after the
     warm-up (an error naming it) instead of being left half-restored: make the
@@ -332,10 +333,10 @@ class CalibrationReport:
             f"{'error':>7} {'step s':>7}",
         ]
         for p in self.probes:
-            measured = "out of mem" if p.peak_mib is None else f"{p.peak_mib:.1f}"
+            measured = "out of mem" if p.peak_mib is None else f"{p.peak_mib:.2f}"
             error = "" if p.error is None else f"{p.error:+.2%}"
             lines.append(
-                f"{p.role:<8} {p.n:>6} {p.length:>5} {measured:>13} {p.predicted_mib:>10.1f} "
+                f"{p.role:<8} {p.n:>6} {p.length:>5} {measured:>13} {p.predicted_mib:>10.2f} "
                 f"{error:>7} {p.seconds:>7.3f}"
             )
         lines.append(
@@ -525,12 +526,30 @@ def _check_restore(restore: Any) -> list[Restorable]:
     return list(restore)
 
 
+@dataclass(frozen=True, eq=False)
+class _Host:
+    """A tensor's values in host memory, outside paddle's allocator, and its paddle dtype
+    (numpy holds bfloat16 as uint16)."""
+
+    values: NDArray[Any]
+    dtype: Any
+
+
 def _to_host(value: Any) -> Any:
     """A copy of a state_dict value that lives outside paddle's allocator."""
     if isinstance(value, dict):
         return {k: _to_host(v) for k, v in value.items()}
-    if hasattr(value, "numpy") and callable(value.numpy):
-        return np.array(value.numpy(), copy=True)
+    if hasattr(value, "numpy") and hasattr(value, "dtype"):
+        return _Host(np.asarray(value.numpy()), value.dtype)  # numpy() copies
+    return value
+
+
+def _from_host(value: Any) -> Any:
+    """Tensors again, of their own dtype, for ``set_state_dict`` (after probing, unmeasured)."""
+    if isinstance(value, dict):
+        return {k: _from_host(v) for k, v in value.items()}
+    if isinstance(value, _Host):
+        return _paddle().to_tensor(value.values, dtype=value.dtype)
     return value
 
 
@@ -552,7 +571,7 @@ def _restore(objects: list[Restorable], snapshot: list[dict[str, Any]]) -> None:
     grown = {i for i, _ in _grown(objects, snapshot)}
     for i, (obj, snap) in enumerate(zip(objects, snapshot, strict=True)):
         if i not in grown:  # see NOTE [ restoring state ]
-            obj.set_state_dict(snap)
+            obj.set_state_dict(_from_host(snap))
 
 
 def _grown_error(objects: list[Restorable], grown: list[tuple[int, int]]) -> ValueError:
@@ -753,17 +772,19 @@ def calibrate(
             report,
         )
     cost = MemoryCost(c=c, a=a, b=b, floor=floor, report=report, time_model=time_model)
+    if max(report.fit_error, report.held_out_error) > tolerance:
+        raise CalibrationError(
+            f"the fitted memory model misses the probes it was fitted on by up to "
+            f"{report.fit_error:.1%} and held-out shapes by up to {report.held_out_error:.1%} "
+            f"(tolerance {tolerance:.0%}): this step's peak memory does not follow "
+            f"max(floor, c + a*n*L + b*n*L**2)\n{report}",
+            report,
+            cost,
+        )
     if not (checked & held).any():
         raise CalibrationError(
             "no held-out probe could be checked (out of memory, or under a fifth of the largest "
             f"peak), so the fit is unverified:\n{report}",
-            report,
-            cost,
-        )
-    if report.held_out_error > tolerance:
-        raise CalibrationError(
-            f"the fitted memory model misses held-out shapes by up to "
-            f"{report.held_out_error:.1%} (tolerance {tolerance:.0%}):\n{report}",
             report,
             cost,
         )
@@ -811,9 +832,9 @@ class PreflightReport:
             f"{'batch':>6} {'n':>6} {'L':>5} {'predicted':>10} {'measured MiB':>13} {'fits':>5}",
         ]
         for c in self.checks:
-            measured = "out of mem" if c.measured_mib is None else f"{c.measured_mib:.1f}"
+            measured = "out of mem" if c.measured_mib is None else f"{c.measured_mib:.2f}"
             lines.append(
-                f"{c.position:>6} {c.n:>6} {c.length:>5} {c.predicted:>10.1f} {measured:>13} "
+                f"{c.position:>6} {c.n:>6} {c.length:>5} {c.predicted:>10.2f} {measured:>13} "
                 f"{'yes' if c.fits else 'NO':>5}"
             )
         return "\n".join(lines)
@@ -917,11 +938,11 @@ def preflight(
         peak_text = (
             "ran out of memory"
             if worst.measured_mib is None
-            else f"peaked at {worst.measured_mib:.1f} MiB"
+            else f"peaked at {worst.measured_mib:.2f} MiB"
         )
         raise MemoryBudgetError(
             f"batch {worst.position} of the plan (n={worst.n}, L={worst.length}) {peak_text}, "
-            f"over max_cost={max_cost:g} MiB (predicted {worst.predicted:.1f}); {len(over)} of "
+            f"over max_cost={max_cost:g} MiB (predicted {worst.predicted:.2f}); {len(over)} of "
             f"the {len(checks)} batches run are over. Lower max_cost, or recalibrate the "
             f"cost:\n{report}",
             report,
