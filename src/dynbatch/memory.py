@@ -201,7 +201,16 @@ def _host_stat(name: str) -> Callable[..., Any]:
 
 
 def peak_memory_mib() -> float:
-    """Peak memory allocated by paddle since the last :func:`reset_peak_memory` (MiB)."""
+    """Peak memory allocated by paddle since the last :func:`reset_peak_memory` (MiB).
+
+    >>> import paddle
+    >>> reset_peak_memory()
+    >>> before = current_memory_mib()
+    >>> x = paddle.ones([2**18])  # 1 MiB of float32
+    >>> del x
+    >>> round(peak_memory_mib() - before, 3), round(current_memory_mib() - before, 3)
+    (1.0, 0.0)
+    """
     if memory_source() == CUDA_ALLOCATOR:
         return float(_paddle().device.cuda.max_memory_allocated()) / _MIB
     return float(_host_stat("host_memory_stat_peak_value")("Allocated", 0)) / _MIB
@@ -487,10 +496,11 @@ def _nnls(x: NDArray[Any], y: NDArray[Any]) -> NDArray[Any]:
 def _fit_relative(n: NDArray[Any], length: NDArray[Any], y: NDArray[Any]) -> NDArray[Any]:
     """Non-negative ``(c, a, b)`` of ``c + a*n*L + b*n*L**2`` minimising relative squared error."""
     tokens = n * length.astype(np.float64)
-    x = np.stack([np.ones_like(tokens), tokens, tokens * length], axis=1) / y[:, None]
+    weight = 1.0 / np.maximum(y, 1e-12)  # a step timed at 0 s must not divide by zero
+    x = np.stack([np.ones_like(tokens), tokens, tokens * length], axis=1) * weight[:, None]
     scale = np.abs(x).max(axis=0)
     scale[scale == 0] = 1.0
-    coef: NDArray[Any] = _nnls(x / scale, np.ones_like(y)) / scale
+    coef: NDArray[Any] = _nnls(x / scale, y * weight) / scale
     return coef
 
 
