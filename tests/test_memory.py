@@ -386,12 +386,14 @@ def plan_for(cost: MemoryCost, budget: float) -> tuple[np.ndarray, list[np.ndarr
 
 
 def test_preflight_passes_a_plan_within_memory(trained: Any) -> None:
-    _, _, step, cost = trained
+    model, opt, step, cost = trained
     budget = float(cost(12, MAX_LEN))
     limit = 1.05 * budget  # planned a little under the memory there is
     lens, plan = plan_for(cost, budget)
-    report = preflight(step, plan, lens, cost=cost, max_cost=limit, k=2)
+    weights = model.embed.weight.numpy().copy()
+    report = preflight(step, plan, lens, cost=cost, max_cost=limit, k=2, restore=[model, opt])
     assert report.ok
+    assert np.array_equal(model.embed.weight.numpy(), weights), "restore= as in calibrate"
     predicted = np.array([float(cost(b.size, lens[b].max())) for b in plan])
     positions = [c.position for c in report.checks]
     assert positions[:2] == np.argsort(-predicted, kind="stable")[:2].tolist(), "k heaviest"
