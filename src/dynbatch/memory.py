@@ -687,7 +687,7 @@ def calibrate(
     >>> def step(n, L):  # stands in for a training step: 512 bytes live per token
     ...     x = paddle.ones([n, L, 64])
     ...     y = x * 2
-    >>> cost = calibrate(step, max_len=128)
+    >>> cost = calibrate(step, max_len=64, max_tokens=1024)
     >>> round(cost.a * 2**20), round(cost.b * 2**20), cost.report.held_out_error < 0.01
     (512, 0, True)
     """
