@@ -2,7 +2,8 @@
 
 The planner, cost models, collators and statistics are pure numpy and import
 without paddle; the samplers and the VisualDL hook import paddle (or visualdl)
-on first use, and say how to install it when it is missing.
+on first use, and so do the memory functions (calibrate, preflight) when they
+measure; each says how to install what is missing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ from .collate import Dict, Pad, Stack, Tuple
 from .contract import Pass, PlanSource
 from .cost import LinearCost, MixedCost, QuadraticCost, resolve_cost
 from .lengths import compute_lengths
+from .memory import (
+    CalibrationError,
+    MemoryBudgetError,
+    MemoryCost,
+    calibrate,
+    memory_target,
+    preflight,
+)
 from .options import PlanOptions
 from .planning import Plan, find_oversize, plan_batches
 from .sharding import ShardedPlan, plan_epoch, shard_plan
@@ -34,6 +43,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "CalibrationError",
     "DatasetForDBL",
     "Dict",
     "DistributedDynamicBatchSampler",
@@ -42,6 +52,8 @@ __all__ = [
     "InputError",
     "InputTypeError",
     "LinearCost",
+    "MemoryBudgetError",
+    "MemoryCost",
     "MixedCost",
     "Pad",
     "Pass",
@@ -56,12 +68,15 @@ __all__ = [
     "VisualDLHook",
     "__version__",
     "accumulation_windows",
+    "calibrate",
     "compute_lengths",
     "find_oversize",
     "get_dynamic_batch_loader",
+    "memory_target",
     "plan_batches",
     "plan_epoch",
     "plan_stats",
+    "preflight",
     "resolve_cost",
     "scale_lr",
     "shard_plan",

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._checks import InputError, check_lengths
+from .memory import MemoryCost
 from .options import FIELDS, PlanOptions
 from .planning import plan_batches
 from .progress import Progress
@@ -182,7 +183,10 @@ def _parser() -> argparse.ArgumentParser:
     PlanOptions.add_arguments(
         st,
         exclude=("order", "drop_last", "equal_epochs", "balance"),
-        defaults={"oversize": "alone"},
+        defaults={"oversize": "alone", "cost": None},
+    )
+    st.add_argument(
+        "--cost-file", help="a MemoryCost saved by dynbatch.calibrate (JSON): --max-cost in MiB"
     )
     st.add_argument("--fixed-batch-size", type=int, default=20, help="the baseline row")
     st.add_argument("--column", help="text column of a CSV/TSV")
@@ -208,6 +212,18 @@ def _as_flags(message: str) -> str:
 def _stats(args: argparse.Namespace) -> None:
     if args.max_cost is None:
         raise UsageError("--max-cost is required: the budget every batch fits")
+    if args.cost_file is not None:
+        if args.cost is not None:
+            raise UsageError(
+                f"give --cost or --cost-file, not both; got --cost {args.cost} and --cost-file "
+                f"{args.cost_file}"
+            )
+        try:
+            args.cost = MemoryCost.load(args.cost_file)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--cost-file: {exc}") from None
+    elif args.cost is None:
+        args.cost = "quadratic"
     try:
         args.options = PlanOptions.from_args(args)
     except InputError as exc:

@@ -11,9 +11,11 @@ NOTE [ which batch was step k ]
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,7 @@ from numpy.typing import NDArray
 from ._checks import InputTypeError
 from ._optional import require
 from .contract import PlanSource, describe
+from .memory import AllocatorStatsUnavailable, peak_memory_mib, reset_peak_memory
 from .progress import Progress
 from .stats import batch_table
 
@@ -41,9 +44,16 @@ BATCH_TAGS = (
 
 
 def memory_mb() -> float:
-    """CUDA max allocated memory on GPU; the resident set size of this process on CPU (MiB)."""
-    if paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0:
-        return float(paddle.device.cuda.max_memory_allocated()) / 2**20
+    """Peak MiB allocated by paddle's allocator (CUDA on GPU, host on CPU) since the last
+    ``dynbatch.memory.reset_peak_memory()``; ``VisualDLHook`` resets it as each batch begins.
+
+    Where paddle keeps no allocator statistics (an old build, a device other than CPU or CUDA)
+    it returns the resident set size of this process instead, with a warning that says so.
+    """
+    try:
+        return peak_memory_mib()
+    except AllocatorStatsUnavailable as exc:
+        warnings.warn(f"memory_mb reports process RSS, not allocator memory: {exc}", stacklevel=2)
     try:
         with open("/proc/self/statm") as fh:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -72,7 +82,9 @@ class VisualDLHook(Callback):
     As a ``paddle.callbacks.Callback`` under ``paddle.Model.fit`` it also calls
     the sampler's ``set_epoch`` at each epoch (hapi does not). In a hand-written
     loop call ``on_epoch_begin(epoch)`` (or ``sampler.set_epoch``),
-    ``on_train_batch_end(step, {"loss": loss, "lr": lr})`` and ``close()``.
+    ``on_train_batch_begin(step)`` (so ``memory_mb`` is each batch's own allocator
+    peak, not the peak so far), ``on_train_batch_end(step, {"loss": loss, "lr": lr})``
+    and ``close()``.
 
     Args:
         logdir: VisualDL log directory.
@@ -132,6 +144,11 @@ class VisualDLHook(Callback):
         if self.progress and self.is_writer:
             total = len(self.sampler) if self.sampler is not None else None
             self._bar = Progress(total=total, desc=f"epoch {epoch}", unit="batches")
+
+    def on_train_batch_begin(self, step: int, logs: Any = None) -> None:
+        """Reset the allocator's peak, so ``memory_mb`` is this batch's own peak."""
+        with contextlib.suppress(AllocatorStatsUnavailable):
+            reset_peak_memory()
 
     def on_train_batch_end(self, step: int, logs: Any = None) -> None:
         logs = logs or {}
