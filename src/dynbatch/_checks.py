@@ -46,39 +46,54 @@ class InputTypeError(InputError, TypeError):
 def check_int(name: str, value: Any, *, minimum: int = 0, allow_none: bool = False) -> Any:
     """Return ``value`` as an ``int`` >= ``minimum``; ``bool`` is not an int here.
 
+    A value of the wrong type is an :class:`InputTypeError`, one too small an
+    :class:`InputError`; both messages are the same.
+
     >>> check_int("seed", np.int64(3))
     3
+    >>> check_int("seed", "3")
+    Traceback (most recent call last):
+    ...
+    dynbatch._checks.InputTypeError: seed must be an integer >= 0, got seed='3'
     """
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+    wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)
+    if wrong_type or value < minimum:
         hint = " or None" if allow_none else ""
-        raise InputError(f"{name} must be an integer >= {minimum}{hint}, got {name}={value!r}")
+        error = InputTypeError if wrong_type else InputError
+        raise error(f"{name} must be an integer >= {minimum}{hint}, got {name}={value!r}")
     return int(value)
 
 
 def check_positive_number(name: str, value: Any) -> float:
-    """Return ``value`` as a positive finite ``float``; rejects bools, NaN and inf."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(float(value))
-        or value <= 0
-    ):
-        raise InputError(f"{name} must be a positive finite number, got {name}={value!r}")
+    """Return ``value`` as a positive finite ``float``; rejects bools, NaN and inf.
+
+    >>> check_positive_number("max_cost", 0)
+    Traceback (most recent call last):
+    ...
+    dynbatch._checks.InputError: max_cost must be a positive finite number, got max_cost=0
+    """
+    wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+    if wrong_type or not math.isfinite(float(value)) or value <= 0:
+        error = InputTypeError if wrong_type else InputError
+        raise error(f"{name} must be a positive finite number, got {name}={value!r}")
     return float(value)
 
 
 def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` if it is ``True`` or ``False`` (``1`` and ``"yes"`` are not)."""
     if not isinstance(value, (bool, np.bool_)):
         raise InputTypeError(f"{name} must be True or False, got {name}={value!r}")
     return bool(value)
 
 
 def check_choice(name: str, value: Any, choices: Collection[str]) -> str:
+    """Return ``value`` if it is one of the strings ``choices``."""
     if not isinstance(value, str) or value not in choices:
         valid = ", ".join(repr(c) for c in choices)
-        raise InputError(f"{name} must be one of {valid}; got {name}={value!r}")
+        error = InputError if isinstance(value, str) else InputTypeError
+        raise error(f"{name} must be one of {valid}; got {name}={value!r}")
     return value
 
 
