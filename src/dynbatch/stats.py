@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, check_int, check_lengths, check_positive_number
+from ._checks import check_batches, check_int, check_lengths, check_positive_number
 from .cost import CostLike, resolve_cost
 from .options import ORDERS, PlanOptions
 from .planning import Plan, find_oversize, padded_lengths, plan_batches
@@ -49,12 +49,12 @@ def batch_table(
     lens = check_lengths(lengths)
     fn = resolve_cost(cost)
     pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
-    plan = batches if isinstance(batches, Plan) else Plan.from_batches(batches)
+    if isinstance(batches, Plan) and len(batches) and batches.sizes.min() > 0:
+        plan = batches
+        check_batches([plan.indices], lens.size, "batches")
+    else:
+        plan = Plan.from_batches(check_batches(batches, lens.size, "batches"))
     sizes, flat = plan.sizes, plan.indices
-    if sizes.size == 0 or (sizes == 0).any():
-        raise InputError("batches must be a non-empty list of non-empty index lists")
-    if flat.min() < 0 or flat.max() >= lens.size:
-        raise InputError(f"batches hold indices outside [0, {lens.size}) of lengths")
     starts = plan.offsets[:-1]
     members = lens[flat]
     max_len = padded_lengths(np.maximum.reduceat(members, starts), pad)
