@@ -43,7 +43,7 @@ from dynbatch import (
     shard_plan,
 )
 from dynbatch.cli import main
-from dynbatch.stats import batch_table
+from dynbatch.stats import batch_table, compare_orders
 
 VALUE = InputError  # the value is wrong
 TYPE = InputTypeError  # the value has the wrong type
@@ -645,6 +645,22 @@ for entry, fn in (("plan_stats", plan_stats), ("batch_table", batch_table)):
         )
     for label, value, error, match in COST_VALUES[:4]:
         case(f"{entry}-cost-{label}", functools.partial(fn, LENS, [[0]], cost=value), error, match)
+
+case(
+    "compare_orders-options-a-budget",
+    lambda: compare_orders(LENS, BUDGET),
+    TYPE,
+    r"compare_orders: options must be a dynbatch.PlanOptions, got options=2000.0",
+)
+for label, value, error, match in int_family(
+    "fixed_batch_size", [x for x in POSITIVE_INT if x[0] != "None"], 1
+):
+    case(
+        f"compare_orders-fixed_batch_size-{label}",
+        functools.partial(compare_orders, LENS, options_with(), fixed_batch_size=value),
+        error,
+        match,
+    )
 
 # -- training and windows -------------------------------------------------------------------------
 

@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import check_batches, check_int, check_lengths, check_positive_number
+from ._checks import (
+    InputTypeError,
+    check_batches,
+    check_int,
+    check_lengths,
+    check_positive_number,
+)
 from .cost import CostLike, resolve_cost
 from .options import ORDERS, PlanOptions
 from .planning import Plan, find_oversize, padded_lengths, plan_batches
@@ -185,6 +191,11 @@ def compare_orders(
     gives each a batch of its own.
     """
     lens = check_lengths(lengths)
+    if not isinstance(options, PlanOptions):
+        raise InputTypeError(
+            f"compare_orders: options must be a dynbatch.PlanOptions, got options={options!r}; "
+            "e.g. PlanOptions(max_cost=...)"
+        )
 
     def summary(batches: Sequence[Any]) -> PlanStats:
         return plan_stats(
