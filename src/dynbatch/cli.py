@@ -108,7 +108,7 @@ class Corpus:
         return f"line {row} of {self.path}" if self.by_line else f"{self.path}[{row}]"
 
 
-Record = tuple[int, "str | list[Any]"]  # (line number, text or a list of tokens)
+Record = tuple[int, str | list[Any]]  # (line number, text or a list of tokens)
 
 
 def _csv_records(path: Path, column: str, delimiter: str) -> Iterator[Record]:
