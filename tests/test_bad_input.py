@@ -1152,6 +1152,7 @@ for label, call, error, match in ACC_CASES:
 # -- VisualDLHook ---------------------------------------------------------------------------------
 
 pytest.importorskip("visualdl")
+NO_LOGS = str(Path(A_DIRECTORY) / "dynbatch-bad-input-logs")  # a case that fails would write here
 HOOK_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
     ("logdir-int", lambda: VisualDLHook(5), TYPE, r"logdir must be a directory path, got logdir=5"),
     (
@@ -1168,25 +1169,25 @@ HOOK_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
     ),
     (
         "sampler-int",
-        lambda: VisualDLHook("logs", 3),
+        lambda: VisualDLHook(NO_LOGS, 3),
         TYPE,
         r"sampler must be a dynbatch sampler .*got builtins.int",
     ),
     (
         "sampler-list",
-        lambda: VisualDLHook("logs", [[0, 1]]),
+        lambda: VisualDLHook(NO_LOGS, [[0, 1]]),
         TYPE,
         r"sampler must be a dynbatch sampler .*got builtins.list",
     ),
     (
         "progress-str",
-        lambda: VisualDLHook("logs", progress="yes"),
+        lambda: VisualDLHook(NO_LOGS, progress="yes"),
         TYPE,
         r"progress must be True or False, got progress='yes'",
     ),
     (
         "progress-int",
-        lambda: VisualDLHook("logs", progress=1),
+        lambda: VisualDLHook(NO_LOGS, progress=1),
         TYPE,
         r"progress must be True or False, got progress=1",
     ),
