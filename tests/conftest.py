@@ -15,22 +15,40 @@ settings.register_profile(
 settings.register_profile(
     "dev", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+#: CI=true (GitHub Actions, GitLab, most CI services); "false", "0" or unset is a local run.
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+settings.load_profile("ci" if IN_CI else "dev")
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+#: The shared corpus and vocabulary: beside the clone (``../shared/data``), or where
+#: DYNBATCH_SHARED_DATA says.
+SHARED = Path(
+    os.environ.get("DYNBATCH_SHARED_DATA")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "data"
+)
+
+
+def shared_file(name: str) -> Path:
+    """A shared data file; missing, it skips the test locally and fails it in CI.
+
+    A CI run must exercise the real-data tests, so it cannot pass by skipping them.
+    """
+    path = SHARED / name
+    if not path.is_file():
+        message = (
+            f"shared data file not found at {path}: put shared/data beside the clone or set "
+            "DYNBATCH_SHARED_DATA"
+        )
+        if IN_CI:
+            pytest.fail(f"{message} (CI={os.environ['CI']}: missing data fails, never skips)")
+        pytest.skip(message)
+    return path
 
 
 @pytest.fixture(scope="session")
 def chnsenticorp_csv() -> Path:
-    path = SHARED / "chnsenticorp_htl_all.csv"
-    if not path.exists():
-        pytest.skip(f"shared corpus not found at {path}")
-    return path
+    return shared_file("chnsenticorp_htl_all.csv")
 
 
 @pytest.fixture(scope="session")
 def bert_vocab() -> Path:
-    path = SHARED / "bert-base-chinese-vocab.txt"
-    if not path.exists():
-        pytest.skip(f"shared vocabulary not found at {path}")
-    return path
+    return shared_file("bert-base-chinese-vocab.txt")

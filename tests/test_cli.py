@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -175,3 +176,120 @@ def test_shared_corpus_with_the_real_vocab(
     )
     rows = {r["name"]: r for r in out["rows"]}
     assert rows["bucket"]["padding_efficiency"] >= 0.95 > rows["fixed"]["padding_efficiency"]
+
+
+# -- stats agrees with the sampler (NOTE [ stats agrees with the sampler ] in dynbatch.cli) ----
+
+OVER = np.array([30, 300, 45, 12, 280, 60, 9, 310, 25, 50] * 3)  # 9 samples over 200**2 alone
+
+
+def test_oversize_is_refused_by_default_as_the_sampler_refuses_it(capsys, tmp_path: Path) -> None:
+    from dynbatch import DynamicBatchSampler
+
+    path = tmp_path / "over.npy"
+    np.save(path, OVER)
+    with pytest.raises(ValueError, match=r"9 sample\(s\) are over budget") as sampler_error:
+        DynamicBatchSampler(lengths=OVER, max_cost=200**2)
+    assert main(["stats", str(path), "--max-cost", str(200**2), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "9 sample(s) are over --max-cost=40000 even alone" in err, "the sampler's count"
+    assert f"the first is {path}[1] (length 300" in err, "the first one, by index"
+    assert "The sampler refuses them (--oversize error)" in err
+    assert "sample 1 has length 300" in str(sampler_error.value), "the same first sample"
+
+
+@pytest.mark.parametrize("oversize", ["skip", "alone"])
+def test_the_bucket_row_is_the_samplers_plan(capsys, tmp_path: Path, oversize: str) -> None:
+    from dynbatch import DynamicBatchSampler
+
+    path = tmp_path / "over.npy"
+    np.save(path, OVER)
+    out = run_json(capsys, str(path), "--max-cost", str(200**2), "--oversize", oversize)
+    assert out["oversize"] == 9 and out["oversize_policy"] == oversize
+    with pytest.warns(UserWarning) if oversize == "skip" else contextlib.nullcontext():
+        sampler = DynamicBatchSampler(lengths=OVER, max_cost=200**2, oversize=oversize)
+    rows = {r["name"]: r for r in out["rows"]}
+    assert rows["bucket"]["batches"] == len(sampler), "stats plans what the sampler plans"
+    batches = list(sampler)
+    real = sum(int(OVER[b].sum()) for b in batches)
+    padded = sum(len(b) * int(OVER[b].max()) for b in batches)
+    assert rows["bucket"]["padding_efficiency"] == pytest.approx(real / padded)
+    if oversize == "skip":
+        assert rows["fixed"]["batches"] == -(-21 // 20), "the baseline skips them too"
+        assert rows["bucket"]["utilization"] <= 1.0
+    else:
+        assert rows["bucket"]["cost_max"] == 310**2, "each alone, over budget, as trained"
+
+
+def test_text_output_says_what_the_sampler_does_with_oversize(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    # quoted fields across lines: the named line is where the row starts in the file
+    rows = ['"a\nb"', "short", '"' + "长" * 250 + '"', "ok"]
+    path.write_text("review\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    argv = ["stats", str(path), "--column", "review", "--max-cost", "10000", "--no-progress"]
+    assert main([*argv, "--oversize", "skip"]) == 0
+    out = capsys.readouterr().out
+    assert f"1 sample(s) are over --max-cost=10000 even alone; the first is line 5 of {path}" in out
+    assert "--oversize skip: the sampler leaves them out" in out
+    assert main([*argv, "--oversize", "alone"]) == 0
+    assert "--oversize alone: the sampler gives each a batch of its own" in capsys.readouterr().out
+
+
+def test_json_carries_what_the_text_says(capsys, inputs) -> None:
+    out = run_json(capsys, str(inputs["npy"]), "--max-cost", "20000", "--cost", "linear")
+    lens = np.array([len(t) for t in TEXTS])
+    assert out["samples"] == lens.size
+    assert (out["length_min"], out["length_max"]) == (lens.min(), lens.max())
+    assert out["length_median"] == np.median(lens)
+    assert (out["max_cost"], out["cost"], out["oversize"]) == (20000, "linear", 0)
+
+
+# -- inputs that are normal, and inputs that are not ------------------------------------------
+
+
+def test_empty_rows_name_their_line_and_can_be_skipped(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "empty.csv"
+    path.write_text('review\nhello\n""\nfoo\n', encoding="utf-8")
+    argv = ["stats", str(path), "--column", "review", "--max-cost", "1000", "--json"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"line 3 of {path} is empty (0 characters)" in err
+    assert "--add" in err and "--skip-empty" in err
+    assert run_json(capsys, *argv[1:-1], "--skip-empty")["samples"] == 2
+    assert run_json(capsys, *argv[1:-1], "--add", "2")["length_min"] == 2
+
+
+def test_a_csv_field_longer_than_the_csv_default_limit(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "long.csv"
+    path.write_text('review\nshort\n"' + "x" * 200_000 + '"\n', encoding="utf-8")
+    out = run_json(capsys, str(path), "--column", "review", "--max-cost", "1e12")
+    assert out["length_max"] == 200_000
+    import csv
+
+    assert csv.field_size_limit() == 131072, "the csv module's limit is restored"
+
+
+def test_jsonl_tokens_are_counted_as_tokens(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "tok.jsonl"
+    path.write_text('{"ids": [1, 2, 3]}\n\n{"ids": "hello"}\n', encoding="utf-8")
+    out = run_json(capsys, str(path), "--field", "ids", "--max-cost", "1000")
+    assert (out["samples"], out["length_min"], out["length_max"]) == (2, 3, 5)
+
+
+def test_real_bugs_keep_their_traceback(inputs, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dynbatch.cli
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("a bug, not bad input")
+
+    monkeypatch.setattr(dynbatch.cli, "compare_orders", broken)
+    with pytest.raises(ValueError, match="a bug, not bad input"):
+        main(["stats", str(inputs["npy"]), "--max-cost", "20000"])
+
+
+def test_argument_errors_are_one_line_too(capsys, inputs) -> None:
+    assert main(["stats", str(inputs["npy"]), "--max-cost", "abc"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dynbatch stats: error: argument --max-cost: invalid float value")
+    assert len(err.strip().splitlines()) == 1

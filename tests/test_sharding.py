@@ -191,7 +191,7 @@ def test_plan_epoch_checks_its_inputs() -> None:
         plan_epoch([1, 2], options, -2)
     with pytest.raises(ValueError, match=r"lengths must be positive; lengths\[1\]=0"):
         plan_epoch([1, 0], options, 0)
-    with pytest.raises(TypeError, match=r"plan must be a dynbatch\.Plan or a list"):
+    with pytest.raises(TypeError, match=r"plan must be a sequence of batches"):
         shard_plan(None, [1, 2], 2, options=options)  # type: ignore[arg-type]
 
 

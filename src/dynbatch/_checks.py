@@ -23,8 +23,10 @@ from numpy.typing import NDArray
 __all__ = [
     "InputError",
     "InputTypeError",
+    "check_batches",
     "check_bool",
     "check_choice",
+    "check_dataset",
     "check_epochs",
     "check_int",
     "check_lengths",
@@ -47,14 +49,23 @@ class InputTypeError(InputError, TypeError):
 def check_int(name: str, value: Any, *, minimum: int = 0, allow_none: bool = False) -> Any:
     """Return ``value`` as an ``int`` >= ``minimum``; ``bool`` is not an int here.
 
+    A value of the wrong type is an :class:`InputTypeError`, one too small an
+    :class:`InputError`; both messages are the same.
+
     >>> check_int("seed", np.int64(3))
     3
+    >>> check_int("seed", "3")
+    Traceback (most recent call last):
+    ...
+    dynbatch._checks.InputTypeError: seed must be an integer >= 0, got seed='3'
     """
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+    wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)
+    if wrong_type or value < minimum:
         hint = " or None" if allow_none else ""
-        raise InputError(f"{name} must be an integer >= {minimum}{hint}, got {name}={value!r}")
+        error = InputTypeError if wrong_type else InputError
+        raise error(f"{name} must be an integer >= {minimum}{hint}, got {name}={value!r}")
     return int(value)
 
 
@@ -73,27 +84,33 @@ def check_epochs(epochs: Any) -> list[int]:
 
 
 def check_positive_number(name: str, value: Any) -> float:
-    """Return ``value`` as a positive finite ``float``; rejects bools, NaN and inf."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(float(value))
-        or value <= 0
-    ):
-        raise InputError(f"{name} must be a positive finite number, got {name}={value!r}")
+    """Return ``value`` as a positive finite ``float``; rejects bools, NaN and inf.
+
+    >>> check_positive_number("max_cost", 0)
+    Traceback (most recent call last):
+    ...
+    dynbatch._checks.InputError: max_cost must be a positive finite number, got max_cost=0
+    """
+    wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+    if wrong_type or not math.isfinite(float(value)) or value <= 0:
+        error = InputTypeError if wrong_type else InputError
+        raise error(f"{name} must be a positive finite number, got {name}={value!r}")
     return float(value)
 
 
 def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` if it is ``True`` or ``False`` (``1`` and ``"yes"`` are not)."""
     if not isinstance(value, (bool, np.bool_)):
         raise InputTypeError(f"{name} must be True or False, got {name}={value!r}")
     return bool(value)
 
 
 def check_choice(name: str, value: Any, choices: Collection[str]) -> str:
+    """Return ``value`` if it is one of the strings ``choices``."""
     if not isinstance(value, str) or value not in choices:
         valid = ", ".join(repr(c) for c in choices)
-        raise InputError(f"{name} must be one of {valid}; got {name}={value!r}")
+        error = InputError if isinstance(value, str) else InputTypeError
+        raise error(f"{name} must be one of {valid}; got {name}={value!r}")
     return value
 
 
@@ -142,3 +159,63 @@ def check_lengths(lengths: Any, name: str = "lengths") -> NDArray[np.int64]:
         i = int(np.argmax(arr >= MAX_LENGTH))
         raise InputError(f"{name} must be below 2**53; {name}[{i}]={arr[i]!r}")
     return arr.astype(np.int64, copy=False)
+
+
+def check_dataset(name: str, value: Any) -> Any:
+    """Return ``value`` if it has ``len()`` and ``[i]``, as a map-style dataset does.
+
+    >>> check_dataset("dataset", (x for x in [1]))
+    Traceback (most recent call last):
+    ...
+    dynbatch._checks.InputTypeError: dataset must be a sized, indexable dataset ...
+    """
+    if not (hasattr(value, "__len__") and hasattr(value, "__getitem__")):
+        raise InputTypeError(
+            f"{name} must be a sized, indexable dataset (len() and [i], such as a list or a "
+            f"paddle.io.Dataset), got {name}={value!r}"
+        )
+    return value
+
+
+def check_batches(
+    batches: Any, n: int, name: str = "batches", *, unique: bool = False, allow_empty: bool = False
+) -> list[NDArray[np.int64]]:
+    """Index arrays of ``batches``, each non-empty, 1-D, integer and inside ``[0, n)``.
+
+    ``unique`` refuses an index that appears twice (a plan uses each sample once);
+    ``allow_empty`` accepts no batches at all.
+
+    >>> [b.tolist() for b in check_batches([[0, 2], [1]], 3)]
+    [[0, 2], [1]]
+    >>> check_batches([[0, 3]], 3)
+    Traceback (most recent call last):
+    ...
+    dynbatch._checks.InputError: batches[0] holds index 3, outside [0, 3) of lengths
+    """
+    if isinstance(batches, (str, bytes)) or not hasattr(batches, "__iter__"):
+        raise InputTypeError(
+            f"{name} must be a sequence of batches (index lists), got {name}={batches!r}"
+        )
+    arrays = []
+    for k, b in enumerate(batches):
+        arr = np.asarray(b)
+        if arr.ndim != 1 or arr.size == 0:
+            raise InputError(f"{name}[{k}] must be a non-empty 1-D list of indices, got {b!r}")
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise InputTypeError(f"{name}[{k}] must hold integer indices, got dtype {arr.dtype}")
+        outside = (arr < 0) | (arr >= n)
+        if outside.any():
+            bad = int(arr[np.argmax(outside)])
+            raise InputError(f"{name}[{k}] holds index {bad}, outside [0, {n}) of lengths")
+        arrays.append(arr.astype(np.int64))
+    if not arrays and not allow_empty:
+        raise InputError(f"{name} must be a non-empty list of non-empty index lists, got []")
+    if unique and arrays:
+        flat = np.concatenate(arrays)
+        values, counts = np.unique(flat, return_counts=True)
+        if (counts > 1).any():
+            raise InputError(
+                f"{name} holds index {int(values[counts > 1][0])} more than once; a plan "
+                "uses each sample at most once"
+            )
+    return arrays

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import check_int
+from ._checks import InputError, InputTypeError, check_bool, check_int
 
 __all__ = ["Dict", "Pad", "Stack", "Tuple"]
 
@@ -32,18 +32,58 @@ Batchify = Callable[[Sequence[Any]], Any]
 
 def _non_empty(data: Sequence[Any], who: str) -> None:
     if len(data) == 0:
-        raise ValueError(f"{who} got an empty batch: nothing to collate")
+        raise InputError(f"{who} got an empty batch: nothing to collate")
+
+
+def _check_axis(axis: Any) -> int:
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise InputTypeError(f"axis must be an integer, got axis={axis!r}")
+    return int(axis)
+
+
+def _check_dtype(name: str, dtype: Any) -> Any:
+    if dtype is None:
+        return None
+    try:
+        np.dtype(dtype)
+    except TypeError:
+        raise InputTypeError(
+            f"{name} must be None or a numpy dtype, got {name}={dtype!r}"
+        ) from None
+    return dtype
+
+
+def _same_shapes(arrs: Sequence[NDArray[Any]], who: str, axis: int | None) -> None:
+    """Every sample's shape is the first one's (along ``axis`` they may differ)."""
+    first = arrs[0].shape
+    for i, arr in enumerate(arrs):
+        shape = arr.shape
+        same = len(shape) == len(first) and all(
+            a == b
+            for k, (a, b) in enumerate(zip(shape, first, strict=True))
+            if axis is None or k != axis
+        )
+        if not same:
+            rule = (
+                "stacked samples must match"
+                if axis is None
+                else f"padded samples must differ only along axis={axis}"
+            )
+            raise InputError(
+                f"{who}: sample {i} has shape {shape}, sample 0 has shape {first}; {rule}"
+            )
 
 
 class Stack:
     """Stack samples along a new ``axis`` (``np.stack``), optionally cast to ``dtype``."""
 
     def __init__(self, axis: int = 0, dtype: Any = None) -> None:
-        self._axis = axis
-        self._dtype = dtype
+        self._axis = _check_axis(axis)
+        self._dtype = _check_dtype("dtype", dtype)
 
     def __call__(self, data: Sequence[Any]) -> NDArray[Any]:
         _non_empty(data, "Stack")
+        _same_shapes([np.asarray(x) for x in data], "Stack", None)
         out = np.stack(data, axis=self._axis)
         return np.asarray(out.astype(self._dtype) if self._dtype else out)
 
@@ -73,14 +113,24 @@ class Pad:
         ret_mask: bool = False,
     ) -> None:
         self._pad_val = pad_val
-        self._axis = axis
+        self._axis = _check_axis(axis)
+        if ret_length is not None and not isinstance(ret_length, (bool, np.bool_)):
+            try:
+                integer = np.issubdtype(np.dtype(ret_length), np.integer)
+            except TypeError:
+                integer = False
+            if not integer:
+                raise InputTypeError(
+                    "ret_length must be None, True or an integer dtype such as 'int64', got "
+                    f"ret_length={ret_length!r}"
+                )
         self._ret_length = ret_length
-        self._dtype = dtype
-        self._pad_right = pad_right
+        self._dtype = _check_dtype("dtype", dtype)
+        self._pad_right = check_bool("pad_right", pad_right)
         self._multiple = check_int(
             "pad_to_multiple_of", pad_to_multiple_of, minimum=1, allow_none=True
         )
-        self._ret_mask = ret_mask
+        self._ret_mask = check_bool("ret_mask", ret_mask)
 
     def __call__(self, data: Sequence[Any]) -> Any:
         _non_empty(data, "Pad")
@@ -88,6 +138,11 @@ class Pad:
             return np.asarray(data, dtype=self._dtype if self._dtype is not None else np.int64)
         arrs = [np.asarray(x) for x in data]
         axis = self._axis
+        ndim = arrs[0].ndim
+        if not -ndim <= axis < ndim:
+            raise InputError(f"Pad: axis={axis} is out of range for samples of {ndim} dimension(s)")
+        axis %= ndim
+        _same_shapes(arrs, "Pad", axis)
         lengths = [a.shape[axis] for a in arrs]
         longest = max(lengths)
         if self._multiple:
@@ -116,10 +171,13 @@ class Pad:
         return (out, *extras) if extras else out
 
 
-def _check_fns(fns: Sequence[Any], who: str) -> None:
-    for i, fn in enumerate(fns):
+def _check_fns(fns: Sequence[Any] | Mapping[Any, Any], who: str) -> None:
+    pairs = fns.items() if isinstance(fns, Mapping) else enumerate(fns)
+    for key, fn in pairs:
         if not callable(fn):
-            raise TypeError(f"{who} takes batchify functions; fn[{i}]={fn!r} is not callable")
+            raise InputTypeError(
+                f"{who} takes batchify functions; fn[{key!r}]={fn!r} is not callable"
+            )
 
 
 def _extend(ret: list[Any], result: Any) -> None:
@@ -138,21 +196,30 @@ class Tuple:
     def __init__(self, fn: Batchify | Sequence[Batchify], *args: Batchify) -> None:
         if isinstance(fn, (list, tuple)):
             if args:
-                raise ValueError(
+                raise InputError(
                     "Tuple takes Tuple(A, B, C) or Tuple([A, B, C]), not both; "
                     f"got fn={fn!r} and args={args!r}"
                 )
             self._fn: tuple[Batchify, ...] = tuple(fn)
         else:
             self._fn = (fn, *args)  # type: ignore[arg-type]
+        if not self._fn:
+            raise InputError("Tuple needs at least one batchify function, got none")
         _check_fns(self._fn, "Tuple")
 
     def __call__(self, data: Sequence[Sequence[Any]]) -> tuple[Any, ...]:
         _non_empty(data, "Tuple")
-        if len(data[0]) != len(self._fn):
-            raise ValueError(
-                f"Tuple has {len(self._fn)} functions but samples have {len(data[0])} fields"
-            )
+        for i, sample in enumerate(data):
+            if not isinstance(sample, (tuple, list)):
+                raise InputTypeError(
+                    f"Tuple: sample {i} must be a tuple or list of {len(self._fn)} fields, "
+                    f"got {sample!r}"
+                )
+            if len(sample) != len(self._fn):
+                raise InputError(
+                    f"Tuple has {len(self._fn)} functions but samples have {len(sample)} "
+                    f"fields (sample {i})"
+                )
         ret: list[Any] = []
         for i, fn in enumerate(self._fn):
             _extend(ret, fn([sample[i] for sample in data]))
@@ -164,12 +231,25 @@ class Dict:
 
     def __init__(self, fn: Mapping[Any, Batchify]) -> None:
         if not isinstance(fn, Mapping):
-            raise TypeError(f"Dict takes a dict of field name -> batchify function, got fn={fn!r}")
+            raise InputTypeError(
+                f"Dict takes a dict of field name -> batchify function, got fn={fn!r}"
+            )
         self._fn = dict(fn)
-        _check_fns(list(self._fn.values()), "Dict")
+        _check_fns(self._fn, "Dict")
 
     def __call__(self, data: Sequence[Mapping[Any, Any]]) -> tuple[Any, ...]:
         _non_empty(data, "Dict")
+        for i, sample in enumerate(data):
+            if not isinstance(sample, Mapping):
+                key = next(iter(self._fn), None)
+                raise InputTypeError(
+                    f"Dict: sample {i} must be a dict with field {key!r}, got {sample!r}"
+                )
+            missing = [k for k in self._fn if k not in sample]
+            if missing:
+                raise InputError(
+                    f"Dict: sample {i} has no field {missing[0]!r} (its fields: {list(sample)})"
+                )
         ret: list[Any] = []
         for key, fn in self._fn.items():
             _extend(ret, fn([sample[key] for sample in data]))

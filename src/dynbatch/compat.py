@@ -34,7 +34,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, check_bool, check_int, check_positive_number
+from ._checks import (
+    InputError,
+    InputTypeError,
+    check_bool,
+    check_dataset,
+    check_int,
+    check_positive_number,
+)
 from ._optional import require
 from .lengths import field_length
 from .planning import Plan, plan_batches
@@ -91,16 +98,17 @@ class DatasetForDBL(Dataset):  # type: ignore[type-arg]
         seed: int = 0,
     ) -> None:
         super().__init__()
-        if uprank not in (None, True, False):
-            raise InputError(f"uprank must be None, True or False, got uprank={uprank!r}")
+        # not "uprank in (None, True, False)": 1 and 0 compare equal to True and False
+        if uprank is not None and not isinstance(uprank, (bool, np.bool_)):
+            raise InputTypeError(f"uprank must be None, True or False, got uprank={uprank!r}")
         check_positive_number("controller", controller)
         self.shuffle = check_bool("shuffle", shuffle)
         self.seed = check_int("seed", seed)
-        if len(data) == 0:
+        if len(check_dataset("data", data)) == 0:
             raise InputError("data is empty: there is nothing to batch")
         self._data = data
         self.lengths = [field_length(data[i], ref_index) for i in range(len(data))]
-        self.controller, self.uprank = controller, uprank
+        self.controller, self.uprank = controller, None if uprank is None else bool(uprank)
         self.epoch = 0
         self.batches = self._plan(0)
 
@@ -170,7 +178,9 @@ def get_dynamic_batch_loader(
     (``fresh_each_pass=False``: the same batches every pass, as in the study).
     """
     if not callable(collate_fn):
-        raise InputError(f"collate_fn must be callable(samples) -> batch, got {collate_fn!r}")
+        raise InputTypeError(
+            f"collate_fn must be callable(samples) -> batch, got collate_fn={collate_fn!r}"
+        )
     dataset = DatasetForDBL(data, controller, uprank, ref_index, shuffle)
     loader = _FreshEachPass if check_bool("fresh_each_pass", fresh_each_pass) else DataLoader
     return loader(dataset, batch_size=None, collate_fn=collate_fn, places=places)  # type: ignore[arg-type]

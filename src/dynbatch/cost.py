@@ -74,14 +74,10 @@ class MixedCost:
     def __post_init__(self) -> None:
         for name in ("a", "b"):
             value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (math.isfinite(value) and value >= 0)
-            ):
-                raise InputError(
-                    f"MixedCost {name} must be a finite number >= 0, got {name}={value!r}"
-                )
+            wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+            if wrong_type or not (math.isfinite(value) and value >= 0):
+                error = InputTypeError if wrong_type else InputError
+                raise error(f"MixedCost {name} must be a finite number >= 0, got {name}={value!r}")
             object.__setattr__(self, name, float(value))
         if self.a == 0 and self.b == 0:
             raise InputError("MixedCost needs a > 0 or b > 0, got a=0 and b=0")

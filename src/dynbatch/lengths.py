@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_lengths
+from ._checks import InputError, InputTypeError, check_dataset, check_lengths
 
 __all__ = ["compute_lengths", "dataset_fingerprint", "field_length"]
 
@@ -134,6 +134,7 @@ def compute_lengths(
     >>> compute_lengths([([1, 2, 3], 0), ([4], 1)], ref_index=0).tolist()
     [3, 1]
     """
+    check_dataset("dataset", dataset)
     if (length_fn is None) == (ref_index is None):
         raise InputError(
             "give exactly one of length_fn or ref_index to measure samples, got "

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputTypeError
+from ._checks import InputTypeError, check_bool
 from ._optional import require
 from .contract import PlanSource, describe
 from .memory import AllocatorStatsUnavailable, peak_memory_mib, reset_peak_memory
@@ -104,6 +104,7 @@ class VisualDLHook(Callback):
                 "sampler must be a dynbatch sampler (DynamicBatchSampler or "
                 f"DistributedDynamicBatchSampler), got {describe(sampler)}"
             )
+        progress = check_bool("progress", progress)  # before the writer makes the directory
         logdir = os.fspath(logdir)
         visualdl = require("visualdl", "dynbatch.VisualDLHook")
         self.logdir, self.sampler, self.optimizer = logdir, sampler, optimizer

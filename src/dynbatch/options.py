@@ -159,6 +159,8 @@ class PlanOptions:
                 f"balance must be 'tokens', 'cost' or a callable (n, L) -> float, "
                 f"got balance={self.balance!r}"
             )
+        else:
+            resolve_cost(self.balance)  # probes it now, not at the first distributed epoch
 
     @property
     def random_order(self) -> bool:

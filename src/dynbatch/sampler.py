@@ -240,7 +240,9 @@ class _Planned:
                 "lengths measured differently): resuming from it would feed the wrong samples"
             )
         saved, here = state["options"], self.options.fingerprint()
-        if not isinstance(saved, Mapping) or set(saved) != set(here):
+        if not isinstance(saved, Mapping):
+            raise InputTypeError(f"state['options'] must be a dict, got {saved!r}")
+        if set(saved) != set(here):
             raise InputError(
                 f"state['options'] must hold every option ({', '.join(sorted(here))}), "
                 f"got {saved!r}"

@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from numbers import Real
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_int, check_lengths
+from ._checks import InputError, InputTypeError, check_batches, check_int, check_lengths
 from .options import PlanOptions, resolve_options
 from .planning import Plan, padded_lengths, plan_draw
 
@@ -258,11 +259,8 @@ def shard_plan(
     lens = check_lengths(lengths)
     replicas = check_int("num_replicas", num_replicas, minimum=1)
     epoch = check_int("epoch", epoch)
+    _check_tolerance(tolerance)
     opts = resolve_options(options, shortcuts, "shard_plan")
-    if isinstance(plan, (str, bytes)) or not isinstance(plan, Sequence):
-        raise InputTypeError(
-            f"plan must be a dynbatch.Plan or a list of index lists, got plan={plan!r}"
-        )
     if not isinstance(plan, Plan):
         plan = _checked_plan(plan, lens.size)
     fn = opts.balance_fn()
@@ -329,23 +327,16 @@ def _split_for_balance(
 
 def _checked_plan(batches: Sequence[Any], n: int) -> Plan:
     """A plan from index lists, refusing what no planner makes: bad, repeated or empty batches."""
-    arrays = []
-    for k, b in enumerate(batches):
-        arr = np.asarray(b)
-        if arr.ndim != 1 or arr.size == 0:
-            raise InputError(f"plan[{k}] must be a non-empty 1-D list of indices, got {b!r}")
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-            raise InputError(f"plan[{k}] must hold integer indices, got dtype {arr.dtype}")
-        arrays.append(arr.astype(np.int64))
-    plan = Plan.from_batches(arrays)
-    idx = plan.indices
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        bad = int(idx[(idx < 0) | (idx >= n)][0])
-        raise InputError(f"plan holds index {bad}, outside [0, {n}) of lengths")
-    if np.unique(idx).size != idx.size:
-        values, counts = np.unique(idx, return_counts=True)
-        raise InputError(f"plan holds index {int(values[counts > 1][0])} more than once")
-    return plan
+    return Plan.from_batches(check_batches(batches, n, "plan", unique=True, allow_empty=True))
+
+
+def _check_tolerance(tolerance: Any) -> None:
+    wrong_type = isinstance(tolerance, (bool, np.bool_)) or not isinstance(tolerance, Real)
+    if wrong_type or not tolerance >= 1 or not np.isfinite(tolerance):
+        raise (InputTypeError if wrong_type else InputError)(
+            "tolerance must be a number >= 1 (the summed slowest-rank work over the mean), "
+            f"got tolerance={tolerance!r}"
+        )
 
 
 def equal_batch_count(lengths: Any, options: PlanOptions, num_replicas: int = 1) -> int:

@@ -20,13 +20,20 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, check_int, check_lengths, check_positive_number
+from ._checks import (
+    InputTypeError,
+    check_batches,
+    check_int,
+    check_lengths,
+    check_positive_number,
+)
 from .cost import CostLike, resolve_cost
 from .options import ORDERS, PlanOptions
-from .planning import Plan, padded_lengths, plan_batches
+from .planning import Plan, find_oversize, padded_lengths, plan_batches
 
 __all__ = [
     "PlanStats",
+    "baseline_batches",
     "batch_table",
     "compare_orders",
     "fixed_batches",
@@ -48,12 +55,12 @@ def batch_table(
     lens = check_lengths(lengths)
     fn = resolve_cost(cost)
     pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
-    plan = batches if isinstance(batches, Plan) else Plan.from_batches(batches)
+    if isinstance(batches, Plan) and len(batches) and batches.sizes.min() > 0:
+        plan = batches
+        check_batches([plan.indices], lens.size, "batches")
+    else:
+        plan = Plan.from_batches(check_batches(batches, lens.size, "batches"))
     sizes, flat = plan.sizes, plan.indices
-    if sizes.size == 0 or (sizes == 0).any():
-        raise InputError("batches must be a non-empty list of non-empty index lists")
-    if flat.min() < 0 or flat.max() >= lens.size:
-        raise InputError(f"batches hold indices outside [0, {lens.size}) of lengths")
     starts = plan.offsets[:-1]
     members = lens[flat]
     max_len = padded_lengths(np.maximum.reduceat(members, starts), pad)
@@ -153,6 +160,23 @@ def fixed_batches(n: int, batch_size: int, *, seed: int = 0) -> list[NDArray[Any
     return [perm[i : i + batch_size] for i in range(0, n, batch_size)]
 
 
+def baseline_batches(lengths: Any, options: PlanOptions, batch_size: int) -> list[NDArray[Any]]:
+    """The fixed-size baseline over the samples the sampler would train on.
+
+    With ``oversize="skip"`` the samples over budget even alone are left out
+    here too, so the baseline and the planned rows batch the same samples.
+
+    >>> [b.tolist() for b in baseline_batches([5, 50, 5], PlanOptions(max_cost=20,
+    ...     cost="linear", oversize="skip"), 2)]
+    [[0, 2]]
+    """
+    lens = check_lengths(lengths)
+    keep = np.arange(lens.size)
+    if options.oversize == "skip":
+        keep = np.setdiff1d(keep, find_oversize(lens, options=options))
+    return [keep[b] for b in fixed_batches(keep.size, batch_size, seed=options.seed)]
+
+
 def compare_orders(
     lengths: Any,
     options: PlanOptions,
@@ -162,10 +186,16 @@ def compare_orders(
     """Stats of every order of :func:`~dynbatch.plan_batches` and of a fixed batch size.
 
     Every option but the order comes from ``options``. Samples over budget even
-    alone follow ``options.oversize``: ``"error"`` raises (so compare with
-    ``"skip"`` or ``"alone"``, as the sampler would run).
+    alone follow ``options.oversize`` exactly as the sampler does: ``"error"``
+    raises, ``"skip"`` leaves them out (of the fixed row too), ``"alone"``
+    gives each a batch of its own.
     """
     lens = check_lengths(lengths)
+    if not isinstance(options, PlanOptions):
+        raise InputTypeError(
+            f"compare_orders: options must be a dynbatch.PlanOptions, got options={options!r}; "
+            "e.g. PlanOptions(max_cost=...)"
+        )
 
     def summary(batches: Sequence[Any]) -> PlanStats:
         return plan_stats(
@@ -180,5 +210,5 @@ def compare_orders(
         order: summary(plan_batches(lens, options=options.replace(order=order))) for order in ORDERS
     }
     if fixed_batch_size is not None:
-        rows["fixed"] = summary(fixed_batches(lens.size, fixed_batch_size, seed=options.seed))
+        rows["fixed"] = summary(baseline_batches(lens, options, fixed_batch_size))
     return rows

@@ -19,13 +19,30 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
+from ._checks import InputError
+
 __all__ = ["load_vocab", "wordpiece_counter"]
 
 
 def load_vocab(path: str | Path) -> dict[str, int]:
-    """One token a line, id = line number."""
+    """One token a line, id = line number; a file with no token is refused.
+
+    >>> import tempfile, os
+    >>> empty = os.path.join(tempfile.mkdtemp(), "empty.txt")
+    >>> _ = open(empty, "w").write("\\n")
+    >>> load_vocab(empty)
+    Traceback (most recent call last):
+    ...
+    dynbatch._checks.InputError: vocab file .../empty.txt holds no tokens; ...
+    """
     with open(path, encoding="utf-8") as fh:
-        return {line.rstrip("\n"): i for i, line in enumerate(fh) if line.strip()}
+        vocab = {line.rstrip("\n"): i for i, line in enumerate(fh) if line.strip()}
+    if not vocab:
+        raise InputError(
+            f"vocab file {path} holds no tokens; a vocabulary is one token a line "
+            "(BERT's vocab.txt)"
+        )
+    return vocab
 
 
 def _is_cjk(ch: str) -> bool:
@@ -81,6 +98,7 @@ def wordpiece_counter(
     path = Path(vocab_file)
     if not path.is_file():
         raise FileNotFoundError(f"vocab file not found: {path}")
+    vocab = load_vocab(path)  # refuses an empty file, which paddlenlp only asserts against
     if prefer_paddlenlp:
         try:
             from paddlenlp.transformers import BertTokenizer
@@ -89,4 +107,4 @@ def wordpiece_counter(
         else:
             tokenizer = BertTokenizer(vocab_file=str(path))
             return lambda text: len(tokenizer.tokenize(text))
-    return _builtin_counter(load_vocab(path))
+    return _builtin_counter(vocab)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import check_choice, check_lengths, check_positive_number
+from ._checks import InputError, InputTypeError, check_choice, check_lengths, check_positive_number
 from .sharding import ShardedPlan
 
 __all__ = ["UNITS", "accumulation_windows", "micro_step_counts", "optimizer_steps"]
@@ -36,7 +36,7 @@ def accumulation_windows(step_counts: Any, target: float | None) -> NDArray[np.i
     >>> accumulation_windows(np.array([]), 8).tolist()
     []
     """
-    counts = np.asarray(step_counts, dtype=np.float64).reshape(-1)
+    counts = _checked_counts(step_counts)
     if target is None:
         return np.arange(1, counts.size + 1, dtype=np.int64)
     target = check_positive_number("target", target)
@@ -50,6 +50,24 @@ def accumulation_windows(step_counts: Any, target: float | None) -> NDArray[np.i
     if counts.size and (not ends or ends[-1] != counts.size):
         ends.append(counts.size)
     return np.asarray(ends, dtype=np.int64)
+
+
+def _checked_counts(step_counts: Any) -> NDArray[np.float64]:
+    """``step_counts`` as a 1-D float array of finite numbers >= 0."""
+    try:
+        raw = np.asarray(step_counts)
+    except ValueError as exc:  # ragged
+        raise InputTypeError(f"step_counts must be a 1-D array of numbers: {exc}") from None
+    if raw.dtype == np.bool_ or raw.dtype.kind not in "iuf":
+        raise InputTypeError(f"step_counts must be numbers, got dtype {raw.dtype}")
+    if raw.ndim != 1:
+        raise InputError(f"step_counts must be 1-D, got shape {raw.shape}")
+    counts = raw.astype(np.float64)
+    bad = ~np.isfinite(counts) | (counts < 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"step_counts must be finite numbers >= 0; step_counts[{i}]={raw[i]!r}")
+    return counts
 
 
 def micro_step_counts(sharded: ShardedPlan, lengths: Any, unit: str) -> NDArray[np.float64]:
