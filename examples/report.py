@@ -1,0 +1,120 @@
+"""The report of the example: results.json, results.md and curves.png from every mode's record."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+KEYS = (
+    "mode",
+    "wall_s",
+    "epochs",
+    "steps",
+    "samples_per_sec",
+    "real_tokens_per_sec",
+    "padding_efficiency",
+    "peak_memory_mb",
+    "median_memory_mb",
+    "memory_max_over_median",
+    "dev_accuracy_same_data",
+    "dev_accuracy",
+    "skipped_steps",
+    "every_sample_once",
+)
+
+
+def write(
+    args: argparse.Namespace, meta: dict[str, Any], rows: list[dict[str, Any]], out: Path
+) -> None:
+    """results.json (every key but the per-step history), results.md and curves.png."""
+    extra = ("calibration_s", "target_mb", "lr")
+    (out / "results.json").write_text(
+        json.dumps(
+            {
+                "meta": meta,
+                "rows": [
+                    {k: r[k] for k in KEYS} | {k: r[k] for k in extra if k in r} for r in rows
+                ],
+            },
+            indent=2,
+        )
+    )
+    lines = [*summary(args, meta, rows), "", *table(rows)]
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+    print("\n" + "\n".join(lines), flush=True)
+    curves(rows, out / "curves.png")
+
+
+def summary(
+    args: argparse.Namespace, meta: dict[str, Any], rows: list[dict[str, Any]]
+) -> list[str]:
+    budget = "the fixed mode's training time" if args.time_budget == "auto" else args.time_budget
+    said = [
+        f"Data: {meta['source']}; {meta['train_samples']} train / {meta['dev_samples']} dev "
+        f"samples; model: {meta['model']}; vocabulary: {meta['vocab_desc']}; "
+        f"epochs: {args.epochs}; time budget of the dynamic modes: {budget}; "
+        f"max_cost: {args.max_cost:g} ({args.cost}); max_batch_size: {args.max_batch_size}; "
+        f"lr scaling: {args.lr_scaling}; memory: {meta['memory_source']}."
+    ]
+    calibrated = next((r for r in rows if r["mode"] == "calibrated"), None)
+    if calibrated is not None:
+        said.append(
+            f"calibrated: target {calibrated['target_mb']:.1f} MiB (the fixed mode's worst "
+            f"batch), calibration {calibrated['calibration_s']:.1f} s."
+        )
+    return said
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    fixed = next((r for r in rows if r["mode"] == "fixed"), None)
+    lines = [
+        "| mode | train s | epochs | optimizer steps | real tokens/s | vs fixed "
+        "| padding efficiency | peak MiB | median MiB | peak / median "
+        "| dev acc (fixed's samples) | dev acc (end) | skipped |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        speed = r["real_tokens_per_sec"] / fixed["real_tokens_per_sec"] if fixed else None
+        lines.append(
+            f"| {r['mode']} | {r['wall_s']:.1f} | {r['epochs']:.2f} | {r['steps']} "
+            f"| {r['real_tokens_per_sec']:.0f} | {f'{speed:.2f}x' if speed else '-'} "
+            f"| {r['padding_efficiency']:.3f} | {r['peak_memory_mb']:.1f} "
+            f"| {r['median_memory_mb']:.1f} | {r['memory_max_over_median']:.2f} "
+            f"| {r['dev_accuracy_same_data']:.4f} | {r['dev_accuracy']:.4f} "
+            f"| {r['skipped_steps']} |"
+        )
+    return lines
+
+
+def curves(rows: list[dict[str, Any]], path: Path) -> None:
+    """Loss, peak memory and batch size against training time: modes take different steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_mem, ax_bs) = plt.subplots(1, 3, figsize=(17, 4.5))
+    for r in rows:
+        h = r["history"]
+        t, loss = np.asarray(h["time"]), np.asarray(h["loss"])
+        window = max(1, len(loss) // 40)
+        smooth = np.convolve(loss, np.ones(window) / window, mode="valid")
+        ax_loss.plot(t[window - 1 :], smooth, label=r["mode"], lw=1.2)
+        ax_mem.plot(t, h["memory"], label=r["mode"], lw=0.8)
+        ax_bs.plot(t, h["batch_size"], label=r["mode"], lw=0.7)
+        if "target_mb" in r:
+            ax_mem.axhline(r["target_mb"], color="k", ls="--", lw=0.8, label="target")
+    ax_loss.set(title="training loss (moving average)", xlabel="training seconds", ylabel="loss")
+    ax_mem.set(title="peak allocated memory per step", xlabel="training seconds", ylabel="MiB")
+    ax_bs.set(
+        title="samples per batch", xlabel="training seconds", ylabel="batch size", yscale="log"
+    )
+    for ax in (ax_loss, ax_mem, ax_bs):
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,288 @@
+"""The training of one mode, in a process of its own (so its time and memory are its own).
+
+A mode is how batches are made: ``fixed`` (a shuffled batch of --batch-size, the study's
+baseline), ``shuffle``, ``ascending`` and ``bucket`` (dynbatch orders under the cost given
+by --cost / --max-cost), and ``calibrated``: bucket order under a :class:`dynbatch.MemoryCost`
+calibrated on this model, with the fixed mode's worst-batch peak as the memory target, so
+both get the same memory.
+
+Every mode starts from the same weights with the same seed, makes each update the mean over
+its samples (:class:`dynbatch.GradientAccumulator`), and records per step the loss, the batch
+size, the training time so far and the allocator's peak memory. With a time budget (the
+fixed mode's training time, by default) a dynamic mode keeps training, epoch after epoch,
+until the fixed mode's time is used: the same compute for both. Its dev accuracy is taken
+both when it has seen as many samples as the fixed mode and at the end of the budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from corpus import TokenIds
+
+MODES = ("fixed", "shuffle", "ascending", "bucket", "calibrated")
+#: a BERT with BERT-base's head width (64), small enough for a CPU: memory grows with the
+#: head width the way it does in bert-base, which is what the calibrated cost has to get right
+TINY = {
+    "hidden_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 512,
+}
+
+
+def build_model(meta: dict[str, Any], recompute: bool = False) -> Any:
+    from paddlenlp.transformers import BertConfig, BertForSequenceClassification
+
+    if meta["model"] == "tiny":
+        config = BertConfig(
+            vocab_size=meta["vocab_size"],
+            max_position_embeddings=512,
+            num_labels=meta["num_labels"],
+            pad_token_id=meta["pad_id"],
+            **TINY,
+        )
+        model = BertForSequenceClassification(config)
+    else:
+        model = BertForSequenceClassification.from_pretrained(
+            meta["model"], num_labels=meta["num_labels"]
+        )
+    if recompute:
+        from paddle.distributed.fleet.utils import recompute as checkpoint
+
+        for layer in model.bert.encoder.layers:
+            layer.forward = functools.partial(checkpoint, layer.forward)
+    return model
+
+
+def make_optimizer(model: Any, lr: float) -> Any:
+    import paddle
+
+    return paddle.optimizer.AdamW(
+        lr,
+        parameters=model.parameters(),
+        weight_decay=0.01,
+        grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0),
+    )
+
+
+def random_step(model: Any, optimizer: Any, meta: dict[str, Any], seed: int) -> Any:
+    """``step(n, L)``: one training step on random ids, for calibration and preflight."""
+    import paddle
+
+    rng = np.random.default_rng(seed)
+
+    def step(n: int, length: int) -> None:
+        ids = paddle.to_tensor(rng.integers(5, meta["vocab_size"], size=(n, length)))
+        labels = paddle.to_tensor(rng.integers(0, meta["num_labels"], size=n), dtype="int64")
+        loss = paddle.nn.functional.cross_entropy(model(ids), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.clear_grad()
+
+    return step
+
+
+def evaluate(model: Any, ds: TokenIds, collate: Any, max_len: int) -> float:
+    import paddle
+
+    import dynbatch
+
+    sampler = dynbatch.DynamicBatchSampler(
+        ds, lengths=ds.lengths, max_cost=64 * max_len, cost="linear", order="ascending"
+    )
+    loader = paddle.io.DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
+    model.eval()
+    correct = 0
+    with paddle.no_grad():
+        for ids, labels, _ in loader:
+            correct += int((model(ids).argmax(axis=-1) == labels).astype("int64").sum())
+    model.train()
+    return correct / len(ds)
+
+
+def plan_options(args: argparse.Namespace, mode: str, cost: Any = None, target: Any = None) -> Any:
+    """The dynbatch options of a dynamic mode, from the example's flags."""
+    import dynbatch
+
+    options = dynbatch.PlanOptions.from_args(
+        args,
+        max_cost=args.max_cost if target is None else target,
+        order="bucket" if mode == "calibrated" else mode,
+        oversize="alone",  # a review longer than the budget alone still trains, alone
+    )
+    return options if cost is None else options.replace(cost=cost)
+
+
+def calibrated_options(
+    args: argparse.Namespace, model: Any, meta: dict[str, Any], train: TokenIds, work: Path
+) -> tuple[Any, dict[str, Any]]:
+    """Calibrate the model's memory, take the target, check the heaviest batches first."""
+    import dynbatch
+
+    fixed = work / "fixed.json"
+    target = args.memory_target
+    if target is None and fixed.exists():
+        target = json.loads(fixed.read_text())["peak_memory_mb"]
+    if target is None:
+        raise SystemExit(
+            "error: mode calibrated needs a memory target: run the fixed mode first (its "
+            "worst-batch peak is the target) or pass --memory-target MIB"
+        )
+    # a throwaway optimizer of the same kind: dynbatch.calibrate's NOTE [ restoring state ]
+    probe = make_optimizer(model, 1e-9)
+    step = random_step(model, probe, meta, args.seed)
+    start = time.perf_counter()
+    cost = dynbatch.calibrate(step, max_len=args.max_len, restore=[model])
+    calibration_s = time.perf_counter() - start
+    cost.save(work / "calib.json")
+    options = plan_options(args, "calibrated", cost=cost, target=target)
+    plan = dynbatch.plan_batches(train.lengths, options=options)
+    report = dynbatch.preflight(
+        step, plan, train.lengths, cost=cost, max_cost=1.05 * target, k=3, restore=[model]
+    )
+    del probe, step
+    gc.collect()
+    print(f"calibrated in {calibration_s:.1f} s: {cost.spec()}\n{report}", flush=True)
+    return options, {"calibration_s": calibration_s, "target_mb": target}
+
+
+def run_mode(args: argparse.Namespace) -> int:
+    import paddle
+
+    import dynbatch
+    from dynbatch.memory import peak_memory_mib
+
+    mode = args.worker
+    out = Path(args.output_dir)
+    work = out / "work"
+    meta = json.loads((work / "meta.json").read_text())
+    data = np.load(work / "data.npz")
+    train, dev = TokenIds(data, "train"), TokenIds(data, "dev")
+    collate = dynbatch.Tuple(
+        dynbatch.Pad(pad_val=meta["pad_id"]), dynbatch.Stack(), dynbatch.Stack()
+    )
+
+    paddle.seed(args.seed)
+    np.random.seed(args.seed)
+    model = build_model(meta, args.recompute)
+    extra: dict[str, Any] = {}
+    if mode == "fixed":
+        sampler: Any = paddle.io.BatchSampler(train, shuffle=True, batch_size=args.batch_size)
+    else:
+        if mode == "calibrated":
+            options, extra = calibrated_options(args, model, meta, train, work)
+        else:
+            options = plan_options(args, mode)
+        sampler = dynbatch.DynamicBatchSampler(train, lengths=train.lengths, options=options)
+    dynamic = mode != "fixed"
+    loader = paddle.io.DataLoader(
+        train, batch_sampler=sampler, num_workers=args.num_workers, collate_fn=collate
+    )
+    lr = args.lr or (1e-3 if meta["model"] == "tiny" else 5e-5)
+    if dynamic and args.lr_scaling != "none":
+        tokens = [float(train.lengths[b].sum()) for b in sampler.batches()]
+        steps = dynbatch.accumulation_windows(np.array(tokens), args.accumulate_tokens).size
+        mean_batch = len(train) / steps  # samples per optimizer step
+        lr = dynbatch.scale_lr(lr, mean_batch, args.batch_size, rule=args.lr_scaling)
+    opt = make_optimizer(model, lr)
+    scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**15) if args.amp else None
+    acc = dynbatch.GradientAccumulator(
+        model,
+        opt,
+        sampler=sampler if dynamic else None,
+        target=args.accumulate_tokens if dynamic else None,
+        unit="tokens",
+        scaler=scaler,
+    )
+    hook = dynbatch.VisualDLHook(
+        str(out / "vdl" / mode), sampler if dynamic else None, optimizer=opt
+    )
+    budget = None
+    if dynamic and args.time_budget == "auto" and (work / "fixed.json").exists():
+        budget = json.loads((work / "fixed.json").read_text())["wall_s"]
+    elif args.time_budget not in ("auto", "none"):
+        budget = float(args.time_budget)
+    history: dict[str, list[float]] = {"time": [], "loss": [], "batch_size": [], "memory": []}
+    trained: list[np.ndarray] = []
+    first_epoch: list[int] = []
+    same_data: float | None = None
+    train_seconds = 0.0
+    epoch = 0
+    stop = False
+    while not stop:
+        hook.on_epoch_begin(epoch)
+        if not dynamic:
+            np.random.seed([args.seed, epoch])
+        for step, (ids, labels, index) in enumerate(loader):
+            start = time.perf_counter()
+            hook.on_train_batch_begin(step)  # resets the allocator's peak
+            with acc.accumulate():  # no_sync on multi-card unless this micro-batch ends a step
+                with paddle.amp.auto_cast(enable=args.amp):
+                    logits = model(ids)
+                losses = paddle.nn.functional.cross_entropy(
+                    logits.astype("float32"), labels, reduction="none"
+                )
+                loss_sum = losses.sum()  # a sum: the accumulator divides by the step's count
+                acc.backward(loss_sum, count=ids.shape[0])
+            peak = peak_memory_mib()
+            train_seconds += time.perf_counter() - start
+            idx = index.numpy()
+            trained.append(idx)
+            if epoch == 0:
+                first_epoch.extend(idx.tolist())
+            mean_loss = float(loss_sum) / ids.shape[0]
+            history["time"].append(train_seconds)
+            history["loss"].append(mean_loss)
+            history["batch_size"].append(float(ids.shape[0]))
+            history["memory"].append(peak)
+            hook.on_train_batch_end(step, {"loss": mean_loss, "batch_size": ids.shape[0]})
+            done = acc.optimizer_steps + acc.skipped_steps
+            if (args.max_steps and done >= args.max_steps) or (budget and train_seconds >= budget):
+                stop = True
+                break
+        hook.on_epoch_end(epoch)
+        epoch += 1
+        if epoch == args.epochs:
+            if budget is None or stop:
+                stop = True
+            else:  # as many samples as the fixed mode has seen: evaluate, off the clock
+                same_data = evaluate(model, dev, collate, args.max_len)
+    hook.close()
+    stats = dynbatch.plan_stats(train.lengths, trained, cost="linear")
+    dev_accuracy = evaluate(model, dev, collate, args.max_len)
+    memory = np.asarray(history["memory"])
+    result = {
+        "mode": mode,
+        "wall_s": train_seconds,
+        "steps": acc.optimizer_steps,
+        "epochs": stats.samples / len(train),
+        "samples_per_sec": stats.samples / train_seconds,
+        "real_tokens_per_sec": stats.real_tokens / train_seconds,
+        "padding_efficiency": stats.padding_efficiency,
+        "peak_memory_mb": float(memory.max()),
+        "median_memory_mb": float(np.median(memory)),
+        "memory_max_over_median": float(memory.max() / np.median(memory)),
+        "dev_accuracy": dev_accuracy,
+        "dev_accuracy_same_data": dev_accuracy if same_data is None else same_data,
+        "skipped_steps": acc.skipped_steps,
+        "every_sample_once": sorted(first_epoch) == list(range(len(train))),
+        "lr": lr,
+        "history": history,
+        **extra,
+    }
+    (work / f"{mode}.json").write_text(json.dumps(result))
+    print(
+        f"{mode}: {result['wall_s']:.1f} s, {result['epochs']:.2f} epochs, "
+        f"{result['real_tokens_per_sec']:.0f} real tokens/s, peak {result['peak_memory_mb']:.0f} "
+        f"MiB (median {result['median_memory_mb']:.0f}), dev accuracy {dev_accuracy:.4f}",
+        flush=True,
+    )
+    return 0
