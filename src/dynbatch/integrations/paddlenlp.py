@@ -121,7 +121,7 @@ from paddlenlp.utils.log import logger  # noqa: E402
 
 from ..sampler import DistributedDynamicBatchSampler  # noqa: E402
 
-__all__ = ["STATE_FILE", "DynamicBatchTrainer", "Window", "per_sample_cross_entropy"]
+__all__ = ["DynamicBatchTrainer", "STATE_FILE", "Window", "per_sample_cross_entropy"]
 
 #: The file each checkpoint gets with the sampler's position (NOTE [ resume from the plan ]).
 STATE_FILE = "dynbatch_trainer.json"
@@ -934,9 +934,10 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
         os.replace(path + ".tmp", path)
 
     def _load_optimizer_and_scheduler(self, checkpoint: Any) -> None:
-        super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is None or self.train_sampler is None or self.args.ignore_load_lr_and_optim:
+            super()._load_optimizer_and_scheduler(checkpoint)
             return
+        # everything of ours is checked before anything is loaded
         path = os.path.join(checkpoint, STATE_FILE)
         with open(path, encoding="utf-8") as fh:
             state = json.load(fh)
@@ -954,6 +955,7 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
                 "the same gradient_accumulation_steps, accumulate and accumulate_target"
             )
         self.train_sampler.load_state_dict(state["sampler"])  # checks lengths, options, plan
+        super()._load_optimizer_and_scheduler(checkpoint)
         self._position = (int(state["sampler"]["epoch"]), int(state["sampler"]["position"]))
         self._loss_total = float(state["loss_total"])
         self.consumed_samples = int(state["consumed_samples"])
