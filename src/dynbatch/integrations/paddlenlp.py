@@ -121,7 +121,7 @@ from paddlenlp.utils.log import logger  # noqa: E402
 
 from ..sampler import DistributedDynamicBatchSampler  # noqa: E402
 
-__all__ = ["DynamicBatchTrainer", "STATE_FILE", "Window", "per_sample_cross_entropy"]
+__all__ = ["STATE_FILE", "DynamicBatchTrainer", "Window", "per_sample_cross_entropy"]
 
 #: The file each checkpoint gets with the sampler's position (NOTE [ resume from the plan ]).
 STATE_FILE = "dynbatch_trainer.json"
