@@ -111,3 +111,30 @@ def test_numpy_and_tensor_losses_become_floats(tmp_path: Path) -> None:
         hook.on_train_batch_end(0, {"loss": np.array([0.5], dtype="float32"), "lr": 0.1})
         hook.on_train_batch_end(1, {"loss": paddle.to_tensor([0.25]), "lr": [0.1]})
     assert read(tmp_path)["train/loss"] == [0.5, 0.25]
+
+
+def test_one_progress_bar_tqdm_by_hand_none_of_ours_under_a_verbose_fit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("tqdm")
+    _, sampler, loader = make(150)
+    with dynbatch.VisualDLHook(str(tmp_path / "loop"), sampler, progress=True) as hook:
+        hook.on_epoch_begin(0)
+        for step in range(len(sampler)):
+            hook.on_train_batch_end(step, {"loss": 0.5})
+        hook.on_epoch_end(0)
+    drawn = capsys.readouterr().err
+    total = len(sampler.batches(0))
+    assert "epoch 0: 100%" in drawn and f"{total}/{total}" in drawn, "a tqdm bar by hand"
+
+    net = Bag()
+    model = paddle.Model(net)
+    model.prepare(
+        paddle.optimizer.SGD(0.1, parameters=net.parameters()),
+        lambda logits, index: paddle.nn.functional.cross_entropy(logits, index % 2),
+    )
+    hook = dynbatch.VisualDLHook(str(tmp_path / "fit"), sampler, progress=True)
+    model.fit(loader, epochs=1, verbose=1, callbacks=[hook])
+    shown = capsys.readouterr()
+    assert "step" in shown.out, "hapi's ProgBarLogger draws its bar"
+    assert "epoch 0:" not in shown.err + shown.out, "and the hook draws none next to it"

@@ -62,6 +62,15 @@ def memory_mb() -> float:
         return float(peak) / (2**20 if os.uname().sysname == "Darwin" else 2**10)
 
 
+def _progress_bar(total: int | None, desc: str) -> Any:
+    """A tqdm bar (what paddlenlp's Trainer draws) when tqdm is installed, else dynbatch's own."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return Progress(total=total, desc=desc, unit="batches")
+    return tqdm(total=total, desc=desc, unit="batch", dynamic_ncols=True)
+
+
 def _scalar(value: Any) -> float:
     """A Python float from a float, a numpy array or a paddle tensor of one element."""
     if isinstance(value, (list, tuple)):
@@ -90,7 +99,8 @@ class VisualDLHook(Callback):
         logdir: VisualDL log directory.
         sampler: a dynbatch sampler, for the batch tags.
         optimizer: where to read ``lr`` when the logs do not carry it.
-        progress: also draw a terminal progress bar (samples/s, padding efficiency).
+        progress: also draw a progress bar (tqdm; loss, padding efficiency), unless
+            ``paddle.Model.fit(verbose=1 or 2)`` already draws its own: one bar, not two.
     """
 
     def __init__(
@@ -112,7 +122,7 @@ class VisualDLHook(Callback):
         self.writer = visualdl.LogWriter(logdir=logdir) if self.is_writer else None
         self.global_step = 0
         self.progress = progress
-        self._bar: Progress | None = None
+        self._bar: Any = None
         self._table: tuple[int, dict[str, NDArray[Any]]] | None = None
         self._last = time.perf_counter()
 
@@ -142,9 +152,11 @@ class VisualDLHook(Callback):
         if self.sampler is not None:
             self.sampler.set_epoch(epoch)
         self._last = time.perf_counter()
-        if self.progress and self.is_writer:
+        # hapi's fit tells its callbacks `verbose`; it adds a ProgBarLogger whenever that is > 0
+        hapi_bar = bool(self.params.get("verbose"))
+        if self.progress and self.is_writer and not hapi_bar:
             total = len(self.sampler) if self.sampler is not None else None
-            self._bar = Progress(total=total, desc=f"epoch {epoch}", unit="batches")
+            self._bar = _progress_bar(total, f"epoch {epoch}")
 
     def on_train_batch_begin(self, step: int, logs: Any = None) -> None:
         """Reset the allocator's peak, so ``memory_mb`` is this batch's own peak."""
@@ -175,8 +187,14 @@ class VisualDLHook(Callback):
             for tag, value in values.items():
                 self.writer.add_scalar(f"train/{tag}", float(value), self.global_step)
         if self._bar is not None:
-            extra = {"padding": values["padding_efficiency"]} if row else {}
-            self._bar.update(1, loss=values.get("loss", float("nan")), **extra)
+            shown = {"loss": values.get("loss", float("nan"))}
+            if row:
+                shown["padding"] = values["padding_efficiency"]
+            if isinstance(self._bar, Progress):
+                self._bar.update(1, **shown)
+            else:
+                self._bar.set_postfix({k: f"{v:.3g}" for k, v in shown.items()}, refresh=False)
+                self._bar.update(1)
         self.global_step += 1
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:

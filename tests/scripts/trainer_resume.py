@@ -1,0 +1,94 @@
+"""DynamicBatchTrainer, stopped dead after a mid-epoch checkpoint and resumed in a new process.
+
+    python trainer_resume.py OUT_DIR full           # uninterrupted, 2 epochs
+    python trainer_resume.py OUT_DIR cut STEP       # os._exit(3) right after checkpoint-STEP
+    python trainer_resume.py OUT_DIR resume         # train(resume_from_checkpoint=True)
+
+Each run that finishes writes OUT_DIR/<mode>.json (its batches, steps, loss, epoch) and
+OUT_DIR/<mode>.npz (final weights); ``cut`` writes its batches as it goes to cut.json.
+Dropout is on, so the resumed run only matches if the RNG state is restored too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from paddlenlp.trainer import TrainerCallback, TrainingArguments
+from trainer_toy import Reviews, collate, make_recorder, tiny_bert
+
+from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
+
+PLAN = {"max_cost": 6 * 24**2, "cost": "quadratic", "order": "shuffle"}
+
+
+class ExitAfterSave(TrainerCallback):  # type: ignore[misc]
+    def __init__(self, out: Path, step: int, rec: Any) -> None:
+        self.out, self.step, self.rec = out, step, rec
+
+    def on_save(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        if state.global_step == self.step:
+            windows = self.rec.windows
+            (self.out / "cut.json").write_text(
+                json.dumps(
+                    {
+                        "batches": [i.tolist() for w in windows for i in w.indices],
+                        "last_epoch": windows[-1].epoch,
+                        "ends_epoch": windows[-1].ends_epoch,
+                    }
+                )
+            )
+            os._exit(3)  # no clean-up, no final save: as if the job was killed
+
+
+def main() -> None:
+    out, mode = Path(sys.argv[1]), sys.argv[2]
+    ds = Reviews(60)
+    run_dir = out / ("full" if mode == "full" else "cut")
+    args = TrainingArguments(
+        output_dir=str(run_dir),
+        device="cpu",
+        report_to=[],
+        disable_tqdm=True,
+        seed=0,
+        learning_rate=1e-3,
+        num_train_epochs=2,
+        gradient_accumulation_steps=2,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=4,
+    )
+    rec = make_recorder()
+    callbacks = [rec]
+    if mode == "cut":
+        callbacks.append(ExitAfterSave(out, int(sys.argv[3]), rec))
+    trainer = DynamicBatchTrainer(
+        model=tiny_bert(dropout=0.1),
+        args=args,
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=ds.lengths,
+        callbacks=callbacks,
+        **PLAN,
+    )
+    result = trainer.train(resume_from_checkpoint=True if mode == "resume" else None)
+    (out / f"{mode}.json").write_text(
+        json.dumps(
+            {
+                "batches": [i.tolist() for w in rec.windows for i in w.indices],
+                "global_step": trainer.state.global_step,
+                "max_steps": trainer.state.max_steps,
+                "training_loss": result.training_loss,
+                "epoch": trainer.state.epoch,
+            }
+        )
+    )
+    np.savez(out / f"{mode}.npz", **{k: v.numpy() for k, v in trainer.model.state_dict().items()})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""A tiny BERT and a toy classification set for the Trainer tests (imported by them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import paddle
+
+VOCAB = 60
+PAD = 0
+
+
+class Reviews(paddle.io.Dataset):  # type: ignore[misc]
+    """``{"input_ids", "labels"}`` of long-tailed lengths in 3..40; the label is a token parity."""
+
+    def __init__(self, n: int, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.lengths = np.clip(np.ceil(rng.lognormal(2.3, 0.6, n)), 3, 40).astype(np.int64)
+        self.ids = [rng.integers(1, VOCAB, k).astype("int64") for k in self.lengths]
+        self.labels = np.array([int(ids[0] % 2) for ids in self.ids], dtype=np.int64)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"input_ids": self.ids[i], "labels": self.labels[i]}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def collate(samples: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Pad ``input_ids`` with 0 (BERT masks the pad id), stack the labels."""
+    longest = max(len(s["input_ids"]) for s in samples)
+    ids = np.full((len(samples), longest), PAD, dtype=np.int64)
+    for row, s in enumerate(samples):
+        ids[row, : len(s["input_ids"])] = s["input_ids"]
+    return {"input_ids": ids, "labels": np.array([s["labels"] for s in samples], dtype=np.int64)}
+
+
+def tiny_bert(seed: int = 0, dropout: float = 0.0) -> Any:
+    from paddlenlp.transformers import BertConfig, BertForSequenceClassification
+
+    paddle.seed(seed)
+    config = BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=2,
+        pad_token_id=PAD,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
+    return BertForSequenceClassification(config)
+
+
+def reference_grads(model: Any, ds: Reviews, indices: np.ndarray, weights: np.ndarray) -> dict:
+    """Gradients of ``sum(w_i * loss_i) / sum(w_i)`` over ``indices``, in one forward/backward."""
+    batch = collate([ds[int(i)] for i in indices])
+    model.clear_gradients()
+    logits = model(input_ids=paddle.to_tensor(batch["input_ids"]))
+    losses = paddle.nn.functional.cross_entropy(
+        logits, paddle.to_tensor(batch["labels"]), reduction="none"
+    ).reshape([-1])
+    w = paddle.to_tensor(weights.astype("float32"))
+    ((losses * w).sum() / w.sum()).backward()
+    grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
+    model.clear_gradients()
+    return grads
+
+
+def accuracy(prediction: Any) -> dict[str, float]:
+    """``compute_metrics`` for the Trainer: the share of argmax predictions that match."""
+    return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
+
+
+def direct_eval(model: Any, ds: Reviews) -> tuple[float, float]:
+    """Accuracy and mean cross entropy over the whole set in one forward pass."""
+    batch = collate([ds[i] for i in range(len(ds))])
+    model.eval()
+    with paddle.no_grad():
+        logits = model(input_ids=paddle.to_tensor(batch["input_ids"]))
+        losses = paddle.nn.functional.cross_entropy(
+            logits, paddle.to_tensor(batch["labels"]), reduction="none"
+        )
+    model.train()
+    acc = float((logits.numpy().argmax(-1) == batch["labels"]).mean())
+    return acc, float(losses.numpy().mean())
+
+
+def make_recorder(*, grads: int = 0, stop_at: int | None = None) -> Any:
+    """A TrainerCallback that records windows, optimizer steps, logs and (the first) gradients."""
+    from paddlenlp.trainer import TrainerCallback
+
+    class Recorder(TrainerCallback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.windows: list[Any] = []
+            self.optimizer_steps = 0
+            self.logs: list[dict[str, Any]] = []
+            self.weights: list[dict[str, np.ndarray]] = []
+            self.grads: list[dict[str, np.ndarray]] = []
+
+        def on_load_data_end(self, args, state, control, inputs=None, **kw):  # type: ignore[no-untyped-def]
+            self.windows.append(inputs["window"])
+
+        def on_step_begin(self, args, state, control, model=None, **kw):  # type: ignore[no-untyped-def]
+            if len(self.weights) < grads:
+                self.weights.append({k: v.numpy().copy() for k, v in model.state_dict().items()})
+
+        def on_optimizer_begin(self, args, state, control, model=None, **kw):  # type: ignore[no-untyped-def]
+            if len(self.grads) < grads:
+                self.grads.append(
+                    {
+                        n: p.grad.numpy().copy()
+                        for n, p in model.named_parameters()
+                        if p.grad is not None
+                    }
+                )
+
+        def on_optimizer_end(self, args, state, control, **kw):  # type: ignore[no-untyped-def]
+            self.optimizer_steps += 1
+
+        def on_step_end(self, args, state, control, **kw):  # type: ignore[no-untyped-def]
+            if stop_at is not None and state.global_step == stop_at:
+                control.should_training_stop = True  # as if the job ended here
+            return control
+
+        def on_log(self, args, state, control, logs=None, **kw):  # type: ignore[no-untyped-def]
+            self.logs.append(dict(logs or {}))
+
+    return Recorder()

@@ -1,0 +1,71 @@
+"""examples/trainer_chnsenticorp.py end to end: both modes, the results files, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "trainer_chnsenticorp.py"
+
+
+def run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.slow
+def test_both_modes_on_the_shared_corpus(
+    tmp_path: Path, chnsenticorp_csv: Path, bert_vocab: Path
+) -> None:
+    pytest.importorskip("paddlenlp")
+    done = run(
+        "--data-file",
+        str(chnsenticorp_csv),
+        "--vocab",
+        str(bert_vocab),
+        "--epochs",
+        "1",
+        "--max-train-samples",
+        "120",
+        "--max-dev-samples",
+        "80",
+        "--max-len",
+        "64",
+        "--output-dir",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["mode"]: r for r in json.loads((tmp_path / "results.json").read_text())["rows"]}
+    assert list(rows) == ["fixed", "dynamic"]
+    for mode, row in rows.items():
+        assert row["steps"] > 0 and row["wall_s"] > 0 and row["real_tokens_per_sec"] > 0, mode
+        assert 0 <= row["dev_accuracy"] <= 1 and row["peak_alloc_mib"] > 0, mode
+        assert row["every_sample_once_per_epoch"] and row["lr_schedule_complete"], mode
+    assert rows["fixed"]["samples_per_step"] == 20, "the stock Trainer's fixed batches"
+    assert rows["dynamic"]["padding_efficiency"] > rows["fixed"]["padding_efficiency"]
+    table = (tmp_path / "results.md").read_text()
+    assert "| fixed |" in table and "| dynamic |" in table
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--epochs", "0"], "--epochs must be >= 1, got 0"),
+        (["--modes", "fixed,turbo"], "--modes must name fixed and/or dynamic"),
+        (["--max-len", "1024"], "--max-len must be <= 512"),
+        (["--max-dev-samples", "-1"], "--max-dev-samples must be >= 0, got -1"),
+        (["--cost", "cubic"], "cost"),
+        (["--data-file", "/nonexistent/reviews.csv"], "data file not found"),
+        (["--vocab", "/nonexistent/vocab.txt"], "--vocab file not found"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    done = run(*args, "--output-dir", str(tmp_path), timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines

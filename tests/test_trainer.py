@@ -1,0 +1,317 @@
+"""DynamicBatchTrainer with paddlenlp's real Trainer on CPU: steps, normalisation, resume, eval."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("paddlenlp")
+from paddlenlp.trainer import TrainingArguments
+
+import dynbatch
+from dynbatch.integrations import paddlenlp as integration
+from dynbatch.integrations.paddlenlp import STATE_FILE, DynamicBatchTrainer
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from trainer_toy import (
+    Reviews,
+    accuracy,
+    collate,
+    direct_eval,
+    make_recorder,
+    reference_grads,
+    tiny_bert,
+)
+
+SCRIPTS = Path(__file__).parent / "scripts"
+#: Shuffled batches under a quadratic budget: epochs 0 and 1 differ in batch count.
+PLAN: dict[str, Any] = {"max_cost": 6 * 24**2, "cost": "quadratic", "order": "shuffle"}
+
+
+def make_args(out: Path, **changes: Any) -> TrainingArguments:
+    values: dict[str, Any] = {
+        "output_dir": str(out),
+        "device": "cpu",
+        "report_to": [],
+        "disable_tqdm": True,
+        "seed": 0,
+        "learning_rate": 1e-3,
+        "num_train_epochs": 2,
+        "logging_steps": 1,
+        "save_strategy": "no",
+    }
+    values.update(changes)
+    return TrainingArguments(**values)
+
+
+def make_trainer(out: Path, ds: Reviews, *, args: Any = None, **kw: Any) -> DynamicBatchTrainer:
+    options = {**PLAN, **kw.pop("plan", {})}
+    return DynamicBatchTrainer(
+        model=kw.pop("model", None) or tiny_bert(),
+        args=args or make_args(out),
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=kw.pop("lengths", ds.lengths),
+        **options,
+        **kw,
+    )
+
+
+def batches_of(windows: list[Any]) -> list[list[int]]:
+    return [idx.tolist() for w in windows for idx in w.indices]
+
+
+def test_public_names() -> None:
+    for name in integration.__all__:
+        assert getattr(integration, name) is not None, name
+    assert len(set(integration.__all__)) == len(integration.__all__), "no name twice"
+
+
+def test_two_epochs_see_every_sample_once_in_exactly_the_planned_steps(tmp_path: Path) -> None:
+    ds = Reviews(60)
+    rec = make_recorder()
+    trainer = make_trainer(
+        tmp_path, ds, args=make_args(tmp_path, gradient_accumulation_steps=2), callbacks=[rec]
+    )
+    trainer.train()
+
+    plain = dynbatch.DynamicBatchSampler(lengths=ds.lengths, **PLAN)  # counted independently
+    per_epoch = [plain.len_for_epochs([e]) for e in range(2)]
+    assert per_epoch[0] != per_epoch[1], "precondition: the epochs differ in batch count"
+    expected = sum(math.ceil(b / 2) for b in per_epoch)
+    assert rec.optimizer_steps == expected, "optimizer steps taken = windows of 2 over both epochs"
+    assert trainer.state.max_steps == trainer.state.global_step == expected, "exact max_steps"
+    assert trainer.lr_scheduler.get_lr() == 0.0, "the linear LR schedule ends at the last step"
+    for epoch in range(2):
+        windows = [w for w in rec.windows if w.epoch == epoch]
+        seen = sorted(i for idx in batches_of(windows) for i in idx)
+        assert seen == list(range(len(ds))), f"epoch {epoch}: every sample exactly once"
+        assert batches_of(windows) == [b.tolist() for b in plain.batches(epoch)], (
+            f"epoch {epoch}: the plan's batches, in order"
+        )
+        sizes = [w.stop - w.start for w in windows]
+        assert sizes == [2] * (per_epoch[epoch] // 2) + [1] * (per_epoch[epoch] % 2), (
+            "windows of 2 planned micro-batches, the last cut at the epoch's end"
+        )
+    assert rec.logs[-1]["progress_or_epoch"] == 2.0, "state.epoch counts real epochs"
+
+
+@pytest.mark.parametrize(
+    ("accumulate", "gas", "target"), [("samples", 2, None), ("tokens", 1, 150.0)]
+)
+def test_a_step_is_the_mean_over_all_its_samples_or_tokens(
+    tmp_path: Path, accumulate: str, gas: int, target: float | None
+) -> None:
+    ds = Reviews(60)
+    rec = make_recorder(grads=3)
+    trainer = make_trainer(
+        tmp_path,
+        ds,
+        args=make_args(tmp_path, gradient_accumulation_steps=gas, max_steps=3),
+        accumulate=accumulate,
+        accumulate_target=target,
+        callbacks=[rec],
+    )
+    trainer.train()
+    assert len(rec.grads) == 3
+    assert all(w.stop - w.start > 1 for w in rec.windows), "precondition: accumulated steps"
+    assert any(len({idx.size for idx in w.indices}) > 1 for w in rec.windows), (
+        "precondition: micro-batches of unequal size in one step"
+    )
+    for step in range(3):
+        window = rec.windows[step]
+        indices = np.concatenate(window.indices)
+        weights = ds.lengths[indices] if accumulate == "tokens" else np.ones(indices.size)
+        assert window.count == weights.sum(), "the window's count is its samples or tokens"
+        ref = tiny_bert()
+        ref.set_state_dict(rec.weights[step])
+        expected = reference_grads(ref, ds, indices, weights)
+        worst = max(float(np.abs(rec.grads[step][n] - g).max()) for n, g in expected.items())
+        assert worst < 1e-5, (
+            f"step {step}: gradient = that of the mean over the step's {accumulate}"
+        )
+
+
+def run_script(script: str, *args: str) -> int:
+    from test_distributed import script_env
+
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / script), *args],
+        env=script_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode not in (0, 3):
+        pytest.fail(f"{script} {' '.join(args)} exited {done.returncode}\n{done.stderr[-3000:]}")
+    return done.returncode
+
+
+@pytest.mark.slow
+def test_resume_mid_epoch_trains_the_same_samples_to_the_same_weights(tmp_path: Path) -> None:
+    out = str(tmp_path)
+    assert run_script("trainer_resume.py", out, "full") == 0
+    assert run_script("trainer_resume.py", out, "cut", "4") == 3, "killed after checkpoint-4"
+    cut = json.loads((tmp_path / "cut.json").read_text())
+    assert cut["last_epoch"] == 0 and not cut["ends_epoch"], "precondition: mid-epoch checkpoint"
+    assert (tmp_path / "cut" / "checkpoint-4" / STATE_FILE).is_file()
+    assert run_script("trainer_resume.py", out, "resume") == 0  # resume_from_checkpoint=True
+
+    full = json.loads((tmp_path / "full.json").read_text())
+    resumed = json.loads((tmp_path / "resume.json").read_text())
+    assert cut["batches"] + resumed["batches"] == full["batches"], (
+        "the resumed run trains exactly the batches the uninterrupted run trained after step 4"
+    )
+    assert resumed["global_step"] == resumed["max_steps"] == full["global_step"]
+    assert resumed["epoch"] == 2.0
+    assert resumed["training_loss"] == pytest.approx(full["training_loss"], abs=1e-6), (
+        "train_loss covers the steps before the checkpoint too"
+    )
+    weights, after = np.load(tmp_path / "full.npz"), np.load(tmp_path / "resume.npz")
+    for name in weights.files:
+        diff = float(np.abs(weights[name] - after[name]).max())
+        assert diff <= 1e-6, f"{name}: final weights within 1e-6 of the uninterrupted run"
+
+
+def test_logs_visualdl_and_evaluation_follow_the_plan(tmp_path: Path) -> None:
+    visualdl = pytest.importorskip("visualdl")
+    ds, dev = Reviews(60), Reviews(23, seed=5)
+    rec = make_recorder()
+    args = make_args(
+        tmp_path,
+        report_to=["visualdl"],  # the stock callback crashes on bool hparams; fixed inside
+        logging_dir=str(tmp_path / "vdl"),
+        evaluation_strategy="epoch",
+    )
+    trainer = make_trainer(
+        tmp_path,
+        ds,
+        args=args,
+        eval_dataset=dev,
+        eval_lengths=dev.lengths,
+        compute_metrics=accuracy,
+        callbacks=[rec],
+    )
+    trainer.train()
+    steps = trainer.state.global_step
+    train_logs = [log for log in rec.logs if "loss" in log]
+    assert len(train_logs) == steps
+    for key in ("batch_size", "padding_efficiency", "cost_ratio", "tokens_per_sec", "memory_mb"):
+        assert all(log[key] > 0 for log in train_logs), key
+    assert sum(log["samples_per_step"] for log in train_logs) == 2 * len(ds), "real samples"
+    assert all(0 < log["cost_ratio_max"] <= 1 for log in train_logs), "every batch in budget"
+
+    evals = [log for log in rec.logs if "eval_accuracy" in log]
+    assert [log["progress_or_epoch"] for log in evals] == [1.0, 2.0], "one eval per real epoch"
+    acc, loss = direct_eval(trainer.model, dev)
+    assert evals[-1]["eval_accuracy"] == acc, "dynamic eval batches, same accuracy"
+    assert evals[-1]["eval_loss"] == pytest.approx(loss, abs=1e-5)
+
+    (record,) = (tmp_path / "vdl").glob("vdlrecords.*")
+    reader = visualdl.LogReader(file_path=str(record))
+    for tag in ("train/loss", "train/padding_efficiency", "train/tokens_per_sec"):
+        assert len(reader.get_data("scalar", tag)) == steps, tag
+
+
+@pytest.mark.slow
+def test_two_ranks_train_evaluate_and_agree(tmp_path: Path) -> None:
+    from test_distributed import launch
+
+    launch("trainer_ddp.py", tmp_path, str(tmp_path))
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    n = ranks[0]["samples"]
+    for epoch in ("0", "1"):
+        union = sorted(ranks[0]["epochs"][epoch] + ranks[1]["epochs"][epoch])
+        assert union == list(range(n)), f"epoch {epoch}: every sample once over the ranks"
+    for r in ranks:
+        assert r["optimizer_steps"] == r["max_steps"] == r["expected_steps"], "exact steps"
+        assert r["grad_diff"] < 1e-5, "the step's gradient is the mean over both ranks' samples"
+        assert r["eval"]["eval_accuracy"] == r["reference_accuracy"]
+        assert r["eval"]["eval_loss"] == pytest.approx(r["reference_loss"], abs=1e-5)
+    assert ranks[0]["eval_batch_sizes"] != ranks[1]["eval_batch_sizes"], (
+        "precondition: the ranks evaluate batches of different sizes"
+    )
+    assert np.allclose(ranks[0]["params"], ranks[1]["params"], rtol=0, atol=1e-7)
+    assert ranks[0]["eval"] == ranks[1]["eval"], "every rank reports the same metrics"
+
+
+def test_without_paddlenlp_the_error_names_the_extra() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['paddlenlp'] = None  # as if not installed\n"
+        "import dynbatch.integrations\n"
+        "try:\n"
+        "    import dynbatch.integrations.paddlenlp\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert 'pip install "dynbatch[examples]"' in out.stdout, out.stdout + out.stderr
+
+
+BAD: list[tuple[dict[str, Any], str]] = [
+    (
+        {"accumulate": "bytes"},
+        "accumulate must be one of 'samples', 'tokens'; got accumulate='bytes'",
+    ),
+    ({"length_fn": len}, "give lengths or a way to measure them"),
+    ({"max_cots": 5}, "unknown argument(s) max_cots; the plan options are"),
+    ({"plan": {"order": "sideways"}}, "order must be one of"),
+    ({"options": dynbatch.PlanOptions(max_cost=99)}, "not both"),
+    ({"accumulate_target": 0}, "accumulate_target must be a positive finite number"),
+    ({"accumulate_target": 100, "gas": 2}, "accumulate_target (samples or tokens per step), not"),
+    ({"epochs": 1.5}, "args.num_train_epochs must be a whole number of epochs >= 1"),
+    ({"criterion": object()}, "pass loss_fn="),
+    ({"loss_fn": "cross_entropy"}, "loss_fn must be a callable"),
+    ({"lengths": np.ones(7, dtype=np.int64)}, "lengths has 7 entries but the dataset has 60"),
+    ({"eval_lengths": [3, 4]}, "eval_lengths were given without an eval_dataset"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), BAD, ids=[m[:24] for _, m in BAD])
+def test_bad_arguments_are_named(tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    change = dict(change)
+    args = make_args(
+        tmp_path,
+        gradient_accumulation_steps=change.pop("gas", 1),
+        num_train_epochs=change.pop("epochs", 2),
+    )
+    with pytest.raises(dynbatch.InputError) as info:
+        make_trainer(tmp_path, Reviews(60), args=args, **change)
+    assert message in str(info.value)
+
+
+def test_bad_losses_and_checkpoints_are_named(tmp_path: Path) -> None:
+    ds = Reviews(60)
+    mean_loss = make_trainer(
+        tmp_path,
+        ds,
+        args=make_args(tmp_path, max_steps=1),
+        loss_fn=lambda outputs, batch: outputs.mean(),
+    )
+    with pytest.raises(dynbatch.InputError, match=r"loss_fn must return the losses of each"):
+        mean_loss.train()
+    trainer = make_trainer(tmp_path / "empty", ds, args=make_args(tmp_path / "empty"))
+    with pytest.raises(dynbatch.InputError, match="holds no checkpoint"):
+        trainer.train(resume_from_checkpoint=True)
+    (tmp_path / "stock").mkdir()
+    with pytest.raises(dynbatch.InputError, match=f"has no {STATE_FILE}"):
+        trainer.train(resume_from_checkpoint=str(tmp_path / "stock"))
+
+    saved = tmp_path / "saved"
+    args = make_args(saved, max_steps=1, save_strategy="steps", save_steps=1)
+    make_trainer(saved, ds, args=args).train()
+    checkpoint = str(saved / "checkpoint-1")
+    other_budget = make_trainer(saved, ds, args=args, plan={"max_cost": 5 * 24**2})
+    with pytest.raises(dynbatch.InputError, match=r"saved with other options.*max_cost"):
+        other_budget.train(resume_from_checkpoint=checkpoint)
+    args = make_args(saved, max_steps=1, gradient_accumulation_steps=2)
+    with pytest.raises(dynbatch.InputError, match="other optimizer windows"):
+        make_trainer(saved, ds, args=args).train(resume_from_checkpoint=checkpoint)
