@@ -101,6 +101,7 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_choice, check_int, check_positive_number
 from .._optional import require
+from ..memory import AllocatorStatsUnavailable, peak_memory_mib, reset_peak_memory
 from ..options import FIELDS, PlanOptions, resolve_options
 from ..stats import batch_table
 from ..windows import UNITS, accumulation_windows, micro_step_counts
@@ -137,7 +138,6 @@ _UNSUPPORTED_DEGREES = (
 )
 _OWN = ("model", "args", "train_dataset", "eval_dataset", "data_collator")
 _TRAINER_KEYWORDS = frozenset(inspect.signature(Trainer.__init__).parameters) - {"self", *_OWN}
-_MIB = 2**20
 
 
 # -- losses ------------------------------------------------------------------------------------
@@ -189,29 +189,17 @@ def per_sample_cross_entropy(
 
 
 # -- allocator memory ------------------------------------------------------------------------
-def _on_gpu() -> bool:
-    return bool(paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0)
-
-
 def _peak_memory_mib() -> float | None:
-    """Peak MiB paddle's allocator handed out since the last reset (None: no statistics).
-
-    TODO(dynbatch.memory): use ``dynbatch.memory.peak_memory_mib()`` once it is merged.
-    """
-    if _on_gpu():
-        return float(paddle.device.max_memory_allocated()) / _MIB
-    peak = getattr(paddle.base.core, "host_memory_stat_peak_value", None)
-    return None if peak is None else float(peak("Allocated", 0)) / _MIB
+    """Peak MiB paddle's allocator handed out since the last reset (None: no statistics)."""
+    try:
+        return peak_memory_mib()
+    except AllocatorStatsUnavailable:
+        return None
 
 
 def _reset_peak_memory() -> None:
-    """TODO(dynbatch.memory): use ``dynbatch.memory.reset_peak_memory()`` once it is merged."""
-    if _on_gpu():
-        paddle.device.reset_max_memory_allocated()
-        return
-    reset = getattr(paddle.base.core, "host_memory_stat_reset_peak_value", None)
-    if reset is not None:
-        reset("Allocated", 0)
+    with contextlib.suppress(AllocatorStatsUnavailable):
+        reset_peak_memory()
 
 
 # -- windows ---------------------------------------------------------------------------------
