@@ -90,6 +90,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("none", "linear", "sqrt"),
         help="scale the dynamic modes' lr by their mean batch against --batch-size",
     )
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=0.1,
+        help="linear warm-up of the lr over this fraction of an epoch's optimizer steps",
+    )
     p.add_argument("--amp", action="store_true", help="mixed precision (effective on GPU)")
     p.add_argument("--recompute", action="store_true", help="recompute the encoder layers")
     p.add_argument("--num-workers", type=int, default=0)

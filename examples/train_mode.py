@@ -62,7 +62,7 @@ def build_model(meta: dict[str, Any], recompute: bool = False) -> Any:
     return model
 
 
-def make_optimizer(model: Any, lr: float) -> Any:
+def make_optimizer(model: Any, lr: Any) -> Any:
     import paddle
 
     return paddle.optimizer.AdamW(
@@ -192,7 +192,16 @@ def run_mode(args: argparse.Namespace) -> int:
         steps = dynbatch.accumulation_windows(np.array(tokens), args.accumulate_tokens).size
         mean_batch = len(train) / steps  # samples per optimizer step
         lr = dynbatch.scale_lr(lr, mean_batch, args.batch_size, rule=args.lr_scaling)
-    opt = make_optimizer(model, lr)
+    if dynamic:
+        steps_per_epoch = dynbatch.accumulation_windows(
+            np.array([float(train.lengths[b].sum()) for b in sampler.batches()]),
+            args.accumulate_tokens,
+        ).size
+    else:
+        steps_per_epoch = len(sampler)
+    warmup = max(1, round(args.warmup * steps_per_epoch))
+    schedule = paddle.optimizer.lr.LinearWarmup(lr, warmup, start_lr=0.0, end_lr=lr)
+    opt = make_optimizer(model, schedule)
     scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**15) if args.amp else None
     acc = dynbatch.GradientAccumulator(
         model,
@@ -201,6 +210,7 @@ def run_mode(args: argparse.Namespace) -> int:
         target=args.accumulate_tokens if dynamic else None,
         unit="tokens",
         scaler=scaler,
+        lr_scheduler=schedule,
     )
     hook = dynbatch.VisualDLHook(
         str(out / "vdl" / mode), sampler if dynamic else None, optimizer=opt

@@ -419,6 +419,20 @@ def test_preflight_catches_a_budget_too_large_for_memory(trained: Any) -> None:
     assert worst.measured_mib > limit and not report.ok
 
 
+def test_preflight_of_a_sampler_uses_its_plan_and_budget(trained: Any) -> None:
+    model, opt, step, cost = trained
+    limit = float(cost(12, MAX_LEN))
+    lens = np.random.default_rng(2).integers(2, MAX_LEN + 1, size=600)
+    sampler = dynbatch.DynamicBatchSampler(lengths=lens, max_cost=2 * limit, cost=cost)
+    with pytest.raises(MemoryBudgetError, match=r"over max_cost=.* MiB"):
+        preflight(step, sampler, max_cost=limit, k=2, restore=[model, opt])
+    report = preflight(step, sampler, max_cost=1.05 * 2 * limit, k=2, restore=[model, opt])
+    plan = sampler.epoch_plan().plan
+    assert all(c.n == plan[c.position].size for c in report.checks), "the sampler's own plan"
+    with pytest.raises(ValueError, match="preflight needs lengths, cost, max_cost"):
+        preflight(step, list(plan))
+
+
 def test_preflight_counts_out_of_memory_as_not_fitting() -> None:
     step = allocating_step(lambda n, L: n * L * 1024, oom_over=250 * 1024)
     lens = np.array([10, 10, 10, 100, 100, 300])

@@ -109,6 +109,7 @@ from numpy.typing import NDArray
 
 from ._checks import InputError, InputTypeError, check_int, check_lengths, check_positive_number
 from ._optional import require
+from .contract import PlanSource
 from .cost import CostLike, resolve_cost
 from .stats import batch_table
 
@@ -860,11 +861,11 @@ class MemoryBudgetError(ValueError):
 
 def preflight(
     step: Step,
-    batches: Sequence[Any],
-    lengths: Any,
+    batches: Any,
+    lengths: Any = None,
     *,
-    cost: CostLike,
-    max_cost: float,
+    cost: CostLike | None = None,
+    max_cost: float | None = None,
     k: int = 3,
     pad_to_multiple_of: int = 1,
     restore: Restorable | Sequence[Restorable] | None = None,
@@ -879,7 +880,9 @@ def preflight(
 
     Args:
         step: the same ``step(n, L)`` as for :func:`calibrate`.
-        batches: the plan: a sequence of index arrays into ``lengths``.
+        batches: the plan: a sequence of index arrays into ``lengths``; or a
+            dynbatch sampler, whose current epoch's plan (every rank's batches),
+            lengths, cost, ``max_cost`` and padding are used unless given.
         lengths: per-sample lengths.
         cost: ranks the batches; a :class:`MemoryCost` makes ``predicted`` MiB.
         max_cost: the memory every measured peak must stay within, in MiB.
@@ -905,8 +908,22 @@ def preflight(
     (True, [(1, 1, 900), (0, 2, 300)])
     """
     _check_step(step)
+    if isinstance(batches, PlanSource):  # a sampler: its epoch's plan, lengths and options
+        options = batches.options
+        lengths = batches.lengths if lengths is None else lengths
+        cost = options.cost if cost is None else cost
+        max_cost = options.max_cost if max_cost is None else max_cost
+        pad_to_multiple_of = options.pad_to_multiple_of
+        batches = batches.epoch_plan().plan
+    given = (("lengths", lengths), ("cost", cost), ("max_cost", max_cost))
+    missing = [name for name, value in given if value is None]
+    if missing:
+        raise InputError(
+            f"preflight needs {', '.join(missing)} with a plan of batches (or pass a dynbatch "
+            "sampler, which has them)"
+        )
     lens = check_lengths(lengths)
-    fn = resolve_cost(cost)
+    fn = resolve_cost(cost)  # type: ignore[arg-type]  # None was refused above
     max_cost = check_positive_number("max_cost", max_cost)
     k = check_int("k", k, minimum=1)
     pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
