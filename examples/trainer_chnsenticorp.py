@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 from corpus import CorpusError, TokenIds, check_vocab, load_examples, pick_vocab, tokenize
 
+import dynbatch
+
 #: The shared data beside the clone, or where DYNBATCH_SHARED_DATA says (as tests/conftest.py).
 SHARED = Path(
     os.environ.get("DYNBATCH_SHARED_DATA")
@@ -55,7 +57,10 @@ class UsageError(Exception):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        description=__doc__.split("\n\n")[0],
+        epilog="--max-cost defaults to batch_size * max_len**2 / 4, --max-batch-size to "
+        "4 x --batch-size.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument(
         "--data-file",
@@ -73,9 +78,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-dev-samples", type=int, default=0, help="0: every dev review")
     p.add_argument("--max-len", type=int, default=128, help="truncate reviews to this many tokens")
     p.add_argument("--batch-size", type=int, default=20, help="the fixed mode's batch size")
-    p.add_argument("--cost", default="quadratic", help="quadratic | linear | mixed:A,B")
-    p.add_argument("--max-cost", type=float, default=None, help="default: batch_size*max_len^2/4")
-    p.add_argument("--max-batch-size", type=int, default=None, help="default: 4 x --batch-size")
+    dynbatch.PlanOptions.add_arguments(
+        p, exclude=("order", "oversize", "equal_epochs", "balance", "drop_last")
+    )
     p.add_argument("--accumulate", default="samples", choices=("samples", "tokens"))
     p.add_argument("--lr", type=float, default=1e-3, help="the fixed mode's learning rate")
     p.add_argument(
@@ -84,17 +89,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("none", "linear", "sqrt"),
         help="scale the dynamic mode's lr by its mean samples per step over --batch-size",
     )
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output-dir", default="runs/trainer_chnsenticorp")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: train one mode here
     args = p.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not args.modes or any(m not in MODES for m in args.modes):
         raise UsageError(f"--modes must name fixed and/or dynamic, got {','.join(args.modes)!r}")
-    for name in ("epochs", "max_len", "batch_size", "max_batch_size"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    for name in ("epochs", "max_len", "batch_size"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     for name in ("max_train_samples", "max_dev_samples"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
@@ -102,19 +105,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise UsageError(f"--max-len must be <= 512 (BERT's positions), got {args.max_len}")
     if not args.lr > 0:
         raise UsageError(f"--lr must be positive, got {args.lr}")
-    args.max_batch_size = args.max_batch_size or 4 * args.batch_size
-    args.max_cost = args.max_cost or args.batch_size * args.max_len**2 / 4
+    if args.max_batch_size is None:
+        args.max_batch_size = 4 * args.batch_size
+    if args.max_cost is None:
+        args.max_cost = args.batch_size * args.max_len**2 / 4
+    try:
+        plan_options(args)  # validated here, before any process starts
+    except dynbatch.InputError as exc:
+        raise UsageError(str(exc)) from None
     return args
 
 
-def check_plan(args: argparse.Namespace) -> None:
-    """The plan options, validated before any process starts."""
-    from dynbatch import InputError, PlanOptions
-
-    try:
-        PlanOptions(max_cost=args.max_cost, cost=args.cost, max_batch_size=args.max_batch_size)
-    except InputError as exc:
-        raise UsageError(str(exc)) from None
+def plan_options(args: argparse.Namespace) -> dynbatch.PlanOptions:
+    """The dynamic mode's plan, from the flags."""
+    return dynbatch.PlanOptions.from_args(args, oversize="alone")
 
 
 def shared_default(value: str, default: Path) -> str | None:
@@ -150,7 +154,6 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
         if args.worker:
             return run_mode(args)
-        check_plan(args)
         out = Path(args.output_dir)
         work = out / "work"
         work.mkdir(parents=True, exist_ok=True)
@@ -228,7 +231,6 @@ def run_mode(args: argparse.Namespace) -> int:
     from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
     from paddlenlp.transformers import BertConfig, BertForSequenceClassification
 
-    import dynbatch
     from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
 
     mode, out = args.worker, Path(args.output_dir)
@@ -267,13 +269,7 @@ def run_mode(args: argparse.Namespace) -> int:
     )
     model = BertForSequenceClassification(config)
     lr = args.lr
-    options = dynbatch.PlanOptions(
-        max_cost=args.max_cost,
-        cost=args.cost,
-        max_batch_size=args.max_batch_size,
-        oversize="alone",
-        seed=args.seed,
-    )
+    options = plan_options(args)
     if mode == "dynamic" and args.lr_scaling != "none":
         sampler = dynbatch.DynamicBatchSampler(lengths=train.lengths, options=options)
         mean_batch = len(train) / len(sampler)  # samples per optimizer step

@@ -98,6 +98,8 @@ def test_without_the_shared_data_it_says_so_and_runs_offline(tmp_path: Path) -> 
         (["--max-len", "1024"], "--max-len must be <= 512"),
         (["--max-dev-samples", "-1"], "--max-dev-samples must be >= 0, got -1"),
         (["--cost", "cubic"], "cost"),
+        (["--max-cost", "0"], "max_cost must be a positive finite number, got max_cost=0"),
+        (["--max-batch-size", "0"], "max_batch_size must be an integer >= 1"),
         (["--data-file", "/nonexistent/reviews.csv"], "data file not found"),
         (["--vocab", "/nonexistent/vocab.txt"], "--vocab file not found"),
     ],
