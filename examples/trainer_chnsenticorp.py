@@ -234,6 +234,7 @@ def run_mode(args: argparse.Namespace) -> int:
     from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
 
     from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
+    from dynbatch.memory import peak_memory_mib, reset_peak_memory
 
     mode, out = args.worker, Path(args.output_dir)
     meta = json.loads((out / "work" / "meta.json").read_text())
@@ -303,19 +304,11 @@ def run_mode(args: argparse.Namespace) -> int:
             options=options,
             accumulate=args.accumulate,
         )
-    on_gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
-    core = paddle.base.core
-    if on_gpu:
-        paddle.device.reset_max_memory_allocated()
-    else:
-        core.host_memory_stat_reset_peak_value("Allocated", 0)
+    reset_peak_memory()
     start = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - start
-    if on_gpu:
-        peak = paddle.device.max_memory_allocated() / 2**20
-    else:
-        peak = core.host_memory_stat_peak_value("Allocated", 0) / 2**20
+    peak = peak_memory_mib()
     metrics = trainer.evaluate()
     steps = trainer.state.global_step
     result = {
