@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 pytest.importorskip("paddlenlp")
-from paddlenlp.trainer import TrainingArguments
 
 import dynbatch
 from dynbatch.integrations import paddlenlp as integration
@@ -21,34 +20,18 @@ from dynbatch.integrations.paddlenlp import STATE_FILE, DynamicBatchTrainer
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from trainer_toy import (
+    PLAN,
     Reviews,
     accuracy,
     collate,
     direct_eval,
+    make_args,
     make_recorder,
     reference_grads,
     tiny_bert,
 )
 
 SCRIPTS = Path(__file__).parent / "scripts"
-#: Shuffled batches under a quadratic budget: epochs 0 and 1 differ in batch count.
-PLAN: dict[str, Any] = {"max_cost": 6 * 24**2, "cost": "quadratic", "order": "shuffle"}
-
-
-def make_args(out: Path, **changes: Any) -> TrainingArguments:
-    values: dict[str, Any] = {
-        "output_dir": str(out),
-        "device": "cpu",
-        "report_to": [],
-        "disable_tqdm": True,
-        "seed": 0,
-        "learning_rate": 1e-3,
-        "num_train_epochs": 2,
-        "logging_steps": 1,
-        "save_strategy": "no",
-    }
-    values.update(changes)
-    return TrainingArguments(**values)
 
 
 def make_trainer(out: Path, ds: Reviews, *, args: Any = None, **kw: Any) -> DynamicBatchTrainer:

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import paddle
-from paddlenlp.trainer import TrainingArguments
 from trainer_toy import (
+    PLAN,
     Reviews,
     accuracy,
     collate,
     direct_eval,
+    make_args,
     make_recorder,
     reference_grads,
     tiny_bert,
@@ -31,24 +32,11 @@ from trainer_toy import (
 import dynbatch
 from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
 
-PLAN = {"max_cost": 6 * 24**2, "cost": "quadratic", "order": "shuffle"}
-
 
 def main() -> None:
     out = Path(sys.argv[1])
     ds, dev = Reviews(60), Reviews(23, seed=5)
-    args = TrainingArguments(
-        output_dir=str(out / "run"),
-        device="cpu",
-        report_to=[],
-        disable_tqdm=True,
-        seed=0,
-        learning_rate=1e-3,
-        num_train_epochs=2,
-        gradient_accumulation_steps=2,
-        logging_steps=1,
-        save_strategy="no",
-    )
+    args = make_args(out / "run", gradient_accumulation_steps=2)
     rank = args.dataset_rank
     rec = make_recorder(grads=1)
     trainer = DynamicBatchTrainer(

@@ -18,12 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from paddlenlp.trainer import TrainerCallback, TrainingArguments
-from trainer_toy import Reviews, collate, make_recorder, tiny_bert
+from paddlenlp.trainer import TrainerCallback
+from trainer_toy import PLAN, Reviews, collate, make_args, make_recorder, tiny_bert
 
 from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
-
-PLAN = {"max_cost": 6 * 24**2, "cost": "quadratic", "order": "shuffle"}
 
 
 class ExitAfterSave(TrainerCallback):  # type: ignore[misc]
@@ -49,19 +47,7 @@ def main() -> None:
     out, mode = Path(sys.argv[1]), sys.argv[2]
     ds = Reviews(60)
     run_dir = out / ("full" if mode == "full" else "cut")
-    args = TrainingArguments(
-        output_dir=str(run_dir),
-        device="cpu",
-        report_to=[],
-        disable_tqdm=True,
-        seed=0,
-        learning_rate=1e-3,
-        num_train_epochs=2,
-        gradient_accumulation_steps=2,
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=4,
-    )
+    args = make_args(run_dir, gradient_accumulation_steps=2, save_strategy="steps", save_steps=4)
     rec = make_recorder()
     callbacks = [rec]
     if mode == "cut":

@@ -1,14 +1,43 @@
-"""A tiny BERT and a toy classification set for the Trainer tests (imported by them)."""
+"""A tiny BERT, a toy classification set and the run settings of the Trainer tests.
+
+Imported by tests/test_trainer.py and by the scripts it runs in their own processes
+(trainer_resume.py, trainer_ddp.py), so all of them train the same way.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import paddle
 
+if TYPE_CHECKING:
+    from paddlenlp.trainer import TrainingArguments
+
 VOCAB = 60
 PAD = 0
+#: Shuffled batches under a quadratic budget: epochs 0 and 1 differ in batch count.
+PLAN: dict[str, Any] = {"max_cost": 6 * 24**2, "cost": "quadratic", "order": "shuffle"}
+
+
+def make_args(out: Path, **changes: Any) -> TrainingArguments:
+    """The tests' TrainingArguments: 2 epochs on CPU, lr 1e-3, a log every step, no saves."""
+    from paddlenlp.trainer import TrainingArguments
+
+    values: dict[str, Any] = {
+        "output_dir": str(out),
+        "device": "cpu",
+        "report_to": [],
+        "disable_tqdm": True,
+        "seed": 0,
+        "learning_rate": 1e-3,
+        "num_train_epochs": 2,
+        "logging_steps": 1,
+        "save_strategy": "no",
+    }
+    values.update(changes)
+    return TrainingArguments(**values)
 
 
 class Reviews(paddle.io.Dataset):  # type: ignore[misc]
