@@ -2,9 +2,10 @@
 
     python benchmarks/memory.py [--sample 24] [--all]
 
-ChnSentiCorp (lengths = characters + 2, cut at 512) and a tiny BERT with BERT-base's head
-width (paddlenlp BertForSequenceClassification: hidden 128, 2 heads of 64, 2 layers,
-intermediate 512, vocabulary 21128), AdamW with weight decay and gradient clipping, on CPU.
+ChnSentiCorp (lengths = characters + 2, cut at 512) and the BERT example's model and
+optimizer (examples/train_mode.py: the tiny BERT ``TINY`` with BERT-base's head width, hidden
+128, 2 heads of 64, 2 layers, intermediate 512, here with bert-base-chinese's 21128 tokens;
+AdamW with weight decay and gradient clipping), on CPU.
 Every measured batch is one real training step (forward, backward, update) on a batch of
 that plan's shape: each sample's length of random token ids, padded with [PAD] to the
 batch's longest (memory and time depend on the shape, not on which ids).
@@ -29,11 +30,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from _common import BUDGET, chnsenticorp_lengths, print_table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from train_mode import build_model, make_optimizer
 
 from dynbatch import calibrate, plan_batches
 from dynbatch.memory import peak_memory_mib, reset_peak_memory
@@ -44,28 +50,12 @@ K = 3  # highest-predicted batches always measured
 
 
 def build() -> tuple[Any, Any]:
+    """The example's tiny BERT and optimizer: what the example trains is what is measured."""
     import paddle
-    from paddlenlp.transformers import BertConfig, BertForSequenceClassification
 
     paddle.seed(0)
-    config = BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=512,
-        max_position_embeddings=512,
-        num_labels=2,
-        pad_token_id=0,
-    )
-    model = BertForSequenceClassification(config)
-    opt = paddle.optimizer.AdamW(
-        1e-3,
-        parameters=model.parameters(),
-        weight_decay=0.01,
-        grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0),
-    )
-    return model, opt
+    model = build_model({"model": "tiny", "vocab_size": VOCAB, "num_labels": 2, "pad_id": 0})
+    return model, make_optimizer(model, 1e-3)
 
 
 def trainer(model: Any, opt: Any, seed: int = 0) -> Any:
