@@ -378,28 +378,16 @@ def _adjusted(corpus: Corpus, add: int, truncate: int | None) -> Corpus:
     return Corpus(corpus.path, lengths, corpus.rows, corpus.by_line)
 
 
-def read_lengths(
-    path: str | Path,
-    *,
-    column: str | None = None,
-    field: str | None = None,
-    vocab: str | Path | None = None,
-    add: int = 0,
-    truncate: int | None = None,
-    skip_empty: bool = False,
-    progress: bool = True,
-) -> NDArray[np.int64]:
-    """The lengths of :func:`read_corpus` alone (same arguments)."""
-    return read_corpus(
-        path,
-        column=column,
-        field=field,
-        vocab=vocab,
-        add=add,
-        truncate=truncate,
-        skip_empty=skip_empty,
-        progress=progress,
-    ).lengths
+def read_lengths(path: str | Path, **options: Any) -> NDArray[np.int64]:
+    """The lengths of :func:`read_corpus` alone: the same arguments, the same errors.
+
+    >>> import os, tempfile
+    >>> text = os.path.join(tempfile.mkdtemp(), "r.txt")
+    >>> _ = open(text, "w", encoding="utf-8").write("好的\\n很好的\\n")
+    >>> read_lengths(text, add=2, progress=False).tolist()
+    [4, 5]
+    """
+    return read_corpus(path, **options).lengths
 
 
 def format_table(rows: dict[str, PlanStats]) -> str:
