@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for mode in args.modes:
         print(f"\n== {mode} ==", flush=True)
-        cmd = [sys.executable, str(Path(__file__).resolve()), *(argv or sys.argv[1:])]
+        given = argv if argv is not None else sys.argv[1:]  # main([]) means no flags
+        cmd = [sys.executable, str(Path(__file__).resolve()), *given]
         if subprocess.run([*cmd, "--worker", mode], check=False).returncode != 0:
             print(f"error: mode {mode} failed", file=sys.stderr)
             return 1
