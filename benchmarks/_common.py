@@ -6,6 +6,7 @@ Benchmarks print numbers measured side by side in one run; they assert nothing.
 from __future__ import annotations
 
 import csv
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -14,7 +15,10 @@ from typing import Any
 
 import numpy as np
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED = Path(
+    os.environ.get("DYNBATCH_SHARED_DATA")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "data"
+)
 BUDGET = 20 * 512**2 / 4  # the reference budget: a fixed batch of 20 at 512, over 4
 
 

@@ -2,11 +2,8 @@
 
     python benchmarks/run_all.py
 
-The example's throughput and accuracy table is not in here (it trains for ~20 minutes on
-CPU); it comes from:
-
-    python examples/bert_chnsenticorp.py --data-file ../shared/data/chnsenticorp_htl_all.csv \\
-        --vocab ../shared/data/bert-base-chinese-vocab.txt --model tiny --epochs 2
+The examples' throughput and accuracy tables are not in here (they train for many minutes on
+CPU); the README gives their commands.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ HERE = Path(__file__).parent
 
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE))
-    for name in ("padding", "planning_speed", "load_balance"):
+    for name in ("padding", "planning_speed", "load_balance", "memory"):
         print(f"\n## {name}\n", flush=True)
         sys.argv = [str(HERE / f"{name}.py")]
         runpy.run_path(str(HERE / f"{name}.py"), run_name="__main__")
