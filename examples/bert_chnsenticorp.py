@@ -86,7 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=None, help="default: 5e-5 pretrained, 1e-3 tiny")
     p.add_argument(
         "--lr-scaling",
-        default="sqrt",
+        default="none",
         choices=("none", "linear", "sqrt"),
         help="scale the dynamic modes' lr by their mean batch against --batch-size",
     )
