@@ -139,6 +139,18 @@ def test_restore_puts_weights_and_optimizer_state_back() -> None:
             assert np.array_equal(v.numpy(), state[k]), f"optimizer state {k} restored"
 
 
+def test_restore_measures_the_step_not_its_own_snapshot() -> None:
+    model, opt, step = make_trainer(4)
+    step(2, 8)  # the optimizer has state to snapshot
+    plain = calibrate(step, max_len=32, max_tokens=512)
+    allocated = current_memory_mib()
+    restored = calibrate(step, max_len=32, max_tokens=512, restore=[model, opt])
+    assert restored.floor == pytest.approx(plain.floor, rel=0.01), "the snapshot is not probed"
+    for n, length in [(4, 32), (16, 8)]:
+        assert float(restored(n, length)) == pytest.approx(float(plain(n, length)), rel=0.02)
+    assert current_memory_mib() == pytest.approx(allocated, abs=0.01), "no copy left behind"
+
+
 def test_restore_keeps_dtypes_and_nested_state() -> None:
     layer = paddle.nn.Linear(4, 4)
     layer.to(dtype="bfloat16")
@@ -431,6 +443,13 @@ def test_preflight_of_a_sampler_uses_its_plan_and_budget(trained: Any) -> None:
     assert all(c.n == plan[c.position].size for c in report.checks), "the sampler's own plan"
     with pytest.raises(ValueError, match="preflight needs lengths, cost, max_cost"):
         preflight(step, list(plan))
+    quadratic = dynbatch.DynamicBatchSampler(lengths=lens, max_cost=16 * 256**2)
+    with pytest.raises(
+        ValueError, match=r"not a MemoryCost, so its max_cost=1.04858e\+06 is not MiB"
+    ):
+        preflight(step, quadratic)
+    with pytest.raises(TypeError, match="step must be a callable step\\(n, L\\)"):
+        preflight(lambda n: None, sampler)
 
 
 def test_preflight_counts_out_of_memory_as_not_fitting() -> None:

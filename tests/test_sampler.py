@@ -222,6 +222,13 @@ def test_a_state_that_is_not_a_dict_is_named(ds: Reviews, state: object) -> None
         sampler.load_state_dict(state)  # type: ignore[arg-type]
 
 
+def test_a_cap_added_or_removed_is_named(ds: Reviews) -> None:
+    state = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2).state_dict()
+    capped = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, max_batch_size=4)
+    with pytest.raises(ValueError, match="max_batch_size: saved None, here 4"):
+        capped.load_state_dict(state)
+
+
 def test_the_error_names_the_option_that_differs(ds: Reviews) -> None:
     state = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, seed=5).state_dict()
     other = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, seed=6)

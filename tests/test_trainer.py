@@ -16,7 +16,11 @@ pytest.importorskip("paddlenlp")
 
 import dynbatch
 from dynbatch.integrations import paddlenlp as integration
-from dynbatch.integrations.paddlenlp import STATE_FILE, DynamicBatchTrainer
+from dynbatch.integrations.paddlenlp import (
+    STATE_FILE,
+    DynamicBatchTrainer,
+    per_sample_cross_entropy,
+)
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from trainer_toy import (
@@ -255,6 +259,14 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"loss_fn": "cross_entropy"}, "loss_fn must be a callable"),
     ({"lengths": np.ones(7, dtype=np.int64)}, "lengths has 7 entries but the dataset has 60"),
     ({"eval_lengths": [3, 4]}, "eval_lengths were given without an eval_dataset"),
+    (
+        {"eval_dataset": Reviews(10, seed=1), "eval_lengths": [3, 4, 5]},
+        "eval_lengths has 3 entries but the eval dataset has 10 samples",
+    ),
+    (
+        {"eval_dataset": Reviews(3, seed=1), "eval_lengths": [3, 0, 5]},
+        "eval_lengths must be positive; eval_lengths[1]=0",
+    ),
 ]
 
 
@@ -281,6 +293,13 @@ def test_bad_losses_and_checkpoints_are_named(tmp_path: Path) -> None:
     )
     with pytest.raises(dynbatch.InputError, match=r"loss_fn must return the losses of each"):
         mean_loss.train()
+    for broken, what in (
+        (lambda o, b: per_sample_cross_entropy(o, b).detach(), "float32"),
+        (lambda o, b: per_sample_cross_entropy(o, b).astype("int64"), "int64"),
+    ):
+        trainer = make_trainer(tmp_path, ds, args=make_args(tmp_path, max_steps=1), loss_fn=broken)
+        with pytest.raises(dynbatch.InputError, match=rf"differentiable float losses.*{what}"):
+            trainer.train()
     trainer = make_trainer(tmp_path / "empty", ds, args=make_args(tmp_path / "empty"))
     with pytest.raises(dynbatch.InputError, match="holds no checkpoint"):
         trainer.train(resume_from_checkpoint=True)
@@ -297,4 +316,8 @@ def test_bad_losses_and_checkpoints_are_named(tmp_path: Path) -> None:
         other_budget.train(resume_from_checkpoint=checkpoint)
     args = make_args(saved, max_steps=1, gradient_accumulation_steps=2)
     with pytest.raises(dynbatch.InputError, match="other optimizer windows"):
+        make_trainer(saved, ds, args=args).train(resume_from_checkpoint=checkpoint)
+    args = make_args(saved, max_steps=1, save_strategy="steps", save_steps=1)
+    (saved / "checkpoint-1" / STATE_FILE).write_text("{not json")
+    with pytest.raises(dynbatch.InputError, match=f"{STATE_FILE} cannot be read"):
         make_trainer(saved, ds, args=args).train(resume_from_checkpoint=checkpoint)

@@ -93,6 +93,7 @@ NOTE [ restoring state ]
 from __future__ import annotations
 
 import gc
+import inspect
 import itertools
 import json
 import math
@@ -429,6 +430,11 @@ class MemoryCost:
             raise InputError(f"{path} is not valid JSON ({exc})") from None
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
             raise InputError(f'{path} is not a saved MemoryCost (no "format": "{_FORMAT}")')
+        if data.get("version") != _FORMAT_VERSION:
+            raise InputError(
+                f"{path} is a MemoryCost of version {data.get('version')!r}; this dynbatch reads "
+                f"version {_FORMAT_VERSION}: calibrate again"
+            )
         missing = [k for k in ("c", "a", "b", "floor") if k not in data]
         if missing:
             raise InputError(f"{path} lacks the key(s) {', '.join(missing)}")
@@ -443,7 +449,7 @@ class MemoryCost:
                 time_model=None if time_model is None else StepTimeModel(**time_model),
                 report=None if report is None else _report_from_json(report),
             )
-        except (TypeError, ValueError, KeyError) as exc:
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
             raise InputError(f"{path}: {exc}") from None
 
 
@@ -513,7 +519,15 @@ def _max_error(pred: NDArray[Any], measured: NDArray[Any], checked: NDArray[Any]
 
 # -- probing -----------------------------------------------------------------------------------
 def _check_step(step: Any) -> None:
-    if not callable(step):
+    wrong = not callable(step)
+    if not wrong:
+        try:
+            inspect.signature(step).bind(1, 1)
+        except TypeError:
+            wrong = True
+        except ValueError:  # builtins without a signature: trust them
+            pass
+    if wrong:
         raise InputTypeError(
             f"step must be a callable step(n, L) that runs one training step on n samples "
             f"padded to length L, got step={step!r}"
@@ -551,7 +565,9 @@ def _to_host(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _to_host(v) for k, v in value.items()}
     if hasattr(value, "numpy") and hasattr(value, "dtype"):
-        return _Host(np.asarray(value.numpy()), value.dtype)  # numpy() copies
+        # numpy() of a CPU tensor can share paddle's allocation: copy into numpy's own memory,
+        # or the snapshot would be measured as part of every probe
+        return _Host(np.array(value.numpy(), copy=True), value.dtype)
     return value
 
 
@@ -560,7 +576,11 @@ def _from_host(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _from_host(v) for k, v in value.items()}
     if isinstance(value, _Host):
-        return _paddle().to_tensor(value.values, dtype=value.dtype)
+        if value.values.dtype == np.uint16:  # bfloat16: numpy cannot say so, a tensor can
+            return _paddle().to_tensor(value.values, dtype=value.dtype)
+        # numpy, not tensors: an optimizer keeps the dict it is given (_accumulators_holder),
+        # and tensors there would stay allocated beside the state they were copied into
+        return value.values
     return value
 
 
@@ -732,6 +752,11 @@ def calibrate(
         raise CalibrationError(f"even the smallest probe (1 sample of {min_len}) ran out of memory")
     floor = float(peak[role == "floor"][0])
     above = ok & (role == "fit") & (peak > floor + _FLOOR_BAND * (np.nanmax(peak) - floor))
+    if np.unique(length[role == "fit"]).size < 2:
+        raise CalibrationError(
+            f"the probes cover one length only (min_len={min_len}, max_len={max_len}): the fit "
+            "needs two; lower min_len"
+        )
     if above.sum() < 3 or np.unique(length[above]).size < 2:
         raise CalibrationError(
             f"only {int(above.sum())} probe(s) peaked above the step's fixed peak of "
@@ -910,6 +935,17 @@ def preflight(
     _check_step(step)
     if isinstance(batches, PlanSource):  # a sampler: its epoch's plan, lengths and options
         options = batches.options
+        if max_cost is None and not isinstance(options.cost, MemoryCost):
+            raise InputError(
+                f"preflight compares measured MiB with max_cost, but the sampler's cost "
+                f"({options.cost!r}) is not a MemoryCost, so its max_cost={options.max_cost:g} "
+                "is not MiB: pass max_cost=<MiB the device has>"
+            )
+        if pad_to_multiple_of not in (1, options.pad_to_multiple_of):
+            raise InputError(
+                f"pad_to_multiple_of={pad_to_multiple_of} differs from the sampler's "
+                f"pad_to_multiple_of={options.pad_to_multiple_of}: leave it out with a sampler"
+            )
         lengths = batches.lengths if lengths is None else lengths
         cost = options.cost if cost is None else cost
         max_cost = options.max_cost if max_cost is None else max_cost

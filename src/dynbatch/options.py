@@ -34,11 +34,13 @@ from ._checks import (
 )
 from .cost import Cost, cost_spec, resolve_cost
 
-__all__ = ["BALANCE", "ORDERS", "OVERSIZE", "PlanOptions", "resolve_options"]
+__all__ = ["BALANCE", "ORDERS", "OVERSIZE", "UNDESCRIBED", "PlanOptions", "resolve_options"]
 
 ORDERS = ("bucket", "shuffle", "ascending", "descending", "none")
 OVERSIZE = ("error", "skip", "alone")
 BALANCE = ("tokens", "cost")
+#: what :meth:`PlanOptions.fingerprint` says of a callable it cannot describe
+UNDESCRIBED = "<a callable that cannot be described>"
 #: bucket_width below this makes millions of buckets; above it, one bucket holds lengths
 #: that differ 10-fold, which is a shuffle, not a bucket.
 BUCKET_WIDTH_RANGE = (1e-3, 10.0)
@@ -180,7 +182,8 @@ class PlanOptions:
         return dataclasses.replace(self, **changes)
 
     def fingerprint(self) -> dict[str, Any]:
-        """Every field as JSON-safe values; a callable that cannot be described gives None.
+        """Every field as JSON-safe values; a callable that cannot be described gives
+        :data:`UNDESCRIBED` (the plan itself decides then: NOTE [ resume fingerprint ]).
 
         >>> PlanOptions(max_cost=10, cost="linear").fingerprint()["cost"]
         'LinearCost()'
@@ -189,7 +192,7 @@ class PlanOptions:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name in ("cost", "balance") and not isinstance(value, str):
-                value = cost_spec(value)
+                value = cost_spec(value) or UNDESCRIBED
             out[f.name] = value
         return out
 

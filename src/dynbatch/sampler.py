@@ -37,7 +37,7 @@ from ._checks import InputError, InputTypeError, check_epochs, check_int, check_
 from ._optional import require
 from .contract import Pass
 from .lengths import compute_lengths
-from .options import PlanOptions, resolve_options
+from .options import UNDESCRIBED, PlanOptions, resolve_options
 from .planning import Plan
 from .sharding import ShardedPlan, equal_batch_count, plan_epoch
 
@@ -250,7 +250,7 @@ class _Planned:
         differ = [
             f"{k}: saved {saved.get(k)!r}, here {here[k]!r}"
             for k in here
-            if saved.get(k) is not None and here[k] is not None and saved.get(k) != here[k]
+            if UNDESCRIBED not in (saved[k], here[k]) and saved[k] != here[k]
         ]
         if differ:
             raise InputError(

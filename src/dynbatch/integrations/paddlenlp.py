@@ -99,7 +99,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError, check_choice, check_int, check_positive_number
+from .._checks import (
+    InputError,
+    InputTypeError,
+    check_choice,
+    check_int,
+    check_lengths,
+    check_positive_number,
+)
 from .._optional import require
 from ..memory import AllocatorStatsUnavailable, peak_memory_mib, reset_peak_memory
 from ..options import FIELDS, PlanOptions, resolve_options
@@ -186,6 +193,18 @@ def per_sample_cross_entropy(
         _logits(outputs), labels.reshape([-1]).astype("int64"), reduction="none"
     )
     return losses.reshape([-1])
+
+
+def _checked_eval_lengths(dataset: Any, lengths: Any, name: str | None) -> NDArray[np.int64]:
+    """Eval lengths checked when the trainer is made, not after an epoch of training."""
+    label = "eval_lengths" if name is None else f"eval_lengths[{name!r}]"
+    lens = check_lengths(lengths, name=label)
+    if hasattr(dataset, "__len__") and len(dataset) != lens.size:
+        raise InputError(
+            f"{label} has {lens.size} entries but the eval dataset has {len(dataset)} samples; "
+            "they must match one to one"
+        )
+    return lens
 
 
 # -- allocator memory ------------------------------------------------------------------------
@@ -548,8 +567,11 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
                     "eval_dataset is a dict, so eval_lengths must be a dict with the same keys "
                     f"({sorted(eval_dataset)}), got {eval_lengths!r:.80}"
                 )
-            return {name: eval_lengths[name] for name in eval_dataset}
-        return eval_lengths
+            return {
+                name: _checked_eval_lengths(eval_dataset[name], eval_lengths[name], name)
+                for name in eval_dataset
+            }
+        return _checked_eval_lengths(eval_dataset, eval_lengths, None)
 
     # -- the plan's windows ------------------------------------------------------------------
     def _sampler(self) -> DistributedDynamicBatchSampler:
@@ -736,6 +758,13 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
             raise InputError(
                 f"loss_fn must return the losses of each of the micro-batch's {n} samples, shape "
                 f"[{n}] (or [{n}, ...] per token, with accumulate='tokens'), not a mean; got {got}"
+            )
+        detached = losses.stop_gradient and paddle.is_grad_enabled()  # eval runs without grad
+        if not losses.dtype.name.lower().startswith(("float", "bfloat")) or detached:
+            raise InputError(
+                f"loss_fn must return differentiable float losses (attached to the model's "
+                f"graph), got dtype {losses.dtype} with stop_gradient={losses.stop_gradient}: "
+                "nothing would be trained"
             )
         per_sample = len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)
         if per_sample:
@@ -927,9 +956,19 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
             return
         # everything of ours is checked before anything is loaded
         path = os.path.join(checkpoint, STATE_FILE)
-        with open(path, encoding="utf-8") as fh:
-            state = json.load(fh)
-        if not isinstance(state, Mapping) or state.get("version") != _STATE_VERSION:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                state = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise InputError(
+                f"{path} cannot be read as a DynamicBatchTrainer state: {exc}"
+            ) from None
+        keys = {"version", "windows", "sampler"}
+        if not isinstance(state, Mapping) or not keys <= set(state):
+            raise InputError(
+                f"{path} is not a DynamicBatchTrainer state: it needs the keys {sorted(keys)}"
+            )
+        if state.get("version") != _STATE_VERSION:
             raise InputError(f"{path} is not a DynamicBatchTrainer state of this release")
         saved, here = state["windows"], self._window_settings()
         if saved != here:
