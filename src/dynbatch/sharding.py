@@ -124,10 +124,10 @@ class ShardedPlan:
 class _Batches:
     """A plan being split: members, offsets and per-batch size, longest length and flags."""
 
-    def __init__(self, plan: Plan, plens: NDArray[Any]) -> None:
-        self.indices = plan.indices  # copied before the first split changes it
+    def __init__(self, plan: Plan, plens: NDArray[Any], owned: bool = False) -> None:
+        self.indices = plan.indices  # copied before the first split changes it, unless owned
         self.offsets = plan.offsets
-        self._owned = False
+        self._owned = owned
         self.plens = plens
         sizes = plan.sizes
         self.longest = (
@@ -263,22 +263,38 @@ def shard_plan(
     opts = resolve_options(options, shortcuts, "shard_plan")
     if not isinstance(plan, Plan):
         plan = _checked_plan(plan, lens.size)
+    if num_batches is not None:
+        num_batches = check_int("num_batches", num_batches)
+        if num_batches % replicas or num_batches < len(plan):
+            raise InputError(
+                f"num_batches must be a multiple of num_replicas={replicas} and at least the "
+                f"plan's {len(plan)} batches, got num_batches={num_batches}"
+            )
+    return _shard(plan, lens, replicas, epoch, num_batches, tolerance, opts)
+
+
+def _shard(
+    plan: Plan,
+    lens: NDArray[np.int64],
+    replicas: int,
+    epoch: int,
+    num_batches: int | None,
+    tolerance: float,
+    opts: PlanOptions,
+    owned: bool = False,
+) -> ShardedPlan:
+    """:func:`shard_plan` on checked inputs; ``owned``: the plan's arrays may be changed."""
     fn = opts.balance_fn()
     multiple = opts.batch_size_multiple
-    batches = _Batches(plan, padded_lengths(lens, opts.pad_to_multiple_of))
+    plens = padded_lengths(lens, opts.pad_to_multiple_of)
+    if plens.max(initial=0) < 2**31:  # a smaller gather: the per-batch longest reads them all
+        plens = plens.astype(np.int32)
+    batches = _Batches(plan, plens, owned)
 
     def work() -> NDArray[np.float64]:
         return np.asarray(fn(batches.sizes, batches.longest), dtype=np.float64)
 
-    if num_batches is None:
-        target = -(-len(batches) // replicas) * replicas
-    else:
-        target = check_int("num_batches", num_batches)
-        if target % replicas or target < len(batches):
-            raise InputError(
-                f"num_batches must be a multiple of num_replicas={replicas} and at least the "
-                f"plan's {len(batches)} batches, got num_batches={num_batches}"
-            )
+    target = -(-len(batches) // replicas) * replicas if num_batches is None else num_batches
     while len(batches) < target:
         if not _split_heaviest(batches, work(), target - len(batches), multiple):
             cheapest = np.argsort(work(), kind="stable")[: target - len(batches)]
@@ -287,10 +303,12 @@ def shard_plan(
             batches.repeat(cheapest[: target - len(batches)])
     if not opts.random_order or len(batches) == 0:
         return ShardedPlan(batches.plan(), np.arange(len(batches)), batches.padding, replicas)
-    if num_batches is None:
-        _split_for_balance(batches, work, replicas, tolerance, multiple)
     costs = work()
     by_work = np.argsort(costs, kind="stable")
+    if num_batches is None:
+        by_work = _split_for_balance(
+            batches, fn, costs, by_work, work, replicas, tolerance, multiple
+        )
     steps = by_work.reshape(-1, replicas)
     rng = np.random.default_rng([opts.seed, epoch, replicas])
     order = steps[rng.permutation(len(steps))].reshape(-1)
@@ -298,31 +316,48 @@ def shard_plan(
 
 
 def _split_for_balance(
-    batches: _Batches, work: Any, replicas: int, tolerance: float, multiple: int
-) -> None:
-    """Split the ``replicas`` heaviest batches while it helps (NOTE [ balanced steps ])."""
+    batches: _Batches,
+    fn: Any,
+    costs: NDArray[np.float64],
+    by_work: NDArray[np.int64],
+    work: Any,
+    replicas: int,
+    tolerance: float,
+    multiple: int,
+) -> NDArray[np.int64]:
+    """Split the ``replicas`` heaviest batches while it helps (NOTE [ balanced steps ]).
+
+    Each round first estimates the split (both parts at the batch's longest length, which
+    can only overestimate them) and splits only if that lowers the imbalance. Returns the
+    batches' order by work (``by_work`` when nothing was split).
+    """
     if replicas == 1:
-        return
+        return by_work
     budget = int(MAX_EXTRA_FRACTION * len(batches))
     added = 0
-    costs = work()
-    current = step_imbalance(np.sort(costs), replicas)
+    current = step_imbalance(costs[by_work], replicas)
     while current > tolerance and added + replicas <= budget:
-        batches.split(np.zeros(0, dtype=np.int64), multiple)  # own the arrays before undo copies
-        before = (batches.indices.copy(), batches.offsets.copy(), batches.longest.copy())
-        padding = batches.padding.copy()
-        _, keeps_multiple = batches.splittable(multiple)  # balance never breaks a multiple
+        sizes = batches.sizes
+        keeps_multiple = sizes >= 2 * multiple  # balance never breaks a multiple
         chosen = _heaviest(costs, keeps_multiple, replicas)
         if chosen.size < replicas:
-            return
+            break
+        first = multiple * (sizes[chosen] // (2 * multiple)) if multiple > 1 else sizes[chosen] // 2
+        longest = batches.longest[chosen]
+        estimate = np.concatenate(
+            [
+                np.delete(costs, chosen),
+                np.asarray(fn(first, longest), dtype=np.float64),
+                np.asarray(fn(sizes[chosen] - first, longest), dtype=np.float64),
+            ]
+        )
+        if step_imbalance(np.sort(estimate), replicas) >= current:
+            break
         batches.split(chosen, multiple)
         costs = work()
-        after = step_imbalance(np.sort(costs), replicas)
-        if after >= current:  # no better: undo and stop
-            batches.indices, batches.offsets, batches.longest = before
-            batches.padding = padding
-            return
-        current, added = after, added + replicas
+        by_work = np.argsort(costs, kind="stable")
+        current, added = step_imbalance(costs[by_work], replicas), added + replicas
+    return by_work
 
 
 def _checked_plan(batches: Sequence[Any], n: int) -> Plan:
@@ -332,10 +367,10 @@ def _checked_plan(batches: Sequence[Any], n: int) -> Plan:
 
 def _check_tolerance(tolerance: Any) -> None:
     wrong_type = isinstance(tolerance, (bool, np.bool_)) or not isinstance(tolerance, Real)
-    if wrong_type or not tolerance >= 1 or not np.isfinite(tolerance):
+    if wrong_type or not tolerance >= 1:  # inf: never split for balance
         raise (InputTypeError if wrong_type else InputError)(
-            "tolerance must be a number >= 1 (the summed slowest-rank work over the mean), "
-            f"got tolerance={tolerance!r}"
+            "tolerance must be a number >= 1 (the summed slowest-rank work over the mean; inf "
+            f"never splits), got tolerance={tolerance!r}"
         )
 
 
@@ -392,11 +427,13 @@ def plan_epoch(
             if draw > 1000:  # each draw exceeds with probability ~1/9: unreachable in practice
                 raise RuntimeError(f"epoch {epoch} could not be planned in {num_batches} batches")
             plan = plan_draw(lengths, options, epoch, draw, shuffle_batches=False)
-    return shard_plan(
+    return _shard(
         plan,
         lengths,
         num_replicas,
-        epoch=epoch,
-        num_batches=num_batches if options.equal_epochs else None,
-        options=options,
+        epoch,
+        num_batches if options.equal_epochs else None,
+        TOLERANCE,
+        options,
+        owned=True,  # planned here, seen by no one else
     )
