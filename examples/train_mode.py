@@ -225,7 +225,7 @@ def run_mode(args: argparse.Namespace) -> int:
     first_epoch: list[int] = []
     same_data: float | None = None
     train_seconds = 0.0
-    epoch = 0
+    epoch = finished = 0  # epochs begun, epochs run to their end
     stop = False
     while not stop:
         hook.on_epoch_begin(epoch)
@@ -258,6 +258,8 @@ def run_mode(args: argparse.Namespace) -> int:
             if (args.max_steps and done >= args.max_steps) or (budget and train_seconds >= budget):
                 stop = True
                 break
+        else:
+            finished += 1
         hook.on_epoch_end(epoch)
         epoch += 1
         if epoch == args.epochs:
@@ -283,7 +285,10 @@ def run_mode(args: argparse.Namespace) -> int:
         "dev_accuracy": dev_accuracy,
         "dev_accuracy_same_data": dev_accuracy if same_data is None else same_data,
         "skipped_steps": acc.skipped_steps,
-        "every_sample_once": sorted(first_epoch) == list(range(len(train))),
+        # the first epoch: no sample twice, and every sample if it was finished (a mode
+        # slower than the fixed one may not finish it within the fixed mode's time)
+        "every_sample_once": len(set(first_epoch)) == len(first_epoch)
+        and (finished == 0 or sorted(first_epoch) == list(range(len(train)))),
         "lr": lr,
         "history": history,
         **extra,
