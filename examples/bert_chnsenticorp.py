@@ -26,12 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from corpus import CorpusError, load_examples, pick_model, pick_vocab, tokenize
+from corpus import CorpusError, load_examples, pick_model, pick_vocab, run_modes, tokenize
 from train_mode import MODES, run_mode
 
 import dynbatch
@@ -178,21 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     (work / "meta.json").write_text(json.dumps(meta))
     print(f"data: {meta['source']}\nmodel: {meta['model']}; vocabulary: {meta['vocab_desc']}")
-    rows = []
-    for mode in args.modes:
-        print(f"\n== {mode} ==", flush=True)
-        cmd = [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            *(argv if argv is not None else sys.argv[1:]),
-            "--worker",
-            mode,
-        ]
-        done = subprocess.run(cmd, check=False)
-        if done.returncode != 0:
-            print(f"error: mode {mode} exited with {done.returncode}", file=sys.stderr)
-            return 1
-        rows.append(json.loads((work / f"{mode}.json").read_text()))
+    rows = run_modes(__file__, argv, args.modes, work)
+    if rows is None:
+        return 1
     from report import write
 
     write(args, meta, rows, out)

@@ -31,6 +31,7 @@ __all__ = [
     "pick_model",
     "pick_vocab",
     "reachable",
+    "run_modes",
     "split",
     "tokenize",
 ]
@@ -252,3 +253,28 @@ class TokenIds:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+
+def run_modes(
+    script: str, argv: list[str] | None, modes: Sequence[str], work: Path
+) -> list[dict[str, Any]] | None:
+    """Run each mode of ``script`` in a process of its own (``--worker MODE``), in order, and
+    read back the record it writes to ``work/MODE.json``; None if one fails (it said why).
+
+    A process of its own gives each mode its own wall time and its own allocator peak.
+    """
+    import json
+    import subprocess
+    import sys
+
+    given = argv if argv is not None else sys.argv[1:]  # main([]) means no flags
+    rows = []
+    for mode in modes:
+        print(f"\n== {mode} ==", flush=True)
+        cmd = [sys.executable, str(Path(script).resolve()), *given, "--worker", mode]
+        done = subprocess.run(cmd, check=False)
+        if done.returncode != 0:
+            print(f"error: mode {mode} exited with {done.returncode}", file=sys.stderr)
+            return None
+        rows.append(json.loads((work / f"{mode}.json").read_text()))
+    return rows

@@ -30,14 +30,21 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from corpus import CorpusError, TokenIds, check_vocab, load_examples, pick_vocab, tokenize
+from corpus import (
+    CorpusError,
+    TokenIds,
+    check_vocab,
+    load_examples,
+    pick_vocab,
+    run_modes,
+    tokenize,
+)
 from train_mode import TINY, build_model
 
 import dynbatch
@@ -165,15 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     (work / "meta.json").write_text(json.dumps(meta))
     print(f"data: {meta['data']}\nvocabulary: {meta['vocab']}", flush=True)
-    rows = []
-    for mode in args.modes:
-        print(f"\n== {mode} ==", flush=True)
-        given = argv if argv is not None else sys.argv[1:]  # main([]) means no flags
-        cmd = [sys.executable, str(Path(__file__).resolve()), *given]
-        if subprocess.run([*cmd, "--worker", mode], check=False).returncode != 0:
-            print(f"error: mode {mode} failed", file=sys.stderr)
-            return 1
-        rows.append(json.loads((work / f"{mode}.json").read_text()))
+    rows = run_modes(__file__, argv, args.modes, work)
+    if rows is None:
+        return 1
     report(args, meta, rows, out)
     return 0
 

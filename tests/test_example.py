@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from example_runs import run_example
 
 pytest.importorskip("paddlenlp")
 pytestmark = pytest.mark.slow
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bert_chnsenticorp.py"
 KEYS = {
     "mode",
     "wall_s",
@@ -42,13 +41,7 @@ socket.create_connection = _refuse
 def run(
     *args: str, timeout: int = 900, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(EXAMPLE), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+    return run_example("bert_chnsenticorp.py", *args, timeout=timeout, env=env)
 
 
 def test_every_mode_on_the_shared_corpus(

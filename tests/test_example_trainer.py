@@ -5,24 +5,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "trainer_chnsenticorp.py"
+from example_runs import run_example
 
 
 def run(
     *args: str, timeout: int = 600, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(EXAMPLE), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+    return run_example("trainer_chnsenticorp.py", *args, timeout=timeout, env=env)
 
 
 @pytest.mark.slow
