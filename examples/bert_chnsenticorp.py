@@ -127,6 +127,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 f"--time-budget must be auto, none or a positive number of seconds, "
                 f"got {args.time_budget!r}"
             ) from None
+    if not 0 <= args.warmup <= 1:
+        raise UsageError(
+            f"--warmup must be a fraction of an epoch in [0, 1], got --warmup={args.warmup}"
+        )
+    if args.memory_target is not None and not args.memory_target > 0:
+        raise UsageError(f"--memory-target must be positive MiB, got {args.memory_target}")
     if args.max_cost is None:
         args.max_cost = args.batch_size * args.max_len**2 / 4
     try:

@@ -159,6 +159,7 @@ def run_mode(args: argparse.Namespace) -> int:
 
     import dynbatch
     from dynbatch.memory import peak_memory_mib
+    from dynbatch.windows import optimizer_steps
 
     mode = args.worker
     out = Path(args.output_dir)
@@ -187,16 +188,13 @@ def run_mode(args: argparse.Namespace) -> int:
         train, batch_sampler=sampler, num_workers=args.num_workers, collate_fn=collate
     )
     lr = args.lr or (1e-3 if meta["model"] == "tiny" else 5e-5)
-    if dynamic and args.lr_scaling != "none":
-        tokens = [float(train.lengths[b].sum()) for b in sampler.batches()]
-        steps = dynbatch.accumulation_windows(np.array(tokens), args.accumulate_tokens).size
-        mean_batch = len(train) / steps  # samples per optimizer step
-        lr = dynbatch.scale_lr(lr, mean_batch, args.batch_size, rule=args.lr_scaling)
-    if dynamic:
-        steps_per_epoch = dynbatch.accumulation_windows(
-            np.array([float(train.lengths[b].sum()) for b in sampler.batches()]),
-            args.accumulate_tokens,
-        ).size
+    if dynamic:  # optimizer steps of an epoch, from the plan
+        steps_per_epoch = optimizer_steps(
+            sampler.epoch_plan(), train.lengths, args.accumulate_tokens, unit="tokens"
+        )
+        if args.lr_scaling != "none":
+            mean_batch = len(train) / steps_per_epoch  # samples per optimizer step
+            lr = dynbatch.scale_lr(lr, mean_batch, args.batch_size, rule=args.lr_scaling)
     else:
         steps_per_epoch = len(sampler)
     warmup = max(1, round(args.warmup * steps_per_epoch))

@@ -137,6 +137,8 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
         (["--time-budget", "soon"], "--time-budget must be auto, none or a positive number"),
         (["--max-cost", "-1"], "max_cost must be a positive finite number, got max_cost=-1"),
         (["--modes", "calibrated"], "mode calibrated needs a memory target"),
+        (["--warmup", "2"], "--warmup must be a fraction of an epoch in [0, 1]"),
+        (["--memory-target", "-5"], "--memory-target must be positive MiB, got -5.0"),
     ],
 )
 def test_bad_input_exits_2_without_a_traceback(

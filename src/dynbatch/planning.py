@@ -116,10 +116,6 @@ class Plan(Sequence[Indices]):
         indices = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
         return cls(indices, np.concatenate([[0], np.cumsum(sizes)]))
 
-    @classmethod
-    def empty(cls) -> Plan:
-        return cls(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
-
     @property
     def sizes(self) -> Indices:
         """Samples per batch."""

@@ -88,8 +88,6 @@ class ShardedPlan:
             self._plan = self.base.take(self.order)
         return self._plan
 
-    batches = plan
-
     @property
     def sizes(self) -> NDArray[np.int64]:
         """Samples per batch, step-major."""
