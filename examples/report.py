@@ -52,7 +52,9 @@ def write(
 def summary(
     args: argparse.Namespace, meta: dict[str, Any], rows: list[dict[str, Any]]
 ) -> list[str]:
-    budget = "the fixed mode's training time" if args.time_budget == "auto" else args.time_budget
+    budget = {"auto": "the fixed mode's training time", "none": "none (equal epochs)"}.get(
+        args.time_budget, f"{args.time_budget} s"
+    )
     said = [
         f"Data: {meta['source']}; {meta['train_samples']} train / {meta['dev_samples']} dev "
         f"samples; model: {meta['model']}; vocabulary: {meta['vocab_desc']}; "
@@ -60,11 +62,10 @@ def summary(
         f"max_cost: {args.max_cost:g} ({args.cost}); max_batch_size: {args.max_batch_size}; "
         f"lr scaling: {args.lr_scaling}; memory: {meta['memory_source']}."
     ]
-    calibrated = next((r for r in rows if r["mode"] == "calibrated"), None)
-    if calibrated is not None:
+    for calibrated in (r for r in rows if "target_mb" in r):
         said.append(
-            f"calibrated: target {calibrated['target_mb']:.1f} MiB (the fixed mode's worst "
-            f"batch), calibration {calibrated['calibration_s']:.1f} s."
+            f"{calibrated['mode']}: target {calibrated['target_mb']:.1f} MiB (the fixed mode's "
+            f"worst batch), calibration {calibrated['calibration_s']:.1f} s."
         )
     return said
 

@@ -1,10 +1,14 @@
 """The training of one mode, in a process of its own (so its time and memory are its own).
 
 A mode is how batches are made: ``fixed`` (a shuffled batch of --batch-size, the study's
-baseline), ``shuffle``, ``ascending`` and ``bucket`` (dynbatch orders under the cost given
-by --cost / --max-cost), and ``calibrated``: bucket order under a :class:`dynbatch.MemoryCost`
-calibrated on this model, with the fixed mode's worst-batch peak as the memory target, so
-both get the same memory.
+baseline); ``dynamic``, dynbatch's default recipe: the sampler is told the fixed batch
+(``batch_size=``) and plans padding-free micro-batches in updates of as many samples,
+lengths mixed (NOTE [ the fixed batch's recipe ]); ``fill``: micro-batches at the knee of
+the step time fitted by :func:`dynbatch.calibrate`, within the fixed batch's worst-batch
+memory (fewer, larger updates); ``shuffle``, ``ascending`` and ``bucket`` (dynbatch orders
+under the cost given by --cost / --max-cost, the study's way: one batch, one update), and
+``calibrated``: bucket order under a :class:`dynbatch.MemoryCost` calibrated on this model,
+with the fixed mode's worst-batch peak as the memory target, so both get the same memory.
 
 Every mode starts from the same weights with the same seed, makes each update the mean over
 its samples (:class:`dynbatch.GradientAccumulator`), and records per step the loss, the batch
@@ -27,7 +31,9 @@ from typing import Any
 import numpy as np
 from corpus import TokenIds
 
-MODES = ("fixed", "shuffle", "ascending", "bucket", "calibrated")
+MODES = ("fixed", "dynamic", "fill", "shuffle", "ascending", "bucket", "calibrated")
+#: the modes that calibrate the model's memory against the fixed mode's worst batch
+CALIBRATED = ("fill", "calibrated")
 #: a BERT with BERT-base's head width (64), small enough for a CPU: memory grows with the
 #: head width the way it does in bert-base, which is what the calibrated cost has to get right
 TINY = {
@@ -124,7 +130,11 @@ def plan_options(args: argparse.Namespace, mode: str, cost: Any = None, target: 
 def calibrated_options(
     args: argparse.Namespace, model: Any, meta: dict[str, Any], train: TokenIds, work: Path
 ) -> tuple[Any, dict[str, Any]]:
-    """Calibrate the model's memory, take the target, check the heaviest batches first."""
+    """Calibrate the model's memory, take the target, check the heaviest batches first.
+
+    ``calibrated``: bucket batches as large as the target allows; ``fill``: batches at the
+    knee of the fitted step time (``--fill`` of the best tokens/s), within the target.
+    """
     import dynbatch
 
     fixed = work / "fixed.json"
@@ -143,7 +153,18 @@ def calibrated_options(
     cost = dynbatch.calibrate(step, max_len=args.max_len, restore=[model])
     calibration_s = time.perf_counter() - start
     cost.save(work / "calib.json")
-    options = plan_options(args, "calibrated", cost=cost, target=target)
+    if args.worker == "fill":
+        options = dynbatch.fill_device(
+            train.lengths,
+            cost.time_model,
+            max_cost=target,
+            cost=cost,
+            fraction=args.fill,
+            batch_size=args.batch_size,
+            seed=args.seed,
+        )
+    else:
+        options = plan_options(args, "calibrated", cost=cost, target=target)
     plan = dynbatch.plan_batches(train.lengths, options=options)
     report = dynbatch.preflight(
         step, plan, train.lengths, cost=cost, max_cost=1.05 * target, k=3, restore=[model]
@@ -177,8 +198,12 @@ def run_mode(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
     if mode == "fixed":
         sampler: Any = paddle.io.BatchSampler(train, shuffle=True, batch_size=args.batch_size)
+    elif mode == "dynamic":  # the default recipe: say the batch you would have used
+        sampler = dynbatch.DynamicBatchSampler(
+            train, lengths=train.lengths, batch_size=args.batch_size, seed=args.seed
+        )
     else:
-        if mode == "calibrated":
+        if mode in CALIBRATED:
             options, extra = calibrated_options(args, model, meta, train, work)
         else:
             options = plan_options(args, mode)
@@ -188,10 +213,10 @@ def run_mode(args: argparse.Namespace) -> int:
         train, batch_sampler=sampler, num_workers=args.num_workers, collate_fn=collate
     )
     lr = args.lr or (1e-3 if meta["model"] == "tiny" else 5e-5)
+    planned = dynamic and sampler.options.update_size is not None  # the plan makes updates
+    target = None if planned else args.accumulate_tokens
     if dynamic:  # optimizer steps of an epoch, from the plan
-        steps_per_epoch = optimizer_steps(
-            sampler.epoch_plan(), train.lengths, args.accumulate_tokens, unit="tokens"
-        )
+        steps_per_epoch = optimizer_steps(sampler.epoch_plan(), train.lengths, target, "tokens")
         if args.lr_scaling != "none":
             mean_batch = len(train) / steps_per_epoch  # samples per optimizer step
             lr = dynbatch.scale_lr(lr, mean_batch, args.batch_size, rule=args.lr_scaling)
@@ -205,8 +230,8 @@ def run_mode(args: argparse.Namespace) -> int:
         model,
         opt,
         sampler=sampler if dynamic else None,
-        target=args.accumulate_tokens if dynamic else None,
-        unit="tokens",
+        target=target if dynamic else None,
+        unit=None if planned else "tokens",
         scaler=scaler,
         lr_scheduler=schedule,
     )

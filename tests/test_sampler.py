@@ -273,3 +273,60 @@ def test_equal_epochs_fix_len(ds: Reviews) -> None:
         lens.add(len(batches))
         assert sorted(i for b in batches for i in b) == list(range(len(ds))), "each sample once"
     assert lens == {len(sampler)}, "the same count every epoch"
+
+
+# -- a new epoch each pass, and the fixed batch's recipe ----------------------------------------
+def passes(sampler: DynamicBatchSampler, k: int) -> list[list[list[int]]]:
+    return [[list(b) for b in sampler] for _ in range(k)]
+
+
+def test_passes_without_set_epoch_plan_new_epochs(ds: Reviews) -> None:
+    """Like paddle.io.BatchSampler(shuffle=True): a new order each pass, unasked."""
+    sampler = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, seed=4)
+    expected = [[b.tolist() for b in sampler.batches(e)] for e in range(3)]
+    lens = [len(sampler)]
+    got = []
+    for _ in range(3):
+        got.append([list(b) for b in sampler])
+        lens.append(len(sampler))
+    assert got == expected, "pass k plans epoch k"
+    assert expected[0] != expected[1], "and the epochs differ"
+    assert lens[:3] == [len(e) for e in expected], "len() is the next pass's"
+    assert sampler.current_pass().epoch == 2
+    sampler.set_epoch(0)
+    assert passes(sampler, 2) == [expected[0], expected[0]], "set_epoch wins, from then on"
+
+
+def test_a_checkpoint_after_an_unasked_pass_resumes_at_the_next_epoch(ds: Reviews) -> None:
+    sampler = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, seed=4)
+    for _ in sampler:
+        pass
+    state = sampler.state_dict()
+    assert (state["epoch"], state["position"]) == (1, 0)
+    fresh = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, seed=4)
+    fresh.load_state_dict(state)
+    assert passes(fresh, 2) == [
+        [b.tolist() for b in sampler.batches(1)],
+        [b.tolist() for b in sampler.batches(2)],
+    ]
+    mid = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, seed=4)
+    mid.load_state_dict(sampler.state_dict(consumed_batches=3))  # the pass's epoch, 3 in
+    assert [list(b) for b in mid] == [b.tolist() for b in sampler.batches(0)[3:]]
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_batch_size_plans_like_the_fixed_batch(ds: Reviews, replicas: int) -> None:
+    sampler = DistributedDynamicBatchSampler(
+        ds, lengths=ds.lengths, batch_size=16, num_replicas=replicas, rank=0, seed=2
+    )
+    assert sampler.options == dynbatch.like_fixed(ds.lengths, 16, num_replicas=replicas, seed=2)
+    assert sampler.options.update_size == 16 * replicas
+    steps = sampler.steps_for_epochs(range(3))
+    assert abs(steps - 3 * len(ds) / (16 * replicas)) <= 3, "the fixed batch's updates"
+    assert sampler.len_for_epochs(range(3)) > steps, "several micro-batches an update"
+    single = DynamicBatchSampler(ds, lengths=ds.lengths, batch_size=16, max_cost=8 * 100**2)
+    assert single.options.max_cost == 8 * 100**2, "max_cost: the micro-batches' budget"
+    with pytest.raises(dynbatch.InputError, match=r"batch_size .* or options"):
+        DynamicBatchSampler(ds, lengths=ds.lengths, batch_size=16, options=sampler.options)
+    with pytest.raises(dynbatch.InputError, match="batch_size"):
+        DynamicBatchSampler(ds, lengths=ds.lengths, batch_size=0)

@@ -468,3 +468,49 @@ def test_step_counts_need_an_iterable_of_epochs() -> None:
         acc.steps_for_epochs(5)
     with pytest.raises(TypeError, match=r"such as range\(5\)"):
         sampler.len_for_epochs(5)
+
+
+# -- the plan's own updates (the fixed batch's recipe) ------------------------------------------
+def test_the_plans_updates_are_exact_means_with_no_target() -> None:
+    ds = Toy(200, seed=5)
+    sampler = dynbatch.DynamicBatchSampler(ds, lengths=ds.lengths, batch_size=24, seed=1)
+    ends = sampler.epoch_plan().window_ends
+    assert ends is not None and ends[0] >= 2, "an update of several micro-batches"
+    model, _, acc = sgd_acc(sampler, lr=1.0)
+    start = params(model)
+    first = sampler.batches()[: int(ends[0])]
+    stepped = train_pass(model, acc, loader_of(ds, sampler), ds, stop=int(ends[0]))
+    assert stepped == [int(ends[0]) - 1] and acc.optimizer_steps == 1, "at the plan's end"
+    union = np.concatenate(list(first))
+    assert acc.last_count == union.size
+    ref = Bag()
+    ref.set_state_dict({k: paddle.to_tensor(v) for k, v in start.items()})
+    ids, index = batch_of(ds, union)
+    per_sample_loss(ref, ids, index).mean().backward()
+    after = params(model)
+    for name, p in ref.named_parameters():
+        np.testing.assert_allclose(after[name], start[name] - p.grad.numpy(), atol=1e-5)
+
+
+def test_a_schedule_is_sized_from_the_sampler_before_the_optimizer() -> None:
+    ds = Toy(150, seed=6)
+    sampler = dynbatch.DynamicBatchSampler(ds, lengths=ds.lengths, batch_size=16, seed=3)
+    total = sampler.steps_for_epochs(range(3))  # no optimizer yet
+    schedule = paddle.optimizer.lr.PolynomialDecay(0.1, decay_steps=total, end_lr=0.0)
+    paddle.seed(0)
+    model = Bag()
+    opt = paddle.optimizer.SGD(schedule, parameters=model.parameters())
+    acc = GradientAccumulator(model, opt, sampler=sampler, lr_scheduler=schedule)
+    assert acc.steps_for_epochs(range(3)) == total
+    loader = loader_of(ds, sampler)
+    for _ in range(3):  # no set_epoch: each pass plans the next epoch
+        train_pass(model, acc, loader, ds)
+    assert acc.optimizer_steps == total and schedule.last_epoch == total
+    assert sampler.current_pass().epoch == 2
+
+
+def test_a_target_on_top_of_the_plans_updates_is_refused() -> None:
+    ds = Toy(40, seed=6)
+    sampler = dynbatch.DynamicBatchSampler(ds, lengths=ds.lengths, batch_size=8)
+    with pytest.raises(dynbatch.InputError, match="already makes updates of update_size=8"):
+        sgd_acc(sampler, target=16)

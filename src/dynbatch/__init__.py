@@ -14,7 +14,7 @@ from typing import Any
 from ._checks import InputError, InputTypeError
 from .collate import Dict, Pad, Stack, Tuple
 from .contract import Pass, PlanSource
-from .cost import LinearCost, MixedCost, QuadraticCost, resolve_cost
+from .cost import LinearCost, MixedCost, QuadraticCost, WithinBudgets, resolve_cost
 from .lengths import compute_lengths
 from .memory import (
     CalibrationError,
@@ -26,6 +26,7 @@ from .memory import (
 )
 from .options import PlanOptions
 from .planning import Plan, find_oversize, plan_batches
+from .recipes import fill_device, like_fixed
 from .sharding import ShardedPlan, plan_epoch, shard_plan
 from .stats import PlanStats, plan_stats
 from .training import GradientAccumulator, scale_lr
@@ -66,12 +67,15 @@ __all__ = [
     "Stack",
     "Tuple",
     "VisualDLHook",
+    "WithinBudgets",
     "__version__",
     "accumulation_windows",
     "calibrate",
     "compute_lengths",
+    "fill_device",
     "find_oversize",
     "get_dynamic_batch_loader",
+    "like_fixed",
     "memory_target",
     "plan_batches",
     "plan_epoch",

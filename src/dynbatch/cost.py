@@ -18,6 +18,7 @@ MixedCost(a=1.0, b=0.5)
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Callable
@@ -34,6 +35,7 @@ __all__ = [
     "LinearCost",
     "MixedCost",
     "QuadraticCost",
+    "WithinBudgets",
     "cost_spec",
     "resolve_cost",
 ]
@@ -165,6 +167,53 @@ def resolve_cost(cost: CostLike) -> Cost:
     except Exception:
         pass
     return _Elementwise(cost)
+
+
+@dataclass(frozen=True)
+class WithinBudgets:
+    """``max(cost_i(n, L) / budget_i)``: at most 1 when a batch fits every budget.
+
+    Plan with ``max_cost=1``. It is how a batch is held to two limits at once,
+    e.g. a memory target and the knee of the step time (:func:`~dynbatch.fill_device`).
+
+    >>> both = WithinBudgets(((LinearCost(), 100.0), (QuadraticCost(), 1000.0)))
+    >>> float(both(2, 20)), float(both(4, 10))
+    (0.8, 0.4)
+    """
+
+    parts: tuple[tuple[Any, float], ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.parts, tuple) or not self.parts:
+            raise InputTypeError(
+                "WithinBudgets parts must be a non-empty tuple of (cost, budget), "
+                f"got {self.parts!r}"
+            )
+        parts = []
+        for i, part in enumerate(self.parts):
+            if not (isinstance(part, tuple) and len(part) == 2):
+                raise InputTypeError(
+                    f"WithinBudgets parts[{i}] must be (cost, budget), got {part!r}"
+                )
+            fn, budget = part
+            wrong_type = isinstance(budget, (bool, np.bool_)) or not isinstance(
+                budget, numbers.Real
+            )
+            if wrong_type or not (math.isfinite(budget) and budget > 0):
+                raise (InputTypeError if wrong_type else InputError)(
+                    f"WithinBudgets parts[{i}] budget must be a positive finite number, "
+                    f"got {budget!r}"
+                )
+            parts.append((resolve_cost(fn), float(budget)))
+        object.__setattr__(self, "parts", tuple(parts))
+
+    def __call__(self, n: Any, length: Any) -> Any:
+        ratios = [np.asarray(fn(n, length), dtype=np.float64) / budget for fn, budget in self.parts]
+        return functools.reduce(np.maximum, ratios)
+
+    def spec(self) -> str:
+        """Each part's spec and budget; a plain callable is ``<callable>`` (the plan decides)."""
+        return ";".join(f"{cost_spec(fn) or '<callable>'}<={budget!r}" for fn, budget in self.parts)
 
 
 def cost_spec(cost: Any) -> str | None:

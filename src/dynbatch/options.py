@@ -34,11 +34,21 @@ from ._checks import (
 )
 from .cost import Cost, cost_spec, resolve_cost
 
-__all__ = ["BALANCE", "ORDERS", "OVERSIZE", "UNDESCRIBED", "PlanOptions", "resolve_options"]
+__all__ = [
+    "BALANCE",
+    "ORDERS",
+    "OVERSIZE",
+    "UNDESCRIBED",
+    "UNITS",
+    "PlanOptions",
+    "resolve_options",
+]
 
 ORDERS = ("bucket", "shuffle", "ascending", "descending", "none")
 OVERSIZE = ("error", "skip", "alone")
 BALANCE = ("tokens", "cost")
+#: what an update's size counts: samples, or real (unpadded) tokens
+UNITS = ("samples", "tokens")
 #: what :meth:`PlanOptions.fingerprint` says of a callable it cannot describe
 UNDESCRIBED = "<a callable that cannot be described>"
 #: bucket_width below this makes millions of buckets; above it, one bucket holds lengths
@@ -48,6 +58,11 @@ BUCKET_WIDTH_RANGE = (1e-3, 10.0)
 
 def _help(text: str, **extra: Any) -> dict[str, Any]:
     return {"help": text, **extra}
+
+
+#: a field's annotation -> the type its command-line flag parses (others are strings, such
+#: as a cost spec "mixed:1,2"); bool fields are switches
+_FLAG_TYPES: dict[str, Any] = {"bool": bool, "int": int, "float": float}
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,17 @@ class PlanOptions:
             ranks of a step equal work: ``"tokens"`` (padded tokens n·L),
             ``"cost"`` (the budget's cost) or a callable ``(n, L) -> float``
             such as a fitted step-time model.
+        update_size: samples (or tokens, per ``update_unit``) of one optimizer
+            update, summed over ranks. The plan then also groups its
+            micro-batches into updates of about this size, lengths mixed
+            within each (NOTE [ mixed updates ] in :mod:`dynbatch.windows`),
+            which the accumulator and the Trainer follow. None: every
+            micro-batch is an update of its own.
+        update_unit: what ``update_size`` counts: ``"samples"`` or
+            ``"tokens"`` (real, unpadded lengths).
+
+    :func:`~dynbatch.like_fixed` makes the options that train like a fixed
+    batch, faster; :func:`~dynbatch.fill_device` those that fill a device.
     """
 
     max_cost: float = field(metadata=_help("the budget every batch fits: cost(n, L) <= max_cost"))
@@ -86,9 +112,7 @@ class PlanOptions:
         default="quadratic",
         metadata=_help("quadratic (n*L^2) | linear (n*L) | mixed:A,B (n*(A*L + B*L^2))"),
     )
-    order: str = field(
-        default="bucket", metadata=_help("sample order", choices=ORDERS, cli="--order")
-    )
+    order: str = field(default="bucket", metadata=_help("sample order", choices=ORDERS))
     seed: int = field(default=0, metadata=_help("seed of the random orders"))
     max_batch_size: int | None = field(
         default=None, metadata=_help("at most this many samples per batch")
@@ -115,6 +139,14 @@ class PlanOptions:
     balance: Any = field(
         default="tokens",
         metadata=_help("what a step's time grows with, to balance ranks: tokens | cost"),
+    )
+    update_size: float | None = field(
+        default=None,
+        metadata=_help("samples (or tokens) per optimizer update over all ranks, lengths mixed"),
+    )
+    update_unit: str = field(
+        default="samples",
+        metadata=_help("what --update-size counts", choices=UNITS),
     )
 
     def __post_init__(self) -> None:
@@ -163,6 +195,9 @@ class PlanOptions:
             )
         else:
             resolve_cost(self.balance)  # probes it now, not at the first distributed epoch
+        if self.update_size is not None:
+            put(self, "update_size", check_positive_number("update_size", self.update_size))
+        check_choice("update_unit", self.update_unit, UNITS)
 
     @property
     def random_order(self) -> bool:
@@ -218,20 +253,14 @@ class PlanOptions:
             default = defaults.get(f.name, f.default)
             if default is dataclasses.MISSING:
                 default = None
-            helptext = f.metadata.get("help", "")
-            kinds = {"max_cost": float, "bucket_width": float, "seed": int}
-            if f.name in ("drop_last", "equal_epochs"):
-                parser.add_argument(flag, action="store_true", default=default, help=helptext)
-            elif "choices" in f.metadata:
-                parser.add_argument(
-                    flag, default=default, choices=f.metadata["choices"], help=helptext
-                )
-            elif f.name in ("max_batch_size", "batch_size_multiple", "pad_to_multiple_of"):
-                parser.add_argument(flag, type=int, default=default, help=helptext)
-            elif f.name in kinds:
-                parser.add_argument(flag, type=kinds[f.name], default=default, help=helptext)
+            kwargs: dict[str, Any] = {"default": default, "help": f.metadata.get("help", "")}
+            if "choices" in f.metadata:
+                kwargs["choices"] = f.metadata["choices"]
+            kind = _FLAG_TYPES.get(str(f.type).replace(" | None", ""), str)
+            if kind is bool:
+                parser.add_argument(flag, action="store_true", **kwargs)
             else:
-                parser.add_argument(flag, default=default, help=helptext)
+                parser.add_argument(flag, type=kind, **kwargs)
 
     @classmethod
     def from_args(cls, namespace: argparse.Namespace, **overrides: Any) -> PlanOptions:

@@ -39,7 +39,9 @@ from .contract import Pass
 from .lengths import compute_lengths
 from .options import UNDESCRIBED, PlanOptions, resolve_options
 from .planning import Plan
+from .recipes import like_fixed
 from .sharding import ShardedPlan, equal_batch_count, plan_epoch
+from .windows import optimizer_steps
 
 paddle = require("paddle", "dynbatch's samplers")
 from paddle.io import BatchSampler, DistributedBatchSampler  # noqa: E402
@@ -102,8 +104,21 @@ class _Planned:
         ref_index: Any,
         cache_path: str | os.PathLike[str] | None,
         options: PlanOptions | None,
+        batch_size: int | None,
         shortcuts: dict[str, Any],
     ) -> None:
+        self.dataset = dataset
+        self.lengths = _resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
+        if batch_size is not None:
+            if options is not None:
+                raise InputError(
+                    f"{type(self).__name__}: give batch_size (the fixed batch to train like) or "
+                    "options=PlanOptions(...), not both"
+                )
+            options = like_fixed(
+                self.lengths, batch_size, num_replicas=self.num_replicas, **shortcuts
+            )
+            shortcuts = {}
         self.options = opts = resolve_options(options, shortcuts, type(self).__name__)
         # the options under the names paddle code reads (never assigned again)
         self.max_cost, self.cost, self.seed, self.order = (
@@ -114,9 +129,9 @@ class _Planned:
         )
         self.drop_last, self.shuffle = opts.drop_last, opts.random_order
         self.batch_size = opts.max_batch_size
-        self.dataset = dataset
-        self.lengths = _resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
         self.epoch = 0
+        self._auto_epoch = True  # until set_epoch: NOTE [ a new epoch each pass ]
+        self._advance = False  # the next pass plans the next epoch (auto mode only)
         self._resume = 0  # the batch the next iteration of self.epoch starts at
         self._yielded = 0  # batches of the current pass handed out so far (absolute position)
         self._pass = Pass(epoch=0, start=0, serial=0)
@@ -151,30 +166,58 @@ class _Planned:
     def current_pass(self) -> Pass:
         """The iteration under way (the last one begun); before any, the one the next will be."""
         if self._pass.serial == 0:
-            return Pass(epoch=self.epoch, start=self._resume, serial=0)
+            epoch, start = self._upcoming()
+            return Pass(epoch=epoch, start=start, serial=0)
         return self._pass
 
     def len_for_epochs(self, epochs: Iterable[int]) -> int:
         """Batches this rank yields over ``epochs`` (e.g. ``range(E)``): exact, for schedules."""
-        total = 0
-        for e in check_epochs(epochs):
-            sharded = self._plans.get(e)
-            if sharded is None:
-                sharded = plan_epoch(
-                    self.lengths, self.options, e, self.num_replicas, num_batches=self._count
-                )
-            total += sharded.num_steps
-        return total
+        return sum(self._plan_for(e).num_steps for e in check_epochs(epochs))
+
+    def steps_for_epochs(self, epochs: Iterable[int]) -> int:
+        """Optimizer updates over ``epochs`` (e.g. ``range(E)``), for the LR schedule.
+
+        The plan's updates (``options.update_size``), or one per batch. Needs
+        no optimizer, so the schedule can be made before it.
+        """
+        return sum(optimizer_steps(self._plan_for(e), self.lengths) for e in check_epochs(epochs))
+
+    def _plan_for(self, epoch: int) -> ShardedPlan:
+        """``epoch``'s plan, cached or not (sizing a run must not evict the epochs in use)."""
+        sharded = self._plans.get(epoch)
+        if sharded is None:
+            sharded = plan_epoch(
+                self.lengths, self.options, epoch, self.num_replicas, num_batches=self._count
+            )
+        return sharded
 
     # -- paddle's sampler interface --------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        """Plan the given epoch next. Keeps a resume position loaded for that same epoch."""
+        """Plan the given epoch next. Keeps a resume position loaded for that same epoch.
+
+        NOTE [ a new epoch each pass ]
+            ``paddle.io.BatchSampler(shuffle=True)`` gives a new order every
+            pass without being asked, so a loop that never calls ``set_epoch``
+            must not see the same batches every epoch. Until ``set_epoch`` is
+            first called, each new pass over the sampler plans the next epoch
+            (the first pass, or the one after ``load_state_dict``, plans the
+            epoch it holds). Once called, ``set_epoch`` alone decides.
+        """
         epoch = check_int("epoch", epoch)
-        if epoch != self.epoch:
+        if epoch != self.epoch or self._advance:
             self._resume = 0
         self.epoch = epoch
+        self._auto_epoch = self._advance = False
+
+    def _upcoming(self) -> tuple[int, int]:
+        """The epoch the next pass plans and the batch it starts at."""
+        if self._advance:
+            return self.epoch + 1, 0
+        return self.epoch, self._resume
 
     def __iter__(self) -> Iterator[list[int]]:
+        self.epoch, self._resume = self._upcoming()
+        self._advance = self._auto_epoch
         epoch = self.epoch
         indices, offsets = self.batches(epoch).lists()
         start, self._resume = self._resume, 0
@@ -185,14 +228,18 @@ class _Planned:
             yield indices[offsets[k] : offsets[k + 1]]
 
     def __len__(self) -> int:
-        return self.epoch_plan().num_steps - self._resume
+        epoch, start = self._upcoming()
+        return self._plan_for(epoch).num_steps - start
 
     # -- resume -----------------------------------------------------------------------------------
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
         """Where this epoch stands; see NOTE [ prefetch and resume ] for ``consumed_batches``."""
+        epoch = self.epoch
         total = self.epoch_plan().num_steps
         if consumed_batches is None:
             position = self._yielded if self._pass.epoch == self.epoch else self._resume
+            if self._advance and position >= total:  # auto mode, the pass ran out
+                epoch, position = self._upcoming()
         else:
             position = check_int("consumed_batches", consumed_batches)
             if position > total:
@@ -202,12 +249,12 @@ class _Planned:
                 )
         return {
             "version": _STATE_VERSION,
-            "epoch": self.epoch,
+            "epoch": epoch,
             "position": position,
             "num_replicas": self.num_replicas,
             "lengths": _lengths_digest(self.lengths),
             "options": self.options.fingerprint(),
-            "plan": self.epoch_plan().digest(),
+            "plan": self.epoch_plan(epoch).digest(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -272,6 +319,7 @@ class _Planned:
             )
         self.epoch = epoch
         self._resume = self._yielded = position
+        self._advance = False  # the next pass is the loaded epoch
 
 
 _SAMPLER_DOC = """
@@ -286,7 +334,12 @@ _SAMPLER_DOC = """
             keywords (``max_cost=..., cost=..., order=..., seed=...,
             max_batch_size=..., batch_size_multiple=..., pad_to_multiple_of=...,
             oversize=..., drop_last=..., bucket_width=..., equal_epochs=...,
-            balance=...``), not both.
+            balance=..., update_size=..., update_unit=...``), not both.
+        batch_size: the fixed batch (per rank) to train like, instead of
+            ``options``: :meth:`PlanOptions.like_fixed` plans padding-free
+            micro-batches in updates of that many samples, lengths mixed
+            (NOTE [ the fixed batch's recipe ]). Other keywords are options
+            (``max_cost=`` then is a budget for the micro-batches).
 """
 
 
@@ -308,10 +361,13 @@ class DynamicBatchSampler(_Planned, BatchSampler):
         ref_index: Any = None,
         cache_path: str | os.PathLike[str] | None = None,
         options: PlanOptions | None = None,
+        batch_size: int | None = None,
         **shortcuts: Any,
     ) -> None:
         self.num_replicas, self.rank = 1, 0
-        self._setup(dataset, lengths, length_fn, ref_index, cache_path, options, shortcuts)
+        self._setup(
+            dataset, lengths, length_fn, ref_index, cache_path, options, batch_size, shortcuts
+        )
 
     __init__.__doc__ = _SAMPLER_DOC
 
@@ -341,6 +397,7 @@ class DistributedDynamicBatchSampler(_Planned, DistributedBatchSampler):
         num_replicas: int | None = None,
         rank: int | None = None,
         options: PlanOptions | None = None,
+        batch_size: int | None = None,
         **shortcuts: Any,
     ) -> None:
         if num_replicas is None or rank is None:
@@ -352,4 +409,6 @@ class DistributedDynamicBatchSampler(_Planned, DistributedBatchSampler):
         if self.rank >= self.num_replicas:
             raise InputError(f"rank must be in [0, {self.num_replicas - 1}], got rank={rank}")
         self.nranks, self.local_rank = self.num_replicas, self.rank  # paddle's names
-        self._setup(dataset, lengths, length_fn, ref_index, cache_path, options, shortcuts)
+        self._setup(
+            dataset, lengths, length_fn, ref_index, cache_path, options, batch_size, shortcuts
+        )

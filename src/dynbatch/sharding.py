@@ -47,6 +47,7 @@ from numpy.typing import NDArray
 from ._checks import InputError, InputTypeError, check_batches, check_int, check_lengths
 from .options import PlanOptions, resolve_options
 from .planning import Plan, padded_lengths, plan_draw
+from .windows import mix_updates
 
 __all__ = ["ShardedPlan", "equal_batch_count", "plan_epoch", "shard_plan", "step_imbalance"]
 
@@ -64,17 +65,29 @@ class ShardedPlan:
     Held as the batches in any order (``base``) and the step-major ``order``
     of their positions, so a rank's share is gathered in one step and the full
     reordered plan is only built if asked for.
+
+    ``window_ends``, when the options ask for updates (``update_size``), are
+    the steps after which each optimizer update ends (NOTE [ mixed updates ]
+    in :mod:`dynbatch.windows`); None: every step is an update.
     """
 
-    __slots__ = ("_plan", "base", "is_padding", "num_replicas", "order")
+    __slots__ = ("_plan", "base", "is_padding", "num_replicas", "order", "window_ends")
 
     def __init__(
-        self, base: Plan, order: NDArray[Any], is_padding: NDArray[Any], num_replicas: int
+        self,
+        base: Plan,
+        order: NDArray[Any],
+        is_padding: NDArray[Any],
+        num_replicas: int,
+        window_ends: NDArray[Any] | None = None,
     ) -> None:
         self.base = base
         self.order: NDArray[np.int64] = np.asarray(order, dtype=np.int64)
         self.is_padding: NDArray[np.bool_] = np.asarray(is_padding, dtype=bool)
         self.num_replicas = num_replicas
+        self.window_ends: NDArray[np.int64] | None = (
+            None if window_ends is None else np.asarray(window_ends, dtype=np.int64)
+        )
         self._plan: Plan | None = None
 
     @property
@@ -107,11 +120,26 @@ class ShardedPlan:
     def padding_for_rank(self, rank: int) -> NDArray[np.bool_]:
         return self.is_padding[rank :: self.num_replicas]
 
+    def longest(self, lengths: NDArray[Any]) -> NDArray[np.int64]:
+        """The longest (unpadded) length per batch, step-major."""
+        base = self.base
+        if len(base) == 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.maximum.reduceat(lengths[base.indices], base.offsets[:-1])[self.order]
+
+    def reorder_steps(self, steps: NDArray[Any], window_ends: NDArray[Any]) -> ShardedPlan:
+        """The same batches, the steps in the order ``steps``, updates ending at ``window_ends``."""
+        rows = self.order.reshape(-1, self.num_replicas)[steps].reshape(-1)
+        padding = self.is_padding.reshape(-1, self.num_replicas)[steps].reshape(-1)
+        return ShardedPlan(self.base, rows, padding, self.num_replicas, window_ends)
+
     def digest(self) -> str:
         """A hash of every rank's batches and their order."""
         h = hashlib.blake2b(digest_size=16)
         for part in (self.base.offsets, self.base.indices, self.order, self.is_padding):
             h.update(part.tobytes())
+        if self.window_ends is not None:
+            h.update(b"windows" + self.window_ends.tobytes())
         h.update(str(self.num_replicas).encode())
         return h.hexdigest()
 
@@ -425,7 +453,7 @@ def plan_epoch(
             if draw > 1000:  # each draw exceeds with probability ~1/9: unreachable in practice
                 raise RuntimeError(f"epoch {epoch} could not be planned in {num_batches} batches")
             plan = plan_draw(lengths, options, epoch, draw, shuffle_batches=False)
-    return _shard(
+    sharded = _shard(
         plan,
         lengths,
         num_replicas,
@@ -435,3 +463,4 @@ def plan_epoch(
         options,
         owned=True,  # planned here, seen by no one else
     )
+    return sharded if options.update_size is None else mix_updates(sharded, lengths, options, epoch)

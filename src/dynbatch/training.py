@@ -39,7 +39,7 @@ from ._checks import (
 )
 from ._optional import require
 from .contract import Pass, PlanSource, describe
-from .windows import UNITS, accumulation_windows, micro_step_counts
+from .windows import UNITS, micro_step_counts, update_ends
 
 __all__ = ["GradientAccumulator", "scale_lr"]
 
@@ -79,10 +79,14 @@ class GradientAccumulator:
         optimizer: a paddle optimizer.
         sampler: a dynbatch sampler; its plan decides where windows end.
             Without one, the optimizer steps after every micro-batch.
-        target: samples (or tokens) per optimizer step, summed over ranks;
-            None steps after every micro-batch.
+        target: samples (or tokens) per optimizer step, summed over ranks,
+            cut on the plan in its order. Default: the plan's own updates when
+            its options ask for them (``update_size``, as
+            :meth:`~dynbatch.PlanOptions.like_fixed` and a sampler given
+            ``batch_size=`` do: lengths mixed in each, NOTE [ mixed updates ]);
+            otherwise **each micro-batch is an update of its own**.
         unit: ``"samples"`` or ``"tokens"``: what ``target`` counts (tokens are
-            real, unpadded lengths).
+            real, unpadded lengths). Default: the plan's ``update_unit``.
         scaler: a ``paddle.amp.GradScaler`` (or anything with its ``scale``,
             ``unscale_``, ``step`` and ``update``) for mixed precision.
         lr_scheduler: stepped after every applied optimizer step.
@@ -113,7 +117,7 @@ class GradientAccumulator:
         *,
         sampler: Any = None,
         target: float | None = None,
-        unit: str = "samples",
+        unit: str | None = None,
         scaler: Any = None,
         lr_scheduler: Any = None,
     ) -> None:
@@ -133,11 +137,19 @@ class GradientAccumulator:
         if lr_scheduler is not None:
             _require_methods("lr_scheduler", lr_scheduler, ("step",), "an LR scheduler")
         self.model, self.optimizer, self.sampler = model, optimizer, sampler
+        planned = None if sampler is None else sampler.options
+        if unit is None:
+            unit = "samples" if planned is None else planned.update_unit
         self.unit = check_choice("unit", unit, UNITS)
         self.target = None if target is None else check_positive_number("target", target)
         if self.target is not None and sampler is None:
             raise InputError(
                 "target needs the sampler: windows are cut on its plan, the same on every rank"
+            )
+        if self.target is not None and planned is not None and planned.update_size is not None:
+            raise InputError(
+                f"the sampler's plan already makes updates of update_size={planned.update_size:g} "
+                f"{planned.update_unit}; give target={target!r} or the plan's updates, not both"
             )
         self.scaler, self.lr_scheduler = scaler, lr_scheduler
         self.world_size = self.paddle.distributed.get_world_size()
@@ -168,8 +180,11 @@ class GradientAccumulator:
 
     def steps_per_epoch(self, epoch: int | None = None) -> int:
         """Optimizer steps ``epoch`` will take (default: the sampler's current epoch)."""
-        self._need_sampler("steps_per_epoch")
-        return int(accumulation_windows(self.step_counts(epoch), self.target).size)
+        return int(self._update_ends(epoch).size)
+
+    def _update_ends(self, epoch: int | None) -> np.ndarray[Any, np.dtype[np.int64]]:
+        sampler = self._need_sampler("steps_per_epoch")
+        return update_ends(sampler.epoch_plan(epoch), sampler.lengths, self.target, self.unit)
 
     def steps_for_epochs(self, epochs: Iterable[int]) -> int:
         """Optimizer steps over ``epochs`` (e.g. ``range(E)``): exact, for LR schedules."""
@@ -199,9 +214,7 @@ class GradientAccumulator:
             self._reset_window()
         self._carry = False
         self._pass = current
-        self._ends = set(
-            accumulation_windows(self.step_counts(current.epoch), self.target).tolist()
-        )
+        self._ends = set(self._update_ends(current.epoch).tolist())
         self._padding = self.sampler.padding_mask(current.epoch)
         self._total = int(self._padding.size)
         self._position = current.start

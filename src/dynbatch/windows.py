@@ -7,21 +7,51 @@ NOTE [ accumulating to a budget ]
     with no communication, ``DataParallel.no_sync()`` can skip the gradient
     all-reduce on the micro-batches that do not end a window, and the number of
     optimizer steps of every epoch is known before training starts.
+
+NOTE [ mixed updates ]
+    An update whose micro-batches all hold samples of one length is a biased
+    draw from the corpus: where length goes with the label (long reviews are
+    more often positive, say), each such update pulls the model one way, and
+    the model trains worse at the same number of updates. It is why the
+    study's sorted order hurt. So when the options ask for updates of
+    ``update_size``, the plan groups its steps into updates drawn across the
+    lengths: the number of updates is the epoch's samples (or tokens) over
+    ``update_size``, rounded; the steps, sorted by their longest sample, are
+    cut into strata of that many consecutive steps, and each update takes one
+    step of every stratum (the largest count to the update holding least so
+    far, so that updates come out even). The updates, and the steps in each,
+    are then shuffled with ``(seed, epoch)``. Every update spans the epoch's
+    lengths as a random batch does, while every micro-batch stays
+    padding-free. With more than :data:`MAX_STRATA` steps per update the
+    steps are shuffled and cut where their counts reach ``update_size``: a
+    random draw of that many is mixed already. The sorted and dataset orders
+    keep their order and are cut the same way.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ._checks import InputError, InputTypeError, check_choice, check_lengths, check_positive_number
-from .sharding import ShardedPlan
+from .options import UNITS, PlanOptions
 
-__all__ = ["UNITS", "accumulation_windows", "micro_step_counts", "optimizer_steps"]
+if TYPE_CHECKING:
+    from .sharding import ShardedPlan
 
-UNITS = ("samples", "tokens")
+__all__ = [
+    "UNITS",
+    "accumulation_windows",
+    "micro_step_counts",
+    "mix_updates",
+    "optimizer_steps",
+    "update_ends",
+]
+
+#: Steps per update above which an update is a random draw of steps (NOTE [ mixed updates ]).
+MAX_STRATA = 64
 
 
 def accumulation_windows(step_counts: Any, target: float | None) -> NDArray[np.int64]:
@@ -86,10 +116,74 @@ def micro_step_counts(sharded: ShardedPlan, lengths: Any, unit: str) -> NDArray[
     return np.asarray(per_batch.reshape(-1, sharded.num_replicas).sum(axis=1), dtype=np.float64)
 
 
+def update_ends(
+    sharded: ShardedPlan, lengths: Any, target: float | None = None, unit: str = "samples"
+) -> NDArray[np.int64]:
+    """The steps after which each optimizer update of ``sharded`` ends.
+
+    With ``target``, an update closes where its counts reach it, in the plan's
+    order; without, the plan's own updates (NOTE [ mixed updates ]), or one per
+    step when it has none.
+    """
+    if target is not None:
+        return accumulation_windows(micro_step_counts(sharded, lengths, unit), target)
+    if sharded.window_ends is not None:
+        return sharded.window_ends.copy()
+    return np.arange(1, sharded.num_steps + 1, dtype=np.int64)
+
+
 def optimizer_steps(
-    sharded: ShardedPlan, lengths: Any, target: float | None, unit: str = "samples"
+    sharded: ShardedPlan, lengths: Any, target: float | None = None, unit: str = "samples"
 ) -> int:
-    """Optimizer steps one epoch of ``sharded`` takes when accumulating to ``target``."""
-    if target is None:
-        return sharded.num_steps
-    return int(accumulation_windows(micro_step_counts(sharded, lengths, unit), target).size)
+    """Optimizer steps one epoch of ``sharded`` takes (see :func:`update_ends`)."""
+    return int(update_ends(sharded, lengths, target, unit).size)
+
+
+def mix_updates(
+    sharded: ShardedPlan, lengths: NDArray[Any], options: PlanOptions, epoch: int
+) -> ShardedPlan:
+    """``sharded`` with its steps grouped into updates of ``options.update_size``, lengths mixed.
+
+    See NOTE [ mixed updates ]. Two updates of two steps each, every update
+    one step of short samples and one of long:
+
+    >>> from dynbatch.sharding import plan_epoch
+    >>> lengths = np.array([1, 1, 2, 2, 3, 3, 4, 4])
+    >>> opts = PlanOptions(max_cost=8, cost="linear", max_batch_size=2, update_size=4)
+    >>> sp = plan_epoch(lengths, opts, epoch=0)
+    >>> sp.window_ends.tolist()
+    [2, 4]
+    >>> longest = sp.longest(lengths)
+    >>> [min(longest[:2]) <= 2 < max(longest[:2]), min(longest[2:]) <= 2 < max(longest[2:])]
+    [True, True]
+    """
+    target = float(options.update_size or 0.0)
+    counts = micro_step_counts(sharded, lengths, options.update_unit)
+    steps = counts.size
+    if steps == 0:
+        return sharded.reorder_steps(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    if not options.random_order:
+        return sharded.reorder_steps(np.arange(steps), accumulation_windows(counts, target))
+    rng = np.random.default_rng([options.seed, epoch, sharded.num_replicas, _MIX_STREAM])
+    updates = int(min(steps, max(1, round(float(counts.sum()) / target))))
+    if -(-steps // updates) > MAX_STRATA:
+        order = rng.permutation(steps)
+        return sharded.reorder_steps(order, accumulation_windows(counts[order], target))
+    longest = sharded.longest(lengths).reshape(-1, sharded.num_replicas).max(axis=1)
+    by_length = np.lexsort((rng.random(steps), longest))
+    update_of = np.empty(steps, dtype=np.int64)
+    totals = np.zeros(updates, dtype=np.float64)
+    for start in range(0, steps, updates):  # one stratum of lengths at a time
+        stratum = by_length[start : start + updates]
+        largest_first = stratum[np.lexsort((rng.random(stratum.size), -counts[stratum]))]
+        emptiest = np.lexsort((rng.random(updates), totals))[: stratum.size]
+        update_of[largest_first] = emptiest
+        totals[emptiest] += counts[largest_first]
+    position = rng.permutation(updates)  # where each update goes in the epoch
+    order = np.lexsort((rng.random(steps), position[update_of]))
+    sizes = np.bincount(update_of, minlength=updates)[np.argsort(position)]
+    return sharded.reorder_steps(order, np.cumsum(sizes))
+
+
+#: The random stream of :func:`mix_updates`, apart from the planner's and the sharding's.
+_MIX_STREAM = 1

@@ -1,0 +1,124 @@
+"""Accuracy at equal epochs: the fixed batch against dynbatch's recipes, over seeds.
+
+    python benchmarks/accuracy.py [--seeds 0,1,2] [--max-lens 128,256] [--modes fixed,dynamic,fill]
+        [--max-train-samples 3000] [--epochs 2] [--batch-size 32]
+
+Runs ``examples/bert_chnsenticorp.py`` (the example's tiny paddlenlp BERT on the shared
+ChnSentiCorp reviews, bert-base-chinese token ids) once per seed and length, every mode for
+the same number of epochs, and prints per length and mode the mean and the spread (min to
+max) over seeds of: dev accuracy, optimizer steps, real tokens/s against the fixed batch of
+the same run, and peak allocator memory against the fixed batch's worst batch. Each run is in
+runs/accuracy/L{max_len}_s{seed}/ (results.md, results.json, curves.png). It asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from _common import SHARED, print_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(args: argparse.Namespace, max_len: int, seed: int) -> dict[str, dict[str, float]]:
+    out = ROOT / "runs" / "accuracy" / f"L{max_len}_s{seed}"
+    cmd = [
+        sys.executable,
+        str(ROOT / "examples" / "bert_chnsenticorp.py"),
+        "--data-file",
+        str(SHARED / "chnsenticorp_htl_all.csv"),
+        "--vocab",
+        str(SHARED / "bert-base-chinese-vocab.txt"),
+        "--model",
+        "tiny",
+        "--modes",
+        args.modes,
+        "--epochs",
+        str(args.epochs),
+        "--time-budget",
+        "none",
+        "--batch-size",
+        str(args.batch_size),
+        "--max-len",
+        str(max_len),
+        "--max-train-samples",
+        str(args.max_train_samples),
+        "--seed",
+        str(seed),
+        "--output-dir",
+        str(out),
+    ]
+    print(f"== max_len {max_len}, seed {seed}", flush=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    return {r["mode"]: r for r in rows}
+
+
+def spread(values: list[float], fmt: str) -> str:
+    v = np.asarray(values, dtype=float)
+    return f"{v.mean():{fmt}} ({v.min():{fmt}}–{v.max():{fmt}})"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--max-lens", default="128,256")
+    p.add_argument("--modes", default="fixed,dynamic,fill")
+    p.add_argument("--max-train-samples", type=int, default=3000)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=32)
+    args = p.parse_args()
+    if not (SHARED / "chnsenticorp_htl_all.csv").exists():
+        print(f"skipped: {SHARED} has no chnsenticorp_htl_all.csv")
+        return
+    seeds = [int(s) for s in args.seeds.split(",")]
+    lens = [int(s) for s in args.max_lens.split(",")]
+    modes = args.modes.split(",")
+    table = []
+    for max_len in lens:
+        runs = [run(args, max_len, seed) for seed in seeds]
+        for mode in modes:
+            rows = [r[mode] for r in runs]
+            speed = [
+                r[mode]["real_tokens_per_sec"] / r["fixed"]["real_tokens_per_sec"] for r in runs
+            ]
+            memory = [r[mode]["peak_memory_mb"] / r["fixed"]["peak_memory_mb"] for r in runs]
+            gap = [100 * (r[mode]["dev_accuracy"] - r["fixed"]["dev_accuracy"]) for r in runs]
+            table.append(
+                [
+                    max_len,
+                    mode,
+                    spread([r["dev_accuracy"] for r in rows], ".4f"),
+                    spread(gap, "+.1f"),
+                    spread([r["steps"] for r in rows], ".0f"),
+                    spread(speed, ".2f"),
+                    spread(memory, ".2f"),
+                    spread([r["padding_efficiency"] for r in rows], ".3f"),
+                ]
+            )
+    print(
+        f"\n{args.max_train_samples} training reviews, {args.epochs} epochs for every mode, a "
+        f"fixed batch of {args.batch_size}, seeds {args.seeds}: mean (min–max)\n"
+    )
+    print_table(
+        [
+            "max_len",
+            "mode",
+            "dev accuracy",
+            "vs fixed (pt)",
+            "optimizer steps",
+            "real tokens/s vs fixed",
+            "peak memory vs fixed",
+            "padding efficiency",
+        ],
+        table,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""Options from the batch you would have used: pure numpy, no paddle.
+
+Two recipes, each a :class:`~dynbatch.PlanOptions`:
+
+* :func:`like_fixed` trains like a fixed batch, at equal epochs, without its
+  padding: the same number of updates, each the exact mean over as many
+  samples of every length, and never more memory than the fixed batch's worst.
+  It is the default path (a sampler given ``batch_size=``, the Trainer).
+* :func:`fill_device` makes micro-batches as large as the device runs
+  efficiently (the knee of a fitted step-time model), within a memory target:
+  the most tokens per second, at the price of fewer, larger updates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._checks import (
+    InputError,
+    InputTypeError,
+    check_choice,
+    check_int,
+    check_lengths,
+    check_positive_number,
+)
+from .cost import Cost, MixedCost, WithinBudgets, cost_spec, resolve_cost
+from .options import FIELDS, UNITS, PlanOptions
+
+__all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
+
+#: Micro-batches an update of :func:`like_fixed` is made of, at the least: one from each
+#: of four length strata (quartiles) at the least (NOTE [ the fixed batch's recipe ]).
+MICRO_BATCHES = 4
+
+
+def like_fixed(
+    lengths: Any,
+    batch_size: int | None = None,
+    *,
+    max_cost: float | None = None,
+    cost: Any = "linear",
+    accumulation_steps: int = 1,
+    num_replicas: int = 1,
+    micro_batches: int = MICRO_BATCHES,
+    update_unit: str = "samples",
+    **fields: Any,
+) -> PlanOptions:
+    """The options that train like a fixed batch of ``batch_size``, without its padding.
+
+    NOTE [ the fixed batch's recipe ]
+        A shuffled fixed batch of ``B`` samples makes ``N / B`` updates an
+        epoch, each the mean over ``B`` samples of every length, and its worst
+        batch is ``B`` samples of the longest length. The recipe keeps all
+        three and drops the padding:
+
+        * updates of ``B * accumulation_steps * num_replicas`` samples
+          (``update_size``; in ``"tokens"``, that many samples' mean real
+          length), so an epoch has as many updates as the fixed batch's;
+        * each made of ``micro_batches`` micro-batches or more, each of
+          near-equal lengths (the bucket order: no padding), drawn from
+          different length strata (NOTE [ mixed updates ] in
+          :mod:`dynbatch.windows`), so an update sees short and long samples
+          as a random batch does. Updates of one length train a worse model:
+          it is what made the study's sorted order hurt;
+        * a micro-batch holds at most ``update / (micro_batches *
+          num_replicas)`` samples and never more than ``B``, and costs at most
+          ``cost(B, L_max)``, the fixed batch's worst. As a cost grows with
+          ``n`` and ``L``, no micro-batch needs more memory than the fixed
+          batch's worst batch did.
+
+        With ``max_cost`` (e.g. a memory target in MiB under a calibrated
+        :class:`~dynbatch.MemoryCost`) the micro-batches fit it instead, and
+        without ``batch_size``, ``B`` is the largest batch of the longest
+        samples that fits it.
+
+    Args:
+        lengths: the per-sample lengths the plan will be made from.
+        batch_size: the fixed batch you would have used (per rank).
+        max_cost: a budget for the micro-batches under ``cost``; default
+            ``cost(batch_size, L_max)``.
+        cost: the cost model (default ``"linear"``, padded tokens).
+        accumulation_steps: the fixed batch's gradient accumulation steps.
+        num_replicas: data-parallel ranks (an update spans all of them).
+        micro_batches: micro-batches per update, at the least (more: more mixed).
+        update_unit: ``"samples"`` (one loss per sample) or ``"tokens"``.
+        **fields: other options (``seed=...``, ``drop_last=...``, ...).
+
+    >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)
+    >>> opts.update_size, opts.max_batch_size, opts.max_cost, opts.order
+    (32.0, 8, 1280.0, 'bucket')
+    """
+    lens, longest = _lengths(lengths, fields, "like_fixed")
+    steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
+    replicas = check_int("num_replicas", num_replicas, minimum=1)
+    parts = check_int("micro_batches", micro_batches, minimum=1)
+    fn = resolve_cost(cost)
+    batch, budget = _reference(fn, longest, batch_size, max_cost, "like_fixed")
+    samples = batch * steps * replicas
+    values = {
+        "order": "bucket",
+        "max_batch_size": min(batch, -(-samples // (parts * replicas))),
+        **_updates(lens, samples, update_unit),
+        **fields,
+    }
+    return PlanOptions(max_cost=budget, cost=fn, **values)
+
+
+def fill_device(
+    lengths: Any,
+    time_model: Any,
+    *,
+    max_cost: float,
+    cost: Any,
+    fraction: float = 0.9,
+    batch_size: int | None = None,
+    num_replicas: int = 1,
+    update_unit: str = "samples",
+    **fields: Any,
+) -> PlanOptions:
+    """Micro-batches at the knee of the step time, within a memory target.
+
+    NOTE [ filling the device ]
+        A step costs about ``c + n·L·(a + b·L)`` seconds (``time_model``, as
+        :func:`~dynbatch.calibrate` fits it with the memory): a fixed part
+        ``c`` (kernel launches, the optimizer) and a part that grows with the
+        batch. Tokens per second reach ``fraction`` of their best at ``L``
+        once the growing part is ``c · fraction / (1 - fraction)``: past that,
+        a larger batch buys little speed and costs updates. Each micro-batch
+        is the largest below that knee (at least one sample) that also fits
+        ``max_cost`` under ``cost``. With ``batch_size``, micro-batches are
+        grouped into mixed updates of at least that many samples per rank
+        (NOTE [ mixed updates ]); a micro-batch larger than that is an update
+        alone. Larger micro-batches mean fewer updates an epoch: the README
+        shows what that costs in accuracy.
+
+    Args:
+        lengths: the per-sample lengths the plan will be made from.
+        time_model: seconds of a step, with coefficients ``c``, ``a``, ``b``
+            (e.g. ``MemoryCost.time_model``).
+        max_cost: the memory target under ``cost`` (e.g. MiB with a ``MemoryCost``).
+        cost: the memory cost model.
+        fraction: of the best tokens per second, in (0, 1).
+        batch_size: the fixed batch whose update size to keep (per rank), or None
+            (every micro-batch is an update).
+        num_replicas: data-parallel ranks.
+        update_unit: ``"samples"`` or ``"tokens"``.
+        **fields: other options.
+
+    >>> from types import SimpleNamespace
+    >>> model = SimpleNamespace(c=0.04, a=1e-6, b=0.0)   # flat to ~16k tokens, as on a GPU
+    >>> opts = fill_device([128] * 1000, model, max_cost=1e9, cost="linear", fraction=0.8)
+    >>> opts.cost(1, 128) <= 1.0 < opts.cost(1251, 128), opts.update_size
+    (True, None)
+    """
+    lens, longest = _lengths(lengths, fields, "fill_device")
+    c, a, b = (_coefficient(time_model, name) for name in ("c", "a", "b"))
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+        raise InputError(
+            f"fraction must be a number in (0, 1) (of the best tokens per second), "
+            f"got fraction={fraction!r}"
+        )
+    if a == b == 0:
+        raise InputError(
+            f"time_model {time_model!r} does not grow with the batch (a = b = 0): there is no "
+            "knee; use like_fixed"
+        )
+    growing = MixedCost(a, b)
+    knee = max(c * fraction / (1.0 - fraction), float(growing(1, longest)))
+    memory = resolve_cost(cost)
+    target = check_positive_number("max_cost", max_cost)
+    if not float(memory(1, longest)) <= target:
+        raise InputError(
+            f"max_cost={max_cost!r} does not fit one sample of the longest length {longest} "
+            f"under cost {cost_spec(memory) or memory!r}"
+        )
+    replicas = check_int("num_replicas", num_replicas, minimum=1)
+    values: dict[str, Any] = {"order": "bucket", **fields}
+    if batch_size is not None:
+        batch = check_int("batch_size", batch_size, minimum=1)
+        values = {**_updates(lens, batch * replicas, update_unit), **values}
+    return PlanOptions(
+        max_cost=1.0, cost=WithinBudgets(((growing, knee), (memory, target))), **values
+    )
+
+
+def _lengths(lengths: Any, fields: dict[str, Any], where: str) -> tuple[Any, int]:
+    """Checked lengths and the longest padded length; refuses unknown option names."""
+    unknown = sorted(set(fields) - FIELDS)
+    if unknown:
+        raise InputTypeError(
+            f"{where} got unknown option(s) {', '.join(unknown)}; the options are: "
+            f"{', '.join(sorted(FIELDS))}"
+        )
+    for name in ("max_cost", "cost"):
+        if name in fields:  # unreachable through the signature; kept for **dict calls
+            raise InputTypeError(f"{where}: {name} is an argument of its own")
+    lens = check_lengths(lengths)
+    multiple = check_int("pad_to_multiple_of", fields.get("pad_to_multiple_of", 1), minimum=1)
+    return lens, -(-int(lens.max()) // multiple) * multiple
+
+
+def _reference(
+    fn: Cost, longest: int, batch_size: Any, max_cost: Any, where: str
+) -> tuple[int, float]:
+    """The fixed batch's size and the micro-batches' budget (NOTE [ the fixed batch's recipe ])."""
+    if batch_size is not None:
+        batch = check_int("batch_size", batch_size, minimum=1)
+        if max_cost is None:
+            return batch, float(fn(batch, longest))
+        return batch, check_positive_number("max_cost", max_cost)
+    if max_cost is None:
+        raise InputError(
+            f"{where} needs batch_size (the fixed batch you would have used), or max_cost (a "
+            "memory target under cost) to derive it from"
+        )
+    budget = check_positive_number("max_cost", max_cost)
+    batch = _largest_batch(fn, longest, budget)
+    if batch == 0:
+        raise InputError(
+            f"max_cost={max_cost!r} does not fit even one sample of the longest length {longest} "
+            f"under cost {cost_spec(fn) or fn!r}: raise it"
+        )
+    return batch, budget
+
+
+def _updates(lens: Any, samples: int, unit: str) -> dict[str, Any]:
+    """``update_size`` and ``update_unit`` for updates of ``samples`` samples."""
+    check_choice("update_unit", unit, UNITS)
+    size = float(samples) if unit == "samples" else samples * float(lens.mean())
+    return {"update_size": size, "update_unit": unit}
+
+
+def _largest_batch(fn: Cost, length: int, budget: float) -> int:
+    """The most samples of ``length`` that ``fn`` fits in ``budget`` (0 if not one)."""
+    if not fn(1, length) <= budget:
+        return 0
+    low, high = 1, 2
+    while fn(high, length) <= budget and high < 2**40:
+        low, high = high, high * 2
+    while high - low > 1:  # fn(low) fits, fn(high) does not
+        mid = (low + high) // 2
+        low, high = (mid, high) if fn(mid, length) <= budget else (low, mid)
+    return low
+
+
+def _coefficient(model: Any, name: str) -> float:
+    value = getattr(model, name, None)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputTypeError(
+            f"time_model must have finite number coefficients c, a, b (seconds = c + n*L*(a + "
+            f"b*L)), e.g. MemoryCost.time_model; got {name}={value!r} on {model!r}"
+        )
+    if value < 0:
+        raise InputError(f"time_model coefficient {name} must be >= 0, got {name}={value!r}")
+    return float(value)
