@@ -255,7 +255,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"accumulate_target": 0}, "accumulate_target must be a positive finite number"),
     ({"accumulate_target": 100, "gas": 2}, "accumulate_target (samples or tokens per step), not"),
     ({"epochs": 1.5}, "args.num_train_epochs must be a whole number of epochs >= 1"),
-    ({"criterion": object()}, "pass loss_fn="),
+    ({"criterion": object()}, "Or pass loss_fn="),
     ({"loss_fn": "cross_entropy"}, "loss_fn must be a callable"),
     ({"lengths": np.ones(7, dtype=np.int64)}, "lengths has 7 entries but the dataset has 60"),
     ({"eval_lengths": [3, 4]}, "eval_lengths were given without an eval_dataset"),
@@ -321,3 +321,78 @@ def test_bad_losses_and_checkpoints_are_named(tmp_path: Path) -> None:
     (saved / "checkpoint-1" / STATE_FILE).write_text("{not json")
     with pytest.raises(dynbatch.InputError, match=f"{STATE_FILE} cannot be read"):
         make_trainer(saved, ds, args=args).train(resume_from_checkpoint=checkpoint)
+
+
+# -- the fixed batch's recipe, and what a paddlenlp user passes ---------------------------------
+def recipe_trainer(out: Path, ds: Reviews, args: Any, **kw: Any) -> DynamicBatchTrainer:
+    return DynamicBatchTrainer(
+        model=tiny_bert(),
+        args=args,
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=ds.lengths,
+        **kw,
+    )
+
+
+def test_with_no_plan_options_it_trains_like_the_args_batch(tmp_path: Path) -> None:
+    """No max_cost: updates of the fixed batch of args, mixed, each the exact mean."""
+    import paddle
+
+    ds = Reviews(80)
+    rec = make_recorder(grads=2)
+    args = make_args(tmp_path, per_device_train_batch_size=6, gradient_accumulation_steps=2, seed=7)
+    trainer = recipe_trainer(
+        tmp_path, ds, args, criterion=paddle.nn.CrossEntropyLoss(), callbacks=[rec]
+    )
+    assert trainer.options == dynbatch.like_fixed(ds.lengths, 6, accumulation_steps=2, seed=7)
+    sampler = trainer.train_sampler
+    assert sampler is not None
+    trainer.train()
+    expected = sampler.steps_for_epochs(range(2))
+    assert rec.optimizer_steps == trainer.state.global_step == expected
+    assert abs(expected - 2 * len(ds) / 12) <= 2, "the fixed batch's updates an epoch"
+    for epoch in range(2):
+        windows = [w for w in rec.windows if w.epoch == epoch]
+        assert [w.stop for w in windows] == sampler.epoch_plan(epoch).window_ends.tolist()
+        assert sorted(i for idx in batches_of(windows) for i in idx) == list(range(len(ds)))
+    assert any(w.stop - w.start > 1 for w in rec.windows), "precondition: several micro-batches"
+    for step in range(2):
+        window = rec.windows[step]
+        indices = np.concatenate(window.indices)
+        ref = tiny_bert()
+        ref.set_state_dict(rec.weights[step])
+        expected_grads = reference_grads(ref, ds, indices, np.ones(indices.size))
+        worst = max(float(np.abs(rec.grads[step][n] - g).max()) for n, g in expected_grads.items())
+        assert worst < 1e-5, f"step {step}: the mean over the update's samples (criterion)"
+
+
+def test_the_plan_takes_args_seed_and_resume_takes_text(tmp_path: Path) -> None:
+    ds = Reviews(40)
+    trainer = make_trainer(tmp_path, ds, args=make_args(tmp_path, seed=11))
+    assert trainer.options.seed == 11, "args.seed, when the plan options name none"
+    assert make_trainer(tmp_path, ds, plan={"seed": 3}).options.seed == 3, "an explicit seed"
+    for text in ("True", "true"):  # --resume_from_checkpoint True arrives as text
+        with pytest.raises(dynbatch.InputError, match="holds no checkpoint"):
+            trainer.train(resume_from_checkpoint=text)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"criterion": object()}, "criterion must be a loss layer with a reduction"),
+        ({"accumulate_target": 10.0}, "the plan makes its own updates"),
+    ],
+)
+def test_the_recipe_refuses_what_it_cannot_honour(
+    tmp_path: Path, kw: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(dynbatch.InputError, match=message):
+        recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path), **kw)
+    with pytest.raises(dynbatch.InputError, match="group them again"):
+        make_trainer(
+            tmp_path,
+            Reviews(20),
+            args=make_args(tmp_path, gradient_accumulation_steps=2),
+            plan={"update_size": 8},
+        )

@@ -5,12 +5,17 @@
     from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
 
     trainer = DynamicBatchTrainer(
-        model=model, args=TrainingArguments(...), train_dataset=train_ds,
-        eval_dataset=dev_ds, data_collator=collate, lengths=train_lengths,
-        max_cost=16 * 256**2, cost="quadratic", order="bucket",
-        accumulate="samples",
+        model=model, args=TrainingArguments(per_device_train_batch_size=32, ...),
+        train_dataset=train_ds, eval_dataset=dev_ds, data_collator=collate,
+        lengths=train_lengths,
     )
     trainer.train()                                  # or train(resume_from_checkpoint=...)
+
+With no plan options, the Trainer trains like the fixed batch of ``args``
+(``per_device_train_batch_size`` x ``gradient_accumulation_steps`` x ranks per
+update) without its padding: :func:`dynbatch.like_fixed`, NOTE [ the fixed
+batch's recipe ]. Plan options (``max_cost=..., cost=..., order=...`` or
+``options=``) plan the study's way instead: one micro-batch per planned batch.
 
 ``paddlenlp.trainer.Trainer`` assumes fixed batches in four places, and each
 one breaks with dynamic batches: it sizes the run once from
@@ -111,7 +116,7 @@ from .._optional import require
 from ..memory import AllocatorStatsUnavailable, peak_memory_mib, reset_peak_memory
 from ..options import FIELDS, PlanOptions, resolve_options
 from ..stats import batch_table
-from ..windows import UNITS, accumulation_windows, micro_step_counts
+from ..windows import UNITS, accumulation_windows, micro_step_counts, update_ends
 
 paddle = require("paddle", "dynbatch.integrations.paddlenlp")
 require("paddlenlp.trainer", "dynbatch.integrations.paddlenlp")
@@ -144,6 +149,8 @@ _UNSUPPORTED_DEGREES = (
     "context_parallel_degree",
 )
 _OWN = ("model", "args", "train_dataset", "eval_dataset", "data_collator")
+#: ``--resume_from_checkpoint True`` arrives as text in ``TrainingArguments``
+_FLAG_WORDS: dict[str, bool | None] = {"true": True, "false": None, "none": None, "": None}
 _TRAINER_KEYWORDS = frozenset(inspect.signature(Trainer.__init__).parameters) - {"self", *_OWN}
 
 
@@ -193,6 +200,35 @@ def per_sample_cross_entropy(
         _logits(outputs), labels.reshape([-1]).astype("int64"), reduction="none"
     )
     return losses.reshape([-1])
+
+
+def _per_sample_criterion(criterion: Any) -> Callable[..., Any]:
+    """A ``loss_fn`` from a loss layer with a ``reduction``, on a per-sample copy of it.
+
+    paddlenlp's Trainer calls ``criterion(logits, labels)`` and takes its mean;
+    a mean cannot be re-weighted into the mean over an update's samples, so the
+    copy is set to ``reduction="none"``.
+    """
+    if not callable(criterion) or not isinstance(getattr(criterion, "reduction", None), str):
+        raise InputTypeError(
+            "criterion must be a loss layer with a reduction attribute (such as "
+            "paddle.nn.CrossEntropyLoss()) that can be set to 'none' for per-sample losses; "
+            f"got criterion={criterion!r}. Or pass loss_fn=callable(outputs, batch) -> "
+            "per-sample losses"
+        )
+    per_sample = copy.copy(criterion)
+    per_sample.reduction = "none"
+
+    def loss_fn(outputs: Any, batch: Mapping[str, Any], *, label_key: str = "labels") -> Any:
+        if not isinstance(batch, Mapping) or label_key not in batch:
+            raise InputError(
+                f"criterion needs the label field {label_key!r} in every batch; name it in "
+                "TrainingArguments(label_names=[...])"
+            )
+        losses = per_sample(_logits(outputs), batch[label_key])
+        return losses.reshape([losses.shape[0], -1]).sum(axis=1)  # [n] or [n, 1] -> [n]
+
+    return loss_fn
 
 
 def _checked_eval_lengths(dataset: Any, lengths: Any, name: str | None) -> NDArray[np.int64]:
@@ -380,6 +416,9 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
         options: a :class:`~dynbatch.PlanOptions`; or its fields as keywords
             (``max_cost=..., cost=..., order=..., seed=..., max_batch_size=...``),
             not both. ``cost`` may be any cost object, e.g. a ``MemoryCost``.
+            Without ``options`` or ``max_cost``: the fixed batch's recipe at
+            ``args``' batch size (:func:`dynbatch.like_fixed`; other option
+            keywords then refine it). ``seed`` defaults to ``args.seed``.
         accumulate: ``"samples"`` (each update is the mean over the step's
             samples) or ``"tokens"`` (over its real tokens, the ``lengths``).
         accumulate_target: instead of ``gradient_accumulation_steps``, close
@@ -390,7 +429,10 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
             of the batch but the label fields (``args.label_names``, default
             ``["labels"]``). A per-sample loss under ``accumulate="tokens"``
             weighs each sample by its length. Default:
-            :func:`per_sample_cross_entropy` (sequence classification).
+            :func:`per_sample_cross_entropy` (sequence classification), or
+            ``criterion`` if given: a loss layer with a ``reduction`` (such as
+            ``paddle.nn.CrossEntropyLoss()``), called on ``(logits, labels)``
+            with ``reduction="none"`` on a copy of it.
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
             ``callbacks``, ``optimizers``, ``tokenizer``,
             ``preprocess_logits_for_metrics``) and the plan options.
@@ -433,13 +475,12 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
                 f"{', '.join(sorted(_TRAINER_KEYWORDS))}"
             )
         trainer_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _TRAINER_KEYWORDS}
-        if trainer_kwargs.get("criterion") is not None:
-            raise InputError(
-                "DynamicBatchTrainer normalises per-sample losses itself: pass "
-                "loss_fn=callable(outputs, batch) -> per-sample losses instead of criterion="
-                f"{trainer_kwargs['criterion']!r}"
-            )
-        self.options = resolve_options(options, kwargs, "DynamicBatchTrainer")
+        criterion = trainer_kwargs.pop("criterion", None)
+        default_loss: Callable[..., Any] = per_sample_cross_entropy
+        if criterion is not None:
+            if loss_fn is not None:
+                raise InputError("give loss_fn or criterion, not both")
+            default_loss = _per_sample_criterion(criterion)
         self.accumulate = check_choice("accumulate", accumulate, UNITS)
         self.accumulate_target = (
             None
@@ -457,9 +498,29 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
             raise InputTypeError(
                 f"args must be a paddlenlp.trainer.TrainingArguments, got {type(args).__name__}"
             )
-        internal = self._check_args(args)
+        if options is None:
+            kwargs.setdefault("seed", args.seed)
+        recipe = options is None and kwargs.get("max_cost") is None
+        if not recipe:
+            self.options = resolve_options(options, kwargs, "DynamicBatchTrainer")
+        elif train_dataset is None:
+            raise InputError(
+                "without a train_dataset, give the plan options (max_cost=... or options=...): "
+                "the fixed batch's recipe is planned from the training lengths"
+            )
+        internal = self._check_args(args, recipe)
         self.train_sampler: DistributedDynamicBatchSampler | None = None
         if train_dataset is not None:
+            if recipe:  # NOTE [ the fixed batch's recipe ], at the batch of args
+                kwargs.pop("max_cost", None)
+                plan: dict[str, Any] = {
+                    "batch_size": args.per_device_train_batch_size,
+                    "accumulation_steps": args.gradient_accumulation_steps,
+                    "update_unit": self.accumulate,
+                    **kwargs,
+                }
+            else:
+                plan = {"options": self.options}
             self.train_sampler = DistributedDynamicBatchSampler(
                 train_dataset,
                 lengths=lengths,
@@ -468,8 +529,9 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
                 cache_path=cache_path,
                 num_replicas=internal.dataset_world_size,
                 rank=internal.dataset_rank,
-                options=self.options,
+                **plan,
             )
+            self.options = self.train_sampler.options
         elif lengths is not None:
             raise InputError("lengths were given without a train_dataset to go with them")
         self._length_fn, self._ref_index = length_fn, ref_index
@@ -487,9 +549,7 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
             if type(callback) is VisualDLCallback:
                 callback.__class__ = _VisualDLCallback
         self.add_callback(_RealEpochs(self))
-        self.loss_fn = loss_fn or functools.partial(
-            per_sample_cross_entropy, label_key=self.label_names[0]
-        )
+        self.loss_fn = loss_fn or functools.partial(default_loss, label_key=self.label_names[0])
         self._epochs: dict[int, _EpochInfo] = {}
         self._position = (0, 0)  # (epoch, micro-batches of it trained)
         self._last_window: Window | None = None
@@ -502,11 +562,22 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
         self._since = _Since()
 
     # -- arguments ---------------------------------------------------------------------------
-    def _check_args(self, args: Any) -> Any:
+    def _check_args(self, args: Any, recipe: bool) -> Any:
         """Check ``args``; return the copy the Trainer runs on (NOTE [ one Trainer epoch ... ])."""
         gas = check_int(
             "args.gradient_accumulation_steps", args.gradient_accumulation_steps, minimum=1
         )
+        planned = recipe or self.options.update_size is not None
+        if planned and self.accumulate_target is not None:
+            raise InputError(
+                "the plan makes its own updates (the fixed batch's recipe, or update_size): "
+                f"accumulate_target={self.accumulate_target:g} would cut them again; leave it out"
+            )
+        if planned and not recipe and gas > 1:
+            raise InputError(
+                f"the plan makes updates of update_size={self.options.update_size:g}; "
+                f"args.gradient_accumulation_steps={gas} would group them again: set it to 1"
+            )
         if gas > 1 and self.accumulate_target is not None:
             raise InputError(
                 "give args.gradient_accumulation_steps > 1 (micro-batches per step) or "
@@ -529,7 +600,7 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
                 "args.skip_data_intervals skips Trainer steps by number, which are windows of a "
                 f"dynamic plan here; not supported, got {args.skip_data_intervals!r}"
             )
-        self.micro_batches_per_step = gas
+        self.micro_batches_per_step = 1 if planned else gas  # the plan's updates otherwise
         self.max_steps: int | None = None
         self.num_epochs: int | None = None
         if args.max_steps is not None and args.max_steps > 0:
@@ -585,13 +656,13 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
             sampler = self._sampler()
             sharded = sampler.epoch_plan(epoch)
             counts = micro_step_counts(sharded, sampler.lengths, self.accumulate)
-            if self.accumulate_target is not None:
-                ends = accumulation_windows(counts, self.accumulate_target)
-            elif self.micro_batches_per_step > 1:
+            if self.micro_batches_per_step > 1:
                 ones = np.ones(sharded.num_steps, dtype=np.float64)
                 ends = accumulation_windows(ones, self.micro_batches_per_step)
-            else:
-                ends = np.arange(1, sharded.num_steps + 1, dtype=np.int64)
+            else:  # accumulate_target, the plan's own updates, or one per micro-batch
+                ends = update_ends(
+                    sharded, sampler.lengths, self.accumulate_target, self.accumulate
+                )
             info = _EpochInfo(ends=ends, counts=counts)
             if len(self._epochs) >= 2:  # the epoch in training and one being sized
                 self._epochs.pop(next(iter(self._epochs)))
@@ -680,6 +751,11 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
         total = self.total_steps()
         if self.accumulate_target is not None:
             window = f"{self.accumulate_target:g} {self.accumulate} over all ranks"
+        elif self.options.update_size is not None:
+            window = (
+                f"about {self.options.update_size:g} {self.options.update_unit} over all ranks, "
+                "lengths mixed"
+            )
         else:
             window = f"{self.micro_batches_per_step} planned micro-batch(es)"
         if self.num_epochs is not None:
@@ -716,7 +792,11 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
                 rank=self.args.dataset_rank,
                 # every sample evaluated once, longest first (an OOM shows at the first batch)
                 options=self.options.replace(
-                    order="descending", drop_last=False, equal_epochs=False, oversize="alone"
+                    order="descending",
+                    drop_last=False,
+                    equal_epochs=False,
+                    oversize="alone",
+                    update_size=None,
                 ),
             )
         self._eval_samplers.append((dataset, sampler))
@@ -894,6 +974,8 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
         return sorted(found)
 
     def _resolve_checkpoint(self, value: Any) -> str | None:
+        if isinstance(value, str) and value.strip().lower() in _FLAG_WORDS:
+            value = _FLAG_WORDS[value.strip().lower()]  # TrainingArguments keeps flags as text
         if value is None or value is False:
             return None
         if value is True:
