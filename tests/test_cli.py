@@ -18,6 +18,7 @@ TEXTS = ["好" * n for n in (3, 40, 7, 120, 15, 15, 60, 2, 90, 33)]
 ROW_KEYS = {
     "name",
     "batches",
+    "updates",
     "padding_efficiency",
     "batch_size_min",
     "batch_size_median",
@@ -74,11 +75,35 @@ def test_every_input_kind_gives_the_same_numbers(
     lens = np.array([len(t) for t in TEXTS])
     assert out["lower_bound_batches"] == int(np.ceil((lens**2).sum() / 20000))
     rows = {r["name"]: r for r in out["rows"]}
-    assert set(rows) == {"bucket", "shuffle", "ascending", "descending", "none", "fixed"}
+    assert set(rows) == {
+        "bucket",
+        "shuffle",
+        "ascending",
+        "descending",
+        "none",
+        "fixed",
+        "like fixed",
+    }
     assert all(set(r) == ROW_KEYS for r in out["rows"]), "the documented schema"
     expected = plan_stats(lens, plan_batches(lens, 20000, order="ascending"), max_cost=20000)
     assert rows["ascending"]["batches"] == expected.batches
     assert rows["ascending"]["padding_efficiency"] == pytest.approx(expected.padding_efficiency)
+
+
+def test_every_plan_counts_its_updates(capsys, inputs) -> None:
+    lens = np.array([len(t) for t in TEXTS])
+    out = run_json(capsys, str(inputs["npy"]), "--max-cost", "1e9", "--fixed-batch-size", "4")
+    rows = {r["name"]: r for r in out["rows"]}
+    assert rows["fixed"]["updates"] == rows["fixed"]["batches"] == -(-lens.size // 4)
+    assert rows["bucket"]["updates"] == rows["bucket"]["batches"], "a batch, an update"
+    recipe = rows["like fixed"]
+    assert abs(recipe["updates"] - lens.size / 4) <= 1, "the fixed batch's updates"
+    assert recipe["padding_efficiency"] >= rows["fixed"]["padding_efficiency"]
+    grouped = run_json(
+        capsys, str(inputs["npy"]), "--max-cost", "130", "--cost", "linear", "--update-size", "5"
+    )
+    rows = {r["name"]: r for r in grouped["rows"]}
+    assert rows["bucket"]["batches"] > rows["bucket"]["updates"] == round(lens.size / 5)
 
 
 def test_add_truncate_and_wordpiece_vocab(capsys, inputs, tmp_path: Path) -> None:

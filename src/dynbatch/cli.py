@@ -49,6 +49,7 @@ __all__ = ["Corpus", "UsageError", "format_table", "main", "read_corpus", "read_
 
 COLUMNS = [
     ("batches", "batches", "{:d}"),
+    ("updates", "updates", "{:d}"),
     ("padding_efficiency", "pad eff", "{:.3f}"),
     ("batch_size_min", "bs min", "{:d}"),
     ("batch_size_median", "bs med", "{:g}"),

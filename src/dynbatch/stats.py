@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,10 @@ from ._checks import (
 )
 from .cost import CostLike, resolve_cost
 from .options import ORDERS, PlanOptions
-from .planning import Plan, find_oversize, padded_lengths, plan_batches
+from .planning import Plan, find_oversize, padded_lengths
+from .recipes import like_fixed
+from .sharding import plan_epoch
+from .windows import optimizer_steps
 
 __all__ = [
     "PlanStats",
@@ -107,6 +110,8 @@ class PlanStats:
     cost_mean: float
     cost_cv: float
     utilization: float | None
+    #: optimizer updates of the epoch: the plan's own (``update_size``), else one per batch
+    updates: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -188,7 +193,10 @@ def compare_orders(
     Every option but the order comes from ``options``. Samples over budget even
     alone follow ``options.oversize`` exactly as the sampler does: ``"error"``
     raises, ``"skip"`` leaves them out (of the fixed row too), ``"alone"``
-    gives each a batch of its own.
+    gives each a batch of its own. Each row counts its optimizer updates of
+    the epoch (the plan's own with ``update_size``, else one per batch); with
+    ``fixed_batch_size`` a row ``like fixed`` shows :func:`~dynbatch.like_fixed`
+    at that batch size under ``options.cost``, next to the ``fixed`` row.
     """
     lens = check_lengths(lengths)
     if not isinstance(options, PlanOptions):
@@ -206,9 +214,22 @@ def compare_orders(
             pad_to_multiple_of=options.pad_to_multiple_of,
         )
 
-    rows = {
-        order: summary(plan_batches(lens, options=options.replace(order=order))) for order in ORDERS
-    }
+    def planned(opts: PlanOptions) -> PlanStats:
+        sharded = plan_epoch(lens, opts, 0)
+        stats = summary(sharded.plan)
+        return replace(stats, updates=optimizer_steps(sharded, lens))
+
+    rows = {order: planned(options.replace(order=order)) for order in ORDERS}
     if fixed_batch_size is not None:
-        rows["fixed"] = summary(baseline_batches(lens, options, fixed_batch_size))
+        fixed = summary(baseline_batches(lens, options, fixed_batch_size))
+        rows["fixed"] = replace(fixed, updates=fixed.batches)
+        recipe = like_fixed(
+            lens,
+            fixed_batch_size,
+            cost=options.cost,
+            seed=options.seed,
+            pad_to_multiple_of=options.pad_to_multiple_of,
+            update_unit=options.update_unit,
+        )
+        rows["like fixed"] = planned(recipe)
     return rows
