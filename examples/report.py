@@ -31,7 +31,7 @@ def write(
     args: argparse.Namespace, meta: dict[str, Any], rows: list[dict[str, Any]], out: Path
 ) -> None:
     """results.json (every key but the per-step history), results.md and curves.png."""
-    extra = ("calibration_s", "target_mb", "lr")
+    extra = ("micro_batches", "calibration_s", "target_mb", "lr")
     (out / "results.json").write_text(
         json.dumps(
             {

@@ -298,6 +298,7 @@ def run_mode(args: argparse.Namespace) -> int:
         "mode": mode,
         "wall_s": train_seconds,
         "steps": acc.optimizer_steps,
+        "micro_batches": len(history["batch_size"]),
         "epochs": stats.samples / len(train),
         "samples_per_sec": stats.samples / train_seconds,
         "real_tokens_per_sec": stats.real_tokens / train_seconds,

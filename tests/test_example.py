@@ -66,29 +66,42 @@ def test_every_mode_on_the_shared_corpus(
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
     rows = {r["mode"]: r for r in results["rows"]}
-    assert list(rows) == ["fixed", "shuffle", "ascending", "bucket", "calibrated"], "in order"
+    assert list(rows) == [
+        "fixed",
+        "dynamic",
+        "fill",
+        "shuffle",
+        "ascending",
+        "bucket",
+        "calibrated",
+    ], "in order"
     for mode, row in rows.items():
         assert set(row) >= KEYS, f"{mode}: every documented key"
         assert row["wall_s"] > 0 and row["steps"] > 0 and row["samples_per_sec"] > 0
         assert 0 < row["padding_efficiency"] <= 1 and 0 <= row["dev_accuracy"] <= 1
         assert 0 < row["median_memory_mb"] <= row["peak_memory_mb"] and row["skipped_steps"] == 0
         assert row["every_sample_once"], f"{mode}: no sample lost or repeated over the epoch"
-        if mode != "fixed":
-            assert row["wall_s"] >= rows["fixed"]["wall_s"], f"{mode}: the fixed mode's time"
+        assert row["epochs"] == 1.0, f"{mode}: equal epochs by default"
     assert rows["bucket"]["padding_efficiency"] > rows["fixed"]["padding_efficiency"]
-    calibrated = rows["calibrated"]
-    assert calibrated["target_mb"] == rows["fixed"]["peak_memory_mb"], "the fixed mode's peak"
-    assert calibrated["peak_memory_mb"] <= 1.05 * calibrated["target_mb"], "within the target"
+    dynamic = rows["dynamic"]
+    assert abs(dynamic["steps"] - rows["fixed"]["steps"]) <= 1, "the fixed batch's updates"
+    assert dynamic["padding_efficiency"] > rows["fixed"]["padding_efficiency"]
+    assert dynamic["peak_memory_mb"] <= rows["fixed"]["peak_memory_mb"], "within its worst"
+    for mode in ("fill", "calibrated"):
+        row = rows[mode]
+        assert row["target_mb"] == rows["fixed"]["peak_memory_mb"], "the fixed mode's peak"
+        assert row["peak_memory_mb"] <= 1.05 * row["target_mb"], f"{mode}: within the target"
     assert (tmp_path / "work" / "calib.json").exists(), "the calibration is kept"
     md = (tmp_path / "results.md").read_text()
-    assert md.count("\n| ") == 6 and "| calibrated |" in md, "a header and a row per mode"
+    assert md.count("\n| ") == 8 and "| calibrated |" in md, "a header and a row per mode"
     png = (tmp_path / "curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
     visualdl = pytest.importorskip("visualdl")
     for mode in rows:
         (log,) = (tmp_path / "vdl" / mode).glob("vdlrecords.*")
         losses = visualdl.LogReader(file_path=str(log)).get_data("scalar", "train/loss")
-        assert len(losses) == rows[mode]["steps"], f"{mode}: a loss per step"
+        assert len(losses) == rows[mode]["micro_batches"], f"{mode}: a loss per micro-batch"
+        assert rows[mode]["micro_batches"] >= rows[mode]["steps"]
 
 
 def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
@@ -136,7 +149,9 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
         (["--epochs", "0"], "--epochs must be >= 1"),
         (["--time-budget", "soon"], "--time-budget must be auto, none or a positive number"),
         (["--max-cost", "-1"], "max_cost must be a positive finite number, got max_cost=-1"),
-        (["--modes", "calibrated"], "mode calibrated needs a memory target"),
+        (["--modes", "calibrated"], "modes calibrated need a memory target"),
+        (["--modes", "dynamic,fill"], "modes fill need a memory target"),
+        (["--fill", "1"], "--fill must be a fraction in (0, 1)"),
         (["--warmup", "2"], "--warmup must be a fraction of an epoch in [0, 1]"),
         (["--memory-target", "-5"], "--memory-target must be positive MiB, got -5.0"),
     ],

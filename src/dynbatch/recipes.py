@@ -128,7 +128,8 @@ def fill_device(
         once the growing part is ``c · fraction / (1 - fraction)``: past that,
         a larger batch buys little speed and costs updates. Each micro-batch
         is the largest below that knee (at least one sample) that also fits
-        ``max_cost`` under ``cost``. With ``batch_size``, micro-batches are
+        ``max_cost`` under ``cost``; a step time that does not grow with the
+        batch (``a = b = 0``) has no knee, and the memory target alone decides. With ``batch_size``, micro-batches are
         grouped into mixed updates of at least that many samples per rank
         (NOTE [ mixed updates ]); a micro-batch larger than that is an update
         alone. Larger micro-batches mean fewer updates an epoch: the README
@@ -160,13 +161,6 @@ def fill_device(
             f"fraction must be a number in (0, 1) (of the best tokens per second), "
             f"got fraction={fraction!r}"
         )
-    if a == b == 0:
-        raise InputError(
-            f"time_model {time_model!r} does not grow with the batch (a = b = 0): there is no "
-            "knee; use like_fixed"
-        )
-    growing = MixedCost(a, b)
-    knee = max(c * fraction / (1.0 - fraction), float(growing(1, longest)))
     memory = resolve_cost(cost)
     target = check_positive_number("max_cost", max_cost)
     if not float(memory(1, longest)) <= target:
@@ -179,6 +173,10 @@ def fill_device(
     if batch_size is not None:
         batch = check_int("batch_size", batch_size, minimum=1)
         values = {**_updates(lens, batch * replicas, update_unit), **values}
+    if a == b == 0:  # a step costs the same at any size: no knee below the memory target
+        return PlanOptions(max_cost=target, cost=memory, **values)
+    growing = MixedCost(a, b)
+    knee = max(c * fraction / (1.0 - fraction), float(growing(1, longest)))
     return PlanOptions(
         max_cost=1.0, cost=WithinBudgets(((growing, knee), (memory, target))), **values
     )
