@@ -129,11 +129,12 @@ def fill_device(
         a larger batch buys little speed and costs updates. Each micro-batch
         is the largest below that knee (at least one sample) that also fits
         ``max_cost`` under ``cost``; a step time that does not grow with the
-        batch (``a = b = 0``) has no knee, and the memory target alone decides. With ``batch_size``, micro-batches are
-        grouped into mixed updates of at least that many samples per rank
-        (NOTE [ mixed updates ]); a micro-batch larger than that is an update
-        alone. Larger micro-batches mean fewer updates an epoch: the README
-        shows what that costs in accuracy.
+        batch (``a = b = 0``) has no knee, and the memory target alone
+        decides. With ``batch_size``, micro-batches are grouped into mixed
+        updates of at least that many samples per rank (NOTE [ mixed
+        updates ]); a micro-batch larger than that is an update alone.
+        Larger micro-batches mean fewer updates an epoch: the README shows
+        what that costs in accuracy.
 
     Args:
         lengths: the per-sample lengths the plan will be made from.
