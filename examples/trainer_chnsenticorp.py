@@ -4,12 +4,12 @@
     python examples/trainer_chnsenticorp.py --max-train-samples 0 --max-len 256   # every review
 
 ``fixed`` is the stock ``paddlenlp.trainer.Trainer`` with ``per_device_train_batch_size=20``;
-``dynamic`` is ``DynamicBatchTrainer`` with a quadratic budget of a quarter of the fixed
-batches' worst case (``20 * max_len**2 / 4``; most fixed batches hold a truncated review, so
-they pay the whole of it), at most 4x as many samples per batch, each update the mean over
-its samples, the learning rate scaled by the square root of the batch ratio. (With the whole
-worst case as budget, batches average ~32 reviews, and 2 epochs of 1,000 reviews are then
-too few updates for a BERT trained from scratch: pass --max-cost and more --epochs.)
+``dynamic`` is ``DynamicBatchTrainer`` with the same ``TrainingArguments`` and no plan
+options: it trains like that fixed batch (updates of 20 reviews, lengths mixed, each the mean
+over its samples) from padding-free micro-batches, for the same epochs, at the same learning
+rate (NOTE [ the fixed batch's recipe ]). ``--max-cost`` (with ``--cost``,
+``--max-batch-size``, ...) plans the study's way instead: each batch as large as the budget
+allows and one update per batch (``--lr-scaling`` then rescales the learning rate).
 
 Both train a tiny BERT (``train_mode.TINY``: hidden 128, 2 layers, 2 heads, intermediate
 512) from the same initial weights with the same seed, AdamW and linear LR decay, offline:
@@ -66,8 +66,8 @@ class UsageError(Exception):
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        epilog="--max-cost defaults to batch_size * max_len**2 / 4, --max-batch-size to "
-        "4 x --batch-size.",
+        epilog="Without --max-cost the dynamic mode trains like the fixed batch (dynbatch's "
+        "recipe); with it, --max-batch-size defaults to 4 x --batch-size.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument(
@@ -93,9 +93,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=1e-3, help="the fixed mode's learning rate")
     p.add_argument(
         "--lr-scaling",
-        default="sqrt",
+        default="none",
         choices=("none", "linear", "sqrt"),
-        help="scale the dynamic mode's lr by its mean samples per step over --batch-size",
+        help="with --max-cost: scale the dynamic mode's lr by its mean samples per step over "
+        "--batch-size",
     )
     p.add_argument("--output-dir", default="runs/trainer_chnsenticorp")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: train one mode here
@@ -113,19 +114,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise UsageError(f"--max-len must be <= 512 (BERT's positions), got {args.max_len}")
     if not args.lr > 0:
         raise UsageError(f"--lr must be positive, got {args.lr}")
-    if args.max_batch_size is None:
+    if args.max_cost is not None and args.max_batch_size is None:
         args.max_batch_size = 4 * args.batch_size
-    if args.max_cost is None:
-        args.max_cost = args.batch_size * args.max_len**2 / 4
     try:
-        plan_options(args)  # validated here, before any process starts
+        checked = 1.0 if args.max_cost is None else args.max_cost  # the recipe needs none
+        dynbatch.PlanOptions.from_args(args, max_cost=checked)
     except dynbatch.InputError as exc:
         raise UsageError(str(exc)) from None
     return args
 
 
-def plan_options(args: argparse.Namespace) -> dynbatch.PlanOptions:
-    """The dynamic mode's plan, from the flags."""
+def plan_options(args: argparse.Namespace) -> dynbatch.PlanOptions | None:
+    """The dynamic mode's plan from the flags; None (the fixed batch's recipe) without
+    --max-cost."""
+    if args.max_cost is None:
+        return None
     return dynbatch.PlanOptions.from_args(args, oversize="alone")
 
 
@@ -186,9 +189,13 @@ def report(
     lines = [
         f"Data: {meta['data']}; {meta['train_samples']} train / {meta['dev_samples']} dev "
         f"reviews, at most {args.max_len} tokens; tiny BERT (hidden {TINY['hidden_size']}, "
-        f"{TINY['num_hidden_layers']} layers); {args.epochs} epochs; dynamic: max_cost "
-        f"{args.max_cost:g} ({args.cost}), max_batch_size {args.max_batch_size}, the mean over "
-        f"{args.accumulate}.",
+        f"{TINY['num_hidden_layers']} layers); {args.epochs} epochs; dynamic: "
+        + (
+            f"the fixed batch's recipe at {args.batch_size} (no plan options)"
+            if args.max_cost is None
+            else f"max_cost {args.max_cost:g} ({args.cost}), max_batch_size {args.max_batch_size}"
+        )
+        + f", the mean over {args.accumulate}.",
         "",
         "| mode | optimizer steps | samples/step | wall s | real tokens/s | padding efficiency "
         "| peak alloc MiB | lr | dev accuracy |",
@@ -265,7 +272,7 @@ def run_mode(args: argparse.Namespace) -> int:
     model = build_model(meta)
     lr = args.lr
     options = plan_options(args)
-    if mode == "dynamic" and args.lr_scaling != "none":
+    if mode == "dynamic" and options is not None and args.lr_scaling != "none":
         sampler = dynbatch.DynamicBatchSampler(lengths=train.lengths, options=options)
         mean_batch = len(train) / len(sampler)  # samples per optimizer step
         lr = dynbatch.scale_lr(lr, mean_batch, args.batch_size, rule=args.lr_scaling)
@@ -299,12 +306,13 @@ def run_mode(args: argparse.Namespace) -> int:
     if mode == "fixed":
         trainer = Trainer(**common)
     else:
+        plan = {} if options is None else {"options": options}  # none: the recipe
         trainer = DynamicBatchTrainer(
             **common,
             lengths=train.lengths,
             eval_lengths=dev.lengths,
-            options=options,
             accumulate=args.accumulate,
+            **plan,
         )
     reset_peak_memory()
     start = time.perf_counter()

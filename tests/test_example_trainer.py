@@ -47,6 +47,8 @@ def test_both_modes_on_the_shared_corpus(
         assert row["every_sample_once_per_epoch"] and row["lr_schedule_complete"], mode
     assert rows["fixed"]["samples_per_step"] == 20, "the stock Trainer's fixed batches"
     assert rows["dynamic"]["padding_efficiency"] > rows["fixed"]["padding_efficiency"]
+    assert abs(rows["dynamic"]["steps"] - rows["fixed"]["steps"]) <= 1, "the fixed batch's updates"
+    assert rows["dynamic"]["lr"] == rows["fixed"]["lr"], "its learning rate, unscaled"
     table = (tmp_path / "results.md").read_text()
     assert "| fixed |" in table and "| dynamic |" in table
 
