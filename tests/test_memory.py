@@ -574,3 +574,65 @@ def test_memory_mb_falls_back_to_rss_with_a_warning(monkeypatch: pytest.MonkeyPa
     with pytest.warns(UserWarning, match="process RSS, not allocator memory: no statistics"):
         rss = dlog.memory_mb()
     assert rss > 50, "this process holds paddle: well over 50 MiB resident"
+
+
+# -- bad input, named (each failed before its fix) -------------------------------------------------
+def test_load_of_a_directory_is_a_named_input_error(tmp_path: Path) -> None:
+    with pytest.raises(dynbatch.InputError, match=r"MemoryCost file .* is a directory"):
+        MemoryCost.load(tmp_path)
+
+
+def test_load_of_a_file_that_is_not_utf8_is_a_named_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"format": "dynbatch.MemoryCost", "note": "caf\xe9"}')
+    with pytest.raises(dynbatch.InputError, match=r"latin1.json is not UTF-8 text"):
+        MemoryCost.load(path)
+
+
+@pytest.mark.parametrize(
+    ("report", "match"),
+    [
+        ({"probes": [{"n": "many"}]}, r"report\.probes\[0\]\.n must be an integer >= 1"),
+        ({"max_len": -5}, r"report\.max_len must be an integer >= 1, got max_len=-5"),
+        ({"probes": [{"role": "guess"}]}, r"report\.probes\[0\]\.role must be one of"),
+        ({"probes": [{"peak_mib": -1.0}]}, r"report\.probes\[0\]\.peak_mib must be"),
+        ({"fit_error": "small"}, r"report\.fit_error must be"),
+        ({"source": 3}, r"report\.source must be a string"),
+    ],
+)
+def test_load_refuses_nonsense_report_fields_by_name(
+    tmp_path: Path, report: dict[str, Any], match: str
+) -> None:
+    cost = MemoryCost(c=1.0, a=0.5, b=0.0, report=_a_report())
+    cost.save(tmp_path / "good.json")
+    data = json.loads((tmp_path / "good.json").read_text())
+    for key, value in report.items():
+        if key == "probes":
+            data["report"]["probes"][0].update(value[0])
+        else:
+            data["report"][key] = value
+    with pytest.raises(dynbatch.InputError, match=match):
+        MemoryCost.load(write(tmp_path, json.dumps(data)))
+
+
+def _a_report() -> Any:
+    from dynbatch.memory import CalibrationReport, Probe
+
+    probe = Probe(
+        n=2, length=8, role="fit", peak_mib=3.0, resident_mib=1.0, seconds=0.1, predicted_mib=3.0
+    )
+    return CalibrationReport(
+        probes=(probe,),
+        fit_error=0.0,
+        held_out_error=0.0,
+        time_held_out_error=0.0,
+        tolerance=0.1,
+        seconds=1.0,
+        source="cpu allocator",
+        device="cpu",
+        paddle_version="3.0.0",
+        max_len=8,
+        max_batch_size=None,
+        min_len=1,
+        max_tokens=16,
+    )

@@ -100,15 +100,22 @@ import math
 import numbers
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_int, check_lengths, check_positive_number
+from ._checks import (
+    InputError,
+    InputTypeError,
+    check_choice,
+    check_int,
+    check_lengths,
+    check_positive_number,
+)
 from ._optional import require
 from .contract import PlanSource
 from .cost import CostLike, resolve_cost
@@ -146,6 +153,8 @@ _CHECKED_FRACTION = 0.2
 #: (NOTE [ the floor ])
 _FLOOR_BAND = 0.02
 _FORMAT = "dynbatch.MemoryCost"
+PROBE_ROLES = ("floor", "fit", "held-out")
+_R = TypeVar("_R")
 _FORMAT_VERSION = 1
 
 
@@ -256,6 +265,16 @@ def memory_target(fraction: float = 0.9) -> float:
 
 
 # -- the cost ----------------------------------------------------------------------------------
+def _amount(name: str, value: Any, *, finite: bool = True) -> float:
+    """``value`` as a float >= 0 (and finite, unless ``finite=False``): MiB, seconds, errors."""
+    wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+    if wrong_type or not (float(value) >= 0 and (math.isfinite(value) or not finite)):
+        error = InputTypeError if wrong_type else InputError
+        kind = "a finite number >= 0" if finite else "a number >= 0"
+        raise error(f"{name} must be {kind}, got {name}={value!r}")
+    return float(value)
+
+
 def _coefficient(owner: str, name: str, value: Any) -> float:
     if (
         isinstance(value, bool)
@@ -305,6 +324,15 @@ class Probe:
     seconds: float
     predicted_mib: float
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", check_int("n", self.n, minimum=1))
+        object.__setattr__(self, "length", check_int("length", self.length, minimum=1))
+        check_choice("role", self.role, PROBE_ROLES)
+        for name in ("peak_mib", "resident_mib", "seconds", "predicted_mib"):
+            value = getattr(self, name)
+            if not (name == "peak_mib" and value is None):
+                object.__setattr__(self, name, _amount(name, value))
+
     @property
     def error(self) -> float | None:
         """Relative error of the prediction, ``(predicted - measured) / measured``."""
@@ -335,6 +363,25 @@ class CalibrationReport:
     max_batch_size: int | None
     min_len: int
     max_tokens: int
+
+    def __post_init__(self) -> None:
+        if not all(isinstance(p, Probe) for p in self.probes):
+            raise InputTypeError(f"probes must be Probe records, got probes={self.probes!r}")
+        for name in ("fit_error", "held_out_error", "time_held_out_error", "seconds"):
+            object.__setattr__(self, name, _amount(name, getattr(self, name), finite=False))
+        check_positive_number("tolerance", self.tolerance)
+        for name in ("source", "device", "paddle_version"):
+            if not isinstance(getattr(self, name), str):
+                raise InputTypeError(f"{name} must be a string, got {name}={getattr(self, name)!r}")
+        for name in ("max_len", "max_batch_size", "min_len", "max_tokens"):
+            value = check_int(
+                name, getattr(self, name), minimum=1, allow_none=name == "max_batch_size"
+            )
+            object.__setattr__(self, name, value)
+        if self.min_len > self.max_len:
+            raise InputError(
+                f"min_len must be at most max_len={self.max_len}, got min_len={self.min_len}"
+            )
 
     def __str__(self) -> str:
         lines = [
@@ -424,6 +471,15 @@ class MemoryCost:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise FileNotFoundError(f"MemoryCost file not found: {path}") from None
+        except IsADirectoryError:
+            raise InputError(
+                f"MemoryCost file {path} is a directory: give the JSON file MemoryCost.save wrote"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise InputError(
+                f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}), so not a "
+                "MemoryCost saved by MemoryCost.save"
+            ) from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -450,12 +506,33 @@ class MemoryCost:
                 report=None if report is None else _report_from_json(report),
             )
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            raise InputError(f"{path}: {exc}") from None
+            error = InputTypeError if isinstance(exc, InputTypeError) else InputError
+            raise error(f"{path}: {exc}") from None
 
 
-def _report_from_json(data: dict[str, Any]) -> CalibrationReport:
-    probes = tuple(Probe(**p) for p in data["probes"])
-    return CalibrationReport(**{**data, "probes": probes})
+def _record(cls: type[_R], data: Any, where: str) -> _R:
+    """``cls(**data)`` of a JSON object, errors prefixed by where it is (``report.probes[0].``)."""
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    if not isinstance(data, dict):
+        raise InputError(f"{where[:-1]} must be a JSON object, got {data!r}")
+    unknown, missing = sorted(set(data) - names), sorted(names - set(data))
+    if unknown or missing:
+        raise InputError(
+            f"{where[:-1]} must have the keys {', '.join(sorted(names))}; "
+            f"{'unknown: ' + ', '.join(unknown) if unknown else 'missing: ' + ', '.join(missing)}"
+        )
+    try:
+        return cls(**data)
+    except InputError as exc:
+        raise type(exc)(f"{where}{exc}") from None
+
+
+def _report_from_json(data: Any) -> CalibrationReport:
+    probes = data.get("probes") if isinstance(data, dict) else None
+    if not isinstance(probes, list):
+        raise InputError(f"report.probes must be a list of probes, got {probes!r}")
+    records = tuple(_record(Probe, p, f"report.probes[{i}].") for i, p in enumerate(probes))
+    return _record(CalibrationReport, {**data, "probes": records}, "report.")
 
 
 class CalibrationError(ValueError):
