@@ -636,3 +636,13 @@ def _a_report() -> Any:
         min_len=1,
         max_tokens=16,
     )
+
+
+@pytest.mark.parametrize("call", ["calibrate", "preflight"])
+def test_restore_of_a_fresh_optimizer_names_restore_and_what_is_valid(call: str) -> None:
+    model, opt, step = make_trainer(5)
+    with pytest.raises(dynbatch.InputError, match=r"restore\[1\] must be .*already stepped"):
+        if call == "calibrate":
+            calibrate(step, max_len=32, max_tokens=512, restore=[model, opt])
+        else:
+            preflight(step, [[0]], [8], cost="linear", max_cost=1e9, restore=[model, opt])

@@ -682,13 +682,15 @@ def _restore(objects: list[Restorable], snapshot: list[dict[str, Any]]) -> None:
             obj.set_state_dict(_from_host(snap))
 
 
-def _grown_error(objects: list[Restorable], grown: list[tuple[int, int]]) -> ValueError:
+def _grown_error(objects: list[Restorable], grown: list[tuple[int, int]]) -> InputError:
     i, count = grown[0]
-    return ValueError(
+    return InputError(
         f"restore[{i}] ({type(objects[i]).__name__}) had no state for {count} entries before "
         f"the warm-up step (a fresh optimizer?), and set_state_dict cannot remove state, so it "
-        f"cannot be restored; the other objects were. Make the optimizer after this call, or "
-        f"use a throwaway optimizer of the same kind in step and pass restore=[model]"
+        f"cannot be restored; the other objects were. restore[{i}] must be a model or an "
+        f"optimizer that has already stepped, got restore[{i}]={objects[i]!r}: make the "
+        f"optimizer after this call, or use a throwaway optimizer of the same kind in step and "
+        f"pass restore=[model]"
     )
 
 
