@@ -257,3 +257,67 @@ def test_save_load_round_trip_of_any_coefficients_is_exact(
 def test_load_of_malformed_files_is_always_an_input_error(tmp_path: Path, text: str) -> None:
     with pytest.raises(dynbatch.InputError, match=r"bad\.json"):
         MemoryCost.load(write(tmp_path, text))
+
+
+@pytest.mark.parametrize("version", [True, 1.0, "1"])
+def test_load_refuses_a_version_that_only_equals_one(tmp_path: Path, version: Any) -> None:
+    with pytest.raises(dynbatch.InputError, match=rf"MemoryCost of version {version!r}"):
+        MemoryCost.load(write(tmp_path, json.dumps(GOOD | {"version": version})))
+
+
+def test_load_of_deeply_nested_json_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(dynbatch.InputError, match=r"bad\.json is not valid JSON"):
+        MemoryCost.load(write(tmp_path, "[" * 100_000 + "]" * 100_000))
+
+
+def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(obj, dict):
+        out += [p for k, v in obj.items() for p in _paths(v, (*prefix, k))]
+    elif isinstance(obj, list):
+        out += [p for i, v in enumerate(obj) for p in _paths(v, (*prefix, i))]
+    return out[1:] if not prefix else out
+
+
+ODD_VALUES = [None, True, 0, -1, 2**70, 1.5, -0.0, float("nan"), float("inf"), "x", [], {}, [1]]
+
+
+@given(
+    edits=st.lists(
+        st.tuples(st.sampled_from(_paths(WRITTEN_BEFORE)), st.sampled_from([*ODD_VALUES, "DEL"])),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_any_edit_of_a_saved_file_loads_exactly_or_is_an_input_error(
+    edits: list[tuple[tuple[Any, ...], Any]],
+) -> None:
+    data = json.loads(json.dumps(WRITTEN_BEFORE))
+    for path, value in edits:
+        parent = data
+        try:
+            for key in path[:-1]:
+                parent = parent[key]
+            if value == "DEL" and isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            elif value != "DEL":
+                parent[path[-1]] = json.loads(json.dumps(value))
+        except (KeyError, IndexError, TypeError):
+            pass  # an earlier edit removed or replaced the way there
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "edited.json"
+        path.write_text(json.dumps(data))
+        try:
+            cost = MemoryCost.load(path)
+        except dynbatch.InputError:
+            return
+        cost.save(path)
+        again = MemoryCost.load(path)
+    assert again == cost and again.report == cost.report and again.time_model == cost.time_model
+
+
+def test_a_report_without_probes_is_refused(tmp_path: Path) -> None:
+    data = json.loads(json.dumps(WRITTEN_BEFORE))
+    data["report"]["probes"] = []
+    with pytest.raises(dynbatch.InputError, match=r"report\.probes must be Probe records"):
+        MemoryCost.load(write(tmp_path, json.dumps(data)))

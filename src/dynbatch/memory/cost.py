@@ -127,7 +127,7 @@ class CalibrationReport:
     max_tokens: int
 
     def __post_init__(self) -> None:
-        if not all(isinstance(p, Probe) for p in self.probes):
+        if not self.probes or not all(isinstance(p, Probe) for p in self.probes):
             raise InputTypeError(f"probes must be Probe records, got probes={self.probes!r}")
         for name in ("fit_error", "held_out_error", "time_held_out_error", "seconds"):
             object.__setattr__(self, name, _amount(name, getattr(self, name), finite=False))
@@ -246,11 +246,12 @@ def _read_json(path: Path) -> dict[str, Any]:
         ) from None
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise InputError(f"{path} is not valid JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != _FORMAT:
         raise InputError(f'{path} is not a saved MemoryCost (no "format": "{_FORMAT}")')
-    if data.get("version") != _FORMAT_VERSION:
+    version = data.get("version")
+    if type(version) is not int or version != _FORMAT_VERSION:  # True == 1.0 == 1 in Python
         raise InputError(
             f"{path} is a MemoryCost of version {data.get('version')!r}; this dynbatch reads "
             f"version {_FORMAT_VERSION}: calibrate again"
