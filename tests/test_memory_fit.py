@@ -241,3 +241,22 @@ def test_fit_calibrate_and_preflight_run_without_paddle() -> None:
     fitted_a, calibrated_a, device, ok, imported = json.loads(out.stdout.splitlines()[-1])
     assert fitted_a == pytest.approx(1 / 64) and calibrated_a == pytest.approx(1 / 64)
     assert device == "unknown" and ok and imported == []
+
+
+def test_steps_timed_at_zero_seconds_give_a_time_error_not_nan() -> None:
+    zero = [Run(r.peak_mib, 0.0, 0.0) for r in runs(GRID, lambda n, L: 1 + n * L)]
+    fitted = fit(GRID, zero)
+    assert fitted.time_held_out_error == 0.0 and fitted.time_model(8, 8) == 0.0
+
+
+@pytest.mark.parametrize("reading", [None, -1, "12", float("nan")])
+def test_a_counter_reading_that_is_not_bytes_is_named(reading: Any) -> None:
+    class Broken(Allocator):
+        def peak_bytes(self) -> Any:
+            return reading
+
+    with pytest.raises(
+        dynbatch.InputTypeError if reading is None or reading == "12" else dynbatch.InputError,
+        match=r"counter\.peak_bytes\(\) must return a number of bytes >= 0",
+    ):
+        calibrate(lambda n, L: None, max_len=64, counter=Broken())

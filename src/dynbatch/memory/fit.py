@@ -261,6 +261,11 @@ def fit_polynomial(
 
 
 def _max_error(pred: NDArray[Any], measured: NDArray[Any], checked: NDArray[Any]) -> float:
+    """The largest ``|pred - measured| / measured`` where ``checked``; a measured 0 is off by
+    0 if predicted so, else infinitely (a step timed at 0 s)."""
     if not checked.any():
         return 0.0
-    return float(np.max(np.abs(pred[checked] - measured[checked]) / measured[checked]))
+    miss, base = np.abs(pred[checked] - measured[checked]), measured[checked]
+    return float(
+        np.max(np.divide(miss, base, out=np.where(miss == 0, 0.0, np.inf), where=base > 0))
+    )

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import gc
 import inspect
+import math
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -136,7 +138,7 @@ def measure(
 def _run(step: Step, n: int, length: int, counter: Counter) -> Run:
     gc.collect()
     counter.reset_peak()
-    resident = counter.current_bytes() / MIB
+    resident = _mib(counter.current_bytes(), "current_bytes", counter)
     start = time.perf_counter()
     try:
         step(n, length)
@@ -149,7 +151,19 @@ def _run(step: Step, n: int, length: int, counter: Counter) -> Run:
             counter.empty_cache()
         return Run(None, resident, time.perf_counter() - start)
     seconds = time.perf_counter() - start
-    return Run(counter.peak_bytes() / MIB, resident, seconds)
+    return Run(_mib(counter.peak_bytes(), "peak_bytes", counter), resident, seconds)
+
+
+def _mib(value: Any, reading: str, counter: Counter) -> float:
+    """A counter's reading in MiB, once it is checked to be bytes."""
+    wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+    if wrong_type or not (math.isfinite(value) and value >= 0):
+        error = InputTypeError if wrong_type else InputError
+        raise error(
+            f"counter.{reading}() must return a number of bytes >= 0, got {value!r} from "
+            f"counter={counter!r}"
+        )
+    return float(value) / MIB
 
 
 def _is_oom(exc: BaseException) -> bool:
