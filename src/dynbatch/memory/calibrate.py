@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from .._checks import check_positive_number
 from .cost import CalibrationError, CalibrationReport, MemoryCost
 from .counters import Counter, check_counter
-from .fit import ProbeGrid, fit
+from .fit import Fit, ProbeGrid, fit
 from .probe import Restorable, Step, check_restore, check_step, measure
 
 __all__ = ["calibrate"]
@@ -82,15 +82,21 @@ def calibrate(
     runs = measure(step, shapes, counter=counter, restore=objects, warmup=(1, grid.min_len))
     seconds = time.perf_counter() - start
     fitted = fit(grid, runs)
+    return _accepted(fitted, _report(fitted, grid, tolerance, seconds, counter.name))
+
+
+def _report(
+    fitted: Fit, grid: ProbeGrid, tolerance: float, seconds: float, source: str
+) -> CalibrationReport:
     device, version = _paddle_device()
-    report = CalibrationReport(
+    return CalibrationReport(
         probes=fitted.probes,
         fit_error=fitted.fit_error,
         held_out_error=fitted.held_out_error,
         time_held_out_error=fitted.time_held_out_error,
         tolerance=tolerance,
         seconds=seconds,
-        source=counter.name,
+        source=source,
         device=device,
         paddle_version=version,
         max_len=grid.max_len,
@@ -98,7 +104,11 @@ def calibrate(
         min_len=grid.min_len,
         max_tokens=grid.max_tokens,
     )
-    memory = fitted.memory
+
+
+def _accepted(fitted: Fit, report: CalibrationReport) -> MemoryCost:
+    """The fitted cost, or a CalibrationError saying why it cannot be trusted."""
+    memory, tolerance = fitted.memory, report.tolerance
     if memory.a == 0 and memory.b == 0:
         raise CalibrationError(
             f"the step's peak memory does not grow with the batch (fitted a=0 and b=0):\n{report}"
