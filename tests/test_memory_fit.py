@@ -257,6 +257,6 @@ def test_a_counter_reading_that_is_not_bytes_is_named(reading: Any) -> None:
 
     with pytest.raises(
         dynbatch.InputTypeError if reading is None or reading == "12" else dynbatch.InputError,
-        match=r"counter\.peak_bytes\(\) must return a number of bytes >= 0",
+        match=r"counter\.peak_bytes\(\) must be a finite number >= 0, got counter\.peak_bytes\(\)=",
     ):
         calibrate(lambda n, L: None, max_len=64, counter=Broken())

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._checks import InputError, InputTypeError
+from ._checks import InputError, InputTypeError, check_nonnegative_number
 
 __all__ = [
     "Cost",
@@ -88,7 +88,7 @@ class PolynomialCost:
         owner = type(self).__name__
         for f in fields(self):  # type: ignore[arg-type]  # subclasses are dataclasses
             if f.name in _COEFFICIENTS:
-                value = _coefficient(owner, f.name, getattr(self, f.name))
+                value = check_nonnegative_number(f.name, getattr(self, f.name), owner=owner)
                 object.__setattr__(self, f.name, value)
         if self.grows and self.a == 0 and self.b == 0:
             raise InputError(
@@ -108,14 +108,6 @@ def absent_coefficient() -> Any:
     """The dataclass field of a coefficient a :class:`PolynomialCost` does without: always 0,
     and not an argument, not in ``repr``, not compared."""
     return field(default=0.0, init=False, repr=False, compare=False)
-
-
-def _coefficient(owner: str, name: str, value: Any) -> float:
-    wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
-    if wrong_type or not (math.isfinite(value) and value >= 0):
-        error = InputTypeError if wrong_type else InputError
-        raise error(f"{owner} {name} must be a finite number >= 0, got {name}={value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,18 @@ the :class:`~dynbatch.cost.PolynomialCost` of :mod:`dynbatch.cost` in MiB.
 from __future__ import annotations
 
 import json
-import math
-import numbers
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
-
-from .._checks import InputError, InputTypeError, check_choice, check_int, check_positive_number
+from .._checks import (
+    InputError,
+    InputTypeError,
+    check_choice,
+    check_int,
+    check_nonnegative_number,
+    check_positive_number,
+)
 from ..cost import PolynomialCost, absent_coefficient
 
 __all__ = [
@@ -58,16 +61,6 @@ class StepTimeModel(PolynomialCost):
     grows = False  # a step too quick to time grows by nothing measurable
 
 
-def _amount(name: str, value: Any, *, finite: bool = True) -> float:
-    """``value`` as a float >= 0 (and finite, unless ``finite=False``): MiB, seconds, errors."""
-    wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
-    if wrong_type or not (float(value) >= 0 and (math.isfinite(value) or not finite)):
-        error = InputTypeError if wrong_type else InputError
-        kind = "a finite number >= 0" if finite else "a number >= 0"
-        raise error(f"{name} must be {kind}, got {name}={value!r}")
-    return float(value)
-
-
 @dataclass(frozen=True)
 class Probe:
     """One measured step of :func:`~dynbatch.calibrate`.
@@ -93,7 +86,7 @@ class Probe:
         for name in ("peak_mib", "resident_mib", "seconds", "predicted_mib"):
             value = getattr(self, name)
             if not (name == "peak_mib" and value is None):
-                object.__setattr__(self, name, _amount(name, value))
+                object.__setattr__(self, name, check_nonnegative_number(name, value))
 
     @property
     def error(self) -> float | None:
@@ -130,7 +123,9 @@ class CalibrationReport:
         if not self.probes or not all(isinstance(p, Probe) for p in self.probes):
             raise InputTypeError(f"probes must be Probe records, got probes={self.probes!r}")
         for name in ("fit_error", "held_out_error", "time_held_out_error", "seconds"):
-            object.__setattr__(self, name, _amount(name, getattr(self, name), finite=False))
+            object.__setattr__(
+                self, name, check_nonnegative_number(name, getattr(self, name), finite=False)
+            )
         object.__setattr__(self, "tolerance", check_positive_number("tolerance", self.tolerance))
         for name in ("source", "device", "paddle_version"):
             if not isinstance(getattr(self, name), str):
@@ -181,6 +176,7 @@ class MemoryCost(PolynomialCost):
         b: MiB per token pair per sample (``n * L**2``).
         floor: the step's peak that does not grow with the batch (MiB).
 
+    >>> import numpy as np
     >>> MemoryCost(c=40.0, a=0.5, b=0.0)(np.array([1, 4]), np.array([8, 8])).tolist()
     [44.0, 56.0]
     """

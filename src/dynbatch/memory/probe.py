@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import gc
 import inspect
-import math
-import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,7 +41,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError
+from .._checks import InputError, InputTypeError, check_nonnegative_number
 from .._optional import require
 from .counters import MIB, Counter, DeviceCounter
 
@@ -138,7 +136,7 @@ def measure(
 def _run(step: Step, n: int, length: int, counter: Counter) -> Run:
     gc.collect()
     counter.reset_peak()
-    resident = _mib(counter.current_bytes(), "current_bytes", counter)
+    resident = _mib(counter.current_bytes(), "current_bytes")
     start = time.perf_counter()
     try:
         step(n, length)
@@ -151,19 +149,12 @@ def _run(step: Step, n: int, length: int, counter: Counter) -> Run:
             counter.empty_cache()
         return Run(None, resident, time.perf_counter() - start)
     seconds = time.perf_counter() - start
-    return Run(_mib(counter.peak_bytes(), "peak_bytes", counter), resident, seconds)
+    return Run(_mib(counter.peak_bytes(), "peak_bytes"), resident, seconds)
 
 
-def _mib(value: Any, reading: str, counter: Counter) -> float:
+def _mib(value: Any, reading: str) -> float:
     """A counter's reading in MiB, once it is checked to be bytes."""
-    wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
-    if wrong_type or not (math.isfinite(value) and value >= 0):
-        error = InputTypeError if wrong_type else InputError
-        raise error(
-            f"counter.{reading}() must return a number of bytes >= 0, got {value!r} from "
-            f"counter={counter!r}"
-        )
-    return float(value) / MIB
+    return check_nonnegative_number(f"counter.{reading}()", value) / MIB
 
 
 def _is_oom(exc: BaseException) -> bool:
