@@ -30,6 +30,7 @@ __all__ = [
     "check_epochs",
     "check_int",
     "check_lengths",
+    "check_nonnegative_number",
     "check_positive_number",
 ]
 
@@ -95,6 +96,24 @@ def check_positive_number(name: str, value: Any) -> float:
     if wrong_type or not math.isfinite(float(value)) or value <= 0:
         error = InputTypeError if wrong_type else InputError
         raise error(f"{name} must be a positive finite number, got {name}={value!r}")
+    return float(value)
+
+
+def check_nonnegative_number(
+    name: str, value: Any, *, finite: bool = True, owner: str = ""
+) -> float:
+    """Return ``value`` as a ``float`` >= 0, finite unless ``finite=False``; rejects bools, NaN.
+
+    >>> check_nonnegative_number("a", -1, owner="MixedCost")
+    Traceback (most recent call last):
+    ...
+    dynbatch._checks.InputError: MixedCost a must be a finite number >= 0, got a=-1
+    """
+    wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+    if wrong_type or not (float(value) >= 0 and (finite is False or math.isfinite(value))):
+        error = InputTypeError if wrong_type else InputError
+        kind = "a finite number >= 0" if finite else "a number >= 0"
+        raise error(f"{owner + ' ' if owner else ''}{name} must be {kind}, got {name}={value!r}")
     return float(value)
 
 

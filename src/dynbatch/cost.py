@@ -22,20 +22,22 @@ import functools
 import math
 import numbers
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ._checks import InputError, InputTypeError
+from ._checks import InputError, InputTypeError, check_nonnegative_number
 
 __all__ = [
     "Cost",
     "CostLike",
     "LinearCost",
     "MixedCost",
+    "PolynomialCost",
     "QuadraticCost",
     "WithinBudgets",
+    "absent_coefficient",
     "cost_spec",
     "resolve_cost",
 ]
@@ -61,8 +63,57 @@ class LinearCost:
         return np.multiply(n, np.asarray(length, dtype=np.float64))
 
 
+class PolynomialCost:
+    """The one formula of dynbatch's fitted costs: ``max(floor, c + n*L*(a + b*L))``.
+
+    A base for frozen dataclasses whose fields are some of the coefficients
+    ``c`` (cost of an empty batch), ``a`` (per token, ``n*L``), ``b`` (per token
+    pair per sample, ``n*L**2``) and ``floor`` (the least a batch costs); one a
+    subclass does without is an :func:`absent_coefficient`, 0. :class:`MixedCost`
+    is ``n*L*(a + b*L)``; :class:`~dynbatch.MemoryCost` (MiB) and the step-time
+    model of :func:`~dynbatch.calibrate` (seconds) add ``c`` and ``floor``. Every
+    coefficient is a finite number >= 0, so the cost is nondecreasing in ``n``
+    and ``L``; a subclass with ``grows = True`` also needs ``a > 0`` or ``b > 0``.
+
+    >>> MixedCost(a=1.0, b=0.5)(np.array([1, 2]), np.array([4, 4])).tolist()
+    [12.0, 24.0]
+    """
+
+    c: float
+    a: float
+    b: float
+    floor: float
+    #: a cost that must grow with the batch (a > 0 or b > 0)
+    grows: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        for f in fields(self):  # type: ignore[arg-type]  # subclasses are dataclasses
+            if f.name in _COEFFICIENTS:
+                value = check_nonnegative_number(f.name, getattr(self, f.name), owner=owner)
+                object.__setattr__(self, f.name, value)
+        if self.grows and self.a == 0 and self.b == 0:
+            raise InputError(
+                f"{owner} needs a > 0 or b > 0 (a cost that grows with the batch), got a=0 and b=0"
+            )
+
+    def __call__(self, n: Any, length: Any) -> Any:
+        length = np.asarray(length, dtype=np.float64)
+        value = self.c + np.multiply(n, length) * (self.a + self.b * length)
+        return np.maximum(self.floor, value) if self.floor else value
+
+
+_COEFFICIENTS = ("c", "a", "b", "floor")
+
+
+def absent_coefficient() -> Any:
+    """The dataclass field of a coefficient a :class:`PolynomialCost` does without: always 0,
+    and not an argument, not in ``repr``, not compared."""
+    return field(default=0.0, init=False, repr=False, compare=False)
+
+
 @dataclass(frozen=True)
-class MixedCost:
+class MixedCost(PolynomialCost):
     """``n * (a*L + b*L**2)``: linear layers plus attention, the honest transformer model.
 
     Args:
@@ -72,21 +123,8 @@ class MixedCost:
 
     a: float = 1.0
     b: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("a", "b"):
-            value = getattr(self, name)
-            wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
-            if wrong_type or not (math.isfinite(value) and value >= 0):
-                error = InputTypeError if wrong_type else InputError
-                raise error(f"MixedCost {name} must be a finite number >= 0, got {name}={value!r}")
-            object.__setattr__(self, name, float(value))
-        if self.a == 0 and self.b == 0:
-            raise InputError("MixedCost needs a > 0 or b > 0, got a=0 and b=0")
-
-    def __call__(self, n: Any, length: Any) -> Any:
-        length = np.asarray(length, dtype=np.float64)
-        return np.multiply(n, self.a * length + self.b * np.square(length))
+    c: float = absent_coefficient()
+    floor: float = absent_coefficient()
 
 
 _NAMED: dict[str, Cost] = {"quadratic": QuadraticCost(), "linear": LinearCost()}
@@ -148,7 +186,7 @@ def resolve_cost(cost: CostLike) -> Cost:
         raise InputTypeError(
             f"cost must be a string or a callable (n, L) -> float, got cost={cost!r}"
         )
-    if isinstance(cost, (QuadraticCost, LinearCost, MixedCost, _Elementwise)):
+    if isinstance(cost, (QuadraticCost, LinearCost, PolynomialCost, _Elementwise)):
         return cost
     try:
         single = cost(1, 2)

@@ -1,0 +1,151 @@
+"""Fit a :class:`~dynbatch.MemoryCost` to your model by measuring real training steps."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+
+from .._checks import check_positive_number
+from .cost import CalibrationError, CalibrationReport, MemoryCost
+from .counters import Counter, check_counter
+from .fit import Fit, ProbeGrid, fit
+from .probe import Restorable, Step, check_restore, check_step, measure
+
+__all__ = ["calibrate"]
+
+
+def calibrate(
+    step: Step,
+    *,
+    max_len: int,
+    max_batch_size: int | None = None,
+    min_len: int | None = None,
+    max_tokens: int | None = None,
+    num_lengths: int = 5,
+    tolerance: float = 0.10,
+    restore: Restorable | Sequence[Restorable] | None = None,
+    counter: Counter | None = None,
+) -> MemoryCost:
+    """Fit a :class:`~dynbatch.MemoryCost` to your model by measuring real training steps.
+
+    Runs a warm-up step, then ``step`` on a small grid of shapes (NOTE [ the
+    probe grid ]), reading the allocator's peak around each (NOTE [ what
+    calibrate measures ]); fits ``max(floor, c + a*n*L + b*n*L**2)`` with
+    non-negative coefficients and checks it on held-out shapes. A probe that
+    runs out of memory is recorded as not fitting and left out.
+
+    Args:
+        step: ``step(n, L)`` runs one full training step (forward, backward,
+            optimizer update) on a random batch of ``n`` samples padded to ``L``.
+        max_len: the longest padded length training will see.
+        max_batch_size: the most samples a batch will hold; probes stay within it.
+        min_len: the shortest probed length (default ``max_len // 32``, at least 1).
+        max_tokens: tokens (``n * L``) of the largest probe; default ``16 * max_len``
+            clamped to 4,096..32,768.
+        num_lengths: how many lengths are fitted (held-out ones lie between them).
+        tolerance: the largest relative error allowed on held-out probes whose
+            peak is at least a fifth of the largest.
+        restore: a model and/or optimizer whose state is put back afterwards
+            (NOTE [ restoring state ]).
+        counter: the allocator's counters to read (a
+            :class:`~dynbatch.memory.Counter`); default: paddle's current device's.
+
+    Returns:
+        The cost, with ``report`` (every probe, the errors, device, paddle
+        version) and ``time_model`` (seconds per step, fitted on the same probes).
+
+    Raises:
+        CalibrationError: held-out error over ``tolerance``, or too few probes to fit.
+
+    >>> import paddle
+    >>> def step(n, L):  # stands in for a training step: 512 bytes live per token
+    ...     x = paddle.ones([n, L, 64])
+    ...     y = x * 2
+    >>> cost = calibrate(step, max_len=64, max_tokens=1024)
+    >>> round(cost.a * 2**20), round(cost.b * 2**20), cost.report.held_out_error < 0.01
+    (512, 0, True)
+    """
+    step = check_step(step)
+    grid = ProbeGrid.of(
+        max_len=max_len,
+        max_batch_size=max_batch_size,
+        min_len=min_len,
+        max_tokens=max_tokens,
+        num_lengths=num_lengths,
+    )
+    tolerance = check_positive_number("tolerance", tolerance)
+    objects = check_restore(restore)
+    counter = check_counter(counter)
+    start = time.perf_counter()
+    shapes = [(s.n, s.length) for s in grid.shapes()]
+    runs = measure(step, shapes, counter=counter, restore=objects, warmup=(1, grid.min_len))
+    seconds = time.perf_counter() - start
+    fitted = fit(grid, runs)
+    return _accepted(fitted, _report(fitted, grid, tolerance, seconds, counter.name))
+
+
+def _report(
+    fitted: Fit, grid: ProbeGrid, tolerance: float, seconds: float, source: str
+) -> CalibrationReport:
+    device, version = _paddle_device()
+    return CalibrationReport(
+        probes=fitted.probes,
+        fit_error=fitted.fit_error,
+        held_out_error=fitted.held_out_error,
+        time_held_out_error=fitted.time_held_out_error,
+        tolerance=tolerance,
+        seconds=seconds,
+        source=source,
+        device=device,
+        paddle_version=version,
+        max_len=grid.max_len,
+        max_batch_size=grid.max_batch_size,
+        min_len=grid.min_len,
+        max_tokens=grid.max_tokens,
+    )
+
+
+def _accepted(fitted: Fit, report: CalibrationReport) -> MemoryCost:
+    """The fitted cost, or a CalibrationError saying why it cannot be trusted."""
+    memory, tolerance = fitted.memory, report.tolerance
+    if memory.a == 0 and memory.b == 0:
+        raise CalibrationError(
+            f"the step's peak memory does not grow with the batch (fitted a=0 and b=0):\n{report}"
+            "\nDoes step(n, L) really build a batch of n samples of length L?",
+            report,
+        )
+    cost = MemoryCost(
+        c=memory.c,
+        a=memory.a,
+        b=memory.b,
+        floor=memory.floor,
+        report=report,
+        time_model=fitted.time_model,
+    )
+    if max(report.fit_error, report.held_out_error) > tolerance:
+        raise CalibrationError(
+            f"the fitted memory model misses the probes it was fitted on by up to "
+            f"{report.fit_error:.1%} and held-out shapes by up to {report.held_out_error:.1%} "
+            f"(tolerance {tolerance:.0%}): this step's peak memory does not follow "
+            f"max(floor, c + a*n*L + b*n*L**2)\n{report}",
+            report,
+            cost,
+        )
+    if not fitted.held_out_checked:
+        raise CalibrationError(
+            "no held-out probe could be checked (out of memory, or under a fifth of the largest "
+            f"peak), so the fit is unverified:\n{report}",
+            report,
+            cost,
+        )
+    return cost
+
+
+def _paddle_device() -> tuple[str, str]:
+    """Paddle's current device and version, for the report; a step measured with a counter
+    of its own may run without paddle."""
+    paddle = sys.modules.get("paddle")
+    if paddle is None:
+        return "unknown", "not imported"
+    return str(paddle.device.get_device()), str(paddle.__version__)

@@ -1,0 +1,271 @@
+"""Where to probe, and the fit of the memory and step-time models to measured steps; numpy only.
+
+NOTE [ the floor ]
+    The form ``c + a*n*L + b*n*L**2`` is what a transformer allocates: weights
+    and optimizer state (``c``), activations per token (``a``: embeddings,
+    projections, feed-forward) and per token pair (``b``: attention scores,
+    softmax, dropout masks). Measured on a BERT of hidden size 128, 2 heads,
+    2 layers, intermediate 512, vocabulary 21128 with AdamW (CPU allocator):
+    at L=512, n=1, 2, 4, 8 give 67.6, 86.4, 124.0, 199.1 MiB, a line through
+    48.8 MiB at n=0, the resident state (48.6 MiB), so there is no ``d*L**2``
+    term; at L=16, n=256 and n=1024 cost 20.18 and 20.13 KiB a token, so there
+    is no ``e*n`` term either. But a step of 1 sample of 32 tokens peaks at
+    59.0 MiB, 10.3 MiB over the resident state, and 8 samples of 32 at 59.2:
+    that is the dense gradient of the 21128 x 128 word embedding (10.3 MiB),
+    allocated at the end of backward, after the activations are freed. The peak
+    of a step is the larger of two phases, not their sum, so it is modelled as
+    ``max(floor, ...)``. ``floor`` is measured directly, as the peak of the
+    smallest probe; probes at the floor are explained by it and left out of the
+    fit of ``c, a, b``, which would otherwise be pulled up by a term that does
+    not grow with the batch (on a large model with a small batch the floor can
+    be most of the peak). The result stays nondecreasing in ``n`` and ``L``.
+
+NOTE [ the probe grid ]
+    The fit needs ``n*L`` and ``n*L**2`` to vary independently of each other
+    and of the constant: lengths are spread geometrically from ``min_len`` to
+    ``max_len`` (``num_lengths`` of them), and at each length two batch sizes
+    are probed, one of ``max_tokens`` tokens and one a quarter of that, so ``c``
+    is pinned by the change with ``n`` at fixed ``L`` and ``b`` by the change
+    with ``L`` at fixed tokens. Probes are sized in tokens because memory and
+    time are roughly proportional to tokens: by default ``max_tokens`` is
+    ``16 * max_len`` clamped to 4,096..32,768 (8,192 tokens, 16 samples of 512,
+    for BERT at 512), large enough that activations dominate and small enough
+    to take seconds, and ``max_batch_size`` caps ``n`` (planned batches never
+    exceed it, so neither do the probes). Memory is linear in ``n`` at fixed
+    ``L``, so batches larger than the probes are a safe extrapolation. The
+    held-out probes sit at the geometric midpoints of the fitted lengths with
+    half the tokens: shapes the fit did not see, inside the range it covers.
+    Fitting is non-negative least squares on relative errors, so that small and
+    large probes count alike; with three columns it is solved exactly by trying
+    every subset of columns.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._checks import InputError, check_int
+from ..cost import PolynomialCost
+from .cost import CalibrationError, Probe, StepTimeModel
+from .probe import Run
+
+__all__ = ["Fit", "ProbeGrid", "Shape", "fit", "fit_polynomial", "nnls"]
+
+#: held-out probes under this fraction of the largest probed peak are not held to tolerance
+CHECKED_FRACTION = 0.2
+#: probes within this fraction of the probed range above the floor are explained by it
+#: (NOTE [ the floor ])
+FLOOR_BAND = 0.02
+
+
+class Shape(NamedTuple):
+    """One probe's batch: ``n`` samples padded to ``length``, and what it is for."""
+
+    n: int
+    length: int
+    role: str
+
+
+@dataclass(frozen=True)
+class ProbeGrid:
+    """Where :func:`~dynbatch.calibrate` probes (NOTE [ the probe grid ]).
+
+    >>> [tuple(s) for s in ProbeGrid.of(max_len=512, min_len=16, num_lengths=3).shapes()[:4]]
+    [(1, 16, 'floor'), (128, 16, 'fit'), (512, 16, 'fit'), (22, 91, 'fit')]
+    """
+
+    max_len: int
+    min_len: int
+    max_batch_size: int | None
+    max_tokens: int
+    num_lengths: int
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        max_len: Any,
+        max_batch_size: Any = None,
+        min_len: Any = None,
+        max_tokens: Any = None,
+        num_lengths: Any = 5,
+    ) -> ProbeGrid:
+        """The grid of calibrate's arguments, checked, with their defaults filled in."""
+        max_len = check_int("max_len", max_len, minimum=1)
+        max_batch_size = check_int("max_batch_size", max_batch_size, minimum=1, allow_none=True)
+        min_len = check_int("min_len", min_len, minimum=1, allow_none=True)
+        if min_len is None:
+            min_len = max(1, max_len // 32)
+        elif min_len > max_len:
+            raise InputError(f"min_len must be at most max_len={max_len}, got min_len={min_len}")
+        max_tokens = check_int("max_tokens", max_tokens, minimum=1, allow_none=True)
+        if max_tokens is None:
+            max_tokens = min(max(16 * max_len, 4096), 32768)
+        num_lengths = check_int("num_lengths", num_lengths, minimum=2)
+        return cls(max_len, min_len, max_batch_size, max_tokens, num_lengths)
+
+    def shapes(self) -> list[Shape]:
+        """The floor probe, two fitted batches per length, then the held-out ones."""
+        cap = self.max_batch_size if self.max_batch_size is not None else self.max_tokens
+        points = np.geomspace(self.min_len, self.max_len, self.num_lengths)
+        fit_lengths = sorted(set(points.round().astype(np.int64).tolist()))
+        middles = sorted(
+            {round(math.sqrt(lo * hi)) for lo, hi in itertools.pairwise(fit_lengths)}
+            - set(fit_lengths)
+        )
+        grid = [Shape(1, self.min_len, "floor")]
+        for length in fit_lengths:
+            big = max(1, min(cap, self.max_tokens // length))
+            grid += [Shape(n, length, "fit") for n in sorted({max(1, big // 4), big})]
+        for length in middles:
+            n = max(1, min(cap, self.max_tokens // (2 * length)))
+            grid.append(Shape(n, length, "held-out"))
+        return grid
+
+
+@dataclass(frozen=True)
+class _Peak(PolynomialCost):
+    """The fitted peak before it is checked: a MemoryCost that may not grow yet."""
+
+    c: float
+    a: float
+    b: float
+    floor: float
+    grows = False
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The models :func:`fit` found and how well they predict the probes.
+
+    ``memory`` holds ``c, a, b, floor`` of the peak in MiB; ``fit_error`` and
+    ``held_out_error`` are the largest relative errors on fitted and held-out
+    probes whose peak is at least a fifth of the largest (``held_out_checked``:
+    there was one); ``time_held_out_error`` is the same for ``time_model``.
+    """
+
+    memory: PolynomialCost
+    time_model: StepTimeModel
+    probes: tuple[Probe, ...]
+    fit_error: float
+    held_out_error: float
+    time_held_out_error: float
+    held_out_checked: bool
+
+
+def fit(grid: ProbeGrid, runs: Sequence[Run]) -> Fit:
+    """Fit ``max(floor, c + a*n*L + b*n*L**2)`` (MiB) and the step time to the runs of
+    ``grid.shapes()``, one run per shape (NOTE [ the floor ], NOTE [ the probe grid ]).
+
+    Raises:
+        CalibrationError: the floor probe ran out of memory, or too few probes
+            peaked above the floor, at too few lengths, to pin ``c, a, b`` down.
+    """
+    shapes = grid.shapes()
+    if len(runs) != len(shapes):
+        raise InputError(f"runs must hold one run per shape ({len(shapes)}), got {len(runs)}")
+    n = np.array([s.n for s in shapes], dtype=np.float64)
+    length = np.array([s.length for s in shapes], dtype=np.float64)
+    role = np.array([s.role for s in shapes])
+    ok = np.array([r.peak_mib is not None for r in runs])
+    peak = np.array([np.nan if r.peak_mib is None else r.peak_mib for r in runs])
+    secs = np.array([r.seconds for r in runs], dtype=np.float64)
+    if not ok[role == "floor"].all():
+        raise CalibrationError(
+            f"even the smallest probe (1 sample of {grid.min_len}) ran out of memory"
+        )
+    floor = float(peak[role == "floor"][0])
+    above = ok & (role == "fit") & (peak > floor + FLOOR_BAND * (np.nanmax(peak) - floor))
+    if np.unique(length[role == "fit"]).size < 2:
+        raise CalibrationError(
+            f"the probes cover one length only (min_len={grid.min_len}, max_len={grid.max_len}): "
+            "the fit needs two; lower min_len"
+        )
+    if above.sum() < 3 or np.unique(length[above]).size < 2:
+        raise CalibrationError(
+            f"only {int(above.sum())} probe(s) peaked above the step's fixed peak of "
+            f"{floor:.1f} MiB, at {np.unique(length[above]).size} length(s); the fit needs 3 at 2 "
+            f"lengths. Raise max_tokens (now {grid.max_tokens}) or max_batch_size (now "
+            f"{grid.max_batch_size}) so the batch's memory shows above it"
+        )
+    memory = _Peak(*fit_polynomial(n[above], length[above], peak[above]), floor=floor)
+    timed = ok & (role == "fit")
+    time_model = StepTimeModel(*fit_polynomial(n[timed], length[timed], secs[timed]))
+    pred = np.asarray(memory(n, length), dtype=np.float64)
+    checked = ok & (peak >= CHECKED_FRACTION * np.nanmax(peak))
+    held = role == "held-out"
+    probes = tuple(
+        Probe(s.n, s.length, s.role, r.peak_mib, r.resident_mib, r.seconds, float(p))
+        for s, r, p in zip(shapes, runs, pred, strict=True)
+    )
+    return Fit(
+        memory=memory,
+        time_model=time_model,
+        probes=probes,
+        fit_error=_max_error(pred, peak, checked & (role == "fit")),
+        held_out_error=_max_error(pred, peak, checked & held),
+        time_held_out_error=_max_error(np.asarray(time_model(n, length)), secs, ok & held),
+        held_out_checked=bool((checked & held).any()),
+    )
+
+
+def nnls(x: NDArray[Any], y: NDArray[Any]) -> NDArray[Any]:
+    """Non-negative least squares ``min |x @ w - y|, w >= 0``, exactly, for a few columns.
+
+    The optimum is the unconstrained least-squares solution on its own support,
+    so the best non-negative solution over all column subsets is it.
+
+    >>> nnls(np.array([[1.0, 1.0], [1.0, 2.0], [1.0, 3.0]]), np.array([3.0, 2.0, 1.0])).tolist()
+    [2.0, 0.0]
+    """
+    k = x.shape[1]
+    best = np.zeros(k)
+    best_residual = float(np.sum(y**2))
+    for size in range(1, k + 1):
+        for cols in itertools.combinations(range(k), size):
+            sub = x[:, list(cols)]
+            sol = np.linalg.lstsq(sub, y, rcond=None)[0]
+            if (sol < 0).any():
+                continue
+            residual = float(np.sum((sub @ sol - y) ** 2))
+            if residual < best_residual - 1e-12 * max(best_residual, 1.0):
+                best = np.zeros(k)
+                best[list(cols)] = sol
+                best_residual = residual
+    return best
+
+
+def fit_polynomial(
+    n: NDArray[Any], length: NDArray[Any], y: NDArray[Any]
+) -> tuple[float, float, float]:
+    """Non-negative ``(c, a, b)`` of ``c + a*n*L + b*n*L**2`` minimising relative squared error.
+
+    >>> n, L = np.array([1.0, 4.0, 2.0]), np.array([8.0, 8.0, 32.0])
+    >>> [round(v, 9) for v in fit_polynomial(n, L, 3.0 + 0.5 * n * L + 0.01 * n * L**2)]
+    [3.0, 0.5, 0.01]
+    """
+    tokens = n * length.astype(np.float64)
+    weight = 1.0 / np.maximum(y, 1e-12)  # a step timed at 0 s must not divide by zero
+    x = np.stack([np.ones_like(tokens), tokens, tokens * length], axis=1) * weight[:, None]
+    scale = np.abs(x).max(axis=0)
+    scale[scale == 0] = 1.0
+    c, a, b = (float(v) for v in nnls(x / scale, y * weight) / scale)
+    return c, a, b
+
+
+def _max_error(pred: NDArray[Any], measured: NDArray[Any], checked: NDArray[Any]) -> float:
+    """The largest ``|pred - measured| / measured`` where ``checked``; a measured 0 is off by
+    0 if predicted so, else infinitely (a step timed at 0 s)."""
+    if not checked.any():
+        return 0.0
+    miss, base = np.abs(pred[checked] - measured[checked]), measured[checked]
+    return float(
+        np.max(np.divide(miss, base, out=np.where(miss == 0, 0.0, np.inf), where=base > 0))
+    )
