@@ -79,6 +79,20 @@ def make_optimizer(model: Any, lr: Any) -> Any:
     )
 
 
+def make_schedule(lr: float, per_epoch: list[int], args: argparse.Namespace) -> Any:
+    """Linear warm-up over ``--warmup`` of the first epoch's steps, then linear decay to 0 at
+    the run's last step (the steps of every epoch are known before training); with a time
+    budget the run's length is not known, so the rate stays constant after the warm-up."""
+    import paddle
+
+    warmup = max(1, round(args.warmup * per_epoch[0]))
+    total = sum(per_epoch)
+    if args.time_budget != "none" or total <= warmup:
+        return paddle.optimizer.lr.LinearWarmup(lr, warmup, start_lr=0.0, end_lr=lr)
+    decay = paddle.optimizer.lr.PolynomialDecay(lr, decay_steps=total - warmup, end_lr=0.0)
+    return paddle.optimizer.lr.LinearWarmup(decay, warmup, start_lr=0.0, end_lr=lr)
+
+
 def random_step(model: Any, optimizer: Any, meta: dict[str, Any], seed: int) -> Any:
     """``step(n, L)``: one training step on random ids, for calibration and preflight."""
     import paddle
@@ -215,15 +229,17 @@ def run_mode(args: argparse.Namespace) -> int:
     lr = args.lr or (1e-3 if meta["model"] == "tiny" else 5e-5)
     planned = dynamic and sampler.options.update_size is not None  # the plan makes updates
     target = None if planned else args.accumulate_tokens
-    if dynamic:  # optimizer steps of an epoch, from the plan
-        steps_per_epoch = optimizer_steps(sampler.epoch_plan(), train.lengths, target, "tokens")
+    if dynamic:  # optimizer steps of each epoch, from the plan, before any optimizer exists
+        per_epoch = [
+            optimizer_steps(sampler.epoch_plan(e), train.lengths, target, "tokens")
+            for e in range(args.epochs)
+        ]
         if args.lr_scaling != "none":
-            mean_batch = len(train) / steps_per_epoch  # samples per optimizer step
+            mean_batch = len(train) / per_epoch[0]  # samples per optimizer step
             lr = dynbatch.scale_lr(lr, mean_batch, args.batch_size, rule=args.lr_scaling)
     else:
-        steps_per_epoch = len(sampler)
-    warmup = max(1, round(args.warmup * steps_per_epoch))
-    schedule = paddle.optimizer.lr.LinearWarmup(lr, warmup, start_lr=0.0, end_lr=lr)
+        per_epoch = [len(sampler)] * args.epochs
+    schedule = make_schedule(lr, per_epoch, args)
     opt = make_optimizer(model, schedule)
     scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**15) if args.amp else None
     acc = dynbatch.GradientAccumulator(
