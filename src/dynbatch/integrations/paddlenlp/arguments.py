@@ -14,9 +14,10 @@ from typing import Any
 from paddlenlp.trainer import Trainer, TrainingArguments
 
 from ..._checks import InputError, InputTypeError, check_int
-from ...options import FIELDS
+from ...options import FIELDS, PlanOptions, resolve_options
+from ...sampler import DistributedDynamicBatchSampler
 
-__all__ = ["RunArgs", "run_args", "split_keywords"]
+__all__ = ["RunArgs", "checked_args", "plan_options", "run_args", "split_keywords", "train_sampler"]
 
 #: Parallelism beyond data parallel shards the model, not the data: not supported here.
 _UNSUPPORTED_DEGREES = (
@@ -50,6 +51,26 @@ def checked_args(args: Any) -> TrainingArguments:
             f"args must be a paddlenlp.trainer.TrainingArguments, got {type(args).__name__}"
         )
     return args
+
+
+def plan_options(
+    options: PlanOptions | None, kwargs: dict[str, Any], args: Any, has_train: bool
+) -> PlanOptions | None:
+    """The plan options given (``options`` or keywords; ``seed`` from ``args``), or None.
+
+    None is the fixed batch's recipe at the batch of ``args`` (no ``max_cost``):
+    it is planned from the training lengths, so it needs a train dataset.
+    """
+    if options is None:
+        kwargs.setdefault("seed", args.seed)
+    if options is not None or kwargs.get("max_cost") is not None:
+        return resolve_options(options, kwargs, "DynamicBatchTrainer")
+    if not has_train:
+        raise InputError(
+            "without a train_dataset, give the plan options (max_cost=... or options=...): "
+            "the fixed batch's recipe is planned from the training lengths"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -128,4 +149,38 @@ def run_args(
         micro_batches_per_step=1 if planned else gas,  # the plan's updates otherwise
         max_steps=max_steps,
         num_epochs=num_epochs,
+    )
+
+
+def train_sampler(
+    dataset: Any,
+    args: Any,
+    *,
+    options: PlanOptions | None,
+    unit: str,
+    plan_keywords: dict[str, Any],
+    **lengths: Any,
+) -> DistributedDynamicBatchSampler:
+    """The training sampler: ``options``, or the fixed batch's recipe at the batch of ``args``.
+
+    ``lengths`` are the sampler's ``lengths``, ``length_fn``, ``ref_index`` and
+    ``cache_path``; ``plan_keywords`` the other plan options, which refine the
+    recipe (NOTE [ the fixed batch's recipe ]).
+    """
+    if options is None:
+        keywords = {k: v for k, v in plan_keywords.items() if k != "max_cost"}
+        plan: dict[str, Any] = {
+            "batch_size": args.per_device_train_batch_size,
+            "accumulation_steps": args.gradient_accumulation_steps,
+            "update_unit": unit,
+            **keywords,
+        }
+    else:
+        plan = {"options": options}
+    return DistributedDynamicBatchSampler(
+        dataset,
+        num_replicas=args.dataset_world_size,
+        rank=args.dataset_rank,
+        **lengths,
+        **plan,
     )

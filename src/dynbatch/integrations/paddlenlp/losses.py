@@ -8,6 +8,7 @@ per-token) losses and sums them (NOTE [ one update engine ] in :mod:`dynbatch.up
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ from numpy.typing import NDArray
 
 from ..._checks import InputError, InputTypeError
 
-__all__ = ["loss_sum", "per_sample_criterion", "per_sample_cross_entropy"]
+__all__ = ["loss_fn_for", "loss_sum", "per_sample_criterion", "per_sample_cross_entropy"]
 
 
 def _logits(outputs: Any) -> Any:
@@ -129,3 +130,23 @@ def loss_sum(losses: Any, indices: NDArray[Any], lengths: NDArray[Any], unit: st
             f"must return one loss per sample, shape [{n}] (or use accumulate='tokens')"
         )
     return losses.sum()
+
+
+def loss_fn_for(loss_fn: Any, criterion: Any) -> Callable[[str], Callable[..., Any]]:
+    """The loss to train with, given the label field: ``loss_fn``, a per-sample
+    ``criterion``, or :func:`per_sample_cross_entropy`."""
+    if loss_fn is not None and not callable(loss_fn):
+        raise InputTypeError(
+            "loss_fn must be a callable (outputs, batch) -> per-sample losses, got "
+            f"loss_fn={loss_fn!r}"
+        )
+    default: Callable[..., Any] = per_sample_cross_entropy
+    if criterion is not None:
+        if loss_fn is not None:
+            raise InputError("give loss_fn or criterion, not both")
+        default = per_sample_criterion(criterion)
+
+    def for_label(label_key: str) -> Callable[..., Any]:
+        return loss_fn if loss_fn is not None else functools.partial(default, label_key=label_key)
+
+    return for_label

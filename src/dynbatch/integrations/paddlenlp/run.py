@@ -33,6 +33,7 @@ from paddlenlp.trainer import TrainerCallback
 from paddlenlp.trainer.trainer_utils import IntervalStrategy
 
 from ..._checks import InputError, InputTypeError
+from ...options import PlanOptions
 from ...sampler import DistributedDynamicBatchSampler
 from ...stats import batch_table
 from ...windows import accumulation_windows, micro_step_counts, update_ends
@@ -132,6 +133,27 @@ class RunPlan:
         if self.num_epochs is None:  # unreachable: the arguments set one of the two
             raise RuntimeError("neither num_epochs nor max_steps is set")
         return sum(self.steps_per_epoch(e) for e in range(self.num_epochs))
+
+    def describe(self, total: int, options: PlanOptions) -> str:
+        """The run in one line, for the log: steps per epoch and what a step is."""
+        if self.target is not None:
+            window = f"{self.target:g} {self.unit} over all ranks"
+        elif options.update_size is not None:
+            window = (
+                f"about {options.update_size:g} {options.update_unit} over all ranks, lengths mixed"
+            )
+        else:
+            window = f"{self.micro_batches_per_step} planned micro-batch(es)"
+        if self.num_epochs is not None:
+            per_epoch = [self.steps_per_epoch(e) for e in range(min(self.num_epochs, 6))]
+            more = ", ..." if self.num_epochs > 6 else ""
+            steps = f"{self.num_epochs} epoch(s) of {str(per_epoch)[1:-1]}{more} steps"
+        else:
+            steps = f"max_steps={self.max_steps}"
+        return (
+            f"dynbatch: {total} optimizer steps ({steps}); a step is {window}, the mean over its "
+            f"{self.unit}. The Trainer's banner counts one epoch and fixed batches."
+        )
 
     def table(self, epoch: int) -> dict[str, NDArray[Any]]:
         """:func:`~dynbatch.stats.batch_table` of every rank's batches of ``epoch``."""

@@ -21,7 +21,6 @@ NOTE [ one update, one mean ]
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -33,16 +32,16 @@ from paddlenlp.trainer.trainer_utils import TrainOutput
 from paddlenlp.utils.log import logger
 
 from ..._checks import InputError, InputTypeError, check_choice, check_int, check_positive_number
-from ...options import PlanOptions, resolve_options
+from ...options import PlanOptions
 from ...sampler import DistributedDynamicBatchSampler
 from ...update import ExactMeanUpdate
 from ...windows import UNITS
 from ._compat import CompatTrainer, int_hparams_visualdl
-from .arguments import checked_args, run_args, split_keywords
+from .arguments import checked_args, plan_options, run_args, split_keywords, train_sampler
 from .checkpoints import checkpoint_folder, read_state, resolve_checkpoint, write_state
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
 from .logs import RunLog
-from .losses import loss_sum, per_sample_criterion, per_sample_cross_entropy
+from .losses import loss_fn_for, loss_sum
 from .run import RealEpochs, RunLoader, RunPlan, Window, split_batch
 
 __all__ = ["DynamicBatchTrainer"]
@@ -121,38 +120,19 @@ class DynamicBatchTrainer(CompatTrainer):
         **kwargs: Any,
     ) -> None:
         trainer_kwargs = split_keywords(kwargs)
-        criterion = trainer_kwargs.pop("criterion", None)
-        default_loss: Callable[..., Any] = per_sample_cross_entropy
-        if criterion is not None:
-            if loss_fn is not None:
-                raise InputError("give loss_fn or criterion, not both")
-            default_loss = per_sample_criterion(criterion)
+        loss_for = loss_fn_for(loss_fn, trainer_kwargs.pop("criterion", None))
         self.accumulate = check_choice("accumulate", accumulate, UNITS)
         self.accumulate_target = (
             None
             if accumulate_target is None
             else check_positive_number("accumulate_target", accumulate_target)
         )
-        if loss_fn is not None and not callable(loss_fn):
-            raise InputTypeError(
-                "loss_fn must be a callable (outputs, batch) -> per-sample losses, got "
-                f"loss_fn={loss_fn!r}"
-            )
         args = checked_args(args)
-        if options is None:
-            kwargs.setdefault("seed", args.seed)
-        recipe = options is None and kwargs.get("max_cost") is None
-        if not recipe:
-            self.options = resolve_options(options, kwargs, "DynamicBatchTrainer")
-        elif train_dataset is None:
-            raise InputError(
-                "without a train_dataset, give the plan options (max_cost=... or options=...): "
-                "the fixed batch's recipe is planned from the training lengths"
-            )
+        planned = plan_options(options, kwargs, args, train_dataset is not None)
         run = run_args(
             args,
-            recipe=recipe,
-            update_size=None if recipe else self.options.update_size,
+            recipe=planned is None,
+            update_size=None if planned is None else planned.update_size,
             accumulate_target=self.accumulate_target,
         )
         self.micro_batches_per_step = run.micro_batches_per_step
@@ -160,25 +140,16 @@ class DynamicBatchTrainer(CompatTrainer):
         self.train_sampler: DistributedDynamicBatchSampler | None = None
         self.run: RunPlan | None = None
         if train_dataset is not None:
-            if recipe:  # NOTE [ the fixed batch's recipe ], at the batch of args
-                kwargs.pop("max_cost", None)
-                plan: dict[str, Any] = {
-                    "batch_size": args.per_device_train_batch_size,
-                    "accumulation_steps": args.gradient_accumulation_steps,
-                    "update_unit": self.accumulate,
-                    **kwargs,
-                }
-            else:
-                plan = {"options": self.options}
-            self.train_sampler = DistributedDynamicBatchSampler(
+            self.train_sampler = train_sampler(
                 train_dataset,
+                args,
+                options=planned,
+                unit=self.accumulate,
+                plan_keywords=kwargs,
                 lengths=lengths,
                 length_fn=length_fn,
                 ref_index=ref_index,
                 cache_path=cache_path,
-                num_replicas=run.internal.dataset_world_size,
-                rank=run.internal.dataset_rank,
-                **plan,
             )
             self.options = self.train_sampler.options
             self.run = RunPlan(
@@ -191,6 +162,8 @@ class DynamicBatchTrainer(CompatTrainer):
             )
         elif lengths is not None:
             raise InputError("lengths were given without a train_dataset to go with them")
+        elif planned is not None:  # evaluation only (plan_options refused no options)
+            self.options = planned
         self._eval_samplers = EvalSamplers(
             eval_dataset, check_eval_lengths(eval_dataset, eval_lengths), length_fn, ref_index
         )
@@ -204,7 +177,7 @@ class DynamicBatchTrainer(CompatTrainer):
         )
         int_hparams_visualdl(self.callback_handler.callbacks)
         self.add_callback(RealEpochs(self))
-        self.loss_fn = loss_fn or functools.partial(default_loss, label_key=self.label_names[0])
+        self.loss_fn = loss_for(self.label_names[0])
         self.resumed_step: int | None = None
         self.run_log = RunLog()
 
@@ -241,25 +214,7 @@ class DynamicBatchTrainer(CompatTrainer):
         """Every window of the run; ``len()`` is its exact number of optimizer steps."""
         run = self._run()
         total = run.total_steps()
-        if self.accumulate_target is not None:
-            window = f"{self.accumulate_target:g} {self.accumulate} over all ranks"
-        elif self.options.update_size is not None:
-            window = (
-                f"about {self.options.update_size:g} {self.options.update_unit} over all ranks, "
-                "lengths mixed"
-            )
-        else:
-            window = f"{self.micro_batches_per_step} planned micro-batch(es)"
-        if self.num_epochs is not None:
-            per_epoch = [run.steps_per_epoch(e) for e in range(min(self.num_epochs, 6))]
-            more = ", ..." if self.num_epochs > 6 else ""
-            steps = f"{self.num_epochs} epoch(s) of {str(per_epoch)[1:-1]}{more} steps"
-        else:
-            steps = f"max_steps={self.max_steps}"
-        logger.info(
-            f"dynbatch: {total} optimizer steps ({steps}); a step is {window}, the mean over its "
-            f"{self.accumulate}. The Trainer's banner counts one epoch and fixed batches."
-        )
+        logger.info(run.describe(total, self.options))
         loader = paddle.io.DataLoader(
             self.train_dataset,
             batch_sampler=run.sampler,
@@ -395,21 +350,12 @@ class DynamicBatchTrainer(CompatTrainer):
     ) -> Any:
         """Per-rank evaluation of dynamic batches, gathered once (NOTE [ evaluation ... ])."""
         sampler = getattr(dataloader, "batch_sampler", None)
+        kw: dict[str, Any] = {
+            "prediction_loss_only": prediction_loss_only,
+            "ignore_keys": ignore_keys,
+            "metric_key_prefix": metric_key_prefix,
+            "max_eval_iters": max_eval_iters,
+        }
         if sampler is None or not self._eval_samplers.knows(sampler):
-            return super().evaluation_loop(
-                dataloader,
-                description,
-                prediction_loss_only=prediction_loss_only,
-                ignore_keys=ignore_keys,
-                metric_key_prefix=metric_key_prefix,
-                max_eval_iters=max_eval_iters,
-            )
-        return evaluate(
-            self,
-            dataloader,
-            sampler,
-            prediction_loss_only,
-            ignore_keys,
-            metric_key_prefix,
-            max_eval_iters,
-        )
+            return super().evaluation_loop(dataloader, description, **kw)
+        return evaluate(self, dataloader, sampler, **kw)
