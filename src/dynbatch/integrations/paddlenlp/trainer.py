@@ -267,6 +267,11 @@ class DynamicBatchTrainer(CompatTrainer):
                 count = indices.size if self.accumulate == "samples" else lengths[indices].sum()
                 engine.backward(total.astype("float32"), float(count), padding=padding)
         update = engine.close()
+        if abs(update.count - window.count) > 1e-5 * max(window.count, 1.0):
+            raise RuntimeError(  # the ranks' counts and the plan disagree: a wrong update
+                f"the window's count over all ranks is {update.count:g}, the plan's "
+                f"{window.count:g}: are all ranks training the same plan?"
+            )
         if not update.finite and scaler is None:
             raise ValueError(
                 f"the loss or gradients of step {self.state.global_step + 1} (epoch "
