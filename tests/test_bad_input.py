@@ -32,7 +32,6 @@ from dynbatch import (
     PlanOptions,
     Stack,
     Tuple,
-    accumulation_windows,
     compute_lengths,
     find_oversize,
     plan_batches,
@@ -44,6 +43,7 @@ from dynbatch import (
 )
 from dynbatch.cli import main
 from dynbatch.stats import batch_table, compare_orders
+from dynbatch.windows import accumulation_windows
 
 VALUE = InputError  # the value is wrong
 TYPE = InputTypeError  # the value has the wrong type

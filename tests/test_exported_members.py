@@ -17,6 +17,14 @@ def test_all_names_resolve() -> None:
     assert sorted(dynbatch.__all__) == dynbatch.__all__ == sorted(set(dynbatch.__all__))
 
 
+def test_internals_stay_in_their_modules() -> None:
+    """Plumbing is reached through its module, not the package's public names."""
+    assert "accumulation_windows" not in dynbatch.__all__, "dynbatch.windows.accumulation_windows"
+    from dynbatch import update
+
+    assert update.__all__ == ["ExactMeanUpdate", "Update"]
+
+
 def run_python(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import subprocess
@@ -396,3 +397,76 @@ def test_the_recipe_refuses_what_it_cannot_honour(
             args=make_args(tmp_path, gradient_accumulation_steps=2),
             plan={"update_size": 8},
         )
+
+
+# -- what the integration borrows from paddlenlp, and what it promises ------------------------
+def test_every_paddlenlp_private_name_touched_still_exists() -> None:
+    """_compat names each private name it uses; an upgrade that drops one fails here, loudly."""
+    from paddlenlp.trainer.trainer_callback import CallbackHandler
+
+    from dynbatch.integrations.paddlenlp import _compat
+
+    assert _compat.WRITTEN_FOR == "3.0.0b4"
+    # VisualDLCallback's attributes are checked on its __init__ source (it needs visualdl)
+    instances = {CallbackHandler: CallbackHandler([], None, None, None, None)}
+    for cls, names in _compat.TOUCHED.items():
+        for name in names:
+            owner = instances.get(cls, cls)
+            found = hasattr(owner, name) or f"self.{name}" in inspect.getsource(cls.__init__)
+            assert found, f"paddlenlp's {cls.__name__} has no {name} any more: update _compat"
+    source = "".join(
+        inspect.getsource(module)
+        for module in vars(integration).values()
+        if inspect.ismodule(module)
+        and module.__name__.startswith(integration.__name__)
+        and not module.__name__.endswith("._compat")
+    )
+    assert "class DynamicBatchTrainer" in source, "precondition: the integration's modules read"
+    borrowed = {name for names in _compat.TOUCHED.values() for name in names if name[0] == "_"}
+    assert not [name for name in borrowed if name in source], "private names only in _compat"
+
+
+def test_preprocess_logits_for_metrics_is_called_on_each_eval_batch(tmp_path: Path) -> None:
+    ds, dev = Reviews(30), Reviews(23, seed=5)
+    calls: list[int] = []
+
+    def argmax(logits: Any, labels: Any) -> Any:
+        calls.append(int(logits.shape[0]))
+        assert labels is not None and int(labels.shape[0]) == int(logits.shape[0])
+        return logits.argmax(-1)
+
+    trainer = make_trainer(
+        tmp_path,
+        ds,
+        eval_dataset=dev,
+        eval_lengths=dev.lengths,
+        preprocess_logits_for_metrics=argmax,
+        compute_metrics=lambda p: {"accuracy": float((p.predictions == p.label_ids).mean())},
+    )
+    metrics = trainer.evaluate()
+    assert sum(calls) == len(dev) and len(calls) > 1, "once per dynamic batch, every sample"
+    acc, _ = direct_eval(trainer.model, dev)
+    assert metrics["eval_accuracy"] == acc, "compute_metrics saw the preprocessed predictions"
+
+
+def test_a_non_finite_loss_stops_training_with_the_step_named(tmp_path: Path) -> None:
+    """paddlenlp steps the optimizer itself: the engine's verdict raises before it does."""
+
+    calls: list[int] = []
+
+    def nan_on_the_third_step(outputs: Any, batch: Any) -> Any:
+        calls.append(1)
+        losses = per_sample_cross_entropy(outputs, batch)
+        return losses * float("nan") if len(calls) == 3 else losses
+
+    rec = make_recorder()
+    trainer = make_trainer(
+        tmp_path,
+        Reviews(60),
+        args=make_args(tmp_path, max_steps=4),
+        loss_fn=nan_on_the_third_step,
+        callbacks=[rec],
+    )
+    with pytest.raises(ValueError, match=r"step 3 .*NaN or inf"):
+        trainer.train()
+    assert rec.optimizer_steps == 2, "the third window raised before the optimizer stepped"

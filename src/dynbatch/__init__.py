@@ -30,7 +30,6 @@ from .recipes import fill_device, like_fixed
 from .sharding import ShardedPlan, plan_epoch, shard_plan
 from .stats import PlanStats, plan_stats
 from .training import GradientAccumulator, scale_lr
-from .windows import accumulation_windows
 
 __version__ = "0.2.0"
 
@@ -69,7 +68,6 @@ __all__ = [
     "VisualDLHook",
     "WithinBudgets",
     "__version__",
-    "accumulation_windows",
     "calibrate",
     "compute_lengths",
     "fill_device",

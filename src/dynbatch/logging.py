@@ -26,7 +26,7 @@ from ._optional import require
 from .contract import PlanSource, describe
 from .memory import AllocatorStatsUnavailable, peak_memory_mib, reset_peak_memory
 from .progress import Progress
-from .stats import batch_table
+from .stats import StepStats, batch_table
 
 paddle = require("paddle", "dynbatch.VisualDLHook")
 from paddle.callbacks import Callback  # noqa: E402
@@ -127,7 +127,8 @@ class VisualDLHook(Callback):
         self._last = time.perf_counter()
 
     # -- plan look-ups ---------------------------------------------------------------------
-    def _batch_row(self, step: int) -> dict[str, float] | None:
+    def _batch_numbers(self, step: int, seconds: float) -> dict[str, float] | None:
+        """The plan's numbers of step ``step``'s batch (NOTE [ which batch was step k ])."""
         if self.sampler is None:
             return None
         current = self.sampler.current_pass()
@@ -145,7 +146,10 @@ class VisualDLHook(Callback):
         position = current.start + step
         if not 0 <= position < table["batch_size"].size:
             return None
-        return {tag: float(table[tag][position]) for tag in BATCH_TAGS}
+        stats = StepStats()
+        stats.add(table, [position])
+        numbers = stats.logged(seconds)
+        return {tag: numbers[tag] for tag in (*BATCH_TAGS, "samples_per_sec", "tokens_per_sec")}
 
     # -- paddle.callbacks.Callback -------------------------------------------------------------
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
@@ -167,7 +171,7 @@ class VisualDLHook(Callback):
         logs = logs or {}
         now = time.perf_counter()
         elapsed, self._last = max(now - self._last, 1e-9), now
-        row = self._batch_row(step)
+        row = self._batch_numbers(step, elapsed)
         values: dict[str, float] = dict(row) if row else {}
         if "loss" in logs:
             values["loss"] = _scalar(logs["loss"])
@@ -177,11 +181,8 @@ class VisualDLHook(Callback):
             lr = opt.get_lr() if opt is not None else None
         if lr is not None:
             values["lr"] = _scalar(lr)
-        size = row["batch_size"] if row else logs.get("batch_size")
-        if size is not None:
-            values["samples_per_sec"] = float(size) / elapsed
-        if row:
-            values["tokens_per_sec"] = row["real_tokens"] / elapsed
+        if row is None and logs.get("batch_size") is not None:
+            values["samples_per_sec"] = float(logs["batch_size"]) / elapsed
         values["memory_mb"] = memory_mb()
         if self.writer is not None:
             for tag, value in values.items():

@@ -36,6 +36,7 @@ from .windows import optimizer_steps
 
 __all__ = [
     "PlanStats",
+    "StepStats",
     "baseline_batches",
     "batch_table",
     "compare_orders",
@@ -80,6 +81,84 @@ def batch_table(
     if max_cost is not None:
         table["cost_ratio"] = table["cost"] / check_positive_number("max_cost", max_cost)
     return table
+
+
+@dataclass
+class StepStats:
+    """What the plan says about the steps trained since the last log: one path for every logger.
+
+    :class:`~dynbatch.VisualDLHook` adds one batch per step; the Trainer
+    integration adds each window's batches of every rank. Both log
+    :meth:`logged`. ``add`` takes rows of a :func:`batch_table` (with
+    ``max_cost``) and which of them only repeat samples to even out the
+    ranks' step counts: repeats count as computed (padding, cost) but not as
+    trained (samples, tokens).
+
+    >>> table = batch_table([2, 4, 4, 8], [[0, 1], [2, 3]], cost="linear", max_cost=16)
+    >>> s = StepStats()
+    >>> s.add(table, [0, 1], repeats=[False, True])
+    >>> numbers = s.logged(seconds=2.0)
+    >>> [numbers[k] for k in ("batch_size", "samples_per_step", "padding_efficiency")]
+    [2.0, 2.0, 0.75]
+    >>> numbers["samples_per_sec"], numbers["tokens_per_sec"], numbers["cost_ratio_max"]
+    (1.0, 3.0, 1.0)
+    """
+
+    steps: int = 0
+    micro_batches: int = 0
+    batches: int = 0  # repeats included
+    real_batches: int = 0
+    samples: int = 0  # real samples trained
+    tokens: float = 0.0  # real tokens trained
+    real_all: float = 0.0  # real tokens computed, repeats included
+    padded_all: float = 0.0
+    max_len: float = 0.0
+    cost_ratio_sum: float = 0.0
+    cost_ratio_max: float = 0.0
+
+    def add(
+        self,
+        table: dict[str, NDArray[Any]],
+        rows: Any,
+        *,
+        repeats: Any = None,
+        micro_batches: int = 1,
+    ) -> None:
+        """Add one step: ``table``'s ``rows`` (a slice or indices), ``micro_batches`` of them."""
+        picked = {key: np.asarray(column[rows]) for key, column in table.items()}
+        n = int(picked["batch_size"].size)
+        real = np.ones(n, dtype=bool) if repeats is None else ~np.asarray(repeats, dtype=bool)
+        self.steps += 1
+        self.micro_batches += micro_batches
+        self.batches += n
+        self.real_batches += int(real.sum())
+        self.samples += int(picked["batch_size"][real].sum())
+        self.tokens += float(picked["real_tokens"][real].sum())
+        self.real_all += float(picked["real_tokens"].sum())
+        self.padded_all += float(picked["padded_tokens"].sum())
+        if n:
+            self.max_len = max(self.max_len, float(picked["max_len"].max()))
+            ratio = picked.get("cost_ratio", np.zeros(n))
+            self.cost_ratio_sum += float(ratio.sum())
+            self.cost_ratio_max = max(self.cost_ratio_max, float(ratio.max()))
+
+    def logged(self, seconds: float) -> dict[str, float]:
+        """The logged numbers, speeds over ``seconds`` of training."""
+        seconds = max(float(seconds), 1e-9)
+        steps = max(self.steps, 1)
+        return {
+            "batch_size": self.samples / max(self.real_batches, 1),
+            "max_len": self.max_len,
+            "real_tokens": self.tokens,
+            "padded_tokens": self.padded_all,
+            "padding_efficiency": self.real_all / self.padded_all if self.padded_all else 1.0,
+            "cost_ratio": self.cost_ratio_sum / max(self.batches, 1),
+            "cost_ratio_max": self.cost_ratio_max,
+            "samples_per_step": self.samples / steps,
+            "micro_batches_per_step": self.micro_batches / steps,
+            "samples_per_sec": self.samples / seconds,
+            "tokens_per_sec": self.tokens / seconds,
+        }
 
 
 def lower_bound_batches(lengths: Any, max_cost: float, *, cost: CostLike = "quadratic") -> int:

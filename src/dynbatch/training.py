@@ -16,7 +16,9 @@ NOTE [ normalising the loss ]
     steps.
 
 The windows themselves (NOTE [ accumulating to a budget ]) are pure numpy, in
-:mod:`dynbatch.windows`; this module is the paddle side.
+:mod:`dynbatch.windows`; the update (NOTE [ one update engine ]) is
+:mod:`dynbatch.update`, shared with the Trainer integration. This module
+follows the sampler's plan and passes.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ._checks import (
 )
 from ._optional import require
 from .contract import Pass, PlanSource, describe
+from .update import ExactMeanUpdate
 from .windows import UNITS, micro_step_counts, update_ends
 
 __all__ = ["GradientAccumulator", "scale_lr"]
@@ -153,6 +156,7 @@ class GradientAccumulator:
             )
         self.scaler, self.lr_scheduler = scaler, lr_scheduler
         self.world_size = self.paddle.distributed.get_world_size()
+        self.engine = ExactMeanUpdate(model, world_size=self.world_size, scaler=scaler)
         self.optimizer_steps = 0
         self.skipped_steps = 0
         self.last_count = 0.0
@@ -161,11 +165,7 @@ class GradientAccumulator:
         self._padding = np.zeros(0, dtype=bool)
         self._total = 0  # micro-batches in the followed epoch
         self._position = 0  # the next micro-batch's position in the epoch's plan
-        self._open = 0  # micro-batches in the open window
         self._carry = False  # a restored open window continues in the next pass
-        self._count: Any = None  # samples or tokens of the open window (a device tensor)
-        self._bad: Any = None  # non-finite losses in the open window
-        self._reset_window()
 
     # -- the plan ----------------------------------------------------------------------------
     def _need_sampler(self, what: str) -> PlanSource:
@@ -204,14 +204,14 @@ class GradientAccumulator:
                     "next pass"
                 )
             return
-        if self._open and not self._carry:
+        if self.engine.open and not self._carry:
             warnings.warn(
-                f"a new pass over the sampler began with {self._open} micro-batch(es) of an "
-                "unfinished window; their gradients are discarded",
+                f"a new pass over the sampler began with {self.engine.open} micro-batch(es) of "
+                "an unfinished window; their gradients are discarded",
                 stacklevel=3,
             )
             self.optimizer.clear_grad()
-            self._reset_window()
+            self.engine.discard()
         self._carry = False
         self._pass = current
         self._ends = set(self._update_ends(current.epoch).tolist())
@@ -229,11 +229,7 @@ class GradientAccumulator:
     def accumulate(self) -> Iterator[None]:
         """Wrap forward and backward of one micro-batch: ``no_sync`` unless it ends a window."""
         self._sync()
-        no_sync = getattr(self.model, "no_sync", None)
-        if self.world_size > 1 and no_sync is not None and not self._window_ends_here():
-            with no_sync():
-                yield
-        else:
+        with self.engine.micro_batch(last=self._window_ends_here()):
             yield
 
     def _count_tensor(self, count: Any) -> Any:
@@ -267,74 +263,28 @@ class GradientAccumulator:
             )
         count = self._count_tensor(count)
         self._sync()
-        if self._position < self._padding.size and self._padding[self._position]:
-            loss_sum, count = loss_sum * 0.0, count * 0.0  # a repeat that evens out step counts
-        self._count = self._count + count
-        bad = paddle.logical_not(paddle.isfinite(loss_sum.detach().astype("float32")))
-        self._bad = self._bad + bad.astype("float32").reshape([1])
-        (self.scaler.scale(loss_sum) if self.scaler is not None else loss_sum).backward()
+        padding = bool(self._position < self._padding.size and self._padding[self._position])
+        self.engine.backward(loss_sum, count, padding=padding)  # a repeat weighs 0
         ends = self._window_ends_here()
         self._position += 1
-        self._open += 1
         if ends:
-            self._step()
-        return ends
-
-    def _reset_window(self) -> None:
-        paddle = self.paddle
-        self._count = paddle.zeros([1], dtype="float32")
-        self._bad = paddle.zeros([1], dtype="float32")
-        self._open = 0
-
-    def _grads_bad(self) -> Any:
-        paddle = self.paddle
-        finite = [
-            paddle.isfinite(p.grad).all() for p in self.model.parameters() if p.grad is not None
-        ]
-        if not finite:
-            return paddle.zeros([1], dtype="float32")
-        return paddle.logical_not(paddle.stack(finite).all()).astype("float32").reshape([1])
-
-    def _step(self) -> None:
-        paddle = self.paddle
-        stats = paddle.concat([self._count, self._bad, self._grads_bad()])
-        if self.world_size > 1:
-            paddle.distributed.all_reduce(stats)
-        total, bad, grads_bad = (float(x) for x in stats.numpy())
-        skip = bad > 0 or grads_bad > 0 or not total > 0
-        if not skip:
-            factor = self.world_size / total
-            with paddle.no_grad():
-                for p in self.model.parameters():
-                    if p.grad is not None:
-                        p.grad.scale_(factor)
-            if self.scaler is not None:
-                self.scaler.step(self.optimizer)
+            update = self.engine.close()
+            self.engine.step(self.optimizer, update, self.lr_scheduler)
+            if update.applies:
+                self.optimizer_steps += 1
             else:
-                self.optimizer.step()
-        elif self.scaler is not None:
-            self.scaler.unscale_(self.optimizer)  # lets the scaler see the overflow
-        if self.scaler is not None:
-            self.scaler.update()
-        if skip:
-            self.skipped_steps += 1
-        else:
-            self.optimizer_steps += 1
-            if self.lr_scheduler is not None:
-                self.lr_scheduler.step()
-        self.optimizer.clear_grad()
-        self.last_count = total
-        self._reset_window()
+                self.skipped_steps += 1
+            self.last_count = update.count
+        return ends
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Step counters and the open window: its count and this rank's gradients so far."""
         window = None
-        if self._open:
+        if self.engine.open:
             window = {
-                "micro_batches": self._open,
-                "count": float(self._count.numpy()[0]),
-                "bad": float(self._bad.numpy()[0]),
+                "micro_batches": self.engine.open,
+                **self.engine.window_state(),
                 "grads": {
                     name: p.grad.numpy()
                     for name, p in self.model.named_parameters()
@@ -368,7 +318,7 @@ class GradientAccumulator:
         self.optimizer_steps = int(state["optimizer_steps"])
         self.skipped_steps = int(state["skipped_steps"])
         self.optimizer.clear_grad()
-        self._reset_window()
+        self.engine.discard()
         if window is None:
             return
         # d/dp sum(p * g) = g: the saved gradients come back through paddle's own backward
@@ -379,7 +329,5 @@ class GradientAccumulator:
         no_sync = getattr(self.model, "no_sync", None)
         with no_sync() if no_sync is not None else contextlib.nullcontext():
             paddle.add_n(terms).backward()
-        self._count = paddle.to_tensor([window["count"]], dtype="float32")
-        self._bad = paddle.to_tensor([window["bad"]], dtype="float32")
-        self._open = int(window["micro_batches"])
+        self.engine.restore_window(window, int(window["micro_batches"]))
         self._carry = True

@@ -1,0 +1,53 @@
+"""paddlenlp's ``Trainer`` on dynamic batches: exact steps, exact loss normalisation, exact resume.
+
+::
+
+    from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
+
+    trainer = DynamicBatchTrainer(
+        model=model, args=TrainingArguments(per_device_train_batch_size=32, ...),
+        train_dataset=train_ds, eval_dataset=dev_ds, data_collator=collate,
+        lengths=train_lengths,
+    )
+    trainer.train()                                  # or train(resume_from_checkpoint=...)
+
+With no plan options, the Trainer trains like the fixed batch of ``args``
+(``per_device_train_batch_size`` x ``gradient_accumulation_steps`` x ranks per
+update) without its padding: :func:`dynbatch.like_fixed`, NOTE [ the fixed
+batch's recipe ]. Plan options (``max_cost=..., cost=..., order=...`` or
+``options=``) plan the study's way instead: one micro-batch per planned batch.
+
+``paddlenlp.trainer.Trainer`` assumes fixed batches in four places, and each
+one breaks with dynamic batches: it sizes the run once from
+``len(train_dataloader)``, it divides every micro-batch's loss by
+``gradient_accumulation_steps``, it resumes by consumed-samples arithmetic or
+by replaying batches, and it only calls ``set_epoch`` on a
+``paddle.io.DistributedBatchSampler``. One module per job says what replaces
+each; read them one at a time:
+
+* :mod:`.run`: the run's windows from the plan, NOTE [ one Trainer epoch holds
+  every real epoch ];
+* :mod:`.trainer`: the class and its overrides, NOTE [ one update, one mean ]
+  (the update itself is :mod:`dynbatch.update`);
+* :mod:`.checkpoints`: the state file and checkpoint discovery, NOTE [ resume
+  from the plan ];
+* :mod:`.evaluation`: NOTE [ evaluation with unequal batches ];
+* :mod:`.logs`: the plan's numbers in the Trainer's logs;
+* :mod:`.losses`: per-sample losses; :mod:`.arguments`: ``TrainingArguments``;
+* :mod:`._compat`: every touch of paddlenlp's private names (written for
+  3.0.0b4), NOTE [ VisualDL and protobuf bools ].
+"""
+
+from __future__ import annotations
+
+from ..._optional import require
+
+require("paddle", "dynbatch.integrations.paddlenlp")
+require("paddlenlp.trainer", "dynbatch.integrations.paddlenlp")
+
+from .checkpoints import STATE_FILE  # noqa: E402
+from .losses import per_sample_cross_entropy  # noqa: E402
+from .run import Window  # noqa: E402
+from .trainer import DynamicBatchTrainer  # noqa: E402
+
+__all__ = ["STATE_FILE", "DynamicBatchTrainer", "Window", "per_sample_cross_entropy"]

@@ -1,0 +1,114 @@
+"""Every touch of paddlenlp's private names, in one place: written for paddlenlp 3.0.0b4.
+
+The rest of the integration subclasses ``Trainer`` through :class:`CompatTrainer`
+and reads as plain subclassing. :data:`TOUCHED` lists each private name used
+here; ``tests/test_trainer.py`` checks that the installed paddlenlp still has
+every one, so an upgrade that renames one fails loudly instead of silently
+skipping a hook.
+
+NOTE [ VisualDL and protobuf bools ]
+    paddlenlp's ``VisualDLCallback`` writes the arguments with ``add_hparams``;
+    visualdl 2.5 stores a bool in an int field, which protobuf >= 5 refuses
+    ("Expected an int, got a boolean"), so ``train()`` crashes at once. The
+    integration turns each stock ``VisualDLCallback`` into a subclass that
+    casts bools to ints for ``add_hparams`` and changes nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..._optional import require
+
+require("paddle", "dynbatch.integrations.paddlenlp")
+require("paddlenlp.trainer", "dynbatch.integrations.paddlenlp")
+from paddlenlp.trainer import Trainer  # noqa: E402
+from paddlenlp.trainer.integrations import VisualDLCallback  # noqa: E402
+from paddlenlp.trainer.trainer_callback import CallbackHandler  # noqa: E402
+
+__all__ = ["TOUCHED", "WRITTEN_FOR", "CompatTrainer", "int_hparams_visualdl"]
+
+#: The paddlenlp release this module was written against.
+WRITTEN_FOR = "3.0.0b4"
+
+#: Each class, and the private (or undocumented) names of it used here.
+TOUCHED: dict[type, tuple[str, ...]] = {
+    Trainer: (
+        "_save_checkpoint",  # overridden: our state file beside each checkpoint
+        "_load_optimizer_and_scheduler",  # overridden: the resume hook, called once on resume
+        "_load_rng_state",  # called: ignore_data_skip=True never restores the RNG
+        "_prepare_inputs",  # called: batches to the device, as the Trainer does
+    ),
+    VisualDLCallback: (
+        "_init_summary_writer",  # called: the writer, before add_hparams is wrapped
+        "vdl_writer",  # read: the writer (an attribute set in __init__)
+    ),
+    CallbackHandler: (
+        "eval_dataloader",  # set: what callbacks see during our own evaluation loop
+    ),
+}
+
+
+class CompatTrainer(Trainer):  # type: ignore[misc]
+    """``Trainer`` with its private hooks turned into named ones the integration overrides.
+
+    * ``save_plan_state(global_step)`` after checkpoint-<global_step> is written;
+    * ``load_plan_state(checkpoint)`` on resume, *before* the optimizer is
+      loaded (return False to let the Trainer resume its own way);
+    * ``prepare_inputs(batch)``, ``load_rng_state(checkpoint)`` and
+      ``set_eval_dataloader(loader)`` call into the Trainer.
+    """
+
+    def save_plan_state(self, global_step: int) -> None:  # pragma: no cover - overridden
+        pass
+
+    def load_plan_state(self, checkpoint: str) -> bool:  # pragma: no cover - overridden
+        return False
+
+    def _save_checkpoint(self, model: Any, metrics: Any = None) -> None:
+        super()._save_checkpoint(model, metrics=metrics)
+        self.save_plan_state(int(self.state.global_step))
+
+    def _load_optimizer_and_scheduler(self, checkpoint: Any) -> None:
+        if checkpoint is None or self.args.ignore_load_lr_and_optim:
+            super()._load_optimizer_and_scheduler(checkpoint)
+            return
+        ours = self.load_plan_state(checkpoint)  # everything of ours is checked first
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if ours:
+            self._load_rng_state(checkpoint)
+
+    def prepare_inputs(self, batch: Mapping[str, Any]) -> Any:
+        return self._prepare_inputs(batch)
+
+    def set_eval_dataloader(self, loader: Any) -> None:
+        self.callback_handler.eval_dataloader = loader
+
+
+class _IntHparamsVisualDL(VisualDLCallback):  # type: ignore[misc]
+    """VisualDLCallback with bool hparams cast to int (NOTE [ VisualDL and protobuf bools ])."""
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.is_world_process_zero and self.vdl_writer is None:
+            self._init_summary_writer(args)
+        writer = self.vdl_writer
+        if writer is not None and not getattr(writer, "_dynbatch_int_hparams", False):
+            add_hparams = writer.add_hparams
+
+            def int_hparams(hparams_dict: Mapping[str, Any], *a: Any, **k: Any) -> Any:
+                clean = {
+                    key: int(v) if isinstance(v, bool) else v for key, v in hparams_dict.items()
+                }
+                return add_hparams(clean, *a, **k)
+
+            writer.add_hparams = int_hparams
+            writer._dynbatch_int_hparams = True
+        return super().on_train_begin(args, state, control, **kwargs)
+
+
+def int_hparams_visualdl(callbacks: list[Any]) -> None:
+    """Turn each stock ``VisualDLCallback`` in ``callbacks`` into the bool-safe one."""
+    for callback in callbacks:
+        if type(callback) is VisualDLCallback:
+            callback.__class__ = _IntHparamsVisualDL

@@ -1,0 +1,119 @@
+"""The state file beside each checkpoint, and which checkpoint to resume from.
+
+NOTE [ resume from the plan ]
+    Every checkpoint gets ``dynbatch_trainer.json``: the sampler's
+    ``state_dict(consumed_batches=k)`` at the end of the last trained window
+    (which checks lengths, options and the plan on load), the window settings,
+    and the running loss and sample totals. Resuming loads it, so iteration
+    continues with exactly the remaining batches; nothing is replayed and
+    nothing relies on consumed-samples arithmetic. paddlenlp 3.0.0b4 would
+    also skip ``global_step`` windows on top of that, so ``ignore_data_skip``
+    is forced on; it then never restores the RNG, so the integration does; and
+    ``resume_from_checkpoint=True`` is resolved here (it crashes in that
+    version) to the newest checkpoint that holds the dynbatch state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from paddlenlp.trainer.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from ..._checks import InputError, InputTypeError
+
+__all__ = ["STATE_FILE", "checkpoint_folder", "read_state", "resolve_checkpoint", "write_state"]
+
+#: The file each checkpoint gets with the sampler's position (NOTE [ resume from the plan ]).
+STATE_FILE = "dynbatch_trainer.json"
+_STATE_VERSION = 1
+_CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
+#: ``--resume_from_checkpoint True`` arrives as text in ``TrainingArguments``
+_FLAG_WORDS: dict[str, bool | None] = {"true": True, "false": None, "none": None, "": None}
+
+
+def checkpoint_folder(output_dir: str, global_step: int) -> str:
+    """Where the Trainer saves the checkpoint of ``global_step``."""
+    return os.path.join(output_dir, f"{PREFIX_CHECKPOINT_DIR}-{global_step}")
+
+
+def _checkpoint_dirs(root: str) -> list[tuple[int, str]]:
+    if not os.path.isdir(root):
+        return []
+    found = []
+    for name in os.listdir(root):
+        match = _CHECKPOINT.match(name)
+        path = os.path.join(root, name)
+        if match and os.path.isfile(os.path.join(path, STATE_FILE)):
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def resolve_checkpoint(value: Any, output_dir: str) -> str | None:
+    """``resume_from_checkpoint`` as a folder with our state: a path, True (newest), or None."""
+    if isinstance(value, str) and value.strip().lower() in _FLAG_WORDS:
+        value = _FLAG_WORDS[value.strip().lower()]  # TrainingArguments keeps flags as text
+    if value is None or value is False:
+        return None
+    if value is True:
+        found = _checkpoint_dirs(output_dir)
+        if not found:
+            raise InputError(
+                f"resume_from_checkpoint=True, but {output_dir} holds no checkpoint "
+                f"with {STATE_FILE} (one saved by DynamicBatchTrainer)"
+            )
+        return found[-1][1]
+    if not isinstance(value, (str, os.PathLike)):
+        raise InputTypeError(
+            "resume_from_checkpoint must be a checkpoint folder, True (the newest in "
+            f"output_dir) or None, got resume_from_checkpoint={value!r}"
+        )
+    path = os.fspath(value)
+    if not os.path.isdir(path):
+        raise InputError(f"resume_from_checkpoint={path!r} is not a directory")
+    if not os.path.isfile(os.path.join(path, STATE_FILE)):
+        raise InputError(
+            f"resume_from_checkpoint={path!r} has no {STATE_FILE}: it was not saved by "
+            "DynamicBatchTrainer, and an exact resume needs the sampler's position"
+        )
+    return path
+
+
+def write_state(folder: str, state: Mapping[str, Any]) -> None:
+    """Write ``state`` (with this release's version) to ``folder``'s state file, atomically."""
+    path = os.path.join(folder, STATE_FILE)
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump({"version": _STATE_VERSION, **state}, fh, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def read_state(checkpoint: str, windows: Mapping[str, Any]) -> dict[str, Any]:
+    """The checkpoint's state, checked: this release's, saved with the same ``windows``."""
+    path = os.path.join(checkpoint, STATE_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            state = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} cannot be read as a DynamicBatchTrainer state: {exc}") from None
+    keys = {"version", "windows", "sampler"}
+    if not isinstance(state, Mapping) or not keys <= set(state):
+        raise InputError(
+            f"{path} is not a DynamicBatchTrainer state: it needs the keys {sorted(keys)}"
+        )
+    if state.get("version") != _STATE_VERSION:
+        raise InputError(f"{path} is not a DynamicBatchTrainer state of this release")
+    saved = state["windows"]
+    if saved != windows:
+        differ = "; ".join(
+            f"{k}: saved {saved.get(k)!r}, here {v!r}"
+            for k, v in windows.items()
+            if saved.get(k) != v
+        )
+        raise InputError(
+            f"{checkpoint} was trained with other optimizer windows ({differ}); resume with "
+            "the same gradient_accumulation_steps, accumulate and accumulate_target"
+        )
+    return dict(state)

@@ -1,0 +1,291 @@
+"""The run's optimizer windows, read from the plan, and the real epochs shown to the Trainer.
+
+NOTE [ one Trainer epoch holds every real epoch ]
+    Epochs of dynamic batches differ in batch count, and the Trainer reads
+    ``len(train_dataloader)`` once, before training, for ``max_steps``, the LR
+    schedule and the progress bar. So the Trainer is shown a single "epoch":
+    ``get_train_dataloader`` returns an iterable over every optimizer *window*
+    of the whole run (all ``num_train_epochs`` real epochs, planned by the
+    sampler; it calls ``set_epoch`` itself), whose ``len()`` is the exact number
+    of optimizer steps: ``sum(len(window_ends(e)) for e in range(E))``. The
+    Trainer runs on a copy of ``args`` with ``num_train_epochs=1``,
+    ``max_steps=-1`` and ``gradient_accumulation_steps=1`` (one loader item is
+    one optimizer step); the user's values are kept in ``num_epochs``,
+    ``max_steps`` and ``micro_batches_per_step``. A window is
+    ``gradient_accumulation_steps`` micro-batches of *our* plan, or as many as
+    it takes to reach ``accumulate_target`` samples or tokens over all ranks
+    (NOTE [ accumulating to a budget ] in :mod:`dynbatch.windows`), or the
+    plan's own updates, cut on the plan so every rank agrees without
+    communication, and never across an epoch's end. ``state.epoch`` shows the
+    real epoch, and the ``"epoch"`` logging, evaluation and save strategies
+    act at every real epoch's end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from paddlenlp.trainer import TrainerCallback
+from paddlenlp.trainer.trainer_utils import IntervalStrategy
+
+from ..._checks import InputError, InputTypeError
+from ...options import PlanOptions
+from ...sampler import DistributedDynamicBatchSampler
+from ...stats import batch_table
+from ...windows import accumulation_windows, micro_step_counts, update_ends
+from .checkpoints import STATE_FILE
+
+__all__ = ["RealEpochs", "RunLoader", "RunPlan", "Window", "split_batch"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One optimizer step as the plan has it; ``training_step`` receives it as ``inputs["window"]``.
+
+    Attributes:
+        epoch: the real epoch.
+        index: the window's number in its epoch; ``windows``: how many the epoch has.
+        start, stop: the micro-batches ``[start, stop)`` of the epoch's plan (per rank).
+        indices: this rank's sample indices, one array per micro-batch.
+        padding: per micro-batch, whether it only repeats samples to even out
+            the ranks' step counts (it weighs 0).
+        count: what the update averages over: the window's samples (or real
+            tokens, with ``accumulate="tokens"``) summed over all ranks.
+        samples: the window's real samples summed over all ranks.
+    """
+
+    epoch: int
+    index: int
+    windows: int
+    start: int
+    stop: int
+    indices: tuple[NDArray[np.int64], ...]
+    padding: tuple[bool, ...]
+    count: float
+    samples: int
+
+    @property
+    def ends_epoch(self) -> bool:
+        return self.index + 1 == self.windows
+
+
+@dataclass
+class _Epoch:
+    ends: NDArray[np.int64]
+    counts: NDArray[np.float64]  # per micro-step, summed over ranks
+    table: dict[str, NDArray[Any]] | None = None  # batch_table of every rank's batches
+
+
+class RunPlan:
+    """Where each optimizer step of the run ends, from the sampler's plan; and the windows.
+
+    ``position`` is ``(epoch, micro-batches of it trained)``: where the next
+    window starts (a resume sets it); ``last_window`` the window trained last.
+    """
+
+    def __init__(
+        self,
+        sampler: DistributedDynamicBatchSampler,
+        *,
+        unit: str,
+        micro_batches_per_step: int,
+        target: float | None,
+        num_epochs: int | None,
+        max_steps: int | None,
+    ) -> None:
+        self.sampler, self.unit = sampler, unit
+        self.micro_batches_per_step, self.target = micro_batches_per_step, target
+        self.num_epochs, self.max_steps = num_epochs, max_steps
+        self._epochs: dict[int, _Epoch] = {}
+        self.position = (0, 0)
+        self.last_window: Window | None = None
+
+    def _epoch(self, epoch: int) -> _Epoch:
+        info = self._epochs.get(epoch)
+        if info is None:
+            sampler = self.sampler
+            sharded = sampler.epoch_plan(epoch)
+            counts = micro_step_counts(sharded, sampler.lengths, self.unit)
+            if self.micro_batches_per_step > 1:
+                ones = np.ones(sharded.num_steps, dtype=np.float64)
+                ends = accumulation_windows(ones, self.micro_batches_per_step)
+            else:  # accumulate_target, the plan's own updates, or one per micro-batch
+                ends = update_ends(sharded, sampler.lengths, self.target, self.unit)
+            info = _Epoch(ends=ends, counts=counts)
+            if len(self._epochs) >= 2:  # the epoch in training and one being sized
+                self._epochs.pop(next(iter(self._epochs)))
+            self._epochs[epoch] = info
+        return info
+
+    def window_ends(self, epoch: int) -> NDArray[np.int64]:
+        return self._epoch(epoch).ends.copy()
+
+    def steps_per_epoch(self, epoch: int) -> int:
+        return int(self._epoch(epoch).ends.size)
+
+    def total_steps(self) -> int:
+        if self.max_steps is not None:
+            return self.max_steps
+        if self.num_epochs is None:  # unreachable: the arguments set one of the two
+            raise RuntimeError("neither num_epochs nor max_steps is set")
+        return sum(self.steps_per_epoch(e) for e in range(self.num_epochs))
+
+    def describe(self, total: int, options: PlanOptions) -> str:
+        """The run in one line, for the log: steps per epoch and what a step is."""
+        if self.target is not None:
+            window = f"{self.target:g} {self.unit} over all ranks"
+        elif options.update_size is not None:
+            window = (
+                f"about {options.update_size:g} {options.update_unit} over all ranks, lengths mixed"
+            )
+        else:
+            window = f"{self.micro_batches_per_step} planned micro-batch(es)"
+        if self.num_epochs is not None:
+            per_epoch = [self.steps_per_epoch(e) for e in range(min(self.num_epochs, 6))]
+            more = ", ..." if self.num_epochs > 6 else ""
+            steps = f"{self.num_epochs} epoch(s) of {str(per_epoch)[1:-1]}{more} steps"
+        else:
+            steps = f"max_steps={self.max_steps}"
+        return (
+            f"dynbatch: {total} optimizer steps ({steps}); a step is {window}, the mean over its "
+            f"{self.unit}. The Trainer's banner counts one epoch and fixed batches."
+        )
+
+    def table(self, epoch: int) -> dict[str, NDArray[Any]]:
+        """:func:`~dynbatch.stats.batch_table` of every rank's batches of ``epoch``."""
+        info = self._epoch(epoch)
+        if info.table is None:
+            opts = self.sampler.options
+            info.table = batch_table(
+                self.sampler.lengths,
+                self.sampler.epoch_plan(epoch).plan,
+                cost=opts.cost,
+                max_cost=opts.max_cost,
+                pad_to_multiple_of=opts.pad_to_multiple_of,
+            )
+        return info.table
+
+    def rows(self, window: Window) -> tuple[slice, NDArray[np.bool_]]:
+        """The window's rows of :meth:`table` (every rank's batches), and which are repeats."""
+        replicas = self.sampler.num_replicas
+        rows = slice(window.start * replicas, window.stop * replicas)
+        return rows, self.sampler.epoch_plan(window.epoch).is_padding[rows]
+
+    def windows(self, loader: Any) -> Iterator[tuple[Window, list[Any]]]:
+        """Every window from ``position`` on, with its micro-batches from ``loader``."""
+        sampler = self.sampler
+        epoch, position = self.position
+        while self.num_epochs is None or epoch < self.num_epochs:
+            info = self._epoch(epoch)
+            ends = info.ends.tolist()
+            if position != 0 and position not in ends:
+                raise InputError(
+                    f"cannot resume epoch {epoch} at micro-batch {position}: no optimizer step "
+                    f"ends there (steps end at {ends[:8]}...); was the checkpoint saved with other "
+                    "accumulation settings?"
+                )
+            sampler.set_epoch(epoch)
+            sampler.load_state_dict(sampler.state_dict(consumed_batches=position))
+            if position < int(info.counts.size):
+                plan, padding = sampler.batches(epoch), sampler.padding_mask(epoch)
+                table = self.table(epoch)
+                real = ~sampler.epoch_plan(epoch).is_padding
+                micro = iter(loader)
+                start = position
+                for index, stop in enumerate(ends):
+                    if stop <= position:
+                        continue
+                    rows = slice(start * sampler.num_replicas, stop * sampler.num_replicas)
+                    window = Window(
+                        epoch=epoch,
+                        index=index,
+                        windows=len(ends),
+                        start=start,
+                        stop=stop,
+                        indices=tuple(np.asarray(plan[k]) for k in range(start, stop)),
+                        padding=tuple(bool(p) for p in padding[start:stop]),
+                        count=float(info.counts[start:stop].sum()),
+                        samples=int(table["batch_size"][rows][real[rows]].sum()),
+                    )
+                    batches = [next(micro) for _ in range(stop - start)]
+                    self.position = (epoch, stop)
+                    yield window, batches
+                    start = stop
+            epoch, position = epoch + 1, 0
+
+
+class RunLoader:
+    """Every window of the run (NOTE [ one Trainer epoch holds every real epoch ])."""
+
+    def __init__(self, run: RunPlan, loader: Any, total: int) -> None:
+        self.run, self.loader, self.total = run, loader, total
+        self.batch_sampler = run.sampler  # what callbacks look for on a loader
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for window, batches in self.run.windows(self.loader):
+            yield {"micro_batches": batches, "window": window}
+
+
+def split_batch(
+    batch: Any, label_names: list[str], prepare: Any
+) -> tuple[Mapping[str, Any], dict[str, Any]]:
+    """The batch on the device (``prepare``), and the model's inputs: all but the label fields."""
+    if not isinstance(batch, Mapping):
+        raise InputTypeError(
+            "data_collator must return a dict of fields (the model's inputs and the label "
+            f"fields {label_names}), got {type(batch).__name__}"
+        )
+    batch = prepare(batch)
+    return batch, {k: v for k, v in batch.items() if k not in label_names}
+
+
+class RealEpochs(TrainerCallback):  # type: ignore[misc]
+    """Real epochs in the Trainer's state and the "epoch" strategies at each real epoch's end."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    @staticmethod
+    def _flag_epoch_strategies(args: Any, control: Any, value: bool) -> None:
+        if args.logging_strategy == IntervalStrategy.EPOCH:
+            control.should_log = value
+        if args.evaluation_strategy == IntervalStrategy.EPOCH:
+            control.should_evaluate = value
+        if args.save_strategy == IntervalStrategy.EPOCH:
+            control.should_save = value
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        trainer = self.trainer
+        expected = trainer.resumed_step
+        if expected is not None and state.global_step != expected:
+            raise InputError(
+                f"the checkpoint's trainer_state.json says global_step={state.global_step}, its "
+                f"{STATE_FILE} says {expected}: the checkpoint folder is inconsistent"
+            )
+        if trainer.num_epochs is not None:
+            state.num_train_epochs = trainer.num_epochs
+        state.consumed_samples = trainer.consumed_samples
+        return control
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        window = self.trainer.last_window
+        if window is None:
+            return control
+        state.epoch = window.epoch + (window.index + 1) / window.windows
+        state.consumed_samples = self.trainer.consumed_samples
+        if window.ends_epoch:
+            self._flag_epoch_strategies(args, control, True)
+        return control
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        window = self.trainer.last_window
+        if window is not None and window.ends_epoch:  # already done at that step
+            self._flag_epoch_strategies(args, control, False)
+        return control

@@ -1,0 +1,174 @@
+"""The exact-mean update: one engine for every loop (the accumulator and the Trainer).
+
+NOTE [ one update engine ]
+    An optimizer step over a window of micro-batches is the mean over every
+    real sample (or token) of the window, on every rank: each micro-batch
+    back-propagates the *sum* of its losses (a batch the distributed sampler
+    repeated only to even out step counts weighs 0), ``no_sync`` skips the
+    gradient all-reduce on all but the window's last micro-batch, and when the
+    window closes one all-reduce of ``[count, loss sum, non-finite loss, non-
+    finite gradients]`` gives every rank the same count and the same verdict.
+    The gradients are then scaled by ``world_size / count``: ``DataParallel``
+    averages over ranks, so the summed gradient becomes the global mean (NOTE
+    [ normalising the loss ] in :mod:`dynbatch.training`). A window whose loss
+    or gradients are NaN or inf on any rank, or that holds no samples, is not
+    applied on any rank.
+
+    :class:`~dynbatch.GradientAccumulator` steps the optimizer through
+    :meth:`ExactMeanUpdate.step`, which skips such a window and counts it.
+    paddlenlp's Trainer steps the optimizer itself after ``training_step``,
+    with no way to skip one step, so ``DynamicBatchTrainer`` raises on the same
+    verdict (NOTE [ one update, one mean ] in :mod:`dynbatch.integrations.paddlenlp`).
+    Where the windows end is the plan's business, in :mod:`dynbatch.windows`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ._optional import require
+
+__all__ = ["ExactMeanUpdate", "Update"]
+
+
+@dataclass(frozen=True)
+class Update:
+    """The verdict on a closed window, the same on every rank.
+
+    Attributes:
+        count: samples (or tokens) of the window over all ranks, repeats excluded.
+        loss_sum: the window's summed losses over all ranks.
+        finite: no rank had a NaN or inf loss or gradient.
+    """
+
+    count: float
+    loss_sum: float
+    finite: bool
+
+    @property
+    def applies(self) -> bool:
+        """Whether the optimizer should step: finite, and over at least one sample."""
+        return self.finite and self.count > 0
+
+    @property
+    def mean_loss(self) -> float:
+        """The window's mean loss (0 for a window without samples)."""
+        return self.loss_sum / self.count if self.count > 0 else 0.0
+
+
+class ExactMeanUpdate:
+    """One optimizer window at a time: see NOTE [ one update engine ].
+
+    Args:
+        model: the model (``paddle.DataParallel`` or a plain layer).
+        world_size: ranks that average gradients.
+        scaler: a ``paddle.amp.GradScaler`` whose ``scale`` the losses go through.
+
+    Use::
+
+        for k, batch in enumerate(window):
+            with engine.micro_batch(last=k == len(window) - 1):
+                engine.backward(losses.sum(), count=n, padding=repeat)
+        update = engine.close()          # all-reduce, verdict, gradients scaled
+        engine.step(optimizer, update)   # or let a Trainer step
+    """
+
+    def __init__(self, model: Any, *, world_size: int, scaler: Any = None) -> None:
+        self.paddle = require("paddle", "dynbatch.update")
+        self.model, self.world_size, self.scaler = model, int(world_size), scaler
+        self.open = 0  # micro-batches in the open window
+        self._sums: Any = None  # [count, loss sum, non-finite losses] of the open window
+        self._reset()
+
+    def _reset(self) -> None:
+        self._sums = self.paddle.zeros([3], dtype="float32")
+        self.open = 0
+
+    def discard(self) -> None:
+        """Forget the open window's sums (the caller clears its gradients); no communication."""
+        self._reset()
+
+    @contextlib.contextmanager
+    def micro_batch(self, *, last: bool) -> Iterator[None]:
+        """Forward and backward of one micro-batch: ``no_sync`` unless it ends the window."""
+        no_sync = getattr(self.model, "no_sync", None)
+        if self.world_size > 1 and no_sync is not None and not last:
+            with no_sync():
+                yield
+        else:
+            yield
+
+    def backward(self, loss_sum: Any, count: Any, *, padding: bool = False) -> None:
+        """Back-propagate a micro-batch's summed losses over ``count`` (a float or a tensor).
+
+        A ``padding`` micro-batch still runs backward (so every rank joins the
+        gradient all-reduce) but weighs 0.
+        """
+        paddle = self.paddle
+        if isinstance(count, paddle.Tensor):
+            count = count.astype("float32").reshape([1])
+        else:
+            count = paddle.to_tensor([float(count)], dtype="float32")
+        if padding:
+            loss_sum, count = loss_sum * 0.0, count * 0.0
+        detached = loss_sum.detach().astype("float32").reshape([1])
+        bad = paddle.logical_not(paddle.isfinite(detached)).astype("float32")
+        self._sums = self._sums + paddle.concat([count, detached, bad])
+        (self.scaler.scale(loss_sum) if self.scaler is not None else loss_sum).backward()
+        self.open += 1
+
+    def _grads_bad(self) -> Any:
+        paddle = self.paddle
+        finite = [
+            paddle.isfinite(p.grad).all() for p in self.model.parameters() if p.grad is not None
+        ]
+        if not finite:
+            return paddle.zeros([1], dtype="float32")
+        return paddle.logical_not(paddle.stack(finite).all()).astype("float32").reshape([1])
+
+    def close(self) -> Update:
+        """End the window: one all-reduce, the verdict, and the gradients scaled if it applies."""
+        paddle = self.paddle
+        stats = paddle.concat([self._sums, self._grads_bad()])
+        if self.world_size > 1:
+            paddle.distributed.all_reduce(stats)
+        count, loss_sum, bad, grads_bad = (float(x) for x in stats.numpy())
+        update = Update(count=count, loss_sum=loss_sum, finite=bad == 0 and grads_bad == 0)
+        if update.finite:
+            factor = self.world_size / count if count > 0 else 0.0
+            with paddle.no_grad():
+                for p in self.model.parameters():
+                    if p.grad is not None:
+                        p.grad.scale_(factor)
+        self._reset()
+        return update
+
+    def step(self, optimizer: Any, update: Update, lr_scheduler: Any = None) -> None:
+        """Apply ``update`` (or skip it) and clear the gradients; the scaler learns of overflows."""
+        if update.applies:
+            if self.scaler is not None:
+                self.scaler.step(optimizer)
+            else:
+                optimizer.step()
+        elif self.scaler is not None:
+            self.scaler.unscale_(optimizer)  # lets the scaler see the overflow
+        if self.scaler is not None:
+            self.scaler.update()
+        if update.applies and lr_scheduler is not None:
+            lr_scheduler.step()
+        optimizer.clear_grad()
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def window_state(self) -> dict[str, float]:
+        """The open window's count, loss sum and non-finite flags (this rank)."""
+        count, loss_sum, bad = (float(x) for x in self._sums.numpy())
+        return {"count": count, "loss": loss_sum, "bad": bad}
+
+    def restore_window(self, state: dict[str, Any], micro_batches: int) -> None:
+        """Reopen a window saved by :meth:`window_state` (its gradients restored by the caller)."""
+        values = [float(state["count"]), float(state.get("loss", 0.0)), float(state["bad"])]
+        self._sums = self.paddle.to_tensor(values, dtype="float32")
+        self.open = int(micro_batches)
