@@ -224,3 +224,42 @@ def test_update_options_are_fields_with_flags() -> None:
     with pytest.raises(dynbatch.InputError, match="update_size"):
         dynbatch.PlanOptions(max_cost=1, update_size=0)
     assert dynbatch.PlanOptions(max_cost=1, update_size=3).fingerprint()["update_size"] == 3.0
+
+
+# -- what an outside pass broke ------------------------------------------------------------------
+@pytest.mark.parametrize("order", ["none", "ascending", "descending", "shuffle", "bucket"])
+@pytest.mark.parametrize("unit", ["samples", "tokens"])
+def test_every_order_makes_the_fixed_batchs_count_of_updates(order: str, unit: str) -> None:
+    lens = np.random.default_rng(0).integers(5, 200, 1000)
+    opts = dynbatch.like_fixed(lens, 10, order=order, update_unit=unit)
+    ends = update_ends(plan_epoch(lens, opts, 0), lens)
+    assert abs(ends.size - 100) <= 2, f"{order}/{unit}: {ends.size} updates, not ~100"
+
+
+def test_token_updates_count_the_samples_trained() -> None:
+    lens = np.array([5] * 100 + [500] * 100)
+    opts = dynbatch.like_fixed(
+        lens, 4, max_cost=400, oversize="skip", update_unit="tokens", micro_batches=1
+    )
+    with pytest.warns(UserWarning, match="skipping"):
+        sharded = plan_epoch(lens, opts, 0)
+    assert abs(update_ends(sharded, lens).size - 25) <= 1, "100 trained samples in fours"
+
+
+def test_token_updates_are_even() -> None:
+    lens = corpus(5000)
+    opts = dynbatch.like_fixed(lens, 32, update_unit="tokens")
+    sharded = plan_epoch(lens, opts, 0)
+    tokens = sharded.real_tokens(lens)
+    per_update = np.array([tokens[u].sum() for u in updates(sharded)])
+    assert per_update.max() <= 1.6 * opts.update_size and per_update.min() >= 0.6 * opts.update_size
+
+
+def test_a_multiple_larger_than_the_share_rounds_the_micro_batch_up() -> None:
+    lens = np.random.default_rng(0).integers(5, 200, 1000)
+    opts = dynbatch.like_fixed(lens, 32, batch_size_multiple=16)
+    assert opts.max_batch_size == 16, "two micro-batches of 16, not a refusal"
+    with pytest.raises(dynbatch.InputError, match="batch_size_multiple=64 is larger than"):
+        dynbatch.like_fixed(lens, 32, batch_size_multiple=64)
+    with pytest.raises(dynbatch.InputError, match="batch_size must be at most"):
+        dynbatch.like_fixed(lens, 2**70)

@@ -330,3 +330,16 @@ def test_batch_size_plans_like_the_fixed_batch(ds: Reviews, replicas: int) -> No
         DynamicBatchSampler(ds, lengths=ds.lengths, batch_size=16, options=sampler.options)
     with pytest.raises(dynbatch.InputError, match="batch_size"):
         DynamicBatchSampler(ds, lengths=ds.lengths, batch_size=0)
+    with pytest.raises(dynbatch.InputTypeError, match="DistributedDynamicBatchSampler"):
+        DynamicBatchSampler(ds, lengths=ds.lengths, batch_size=8, num_replicas=2)
+
+
+def test_len_during_an_unasked_pass_is_that_pass(ds: Reviews) -> None:
+    sampler = DynamicBatchSampler(ds, lengths=ds.lengths, max_cost=8 * 100**2, seed=4)
+    for _ in range(2):
+        it = iter(sampler)
+        first = len(sampler)
+        seen = [next(it)]
+        assert len(sampler) == first, "the pass under way, not the next epoch"
+        seen.extend(it)
+        assert len(seen) == first

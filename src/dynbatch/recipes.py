@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from ._checks import (
     InputError,
     InputTypeError,
@@ -24,10 +26,13 @@ from ._checks import (
     check_lengths,
     check_positive_number,
 )
-from .cost import Cost, MixedCost, WithinBudgets, cost_spec, resolve_cost
+from .cost import Cost, LinearCost, MixedCost, WithinBudgets, cost_spec, resolve_cost
 from .options import FIELDS, UNITS, PlanOptions
 
 __all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
+
+#: The largest fixed batch :func:`like_fixed` takes: sample counts are int64.
+MAX_BATCH_SIZE = 2**40
 
 #: Micro-batches an update of :func:`like_fixed` is made of, at the least: one from each
 #: of four length strata (quartiles) at the least (NOTE [ the fixed batch's recipe ]).
@@ -64,7 +69,8 @@ def like_fixed(
           as a random batch does. Updates of one length train a worse model:
           it is what made the study's sorted order hurt;
         * a micro-batch holds at most ``update / (micro_batches *
-          num_replicas)`` samples and never more than ``B``, and costs at most
+          num_replicas)`` samples (in ``"tokens"``, about that share of the
+          update's tokens) and never more than ``B``, and costs at most
           ``cost(B, L_max)``, the fixed batch's worst. As a cost grows with
           ``n`` and ``L``, no micro-batch needs more memory than the fixed
           batch's worst batch did.
@@ -97,12 +103,15 @@ def like_fixed(
     fn = resolve_cost(cost)
     batch, budget = _reference(fn, longest, batch_size, max_cost, "like_fixed")
     samples = batch * steps * replicas
-    values = {
-        "order": "bucket",
-        "max_batch_size": min(batch, -(-samples // (parts * replicas))),
-        **_updates(lens, samples, update_unit),
-        **fields,
-    }
+    cap = _micro_cap(batch, -(-samples // (parts * replicas)), fields)
+    trained = lens
+    if fields.get("oversize") == "skip":  # the update's tokens are those of samples trained
+        trained = lens[np.asarray(fn(1, _padded(lens, fields)), dtype=np.float64) <= budget]
+    updates = _updates(trained if trained.size else lens, samples, update_unit)
+    if update_unit == "tokens":  # micro-batches of about equal tokens, as updates are
+        tokens = max(updates["update_size"] / (parts * replicas), float(longest))
+        fn, budget = WithinBudgets(((fn, budget), (LinearCost(), tokens))), 1.0
+    values = {"order": "bucket", "max_batch_size": cap, **updates, **fields}
     return PlanOptions(max_cost=budget, cost=fn, **values)
 
 
@@ -157,7 +166,9 @@ def fill_device(
     """
     lens, longest = _lengths(lengths, fields, "fill_device")
     c, a, b = (_coefficient(time_model, name) for name in ("c", "a", "b"))
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise InputTypeError(f"fraction must be a number in (0, 1), got fraction={fraction!r}")
+    if not 0 < fraction < 1:
         raise InputError(
             f"fraction must be a number in (0, 1) (of the best tokens per second), "
             f"got fraction={fraction!r}"
@@ -183,6 +194,28 @@ def fill_device(
     )
 
 
+def _micro_cap(batch: int, share: int, fields: dict[str, Any]) -> int:
+    """Samples a micro-batch may hold: an update's share, at most ``batch``, and a multiple of
+    ``batch_size_multiple`` where one is asked for."""
+    cap = min(batch, share)
+    multiple = check_int("batch_size_multiple", fields.get("batch_size_multiple", 1), minimum=1)
+    if multiple > 1:
+        cap = -(-cap // multiple) * multiple
+        if cap > batch:
+            cap = batch // multiple * multiple
+        if cap == 0:
+            raise InputError(
+                f"batch_size_multiple={multiple} is larger than batch_size={batch}: no "
+                "micro-batch of the fixed batch's size can be a multiple of it"
+            )
+    return cap
+
+
+def _padded(lens: Any, fields: dict[str, Any]) -> Any:
+    multiple = int(fields.get("pad_to_multiple_of", 1))
+    return -(-lens // multiple) * multiple
+
+
 def _lengths(lengths: Any, fields: dict[str, Any], where: str) -> tuple[Any, int]:
     """Checked lengths and the longest padded length; refuses unknown option names."""
     unknown = sorted(set(fields) - FIELDS)
@@ -205,6 +238,11 @@ def _reference(
     """The fixed batch's size and the micro-batches' budget (NOTE [ the fixed batch's recipe ])."""
     if batch_size is not None:
         batch = check_int("batch_size", batch_size, minimum=1)
+        if batch > MAX_BATCH_SIZE:
+            raise InputError(
+                f"batch_size must be at most {MAX_BATCH_SIZE:,} (int64 sample counts), got "
+                f"batch_size={batch_size!r}"
+            )
         if max_cost is None:
             return batch, float(fn(batch, longest))
         return batch, check_positive_number("max_cost", max_cost)

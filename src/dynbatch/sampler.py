@@ -113,7 +113,13 @@ class _Planned:
             if options is not None:
                 raise InputError(
                     f"{type(self).__name__}: give batch_size (the fixed batch to train like) or "
-                    "options=PlanOptions(...), not both"
+                    f"options=PlanOptions(...), not both; got batch_size={batch_size!r}"
+                )
+            if "num_replicas" in shortcuts:
+                raise InputTypeError(
+                    f"{type(self).__name__} got num_replicas={shortcuts['num_replicas']!r}: it "
+                    "plans for the ranks it serves; use DistributedDynamicBatchSampler(..., "
+                    "num_replicas=..., rank=...) for several"
                 )
             options = like_fixed(
                 self.lengths, batch_size, num_replicas=self.num_replicas, **shortcuts
@@ -228,6 +234,9 @@ class _Planned:
             yield indices[offsets[k] : offsets[k + 1]]
 
     def __len__(self) -> int:
+        total = self._plan_for(self.epoch).num_steps
+        if self._advance and self._pass.serial and self._yielded < total:
+            return total - self._pass.start  # a pass under way: its own length
         epoch, start = self._upcoming()
         return self._plan_for(epoch).num_steps - start
 

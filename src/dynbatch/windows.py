@@ -23,9 +23,9 @@ NOTE [ mixed updates ]
     are then shuffled with ``(seed, epoch)``. Every update spans the epoch's
     lengths as a random batch does, while every micro-batch stays
     padding-free. With more than :data:`MAX_STRATA` steps per update the
-    steps are shuffled and cut where their counts reach ``update_size``: a
-    random draw of that many is mixed already. The sorted and dataset orders
-    keep their order and are cut the same way.
+    steps are shuffled and cut into that many updates of about equal counts
+    (:func:`even_windows`): a random draw of that many is mixed already. The
+    sorted and dataset orders keep their order and are cut the same way.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "UNITS",
     "accumulation_windows",
+    "even_windows",
     "micro_step_counts",
     "mix_updates",
     "optimizer_steps",
@@ -80,6 +81,29 @@ def accumulation_windows(step_counts: Any, target: float | None) -> NDArray[np.i
     if counts.size and (not ends or ends[-1] != counts.size):
         ends.append(counts.size)
     return np.asarray(ends, dtype=np.int64)
+
+
+def even_windows(step_counts: Any, windows: int) -> NDArray[np.int64]:
+    """End offsets of about ``windows`` windows of about equal counts, in order.
+
+    Each window ends at the step whose running total is nearest its share of
+    the whole; a step never ends two windows, so there may be fewer.
+
+    >>> even_windows(np.array([3, 3, 3, 3, 3, 3]), 2).tolist()
+    [3, 6]
+    >>> even_windows(np.array([5, 1, 1, 5]), 3).tolist()
+    [1, 3, 4]
+    """
+    counts = _checked_counts(step_counts)
+    if counts.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    total = np.cumsum(counts)
+    marks = total[-1] * np.arange(1, max(1, int(windows))) / max(1, int(windows))
+    after = np.minimum(np.searchsorted(total, marks), counts.size - 1)
+    before = np.maximum(after - 1, 0)
+    nearer = (after > 0) & (marks - total[before] < total[after] - marks)
+    ends = np.where(nearer, before, after) + 1
+    return np.unique(np.r_[ends, counts.size]).astype(np.int64)
 
 
 def _checked_counts(step_counts: Any) -> NDArray[np.float64]:
@@ -162,13 +186,13 @@ def mix_updates(
     steps = counts.size
     if steps == 0:
         return sharded.reorder_steps(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    if not options.random_order:
-        return sharded.reorder_steps(np.arange(steps), accumulation_windows(counts, target))
-    rng = np.random.default_rng([options.seed, epoch, sharded.num_replicas, _MIX_STREAM])
     updates = int(min(steps, max(1, round(float(counts.sum()) / target))))
+    if not options.random_order:
+        return sharded.reorder_steps(np.arange(steps), even_windows(counts, updates))
+    rng = np.random.default_rng([options.seed, epoch, sharded.num_replicas, _MIX_STREAM])
     if -(-steps // updates) > MAX_STRATA:
         order = rng.permutation(steps)
-        return sharded.reorder_steps(order, accumulation_windows(counts[order], target))
+        return sharded.reorder_steps(order, even_windows(counts[order], updates))
     longest = sharded.longest(lengths).reshape(-1, sharded.num_replicas).max(axis=1)
     by_length = np.lexsort((rng.random(steps), longest))
     update_of = np.empty(steps, dtype=np.int64)
