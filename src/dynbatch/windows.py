@@ -103,7 +103,8 @@ def even_windows(step_counts: Any, windows: int) -> NDArray[np.int64]:
     before = np.maximum(after - 1, 0)
     nearer = (after > 0) & (marks - total[before] < total[after] - marks)
     ends = np.where(nearer, before, after) + 1
-    return np.unique(np.r_[ends, counts.size]).astype(np.int64)
+    out: NDArray[np.int64] = np.unique(np.r_[ends, counts.size]).astype(np.int64)
+    return out
 
 
 def _checked_counts(step_counts: Any) -> NDArray[np.float64]:
