@@ -1018,6 +1018,19 @@ def backward(loss_sum: Any = "tensor", count: Any = 2) -> bool:
     return acc.backward(loss_sum, count)
 
 
+#: an open window as ``GradientAccumulator.state_dict()`` saves it, for ``model()``
+WINDOW = {
+    "micro_batches": 1,
+    "count": 2.0,
+    "bad": 0.0,
+    "grads": {"weight": np.zeros((2, 1), "float32"), "bias": np.zeros(1, "float32")},
+}
+
+
+def window_state(window: Any) -> dict[str, Any]:
+    return {"optimizer_steps": 0, "skipped_steps": 0, "window": window}
+
+
 ACC_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
     (
         "model-None",
@@ -1150,6 +1163,88 @@ ACC_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         lambda: backward(count=paddle.to_tensor([1.0, 2.0])),
         VALUE,
         r"count must be a single number, got a tensor of shape .*\[2\]",
+    ),
+    *(
+        (
+            f"backward-count-tensor-{label}",
+            functools.partial(lambda x: backward(count=paddle.to_tensor([x])), value),
+            VALUE,
+            rf"count must be a finite number >= 0, got count={v(value)} \(a paddle.Tensor\)",
+        )
+        for label, value in [("-5", -5.0), ("nan", math.nan), ("-inf", -math.inf)]
+    ),
+    *(
+        (
+            f"set_state_dict-{key}-{label}",
+            functools.partial(
+                lambda k, x: accumulator().set_state_dict({**window_state(None), k: x}), key, value
+            ),
+            error,
+            rf"state\['{key}'\] must be an integer >= 0, got state\['{key}'\]={v(value)}",
+        )
+        for key in ("optimizer_steps", "skipped_steps")
+        for label, value, error in NON_NEGATIVE_INT
+    ),
+    *(
+        (
+            f"set_state_dict-window-{label}",
+            functools.partial(lambda w: accumulator().set_state_dict(window_state(w)), window),
+            error,
+            match,
+        )
+        for label, window, error, match in [
+            ("str", "window", TYPE, r"state\['window'\] must be None or a dict .*got 'window'"),
+            (
+                "no-grads",
+                {"micro_batches": 1, "count": 2.0, "bad": 0.0},
+                VALUE,
+                r"state\['window'\] lacks the key\(s\) grads",
+            ),
+            (
+                "micro_batches-str",
+                {**WINDOW, "micro_batches": "1"},
+                TYPE,
+                r"state\['window'\]\['micro_batches'\] must be an integer >= 1, got .*='1'",
+            ),
+            (
+                "count-negative",
+                {**WINDOW, "count": -2.0},
+                VALUE,
+                r"state\['window'\]\['count'\] must be a finite number >= 0, got .*=-2.0",
+            ),
+            (
+                "bad-nan",
+                {**WINDOW, "bad": math.nan},
+                VALUE,
+                r"state\['window'\]\['bad'\] must be a finite number >= 0, got .*=nan",
+            ),
+            (
+                "grads-list",
+                {**WINDOW, "grads": [1.0]},
+                TYPE,
+                r"state\['window'\]\['grads'\] must be a dict of parameter name to gradient",
+            ),
+            (
+                "grads-unknown",
+                {**WINDOW, "grads": {"colour": np.zeros(2)}},
+                VALUE,
+                r"the saved window has gradients for unknown parameters \['colour'\]",
+            ),
+            (
+                "grads-shape",
+                {**WINDOW, "grads": {"weight": np.zeros((3, 3), "float32")}},
+                VALUE,
+                r"state\['window'\]\['grads'\]\['weight'\] has shape \(3, 3\), but the "
+                r"parameter has shape \(2, 1\)",
+            ),
+            (
+                "grads-str",
+                {**WINDOW, "grads": {"weight": "x"}},
+                TYPE,
+                r"state\['window'\]\['grads'\]\['weight'\] must be an array of numbers, "
+                r"got 'x'",
+            ),
+        ]
     ),
 ]
 for label, call, error, match in ACC_CASES:
