@@ -140,6 +140,36 @@ COST_VALUES: Rows = [
     ("negative", lambda n, L: -1.0, VALUE, r"cost must return a finite number >= 0.*-1\.0"),
     ("nan", lambda n, L: math.nan, VALUE, r"cost must return a finite number >= 0.*nan"),
     ("one-arg", lambda n: n, TYPE, r"cost\(1, 2\) raised TypeError.*must take \(n, L\)"),
+    (
+        "negative-beyond-one",
+        lambda n, L: np.where(n > 1, -1.0, 1.0) * n * L,
+        VALUE,
+        r"cost must return a number >= 0 for every \(n, L\), but cost\(2, 1\)=-2\.0",
+    ),
+    (
+        "nan-beyond-one",
+        lambda n, L: np.where(n > 1, np.nan, 1.0) * n * L,
+        VALUE,
+        r"cost must return a number >= 0 for every \(n, L\), but cost\(2, 1\)=nan",
+    ),
+    (
+        "decreasing-in-n",
+        lambda n, L: L * np.where(n < 10, n, 1.0),
+        VALUE,
+        r"cost must be nondecreasing in n .*cost\(8, 1\)=8 > cost\(16, 1\)=1",
+    ),
+    (
+        "decreasing-in-L",
+        lambda n, L: n * 100.0 / L,
+        VALUE,
+        r"cost must be nondecreasing in L .*cost\(1, 1\)=100 > cost\(1, 2\)=50",
+    ),
+    (
+        "scalar-decreasing-in-n",
+        lambda n, L: float(n * L) if n < 5 else 1.0,
+        VALUE,
+        r"cost must be nondecreasing in n .*cost\(4, 1\)=4 > cost\(8, 1\)=1",
+    ),
 ]
 
 OPTION_VALUES: dict[str, Rows] = {
@@ -165,6 +195,7 @@ OPTION_VALUES: dict[str, Rows] = {
         ("int", 3, TYPE, r"balance must be 'tokens', 'cost' or a callable.*got balance=3"),
         ("None", None, TYPE, r"balance must be 'tokens', 'cost' or a callable.*balance=None"),
         ("str-result", lambda n, L: "x", TYPE, r"cost must return a number.*returned 'x'"),
+        ("decreasing", lambda n, L: 100.0 / n, VALUE, r"nondecreasing in n .*cost\(1, 1\)=100"),
     ],
 }
 
@@ -273,12 +304,14 @@ case(
     r"all 8 samples are over max_cost=1 even alone.*oversize='skip' would leave nothing",
 )
 case(
-    "plan_batches-cost-not-monotone",  # a batch of 2 costs more than one of 6
+    # a batch of 5 costs more than one of 7: between the points the cost is probed at, and
+    # never tried by the bisection (0..7: 4, 6, 7), so the planner's own check finds it
+    "plan_batches-cost-not-monotone",
     lambda: plan_batches(
-        LENS, 100, cost=lambda n, L: 1e9 if n == 2 else float(n), order="none", max_batch_size=6
+        [3] * 12, 100, cost=lambda n, L: 1e9 if n == 5 else float(n), order="none", max_batch_size=7
     ),
     VALUE,
-    r"cost .* is not nondecreasing in \(n, L\): a batch of 2 samples costs 1e\+09",
+    r"cost .* is not nondecreasing in \(n, L\): a batch of 5 samples costs 1e\+09",
 )
 
 # -- sharding -------------------------------------------------------------------------------------
