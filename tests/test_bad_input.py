@@ -771,7 +771,33 @@ for label, value, error, match in BAD_LENGTHS:
         error,
         match,
     )
+
+
+class Stream(paddle.io.IterableDataset):  # type: ignore[misc]
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        yield from DATA
+
+
+ITERABLE = r"an iterable dataset .* is not supported yet: the planner needs every length"
 SAMPLER_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
+    (
+        "dataset-iterator",
+        lambda: DynamicBatchSampler(iter([1, 2]), lengths=[3, 4], max_cost=100),
+        TYPE,
+        rf"dataset has no len\(\) \(got a list_iterator\): {ITERABLE}",
+    ),
+    (
+        "dataset-IterableDataset",
+        lambda: DynamicBatchSampler(Stream(), lengths=[3, 4], max_cost=100),
+        TYPE,
+        rf"dataset is a paddle.io.IterableDataset \(Stream\): {ITERABLE}",
+    ),
+    (
+        "dataset-IterableDataset-length_fn",
+        lambda: DynamicBatchSampler(Stream(), length_fn=len, max_cost=100),
+        TYPE,
+        rf"dataset is a paddle.io.IterableDataset \(Stream\): {ITERABLE}",
+    ),
     (
         "no-max_cost",
         lambda: DynamicBatchSampler(lengths=LENS),
@@ -950,6 +976,33 @@ LOAD_CASES: list[tuple[str, Callable[[], Any], type[InputError], str]] = [
         VALUE,
         r"saved with num_replicas=2, this sampler has num_replicas=1",
     ),
+    *(
+        (
+            f"num_replicas-{label}",
+            functools.partial(saved, num_replicas=value),
+            TYPE,
+            rf"state\['num_replicas'\] must be an integer >= 1, got state\['num_replicas'\]="
+            rf"{v(value)} \({type(value).__name__}\)",
+        )
+        for label, value in [("str", "1"), ("float", 1.0), ("True", True), ("None", None)]
+    ),
+    *(
+        (
+            f"{key}-{label}",
+            functools.partial(saved, **{key: value}),
+            TYPE,
+            rf"state\['{key}'\] must be a str \(a digest\), got state\['{key}'\]={v(value)} "
+            rf"\({type(value).__name__}\)",
+        )
+        for key in ("lengths", "plan")
+        for label, value in [("None", None), ("int", 3), ("bytes", b"00")]
+    ),
+    (
+        "version-str",
+        lambda: saved(version="2"),
+        TYPE,
+        r"state\['version'\] must be the integer 2, got state\['version'\]='2' \(str\)",
+    ),
     (
         "lengths",
         lambda: saved(lengths="0" * 32),
@@ -961,6 +1014,18 @@ LOAD_CASES: list[tuple[str, Callable[[], Any], type[InputError], str]] = [
         lambda: saved(options={**sampler().options.fingerprint(), "max_cost": 999.0}),
         VALUE,
         r"saved with other options, so the plan differs: max_cost: saved 999.0, here 2000.0",
+    ),
+    *(
+        (
+            f"options-seed-{label}",
+            functools.partial(
+                lambda x: saved(options={**sampler().options.fingerprint(), "seed": x}), value
+            ),
+            VALUE,
+            rf"saved with other options, so the plan differs: seed: saved {v(value)} "
+            rf"\({type(value).__name__}\), here 0 \(int\)",
+        )
+        for label, value in [("str", "0"), ("False", False)]
     ),
     (
         "options-partial",
