@@ -321,3 +321,19 @@ def test_bad_losses_and_checkpoints_are_named(tmp_path: Path) -> None:
     (saved / "checkpoint-1" / STATE_FILE).write_text("{not json")
     with pytest.raises(dynbatch.InputError, match=f"{STATE_FILE} cannot be read"):
         make_trainer(saved, ds, args=args).train(resume_from_checkpoint=checkpoint)
+
+
+@pytest.mark.parametrize(
+    "run", [{"num_train_epochs": 2}, {"max_steps": 5}], ids=["epochs", "steps"]
+)
+def test_a_plan_with_nothing_to_train_is_refused_at_construction(
+    tmp_path: Path, run: dict[str, int]
+) -> None:
+    ds = Reviews(6)  # every sample fits one batch, which drop_last drops
+    with pytest.raises(dynbatch.InputError, match=r"nothing to train: .*drop_last=True"):
+        make_trainer(
+            tmp_path,
+            ds,
+            args=make_args(tmp_path, **run),
+            plan={"max_cost": 1e9, "drop_last": True},
+        )

@@ -470,6 +470,14 @@ class DynamicBatchTrainer(Trainer):  # type: ignore[misc]
                 rank=internal.dataset_rank,
                 options=self.options,
             )
+            if not self.train_sampler.epoch_plan(0).num_steps:
+                raise InputError(
+                    "nothing to train: the plan of epoch 0 has no batch. The samples all fit "
+                    f"in one batch under max_cost={self.options.max_cost:g}, and drop_last=True "
+                    "drops it as the "
+                    "batch that ended only because the samples ran out (every epoch alike). "
+                    "Pass drop_last=False, or a smaller max_cost"
+                )
         elif lengths is not None:
             raise InputError("lengths were given without a train_dataset to go with them")
         self._length_fn, self._ref_index = length_fn, ref_index
