@@ -247,7 +247,7 @@ def test_equal_epochs_with_drop_last_use_no_sample_twice(
 
 @given(planner_args(), st.integers(1, 4))
 def test_equal_epochs_never_repeat_a_sample_but_where_documented(args: dict, replicas: int) -> None:
-    """No repeats on one rank ever; on several only when there are fewer samples than batches."""
+    """No repeats on one rank ever; on several only where shard_plan itself repeats."""
     options = options_of(args, drop_last=True, equal_epochs=True)
     lens = args["lengths"]
     try:
@@ -262,4 +262,16 @@ def test_equal_epochs_never_repeat_a_sample_but_where_documented(args: dict, rep
     assert np.unique(real).size == real.size, "no sample twice among the real batches"
     if sp.is_padding.any():
         assert replicas > 1, "one rank never repeats"
-        assert lens.size < count, "repeats only when there are fewer samples than batches"
+        real_sizes = sp.plan.sizes[~sp.is_padding]
+        assert (real_sizes == 1).all(), "repeats only when no batch is left to split"
+
+
+def test_equal_epochs_repeat_only_where_sharding_alone_would() -> None:
+    """Three single-sample batches left by drop_last on two ranks: no draw avoids a repeat,
+    and the repeat is the documented one, as without equal_epochs (not an error)."""
+    options = PlanOptions(max_cost=10, cost="linear", order="none", drop_last=True)
+    lens = [10, 10, 10, 1]  # [0], [1], [2] and [3], which drop_last drops
+    plain = plan_epoch(lens, options, 0, 2)
+    equal = plan_epoch(lens, options.replace(equal_epochs=True), 0, 2)
+    assert equal.plan == plain.plan and equal.is_padding.tolist() == plain.is_padding.tolist()
+    assert int(equal.is_padding.sum()) == 1

@@ -398,7 +398,10 @@ def equal_batch_count(lengths: Any, options: PlanOptions, num_replicas: int = 1)
         twice in an epoch. On several ranks the one exception is the one of
         NOTE [ equal steps without dropping or repeating ]: when there are
         fewer samples than the count (fewer than ranks, or single-sample
-        batches that do not divide among them), flagged repeats make it up.
+        batches that do not divide among them), or when no draw avoids it and
+        the draw taken would be padded by :func:`shard_plan` alone (its
+        batches split into single samples that do not divide among the
+        ranks), flagged repeats make it up.
         ``drop_last`` leaving no batch at all is refused too: no count fits it.
     """
     lens = check_lengths(lengths)
@@ -450,14 +453,20 @@ def _draw_for_count(
     need = num_batches if plannable >= num_batches else 0
     draws = MAX_DRAWS if options.random_order else 1  # the other orders draw the same plan
     most_kept, fewest = 0, None
+    fallback: Plan | None = None  # a draw even shard_plan would pad: repeats as documented
     for draw in range(draws):
         if draw:
             plan = plan_draw(lens, options, epoch, draw, shuffle_batches=False)
         kept = int(plan.sizes.sum())
         if len(plan) <= num_batches and kept >= need:
             return plan
+        natural = max(-(-len(plan) // num_replicas) * num_replicas, num_replicas)
+        if fallback is None and len(plan) <= num_batches and kept < natural:
+            fallback = plan
         most_kept = max(most_kept, kept)
         fewest = len(plan) if fewest is None else min(fewest, len(plan))
+    if fallback is not None:
+        return fallback
     if most_kept < need:
         why = (
             f"with drop_last=True no draw kept {need} samples (at most {most_kept}), so "
