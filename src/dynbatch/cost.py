@@ -238,10 +238,8 @@ def _check_axis(cost: Cost, values: Any, ok: Any, axis: int, name: str, why: str
         if drop.any():
             k = int(np.argmax(drop))
             a, b = int(rows[k]), int(rows[k + 1])
-            if axis == 0:
-                first, second = (PROBE_N[a], PROBE_L[col]), (PROBE_N[b], PROBE_L[col])
-            else:
-                first, second = (PROBE_N[col], PROBE_L[a]), (PROBE_N[col], PROBE_L[b])
+            points = [(a, col), (b, col)] if axis == 0 else [(col, a), (col, b)]
+            first, second = ((int(PROBE_N[i]), int(PROBE_L[j])) for i, j in points)
             raise InputError(
                 f"cost must be nondecreasing in {name} ({why} never cost less), but "
                 f"cost{first}={seq[k]:g} > cost{second}={seq[k + 1]:g} (cost={cost!r})"
