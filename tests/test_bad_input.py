@@ -140,6 +140,36 @@ COST_VALUES: Rows = [
     ("negative", lambda n, L: -1.0, VALUE, r"cost must return a finite number >= 0.*-1\.0"),
     ("nan", lambda n, L: math.nan, VALUE, r"cost must return a finite number >= 0.*nan"),
     ("one-arg", lambda n: n, TYPE, r"cost\(1, 2\) raised TypeError.*must take \(n, L\)"),
+    (
+        "negative-beyond-one",
+        lambda n, L: np.where(n > 1, -1.0, 1.0) * n * L,
+        VALUE,
+        r"cost must return a number >= 0 for every \(n, L\), but cost\(2, 1\)=-2\.0",
+    ),
+    (
+        "nan-beyond-one",
+        lambda n, L: np.where(n > 1, np.nan, 1.0) * n * L,
+        VALUE,
+        r"cost must return a number >= 0 for every \(n, L\), but cost\(2, 1\)=nan",
+    ),
+    (
+        "decreasing-in-n",
+        lambda n, L: L * np.where(n < 10, n, 1.0),
+        VALUE,
+        r"cost must be nondecreasing in n .*cost\(8, 1\)=8 > cost\(16, 1\)=1",
+    ),
+    (
+        "decreasing-in-L",
+        lambda n, L: n * 100.0 / L,
+        VALUE,
+        r"cost must be nondecreasing in L .*cost\(1, 1\)=100 > cost\(1, 2\)=50",
+    ),
+    (
+        "scalar-decreasing-in-n",
+        lambda n, L: float(n * L) if n < 5 else 1.0,
+        VALUE,
+        r"cost must be nondecreasing in n .*cost\(4, 1\)=4 > cost\(8, 1\)=1",
+    ),
 ]
 
 OPTION_VALUES: dict[str, Rows] = {
@@ -165,6 +195,7 @@ OPTION_VALUES: dict[str, Rows] = {
         ("int", 3, TYPE, r"balance must be 'tokens', 'cost' or a callable.*got balance=3"),
         ("None", None, TYPE, r"balance must be 'tokens', 'cost' or a callable.*balance=None"),
         ("str-result", lambda n, L: "x", TYPE, r"cost must return a number.*returned 'x'"),
+        ("decreasing", lambda n, L: 100.0 / n, VALUE, r"nondecreasing in n .*cost\(1, 1\)=100"),
     ],
 }
 
@@ -273,12 +304,14 @@ case(
     r"all 8 samples are over max_cost=1 even alone.*oversize='skip' would leave nothing",
 )
 case(
-    "plan_batches-cost-not-monotone",  # a batch of 2 costs more than one of 6
+    # a batch of 5 costs more than one of 7: between the points the cost is probed at, and
+    # never tried by the bisection (0..7: 4, 6, 7), so the planner's own check finds it
+    "plan_batches-cost-not-monotone",
     lambda: plan_batches(
-        LENS, 100, cost=lambda n, L: 1e9 if n == 2 else float(n), order="none", max_batch_size=6
+        [3] * 12, 100, cost=lambda n, L: 1e9 if n == 5 else float(n), order="none", max_batch_size=7
     ),
     VALUE,
-    r"cost .* is not nondecreasing in \(n, L\): a batch of 2 samples costs 1e\+09",
+    r"cost .* is not nondecreasing in \(n, L\): a batch of 5 samples costs 1e\+09",
 )
 
 # -- sharding -------------------------------------------------------------------------------------
@@ -738,7 +771,33 @@ for label, value, error, match in BAD_LENGTHS:
         error,
         match,
     )
+
+
+class Stream(paddle.io.IterableDataset):  # type: ignore[misc]
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        yield from DATA
+
+
+ITERABLE = r"an iterable dataset .* is not supported yet: the planner needs every length"
 SAMPLER_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
+    (
+        "dataset-iterator",
+        lambda: DynamicBatchSampler(iter([1, 2]), lengths=[3, 4], max_cost=100),
+        TYPE,
+        rf"dataset has no len\(\) \(got a list_iterator\): {ITERABLE}",
+    ),
+    (
+        "dataset-IterableDataset",
+        lambda: DynamicBatchSampler(Stream(), lengths=[3, 4], max_cost=100),
+        TYPE,
+        rf"dataset is a paddle.io.IterableDataset \(Stream\): {ITERABLE}",
+    ),
+    (
+        "dataset-IterableDataset-length_fn",
+        lambda: DynamicBatchSampler(Stream(), length_fn=len, max_cost=100),
+        TYPE,
+        rf"dataset is a paddle.io.IterableDataset \(Stream\): {ITERABLE}",
+    ),
     (
         "no-max_cost",
         lambda: DynamicBatchSampler(lengths=LENS),
@@ -917,6 +976,33 @@ LOAD_CASES: list[tuple[str, Callable[[], Any], type[InputError], str]] = [
         VALUE,
         r"saved with num_replicas=2, this sampler has num_replicas=1",
     ),
+    *(
+        (
+            f"num_replicas-{label}",
+            functools.partial(saved, num_replicas=value),
+            TYPE,
+            rf"state\['num_replicas'\] must be an integer >= 1, got state\['num_replicas'\]="
+            rf"{v(value)} \({type(value).__name__}\)",
+        )
+        for label, value in [("str", "1"), ("float", 1.0), ("True", True), ("None", None)]
+    ),
+    *(
+        (
+            f"{key}-{label}",
+            functools.partial(saved, **{key: value}),
+            TYPE,
+            rf"state\['{key}'\] must be a str \(a digest\), got state\['{key}'\]={v(value)} "
+            rf"\({type(value).__name__}\)",
+        )
+        for key in ("lengths", "plan")
+        for label, value in [("None", None), ("int", 3), ("bytes", b"00")]
+    ),
+    (
+        "version-str",
+        lambda: saved(version="2"),
+        TYPE,
+        r"state\['version'\] must be the integer 2, got state\['version'\]='2' \(str\)",
+    ),
     (
         "lengths",
         lambda: saved(lengths="0" * 32),
@@ -928,6 +1014,18 @@ LOAD_CASES: list[tuple[str, Callable[[], Any], type[InputError], str]] = [
         lambda: saved(options={**sampler().options.fingerprint(), "max_cost": 999.0}),
         VALUE,
         r"saved with other options, so the plan differs: max_cost: saved 999.0, here 2000.0",
+    ),
+    *(
+        (
+            f"options-seed-{label}",
+            functools.partial(
+                lambda x: saved(options={**sampler().options.fingerprint(), "seed": x}), value
+            ),
+            VALUE,
+            rf"saved with other options, so the plan differs: seed: saved {v(value)} "
+            rf"\({type(value).__name__}\), here 0 \(int\)",
+        )
+        for label, value in [("str", "0"), ("False", False)]
     ),
     (
         "options-partial",
@@ -1016,6 +1114,19 @@ def backward(loss_sum: Any = "tensor", count: Any = 2) -> bool:
     if isinstance(loss_sum, str) and loss_sum == "tensor":
         loss_sum = net(paddle.ones([2, 2])).sum()
     return acc.backward(loss_sum, count)
+
+
+#: an open window as ``GradientAccumulator.state_dict()`` saves it, for ``model()``
+WINDOW = {
+    "micro_batches": 1,
+    "count": 2.0,
+    "bad": 0.0,
+    "grads": {"weight": np.zeros((2, 1), "float32"), "bias": np.zeros(1, "float32")},
+}
+
+
+def window_state(window: Any) -> dict[str, Any]:
+    return {"optimizer_steps": 0, "skipped_steps": 0, "window": window}
 
 
 ACC_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
@@ -1150,6 +1261,88 @@ ACC_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         lambda: backward(count=paddle.to_tensor([1.0, 2.0])),
         VALUE,
         r"count must be a single number, got a tensor of shape .*\[2\]",
+    ),
+    *(
+        (
+            f"backward-count-tensor-{label}",
+            functools.partial(lambda x: backward(count=paddle.to_tensor([x])), value),
+            VALUE,
+            rf"count must be a finite number >= 0, got count={v(value)} \(a paddle.Tensor\)",
+        )
+        for label, value in [("-5", -5.0), ("nan", math.nan), ("-inf", -math.inf)]
+    ),
+    *(
+        (
+            f"set_state_dict-{key}-{label}",
+            functools.partial(
+                lambda k, x: accumulator().set_state_dict({**window_state(None), k: x}), key, value
+            ),
+            error,
+            rf"state\['{key}'\] must be an integer >= 0, got state\['{key}'\]={v(value)}",
+        )
+        for key in ("optimizer_steps", "skipped_steps")
+        for label, value, error in NON_NEGATIVE_INT
+    ),
+    *(
+        (
+            f"set_state_dict-window-{label}",
+            functools.partial(lambda w: accumulator().set_state_dict(window_state(w)), window),
+            error,
+            match,
+        )
+        for label, window, error, match in [
+            ("str", "window", TYPE, r"state\['window'\] must be None or a dict .*got 'window'"),
+            (
+                "no-grads",
+                {"micro_batches": 1, "count": 2.0, "bad": 0.0},
+                VALUE,
+                r"state\['window'\] lacks the key\(s\) grads",
+            ),
+            (
+                "micro_batches-str",
+                {**WINDOW, "micro_batches": "1"},
+                TYPE,
+                r"state\['window'\]\['micro_batches'\] must be an integer >= 1, got .*='1'",
+            ),
+            (
+                "count-negative",
+                {**WINDOW, "count": -2.0},
+                VALUE,
+                r"state\['window'\]\['count'\] must be a finite number >= 0, got .*=-2.0",
+            ),
+            (
+                "bad-nan",
+                {**WINDOW, "bad": math.nan},
+                VALUE,
+                r"state\['window'\]\['bad'\] must be a finite number >= 0, got .*=nan",
+            ),
+            (
+                "grads-list",
+                {**WINDOW, "grads": [1.0]},
+                TYPE,
+                r"state\['window'\]\['grads'\] must be a dict of parameter name to gradient",
+            ),
+            (
+                "grads-unknown",
+                {**WINDOW, "grads": {"colour": np.zeros(2)}},
+                VALUE,
+                r"the saved window has gradients for unknown parameters \['colour'\]",
+            ),
+            (
+                "grads-shape",
+                {**WINDOW, "grads": {"weight": np.zeros((3, 3), "float32")}},
+                VALUE,
+                r"state\['window'\]\['grads'\]\['weight'\] has shape \(3, 3\), but the "
+                r"parameter has shape \(2, 1\)",
+            ),
+            (
+                "grads-str",
+                {**WINDOW, "grads": {"weight": "x"}},
+                TYPE,
+                r"state\['window'\]\['grads'\]\['weight'\] must be an array of numbers, "
+                r"got 'x'",
+            ),
+        ]
     ),
 ]
 for label, call, error, match in ACC_CASES:

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynbatch import plan_batches, plan_stats
+from dynbatch import MemoryCost, plan_batches, plan_stats
 from dynbatch.cli import main
+from dynbatch.stats import lower_bound_batches
 
 TEXTS = ["好" * n for n in (3, 40, 7, 120, 15, 15, 60, 2, 90, 33)]
 ROW_KEYS = {
@@ -73,7 +74,7 @@ def test_every_input_kind_gives_the_same_numbers(
 ) -> None:
     out = run_json(capsys, str(inputs[kind]), "--max-cost", "20000", *extra)
     lens = np.array([len(t) for t in TEXTS])
-    assert out["lower_bound_batches"] == int(np.ceil((lens**2).sum() / 20000))
+    assert out["lower_bound_batches"] == lower_bound_batches(lens, 20000)
     rows = {r["name"]: r for r in out["rows"]}
     assert set(rows) == {
         "bucket",
@@ -318,3 +319,14 @@ def test_argument_errors_are_one_line_too(capsys, inputs) -> None:
     err = capsys.readouterr().err
     assert err.startswith("dynbatch stats: error: argument --max-cost: invalid float value")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_the_lower_bound_holds_for_a_calibrated_cost(capsys, tmp_path: Path) -> None:
+    """A MemoryCost charges c (and its floor) once per batch: the bound must still hold."""
+    lens = tmp_path / "lens.npy"
+    np.save(lens, np.random.default_rng(0).integers(5, 120, 1000))
+    cost = tmp_path / "calib.json"
+    MemoryCost(c=20.0, a=0.002, b=1e-5).save(cost)
+    out = run_json(capsys, str(lens), "--cost-file", str(cost), "--max-cost", "30")
+    planned = min(r["batches"] for r in out["rows"] if r["name"] != "fixed")
+    assert 0 < out["lower_bound_batches"] <= planned, (out["lower_bound_batches"], planned)

@@ -196,15 +196,25 @@ def test_callable_costs_and_non_monotone_ones() -> None:
     lens = np.random.default_rng(4).integers(1, 50, 200)
     plan = plan_batches(lens, 1000, cost=lambda n, L: n * max(L, 8), order="shuffle")
     assert all(b.size * max(int(lens[b].max()), 8) <= 1000 for b in plan)
-    # a cost that is not monotone in n: 4 samples fit, the 1 left over does not
+    # not monotone in n, and refused when the cost is resolved: a batch of 1 costs more than 2
+    with pytest.raises(ValueError, match=r"must be nondecreasing in n .*cost\(1, 1\)=1e\+09"):
+        plan_batches([10] * 5, 1000, cost=lambda n, L: 1e9 if n == 1 else n * L)
+    # not monotone only at n=5, which the probe skips: 12 samples fit, the 5 left over do not
     with pytest.raises(ValueError, match="not nondecreasing"):
         plan_batches(
-            [10] * 5,
+            [10] * 17,
             1000,
-            cost=lambda n, L: 1e9 if n == 1 else n * L,
+            cost=lambda n, L: 1e9 if n == 5 else n * L,
             order="none",
-            max_batch_size=4,
+            max_batch_size=12,
         )
+
+
+def test_a_cost_that_does_not_grow_is_refused_with_where() -> None:
+    with pytest.raises(dynbatch.InputError, match=r"cost\(2, 1\)=-2\.0"):
+        plan_batches([50] * 1000, 100, cost=lambda n, L: np.where(n > 1, -1.0, 1.0) * n * L)
+    with pytest.raises(dynbatch.InputError, match=r"nondecreasing in L .*cost\(1, 1\)=10 > "):
+        dynbatch.PlanOptions(max_cost=100, cost=lambda n, L: n * (10.0 if L < 2 else 1.0))
 
 
 @pytest.mark.parametrize(

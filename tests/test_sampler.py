@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import paddle
 import pytest
+from deadline import within
 
 import dynbatch
 from dynbatch import DistributedDynamicBatchSampler, DynamicBatchSampler, Pad, Stack, Tuple
@@ -343,3 +344,43 @@ def test_len_during_an_unasked_pass_is_that_pass(ds: Reviews) -> None:
         assert len(sampler) == first, "the pass under way, not the next epoch"
         seen.extend(it)
         assert len(seen) == first
+
+
+def test_drop_last_leaving_no_batch_under_equal_epochs_is_refused_at_construction() -> None:
+    with within(20), pytest.raises(dynbatch.InputError, match=r"drop_last=True leaves no batch"):
+        DynamicBatchSampler(
+            lengths=[2, 2, 5, 4], max_cost=100, cost="linear", drop_last=True, equal_epochs=True
+        )
+
+
+@pytest.mark.parametrize(
+    ("lens", "max_cost", "seed", "replicas"),
+    [([2, 7, 7, 1], 13, 1, 1), ([2, 6, 9, 2, 8], 15, 11, 2)],
+    ids=["one-rank", "two-ranks"],
+)
+def test_equal_epochs_with_drop_last_yield_each_sample_at_most_once(
+    lens: list[int], max_cost: float, seed: int, replicas: int
+) -> None:
+    samplers = [
+        DistributedDynamicBatchSampler(
+            lengths=lens,
+            max_cost=max_cost,
+            cost="linear",
+            order="shuffle",
+            seed=seed,
+            drop_last=True,
+            equal_epochs=True,
+            num_replicas=replicas,
+            rank=r,
+        )
+        for r in range(replicas)
+    ]
+    for epoch in range(10):
+        seen: list[int] = []
+        for s in samplers:
+            s.set_epoch(epoch)
+            batches = list(s)
+            assert len(batches) == len(s), "len() is what iteration yields"
+            assert not s.padding_mask().any(), "no repeat, not even one weighed 0"
+            seen += [i for b in batches for i in b]
+        assert len(seen) == len(set(seen)), f"epoch {epoch}: a sample twice, {seen}"

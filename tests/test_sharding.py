@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from deadline import within
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import planner_args
@@ -199,3 +200,78 @@ def test_a_multiple_larger_than_the_cap_is_refused() -> None:
         ValueError, match="batch_size_multiple=8 can never be met with max_batch_size=4"
     ):
         PlanOptions(max_cost=100, batch_size_multiple=8, max_batch_size=4)
+
+
+def test_equal_epochs_with_no_batch_left_by_drop_last_is_a_named_error() -> None:
+    options = PlanOptions(max_cost=100, cost="linear", drop_last=True, equal_epochs=True)
+    lens = [2, 2, 5, 4]  # one batch holds them all, and drop_last drops it
+    for call in (lambda: equal_batch_count(lens, options), lambda: plan_epoch(lens, options, 0)):
+        with within(20), pytest.raises(dynbatch.InputError, match=r"drop_last=True leaves no"):
+            call()
+
+
+def test_no_batches_cannot_be_split_into_some() -> None:
+    options = PlanOptions(max_cost=100, cost="linear")
+    with within(20), pytest.raises(dynbatch.InputError, match=r"plan has no batch.*num_batches=2"):
+        shard_plan([], [1, 2], 2, num_batches=2, options=options)
+
+
+def real_indices(sp: dynbatch.ShardedPlan) -> np.ndarray:
+    return sp.plan.indices[np.repeat(~sp.is_padding, sp.plan.sizes)]
+
+
+@pytest.mark.parametrize(
+    ("lens", "max_cost", "seed", "replicas"),
+    [([2, 7, 7, 1], 13, 1, 1), ([2, 6, 9, 2, 8], 15, 11, 2)],
+    ids=["one-rank", "two-ranks"],
+)
+def test_equal_epochs_with_drop_last_use_no_sample_twice(
+    lens: list[int], max_cost: float, seed: int, replicas: int
+) -> None:
+    options = PlanOptions(
+        max_cost=max_cost,
+        cost="linear",
+        order="shuffle",
+        seed=seed,
+        drop_last=True,
+        equal_epochs=True,
+    )
+    count = equal_batch_count(lens, options, replicas)
+    for epoch in range(30):
+        sp = plan_epoch(lens, options, epoch, replicas, num_batches=count)
+        assert len(sp.plan) == count, "the same count every epoch"
+        assert not sp.is_padding.any(), "nothing repeated, not even as flagged padding"
+        flat = sp.plan.indices
+        assert np.unique(flat).size == flat.size, f"epoch {epoch}: a sample twice"
+
+
+@given(planner_args(), st.integers(1, 4))
+def test_equal_epochs_never_repeat_a_sample_but_where_documented(args: dict, replicas: int) -> None:
+    """No repeats on one rank ever; on several only where shard_plan itself repeats."""
+    options = options_of(args, drop_last=True, equal_epochs=True)
+    lens = args["lengths"]
+    try:
+        with within(30):
+            count = equal_batch_count(lens, options, replicas)
+            sp = plan_epoch(lens, options, args["epoch"], replicas, num_batches=count)
+    except dynbatch.InputError as exc:  # refused by name: never a hang, never a repeat
+        assert "equal_epochs" in str(exc)
+        return
+    assert len(sp.plan) == count
+    real = real_indices(sp)
+    assert np.unique(real).size == real.size, "no sample twice among the real batches"
+    if sp.is_padding.any():
+        assert replicas > 1, "one rank never repeats"
+        real_sizes = sp.plan.sizes[~sp.is_padding]
+        assert (real_sizes == 1).all(), "repeats only when no batch is left to split"
+
+
+def test_equal_epochs_repeat_only_where_sharding_alone_would() -> None:
+    """Three single-sample batches left by drop_last on two ranks: no draw avoids a repeat,
+    and the repeat is the documented one, as without equal_epochs (not an error)."""
+    options = PlanOptions(max_cost=10, cost="linear", order="none", drop_last=True)
+    lens = [10, 10, 10, 1]  # [0], [1], [2] and [3], which drop_last drops
+    plain = plan_epoch(lens, options, 0, 2)
+    equal = plan_epoch(lens, options.replace(equal_epochs=True), 0, 2)
+    assert equal.plan == plain.plan and equal.is_padding.tolist() == plain.is_padding.tolist()
+    assert int(equal.is_padding.sum()) == 1

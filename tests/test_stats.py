@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from strategies import planner_args
 
-from dynbatch import plan_batches, plan_stats
+from dynbatch import MemoryCost, MixedCost, plan_batches, plan_stats, resolve_cost
+from dynbatch.options import ORDERS
 from dynbatch.stats import batch_table, lower_bound_batches
 
 
@@ -21,8 +23,14 @@ def test_stats_match_a_direct_computation(args: dict) -> None:
     assert s.batches == len(plan) and s.samples == lens.size
     assert s.utilization is not None and 0 < s.utilization <= 1 + 1e-12
     assert s.cost_max <= args["max_cost"]
-    if args["cost"] == "quadratic" and pad == 1:
-        assert s.batches >= lower_bound_batches(lens, args["max_cost"]), "no plan beats the bound"
+    bound = lower_bound_batches(
+        lens,
+        args["max_cost"],
+        cost=args["cost"],
+        pad_to_multiple_of=pad,
+        max_batch_size=args["max_batch_size"],
+    )
+    assert s.batches >= bound, "no plan beats the bound"
 
 
 def test_batch_table_rejects_foreign_indices() -> None:
@@ -35,3 +43,66 @@ def test_batch_table_rejects_foreign_indices() -> None:
 def test_constant_plan_has_zero_variation() -> None:
     s = plan_stats(np.full(64, 10), plan_batches(np.full(64, 10), 16 * 100), max_cost=1600)
     assert s.cost_cv == 0.0 and s.padding_efficiency == 1.0 and s.batch_size_max == 16
+
+
+@pytest.mark.parametrize(
+    ("cost", "max_cost"),
+    [(lambda n, L: 10 + n * L, 2000), (MemoryCost(c=20.0, a=0.002, b=1e-5), 30)],
+    ids=["per-batch-constant", "memory-cost"],
+)
+def test_the_bound_holds_for_a_cost_charged_once_per_batch(cost: object, max_cost: float) -> None:
+    lens = np.random.default_rng(0).integers(5, 120, 1000)
+    bound = lower_bound_batches(lens, max_cost, cost=cost)
+    fewest = min(len(plan_batches(lens, max_cost, cost=cost, order=o)) for o in ORDERS)
+    assert 0 < bound <= fewest, f"bound {bound}, plans of {fewest} batches"
+
+
+def fewest_batches(lens: np.ndarray, max_cost: float, cost: object, cap: int | None) -> int:
+    """The fewest batches of any partition, by dynamic programming over subsets."""
+    n = lens.size
+    fits = np.zeros(1 << n, dtype=bool)
+    for mask in range(1, 1 << n):
+        members = [i for i in range(n) if mask >> i & 1]
+        size = len(members)
+        fits[mask] = (cap is None or size <= cap) and float(
+            cost(size, int(lens[members].max()))  # type: ignore[operator]
+        ) <= max_cost
+    best = np.full(1 << n, n + 1, dtype=np.int64)
+    best[0] = 0
+    for mask in range(1, 1 << n):
+        low = mask & -mask
+        sub = mask
+        while sub:
+            if sub & low and fits[sub]:
+                best[mask] = min(best[mask], best[mask ^ sub] + 1)
+            sub = (sub - 1) & mask
+    return int(best[-1])
+
+
+COSTS = [
+    "linear",
+    "quadratic",
+    MixedCost(1.0, 0.5),
+    lambda n, L: 10 + n * L,
+    lambda n, L: np.maximum(30.0, n * L),
+    MemoryCost(c=5.0, a=1.0, b=0.1, floor=40.0),
+]
+
+
+@given(
+    st.lists(st.integers(1, 30), min_size=1, max_size=8),
+    st.sampled_from(range(len(COSTS))),
+    st.floats(1.0, 6.0),
+    st.none() | st.integers(1, 4),
+)
+def test_the_bound_is_the_fewest_batches_any_plan_can_have(
+    lengths: list[int], which: int, slack: float, cap: int | None
+) -> None:
+    lens, cost = np.array(lengths), COSTS[which]
+    fn = resolve_cost(cost)
+    max_cost = float(fn(1, int(lens.max()))) * slack  # every sample fits alone
+    bound = lower_bound_batches(lens, max_cost, cost=cost, max_batch_size=cap)
+    assert bound == fewest_batches(lens, max_cost, fn, cap), "exact: longest first is optimal"
+    for order in ORDERS:
+        plan = plan_batches(lens, max_cost, cost=cost, order=order, max_batch_size=cap)
+        assert len(plan) >= bound

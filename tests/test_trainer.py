@@ -470,3 +470,19 @@ def test_a_non_finite_loss_stops_training_with_the_step_named(tmp_path: Path) ->
     with pytest.raises(ValueError, match=r"step 3 .*NaN or inf"):
         trainer.train()
     assert rec.optimizer_steps == 2, "the third window raised before the optimizer stepped"
+
+
+@pytest.mark.parametrize(
+    "run", [{"num_train_epochs": 2}, {"max_steps": 5}], ids=["epochs", "steps"]
+)
+def test_a_plan_with_nothing_to_train_is_refused_at_construction(
+    tmp_path: Path, run: dict[str, int]
+) -> None:
+    ds = Reviews(6)  # every sample fits one batch, which drop_last drops
+    with pytest.raises(dynbatch.InputError, match=r"nothing to train: .*drop_last=True"):
+        make_trainer(
+            tmp_path,
+            ds,
+            args=make_args(tmp_path, **run),
+            plan={"max_cost": 1e9, "drop_last": True},
+        )

@@ -368,6 +368,18 @@ def test_a_plain_paddle_sampler_is_refused() -> None:
         )
 
 
+def test_a_window_that_counts_nothing_is_skipped_and_counted() -> None:
+    """Total 0 over all ranks: nothing to average over, so no step (see the accumulator's NOTE)."""
+    model = Bag()
+    before = params(model)
+    acc = GradientAccumulator(model, paddle.optimizer.SGD(0.1, parameters=model.parameters()))
+    ids = paddle.to_tensor(np.ones((2, 3), dtype="int64"))
+    acc.backward(model(ids).sum(), count=paddle.to_tensor([0]))
+    assert acc.skipped_steps == 1 and acc.optimizer_steps == 0 and acc.last_count == 0
+    for k, v in params(model).items():
+        np.testing.assert_array_equal(v, before[k], err_msg="weights untouched")
+
+
 @pytest.mark.parametrize(
     ("loss", "count", "message"),
     [
@@ -377,6 +389,8 @@ def test_a_plain_paddle_sampler_is_refused() -> None:
         ("ok", float("nan"), "count=nan"),
         ("ok", "3", "count must be the number of samples"),
         ("ok", True, "count=True"),
+        ("ok", paddle.to_tensor([-5.0]), r"count=-5.0 \(a paddle.Tensor\)"),
+        ("ok", paddle.to_tensor([float("inf")]), r"count=inf \(a paddle.Tensor\)"),
     ],
 )
 def test_bad_backward_arguments(loss: object, count: object, message: str) -> None:

@@ -589,9 +589,20 @@ def _oversize_line(corpus: Corpus, over: NDArray[Any], options: PlanOptions) -> 
 
 
 def _lower_bound(lengths: NDArray[np.int64], over: NDArray[Any], options: PlanOptions) -> int:
-    """No plan has fewer batches: the bound of the samples that fit, plus one per sample alone."""
+    """No plan has fewer batches (NOTE [ the fewest batches ] in :mod:`dynbatch.stats`): the
+    samples that fit, packed longest first, plus one batch per sample alone."""
     fits = np.delete(lengths, over)
-    bound = lower_bound_batches(fits, options.max_cost, cost=options.cost) if fits.size else 0
+    bound = (
+        lower_bound_batches(
+            fits,
+            options.max_cost,
+            cost=options.cost,
+            pad_to_multiple_of=options.pad_to_multiple_of,
+            max_batch_size=options.max_batch_size,
+        )
+        if fits.size
+        else 0
+    )
     return bound + (int(over.size) if options.oversize == "alone" else 0)
 
 
@@ -650,7 +661,10 @@ def _stats(args: argparse.Namespace) -> None:
             print(note)
         print(format_table(rows))
         alone = " + one per sample over budget" if over.size and options.oversize == "alone" else ""
-        print(f"lower bound on batches (sum of single-sample costs / max_cost{alone}): {bound}")
+        print(
+            "lower bound on batches (no plan has fewer: longest first, each batch filled to "
+            f"the budget{alone}): {bound}"
+        )
     if args.plot:
         _plot(args.plot, lengths, args)
         if not args.json:

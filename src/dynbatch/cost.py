@@ -5,8 +5,9 @@ padded length ``L`` of the batch (its longest sample rounded up to
 ``pad_to_multiple_of``). It must be nondecreasing in both arguments — more
 samples or longer ones never cost less — which is what lets the planner find
 the largest batch that fits by bisection and charge a batch by its longest
-sample. The planner checks every planned batch against the budget, so a cost
-that breaks this rule is reported, never obeyed silently.
+sample. A callable is probed for this when it is resolved (NOTE [ probing a
+callable cost ]) and the planner checks every planned batch against the
+budget, so a cost that breaks this rule is reported, never obeyed silently.
 
 >>> QuadraticCost()(16, 256)
 1048576.0
@@ -161,8 +162,10 @@ def resolve_cost(cost: CostLike) -> Cost:
     """Turn ``"quadratic"``, ``"linear"``, ``"mixed:A,B"`` or a callable into a vectorised cost.
 
     A callable is first tried on arrays; one that only takes scalars is applied
-    element by element. It must return a finite number >= 0 (checked on one
-    probe here; the planner checks every batch it plans against the budget).
+    element by element. It must return a finite number >= 0 at ``(1, 2)``, and a
+    number >= 0 that never decreases in ``n`` or ``L`` on a grid of probes
+    (NOTE [ probing a callable cost ]); the planner checks every batch it plans
+    against the budget.
 
     >>> resolve_cost("linear")(np.array([2, 3]), np.array([10, 10])).tolist()
     [20.0, 30.0]
@@ -198,13 +201,89 @@ def resolve_cost(cost: CostLike) -> Cost:
     if not (math.isfinite(value) and value >= 0):
         raise InputError(f"cost must return a finite number >= 0, but cost(1, 2)={value!r}")
     probe_n, probe_len = np.array([1, 2]), np.array([3, 4])
+    resolved: Cost = _Elementwise(cost)
     try:
         out = np.asarray(cost(probe_n, probe_len))
         if out.shape == (2,) and np.issubdtype(out.dtype, np.number):
-            return cost
+            resolved = cost
     except Exception:
         pass
-    return _Elementwise(cost)
+    _check_grows(cost, resolved)
+    return resolved
+
+
+#: Where a callable cost is probed (NOTE [ probing a callable cost ]): batch sizes and
+#: lengths from 1 to far past any real batch, doubling.
+PROBE_N = np.array([1, 2, 3, *(2**k for k in range(2, 17))], dtype=np.int64)
+PROBE_L = np.array([1, 2, 3, *(2**k for k in range(2, 16))], dtype=np.int64)
+
+
+def _check_grows(cost: Cost, resolved: Cost) -> None:
+    """Refuse a callable cost that is negative, NaN or decreasing at the probed ``(n, L)``.
+
+    NOTE [ probing a callable cost ]
+        The planner finds the largest batch that fits by bisection and
+        charges a batch by its longest sample, which is only right for a
+        cost nondecreasing in ``n`` and in ``L``; it checks every batch it
+        plans against the budget, but a negative cost is always "within"
+        it (``np.where(n > 1, -1, 1) * n * L`` would put 1,000 samples in one
+        batch). So a callable is probed once, when it is resolved, on a grid
+        of ``n`` in :data:`PROBE_N` by ``L`` in :data:`PROBE_L`: every value
+        must be a number >= 0 (inf is allowed: it fits no budget), and no
+        step along ``n`` or along ``L`` may lower it. Points where the cost
+        raises (say, a table that ends at the model's longest length) are
+        left out of the probe rather than refused. A probe is not a proof:
+        a cost that misbehaves between the points is still caught by the
+        planner wherever a planned batch goes over budget.
+    """
+    n_grid, l_grid = np.meshgrid(PROBE_N, PROBE_L, indexing="ij")
+    ok = np.ones(n_grid.shape, dtype=bool)
+    try:
+        values = np.asarray(resolved(n_grid, l_grid), dtype=np.float64)
+        if values.shape != n_grid.shape:
+            raise ValueError("not elementwise")
+    except Exception:  # some points raise, or the function does not broadcast: one by one
+        values = np.zeros(n_grid.shape, dtype=np.float64)
+        for idx in np.ndindex(n_grid.shape):
+            try:
+                out = cost(int(n_grid[idx]), int(l_grid[idx]))
+            except Exception:
+                ok[idx] = False
+                continue
+            if not _is_number(out):
+                raise InputTypeError(
+                    f"cost must return a number for every (n, L), got {out!r} from "
+                    f"cost({n_grid[idx]}, {l_grid[idx]}) (cost={cost!r})"
+                ) from None
+            values[idx] = float(np.asarray(out).reshape(-1)[0])
+    bad = ok & ~(values >= 0)  # negative or NaN
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise InputError(
+            f"cost must return a number >= 0 for every (n, L), but cost({PROBE_N[i]}, "
+            f"{PROBE_L[j]})={values[i, j]!r} (cost={cost!r})"
+        )
+    for axis, name, why in ((0, "n", "more samples"), (1, "L", "longer samples")):
+        _check_axis(cost, values, ok, axis, name, why)
+
+
+def _check_axis(cost: Cost, values: Any, ok: Any, axis: int, name: str, why: str) -> None:
+    """No step along ``axis`` of the probe grid lowers the cost (beyond rounding)."""
+    grid = np.moveaxis(values, axis, 0)
+    valid = np.moveaxis(ok, axis, 0)
+    for col in range(grid.shape[1]):
+        rows = np.flatnonzero(valid[:, col])
+        seq = grid[rows, col]
+        drop = seq[1:] < seq[:-1] * (1 - 1e-9)
+        if drop.any():
+            k = int(np.argmax(drop))
+            a, b = int(rows[k]), int(rows[k + 1])
+            points = [(a, col), (b, col)] if axis == 0 else [(col, a), (col, b)]
+            first, second = ((int(PROBE_N[i]), int(PROBE_L[j])) for i, j in points)
+            raise InputError(
+                f"cost must be nondecreasing in {name} ({why} never cost less), but "
+                f"cost{first}={seq[k]:g} > cost{second}={seq[k + 1]:g} (cost={cost!r})"
+            )
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,11 @@ class PlanOptions:
             ranks the counts are still evened by splitting, never by dropping.
         bucket_width: lengths in one bucket differ by less than this fraction.
         equal_epochs: the same number of batches in every epoch (extra batches
-            come from splitting, never from dropping or repeating).
+            come from splitting, never from dropping or repeating). An epoch that
+            cannot be split to the count (with ``drop_last``: too few samples
+            left) is drawn anew; one that no draw fits, or ``drop_last`` leaving
+            no batch, is an :class:`~dynbatch.InputError` (NOTE [ equal epochs ]
+            in :mod:`dynbatch.sharding`).
         balance: what a data-parallel step's time grows with, to give the
             ranks of a step equal work: ``"tokens"`` (padded tokens n·L),
             ``"cost"`` (the budget's cost) or a callable ``(n, L) -> float``

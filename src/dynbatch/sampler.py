@@ -26,6 +26,7 @@ NOTE [ resume fingerprint ]
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -33,7 +34,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_epochs, check_int, check_lengths
+from ._checks import (
+    InputError,
+    InputTypeError,
+    check_dataset,
+    check_epochs,
+    check_int,
+    check_lengths,
+)
 from ._optional import require
 from .contract import Pass
 from .lengths import compute_lengths
@@ -52,6 +60,24 @@ _STATE_VERSION = 2
 _STATE_KEYS = ("version", "epoch", "position", "num_replicas", "lengths", "options", "plan")
 
 
+def _check_map_style(dataset: Any) -> None:
+    """Refuse an iterable dataset by name: the plan needs every length before the epoch."""
+    hint = (
+        "an iterable dataset (read in order, without len() or [i], such as a "
+        "paddle.io.IterableDataset or a generator) is not supported yet: the planner needs every "
+        "length before the epoch starts, and the DataLoader fetches samples by index. Pass a "
+        "map-style dataset (len() and [i]: a list, or a paddle.io.Dataset), e.g. list(dataset), "
+        "with lengths=... or length_fn=..."
+    )
+    if isinstance(dataset, paddle.io.IterableDataset):
+        raise InputTypeError(
+            f"dataset is a paddle.io.IterableDataset ({type(dataset).__name__}): {hint}"
+        )
+    if not hasattr(dataset, "__len__"):
+        raise InputTypeError(f"dataset has no len() (got a {type(dataset).__name__}): {hint}")
+    check_dataset("dataset", dataset)
+
+
 def _resolve_lengths(
     dataset: Any,
     lengths: Any,
@@ -59,6 +85,8 @@ def _resolve_lengths(
     ref_index: Any,
     cache_path: str | os.PathLike[str] | None,
 ) -> NDArray[np.int64]:
+    if dataset is not None:
+        _check_map_style(dataset)
     if lengths is not None:
         if length_fn is not None or ref_index is not None:
             raise InputError(
@@ -278,18 +306,36 @@ class _Planned:
         missing = [k for k in _STATE_KEYS if k not in state]
         if missing:
             raise InputError(f"not a dynbatch sampler state: missing keys {missing}")
-        if state["version"] != _STATE_VERSION:
+        version = state["version"]
+        if not _is_int(version):
+            raise InputTypeError(
+                f"state['version'] must be the integer {_STATE_VERSION}, got "
+                f"state['version']={version!r} ({type(version).__name__})"
+            )
+        if version != _STATE_VERSION:
             raise InputError(
-                f"sampler state version {state['version']!r} is not {_STATE_VERSION}: it was "
+                f"sampler state version {version!r} is not {_STATE_VERSION}: it was "
                 "saved by another dynbatch release"
             )
         epoch = check_int("state['epoch']", state["epoch"])
         position = check_int("state['position']", state["position"])
-        if state["num_replicas"] != self.num_replicas:
+        replicas = state["num_replicas"]
+        if not _is_int(replicas) or replicas < 1:
+            raise (InputError if _is_int(replicas) else InputTypeError)(
+                f"state['num_replicas'] must be an integer >= 1, got "
+                f"state['num_replicas']={replicas!r} ({type(replicas).__name__})"
+            )
+        if replicas != self.num_replicas:
             raise InputError(
-                f"this sampler state was saved with num_replicas={state['num_replicas']}, "
+                f"this sampler state was saved with num_replicas={int(replicas)}, "
                 f"this sampler has num_replicas={self.num_replicas}"
             )
+        for key in ("lengths", "plan"):
+            if not isinstance(state[key], str):
+                raise InputTypeError(
+                    f"state['{key}'] must be a str (a digest), got state['{key}']="
+                    f"{state[key]!r} ({type(state[key]).__name__})"
+                )
         if state["lengths"] != _lengths_digest(self.lengths):
             raise InputError(
                 "this sampler state was saved for different lengths (another dataset, or "
@@ -304,9 +350,10 @@ class _Planned:
                 f"got {saved!r}"
             )
         differ = [
-            f"{k}: saved {saved.get(k)!r}, here {here[k]!r}"
+            f"{k}: saved {_typed(saved[k], here[k])}, here {_typed(here[k], saved[k])}"
             for k in here
-            if UNDESCRIBED not in (saved[k], here[k]) and saved[k] != here[k]
+            if UNDESCRIBED not in (saved[k], here[k])
+            and (saved[k] != here[k] or isinstance(saved[k], bool) != isinstance(here[k], bool))
         ]
         if differ:
             raise InputError(
@@ -329,6 +376,18 @@ class _Planned:
         self.epoch = epoch
         self._resume = self._yielded = position
         self._advance = False  # the next pass is the loaded epoch
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _typed(value: Any, other: Any) -> str:
+    """``repr(value)``, with its type when ``other``'s type is another (``1`` against ``'1'``)."""
+    kinds = {type(value), type(other)}
+    if len(kinds) == 1 or kinds <= {int, float} or type(None) in kinds:
+        return repr(value)
+    return f"{value!r} ({type(value).__name__})"
 
 
 _SAMPLER_DOC = """

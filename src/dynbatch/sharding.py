@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 
 from ._checks import InputError, InputTypeError, check_batches, check_int, check_lengths
 from .options import PlanOptions, resolve_options
-from .planning import Plan, padded_lengths, plan_draw
+from .planning import Plan, find_oversize, padded_lengths, plan_draw
 from .windows import mix_updates
 
 __all__ = ["ShardedPlan", "equal_batch_count", "plan_epoch", "shard_plan", "step_imbalance"]
@@ -57,6 +57,8 @@ TOLERANCE = 1.05
 MAX_EXTRA_FRACTION = 0.25
 #: Epochs planned to fix the batch count of ``equal_epochs`` (NOTE [ equal epochs ]).
 EQUAL_EPOCH_PROBES = 8
+#: Draws of one epoch tried for ``equal_epochs`` before it is refused (NOTE [ equal epochs ]).
+MAX_DRAWS = 1000
 
 
 class ShardedPlan:
@@ -321,6 +323,10 @@ def _shard(
         return np.asarray(fn(batches.sizes, batches.longest), dtype=np.float64)
 
     target = -(-len(batches) // replicas) * replicas if num_batches is None else num_batches
+    if target and not len(batches):  # nothing to split or repeat: the loop below would not end
+        raise InputError(
+            f"the plan has no batch, so it cannot be made into num_batches={target} batches"
+        )
     while len(batches) < target:
         if not _split_heaviest(batches, work(), target - len(batches), multiple):
             cheapest = np.argsort(work(), kind="stable")[: target - len(batches)]
@@ -408,18 +414,102 @@ def equal_batch_count(lengths: Any, options: PlanOptions, num_replicas: int = 1)
         and code that sizes a learning-rate schedule from ``len(sampler)``
         (paddlenlp's Trainer does) needs one number. The count is fixed as the
         largest over the first few epochs' plans, rounded up to a multiple of
-        ``num_replicas``; an epoch with fewer batches has its heaviest batches
-        split (never breaking the budget, never dropping or repeating), and an
-        epoch with more is drawn anew from ``(seed, epoch, draw)`` until it has
-        no more, so every epoch's plan is still a pure function of
-        ``(seed, epoch)``.
+        ``num_replicas``. An epoch with fewer batches has its heaviest batches
+        split (never breaking the budget, never dropping or repeating). An
+        epoch drawn with more batches, or (``drop_last``) with fewer samples
+        left than the count, so that splitting would run out of batches to
+        split and have to repeat samples, is drawn anew from ``(seed, epoch,
+        draw)`` until it fits, so every epoch's plan is still a pure function
+        of ``(seed, epoch)``. An epoch no draw of :data:`MAX_DRAWS` fits is an
+        :class:`~dynbatch.InputError` naming ``equal_epochs`` (and
+        ``drop_last``), never a repeat: on one rank a sample is never used
+        twice in an epoch. On several ranks the one exception is the one of
+        NOTE [ equal steps without dropping or repeating ]: when there are
+        fewer samples than the count (fewer than ranks, or single-sample
+        batches that do not divide among them), or when no draw avoids it and
+        the draw taken would be padded by :func:`shard_plan` alone (its
+        batches split into single samples that do not divide among the
+        ranks), flagged repeats make it up.
+        ``drop_last`` leaving no batch at all is refused too: no count fits it.
     """
     lens = check_lengths(lengths)
     probes = EQUAL_EPOCH_PROBES if options.random_order else 1
-    most = max(
-        len(plan_draw(lens, options, epoch, shuffle_batches=False)) for epoch in range(probes)
-    )
+    most = 0
+    for epoch in range(probes):
+        plan = plan_draw(lens, options, epoch, shuffle_batches=False)
+        if not len(plan):
+            raise InputError(_no_batch_left(lens.size, options, epoch))
+        most = max(most, len(plan))
     return max(-(-most // num_replicas) * num_replicas, num_replicas)
+
+
+def _no_batch_left(samples: int, options: PlanOptions, epoch: int) -> str:
+    """Why ``equal_epochs`` cannot plan an epoch that ``drop_last`` left empty."""
+    return (
+        f"drop_last=True leaves no batch in epoch {epoch}: all {samples} samples fit in one "
+        f"batch under max_cost={options.max_cost:g}, and drop_last drops it as the batch that "
+        "ended only because the samples ran out; equal_epochs=True needs at least one batch per "
+        "epoch. Pass drop_last=False, or a smaller max_cost"
+    )
+
+
+def _plannable(lens: NDArray[np.int64], options: PlanOptions) -> int:
+    """Samples a plan can hold at most: all but those ``oversize="skip"`` leaves out."""
+    if options.oversize != "skip":
+        return int(lens.size)
+    return int(lens.size - find_oversize(lens, options=options).size)
+
+
+def _draw_for_count(
+    plan: Plan,
+    lens: NDArray[np.int64],
+    options: PlanOptions,
+    epoch: int,
+    num_batches: int,
+    num_replicas: int,
+) -> Plan:
+    """The first draw of ``epoch`` that splits into ``num_batches`` (NOTE [ equal epochs ])."""
+    plannable = _plannable(lens, options)
+    ceiling = max(-(-plannable // num_replicas) * num_replicas, num_replicas)
+    if num_batches > ceiling:
+        raise InputError(
+            f"num_batches={num_batches} is more batches than equal_epochs can make from "
+            f"{plannable} samples on num_replicas={num_replicas} without repeating samples; "
+            f"give at most {ceiling}"
+        )
+    # fewer samples than batches (several ranks only): repeats cannot be avoided
+    need = num_batches if plannable >= num_batches else 0
+    draws = MAX_DRAWS if options.random_order else 1  # the other orders draw the same plan
+    most_kept, fewest = 0, None
+    fallback: Plan | None = None  # a draw even shard_plan would pad: repeats as documented
+    for draw in range(draws):
+        if draw:
+            plan = plan_draw(lens, options, epoch, draw, shuffle_batches=False)
+        kept = int(plan.sizes.sum())
+        if len(plan) <= num_batches and kept >= need:
+            return plan
+        natural = max(-(-len(plan) // num_replicas) * num_replicas, num_replicas)
+        if fallback is None and len(plan) <= num_batches and kept < natural:
+            fallback = plan
+        most_kept = max(most_kept, kept)
+        fewest = len(plan) if fewest is None else min(fewest, len(plan))
+    if fallback is not None:
+        return fallback
+    if most_kept < need:
+        why = (
+            f"with drop_last=True no draw kept {need} samples (at most {most_kept}), so "
+            f"{num_batches} batches would repeat a sample. Pass drop_last=False or "
+            "equal_epochs=False"
+        )
+    else:
+        why = (
+            f"every draw made more batches (at least {fewest}) or kept too few samples. Pass a "
+            "larger num_batches or equal_epochs=False"
+        )
+    raise InputError(
+        f"equal_epochs=True could not plan epoch {epoch} in exactly {num_batches} batches "
+        f"in {draws} draw(s): {why}"
+    )
 
 
 def plan_epoch(
@@ -445,14 +535,11 @@ def plan_epoch(
         num_batches = check_int("num_batches", num_batches, minimum=1)
     plan = plan_draw(lengths, options, epoch, shuffle_batches=False)  # sharding orders them
     if options.equal_epochs:
+        if not len(plan):
+            raise InputError(_no_batch_left(lengths.size, options, epoch))
         if num_batches is None:
             num_batches = equal_batch_count(lengths, options, num_replicas)
-        draw = 0
-        while len(plan) > num_batches:
-            draw += 1
-            if draw > 1000:  # each draw exceeds with probability ~1/9: unreachable in practice
-                raise RuntimeError(f"epoch {epoch} could not be planned in {num_batches} batches")
-            plan = plan_draw(lengths, options, epoch, draw, shuffle_batches=False)
+        plan = _draw_for_count(plan, lengths, options, epoch, num_batches, num_replicas)
     sharded = _shard(
         plan,
         lengths,

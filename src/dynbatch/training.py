@@ -37,6 +37,7 @@ from ._checks import (
     InputTypeError,
     check_choice,
     check_epochs,
+    check_int,
     check_positive_number,
 )
 from ._optional import require
@@ -111,6 +112,18 @@ class GradientAccumulator:
     its windows anew, and a resumed epoch starts where the sampler does.
     ``state_dict()`` holds the open window's gradients, so a checkpoint taken
     in the middle of a window resumes exactly.
+
+    NOTE [ counts on the device ]
+        ``count`` may be a ``paddle.Tensor`` (e.g. the real tokens of a
+        micro-batch, summed on the device). It is checked like a number,
+        finite and >= 0, which reads it on the host: one device sync per
+        micro-batch. A negative count would silently make the window's total
+        wrong (or zero, and the step skipped), so the check is worth the sync;
+        pass a Python number where one is at hand to avoid it. A window whose
+        count totals 0 over all ranks has no real sample to average over
+        (only repeats flagged as padding, or micro-batches of count 0, as when
+        every token is masked): its step is skipped and counted in
+        ``skipped_steps``, like a non-finite one, on every rank alike.
     """
 
     def __init__(
@@ -239,6 +252,12 @@ class GradientAccumulator:
                 raise InputError(
                     f"count must be a single number, got a tensor of shape {count.shape}"
                 )
+            # checked like a number: one read on the host (NOTE [ counts on the device ])
+            value = float(count.astype("float64").numpy().reshape(-1)[0])
+            if not (math.isfinite(value) and value >= 0):
+                raise InputError(
+                    f"count must be a finite number >= 0, got count={value!r} (a paddle.Tensor)"
+                )
             return count.astype("float32").reshape([1])
         if isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Real):
             raise InputTypeError(
@@ -309,14 +328,11 @@ class GradientAccumulator:
                 f"{type(state).__name__}"
             )
         paddle = self.paddle
-        window = state["window"]
         params = dict(self.model.named_parameters())
-        if window is not None:
-            unknown = sorted(set(window["grads"]) - set(params))
-            if unknown:
-                raise InputError(f"the saved window has gradients for unknown parameters {unknown}")
-        self.optimizer_steps = int(state["optimizer_steps"])
-        self.skipped_steps = int(state["skipped_steps"])
+        window = _checked_window(state["window"], params)
+        steps = check_int("state['optimizer_steps']", state["optimizer_steps"])
+        skipped = check_int("state['skipped_steps']", state["skipped_steps"])
+        self.optimizer_steps, self.skipped_steps = steps, skipped
         self.optimizer.clear_grad()
         self.engine.discard()
         if window is None:
@@ -327,7 +343,55 @@ class GradientAccumulator:
             for name, grad in window["grads"].items()
         ]
         no_sync = getattr(self.model, "no_sync", None)
-        with no_sync() if no_sync is not None else contextlib.nullcontext():
-            paddle.add_n(terms).backward()
+        if terms:
+            with no_sync() if no_sync is not None else contextlib.nullcontext():
+                paddle.add_n(terms).backward()
         self.engine.restore_window(window, int(window["micro_batches"]))
         self._carry = True
+
+
+_WINDOW_KEYS = ("micro_batches", "count", "bad", "grads")
+
+
+def _checked_window(window: Any, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A saved open window, checked before anything is changed: keys, numbers, gradient shapes."""
+    name = "state['window']"
+    if window is None:
+        return None
+    if not isinstance(window, Mapping):
+        raise InputTypeError(
+            f"{name} must be None or a dict as GradientAccumulator.state_dict() saves it, got "
+            f"{window!r}"
+        )
+    missing = [k for k in _WINDOW_KEYS if k not in window]
+    if missing:
+        raise InputError(f"{name} lacks the key(s) {', '.join(missing)}")
+    check_int(f"{name}['micro_batches']", window["micro_batches"], minimum=1)
+    for key in ("count", "bad"):
+        value = window[key]
+        wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+        if wrong_type or not (math.isfinite(value) and value >= 0):
+            raise (InputTypeError if wrong_type else InputError)(
+                f"{name}['{key}'] must be a finite number >= 0, got {name}['{key}']={value!r}"
+            )
+    grads = window["grads"]
+    if not isinstance(grads, Mapping):
+        raise InputTypeError(
+            f"{name}['grads'] must be a dict of parameter name to gradient, got {grads!r}"
+        )
+    unknown = sorted(set(grads) - set(params))
+    if unknown:
+        raise InputError(f"the saved window has gradients for unknown parameters {unknown}")
+    for key, grad in grads.items():
+        arr = np.asarray(grad)
+        if arr.dtype == np.bool_ or arr.dtype.kind not in "iuf":
+            raise InputTypeError(
+                f"{name}['grads'][{key!r}] must be an array of numbers, got {grad!r}"
+            )
+        shape = tuple(params[key].shape)
+        if arr.shape != shape:
+            raise InputError(
+                f"{name}['grads'][{key!r}] has shape {arr.shape}, but the parameter has shape "
+                f"{shape}: the window was saved for another model"
+            )
+    return window

@@ -25,7 +25,7 @@ NOTE [ one update engine ]
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,7 +167,7 @@ class ExactMeanUpdate:
         count, loss_sum, bad = (float(x) for x in self._sums.numpy())
         return {"count": count, "loss": loss_sum, "bad": bad}
 
-    def restore_window(self, state: dict[str, Any], micro_batches: int) -> None:
+    def restore_window(self, state: Mapping[str, Any], micro_batches: int) -> None:
         """Reopen a window saved by :meth:`window_state` (its gradients restored by the caller)."""
         values = [float(state["count"]), float(state.get("loss", 0.0)), float(state["bad"])]
         self._sums = self.paddle.to_tensor(values, dtype="float32")

@@ -177,10 +177,18 @@ def train_sampler(
         }
     else:
         plan = {"options": options}
-    return DistributedDynamicBatchSampler(
+    sampler = DistributedDynamicBatchSampler(
         dataset,
         num_replicas=args.dataset_world_size,
         rank=args.dataset_rank,
         **lengths,
         **plan,
     )
+    if not sampler.epoch_plan(0).num_steps:
+        raise InputError(
+            "nothing to train: the plan of epoch 0 has no batch. The samples all fit in one "
+            f"batch under max_cost={sampler.options.max_cost:g}, and drop_last=True drops it as "
+            "the batch that ended only because the samples ran out (every epoch alike). Pass "
+            "drop_last=False, or a smaller max_cost"
+        )
+    return sampler
