@@ -309,7 +309,10 @@ class Epochs:
             must not see the same batches every epoch. Until ``set_epoch`` is
             first called, each new pass over the sampler plans the next epoch
             (the first pass, or the one after ``load_state_dict``, plans the
-            epoch it holds). Once called, ``set_epoch`` alone decides.
+            epoch it holds). Once called, ``set_epoch`` alone decides. A state
+            saved once such a pass is done (every batch yielded, or
+            ``consumed_batches`` all of them) resumes at the next epoch, as the
+            next pass would.
         """
         epoch = check_int("epoch", epoch)
         if epoch != self.epoch or self._advance:
@@ -375,8 +378,6 @@ class Epochs:
         total = self.plan().num_steps
         if consumed_batches is None:
             position = self._yielded if self._pass.epoch == self.epoch else self._resume
-            if self._advance and position >= total:  # auto mode, the pass ran out
-                epoch, position = self._upcoming()
         else:
             position = check_int("consumed_batches", consumed_batches)
             if position > total:
@@ -384,6 +385,8 @@ class Epochs:
                     f"consumed_batches must be in [0, {total}] (batches in epoch {self.epoch}), "
                     f"got consumed_batches={consumed_batches}"
                 )
+        if self._advance and position >= total:  # an unasked pass is done: the next epoch's
+            epoch, position = self._upcoming()
         return {
             "version": _STATE_VERSION,
             "epoch": epoch,
