@@ -48,6 +48,14 @@ def test_planning_and_stats_import_no_paddle(tmp_path: Path) -> None:
         dynbatch.plan_stats([5, 3, 9, 2], plan, cost="linear", max_cost=200)
         dynbatch.shard_plan(plan, [5, 3, 9, 2], 2, max_cost=200, cost="linear")
         dynbatch.Pad()([[1, 2], [3]])
+        from dynbatch.epochs import Epochs
+
+        epochs = Epochs([5, 3, 9, 2], dynbatch.PlanOptions(max_cost=10, cost="linear"), 2)
+        state = epochs.state_dict()
+        assert [i for b in epochs.iterate(1) for i in b], "rank 1 has batches"
+        epochs.load_state_dict(state)
+        epochs.seek(1, 1)
+        assert len(epochs) == epochs.len_for_epochs([1]) - 1
         code = main(["stats", {str(text)!r}, "--max-cost", "100", "--json",
                      "--vocab", {str(vocab)!r}])
         assert code == 0, code
@@ -66,6 +74,10 @@ def test_without_paddle_the_samplers_say_how_to_install_it() -> None:
         sys.modules["paddle"] = None  # as if not installed
         import dynbatch
         dynbatch.plan_batches([5, 3, 9, 2], 200, cost="linear")
+        from dynbatch.epochs import Epochs  # the samplers' state is paddle-free
+
+        epochs = Epochs([5, 3, 9, 2], dynbatch.PlanOptions(max_cost=200, cost="linear"))
+        assert [i for b in epochs.iterate() for i in b] == [3, 1, 0, 2], "a pass without paddle"
         try:
             dynbatch.DynamicBatchSampler
         except ImportError as exc:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from strategies import lengths as lengths_strategy
 
 import dynbatch
-from dynbatch.sharding import plan_epoch
+from dynbatch.epochs import plan_epoch
 from dynbatch.windows import MAX_STRATA, update_ends
 
 

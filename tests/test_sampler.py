@@ -384,3 +384,41 @@ def test_equal_epochs_with_drop_last_yield_each_sample_at_most_once(
             assert not s.padding_mask().any(), "no repeat, not even one weighed 0"
             seen += [i for b in batches for i in b]
         assert len(seen) == len(set(seen)), f"epoch {epoch}: a sample twice, {seen}"
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+@pytest.mark.parametrize("auto", [False, True], ids=["set_epoch", "unasked"])
+def test_a_resumed_sampler_yields_what_an_uninterrupted_one_does(
+    ds: Reviews, replicas: int, auto: bool
+) -> None:
+    from test_epochs import expected, run
+
+    for rank in range(replicas):
+
+        def make(rank: int = rank) -> DistributedDynamicBatchSampler:
+            return DistributedDynamicBatchSampler(
+                ds, lengths=ds.lengths, max_cost=8e4, seed=3, num_replicas=replicas, rank=rank
+            )
+
+        full, _ = run(make, iter, 3, auto)
+        for cut in ((0, 2), (1, len(full[1][1]))):
+            for consumed in (True, False):
+                _, after = run(make, iter, 3, auto, cut, consumed)
+                want = expected(full, cut, 3)
+                if auto:  # one pass per epoch left: no empty pass first, the last is extra
+                    assert after[: len(want)] == want, f"rank {rank}, cut at {cut}"
+                else:
+                    assert [p for p in after if p[1]] == want, f"rank {rank}, cut at {cut}"
+
+
+def test_the_samplers_run_paddles_init(ds: Reviews) -> None:
+    single = DynamicBatchSampler(lengths=ds.lengths, max_cost=8 * 100**2, max_batch_size=16)
+    assert (single.batch_size, single.drop_last, single.shuffle) == (16, False, True)
+    assert single.dataset is None and single.epoch == 0
+    shared = DistributedDynamicBatchSampler(
+        ds, lengths=ds.lengths, max_cost=8 * 100**2, order="ascending", num_replicas=3, rank=2
+    )
+    assert (shared.nranks, shared.local_rank, shared.shuffle) == (3, 2, False)
+    assert shared.dataset is ds and shared.num_samples == -(-len(ds) // 3)
+    shared.set_epoch(4)
+    assert shared.epoch == 4 and shared.current_pass().epoch == 4

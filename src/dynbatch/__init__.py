@@ -15,6 +15,7 @@ from ._checks import InputError, InputTypeError
 from .collate import Dict, Pad, Stack, Tuple
 from .contract import Pass, PlanSource
 from .cost import LinearCost, MixedCost, QuadraticCost, WithinBudgets, resolve_cost
+from .epochs import plan_epoch
 from .lengths import compute_lengths
 from .memory import (
     CalibrationError,
@@ -27,7 +28,7 @@ from .memory import (
 from .options import PlanOptions
 from .planning import Plan, find_oversize, plan_batches
 from .recipes import fill_device, like_fixed
-from .sharding import ShardedPlan, plan_epoch, shard_plan
+from .sharding import ShardedPlan, shard_plan
 from .stats import PlanStats, plan_stats
 from .training import GradientAccumulator, scale_lr
 

@@ -93,7 +93,7 @@ class PlanOptions:
             cannot be split to the count (with ``drop_last``: too few samples
             left) is drawn anew; one that no draw fits, or ``drop_last`` leaving
             no batch, is an :class:`~dynbatch.InputError` (NOTE [ equal epochs ]
-            in :mod:`dynbatch.sharding`).
+            in :mod:`dynbatch.epochs`).
         balance: what a data-parallel step's time grows with, to give the
             ranks of a step equal work: ``"tokens"`` (padded tokens n·L),
             ``"cost"`` (the budget's cost) or a callable ``(n, L) -> float``

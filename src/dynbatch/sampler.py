@@ -1,32 +1,12 @@
-"""Paddle batch samplers over :func:`~dynbatch.plan_batches`: the adapters that import paddle.
+"""Paddle batch samplers over :class:`~dynbatch.epochs.Epochs`: the adapters that import paddle.
 
-NOTE [ prefetch and resume ]
-    ``paddle.io.DataLoader`` calls ``iter(batch_sampler)`` before training
-    starts and keeps ``prefetch_factor * num_workers`` batches in flight, so
-    the number of batches the sampler has *yielded* runs ahead of the number
-    training has *finished*. ``state_dict()`` alone records what was yielded,
-    which would skip the prefetched batches on resume. Pass
-    ``state_dict(consumed_batches=k)``, where ``k`` counts the batches of the
-    current epoch your loop finished (including any it had before a resume),
-    and the restarted run yields exactly the batches after those ``k``:
-    none lost, none repeated. Resuming costs one planning call, never a replay
-    of the data.
-
-NOTE [ resume fingerprint ]
-    A saved state must only load into a sampler that plans the same batches,
-    else the resumed run silently trains on the wrong samples. The state keeps
-    a digest of the lengths, every option (normalised, so ``1048576`` and
-    ``1048576.0``, or a seed given as ``np.int64``, are the same option) and a
-    digest of the saved epoch's plan itself. The options say *what* differs in
-    the error message; the plan digest is the final word, and covers what
-    cannot be described faithfully, such as a cost given as a lambda (two
-    lambdas share a name whatever their bodies).
+Each sampler is a cursor: the plans, passes and resume state (NOTE [ prefetch
+and resume ], NOTE [ resume fingerprint ]) live in :mod:`dynbatch.epochs`; the
+sampler adds its rank and paddle's base class, whose ``__init__`` runs.
 """
 
 from __future__ import annotations
 
-import hashlib
-import numbers
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -38,26 +18,22 @@ from ._checks import (
     InputError,
     InputTypeError,
     check_dataset,
-    check_epochs,
     check_int,
     check_lengths,
 )
 from ._optional import require
 from .contract import Pass
+from .epochs import Epochs
 from .lengths import compute_lengths
-from .options import UNDESCRIBED, PlanOptions, resolve_options
+from .options import PlanOptions, resolve_options
 from .planning import Plan
 from .recipes import like_fixed
-from .sharding import ShardedPlan, equal_batch_count, plan_epoch
-from .windows import optimizer_steps
+from .sharding import ShardedPlan
 
 paddle = require("paddle", "dynbatch's samplers")
 from paddle.io import BatchSampler, DistributedBatchSampler  # noqa: E402
 
 __all__ = ["DistributedDynamicBatchSampler", "DynamicBatchSampler"]
-
-_STATE_VERSION = 2
-_STATE_KEYS = ("version", "epoch", "position", "num_replicas", "lengths", "options", "plan")
 
 
 def _check_map_style(dataset: Any) -> None:
@@ -110,21 +86,20 @@ def _resolve_lengths(
     return compute_lengths(dataset, length_fn=length_fn, ref_index=ref_index, cache_path=cache_path)
 
 
-def _lengths_digest(lengths: NDArray[np.int64]) -> str:
-    return hashlib.blake2b(lengths.tobytes(), digest_size=16).hexdigest()
+class _Cursor:
+    """What both samplers share: a cursor over an :class:`~dynbatch.epochs.Epochs`.
 
-
-class _Planned:
-    """What both samplers share: options, the per-epoch plan, passes, resume state.
-
-    Implements :class:`~dynbatch.contract.PlanSource`.
+    The plans, passes and resume state are the ``Epochs``'; the samplers add
+    the rank, paddle's base class and its attribute names. Implements
+    :class:`~dynbatch.contract.PlanSource`.
     """
 
     num_replicas: int
     rank: int
     batch_size: Any  # paddle's is an int; ours is max_batch_size, which may be None
+    _epochs: Epochs
 
-    def _setup(
+    def _plan(
         self,
         dataset: Any,
         lengths: Any,
@@ -134,8 +109,8 @@ class _Planned:
         options: PlanOptions | None,
         batch_size: int | None,
         shortcuts: dict[str, Any],
-    ) -> None:
-        self.dataset = dataset
+    ) -> PlanOptions:
+        """Resolve the lengths and options and plan epoch 0; the options paddle's base reads."""
         self.lengths = _resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
         if batch_size is not None:
             if options is not None:
@@ -154,6 +129,7 @@ class _Planned:
             )
             shortcuts = {}
         self.options = opts = resolve_options(options, shortcuts, type(self).__name__)
+        self._epochs = Epochs(self.lengths, opts, self.num_replicas)
         # the options under the names paddle code reads (never assigned again)
         self.max_cost, self.cost, self.seed, self.order = (
             opts.max_cost,
@@ -161,33 +137,27 @@ class _Planned:
             opts.seed,
             opts.order,
         )
-        self.drop_last, self.shuffle = opts.drop_last, opts.random_order
+        return opts
+
+    def _name_for_paddle(self, dataset: Any, opts: PlanOptions) -> None:
+        """After paddle's ``__init__``: its attributes say what this sampler does."""
+        self.dataset = dataset
         self.batch_size = opts.max_batch_size
-        self.epoch = 0
-        self._auto_epoch = True  # until set_epoch: NOTE [ a new epoch each pass ]
-        self._advance = False  # the next pass plans the next epoch (auto mode only)
-        self._resume = 0  # the batch the next iteration of self.epoch starts at
-        self._yielded = 0  # batches of the current pass handed out so far (absolute position)
-        self._pass = Pass(epoch=0, start=0, serial=0)
-        self._plans: dict[int, ShardedPlan] = {}
-        self._count: int | None = None  # the batch count of every epoch, with equal_epochs
-        self.epoch_plan(0)  # plans now: bad options fail here, not at the first batch
+        self.drop_last, self.shuffle = opts.drop_last, opts.random_order
+
+    @property
+    def epoch(self) -> int:
+        """The epoch planned (or under way); ``set_epoch`` chooses it."""
+        return self._epochs.epoch
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:  # paddle's __init__ sets 0
+        self._epochs.epoch = check_int("epoch", epoch)
 
     # -- the contract (dynbatch.contract.PlanSource) -----------------------------------------
     def epoch_plan(self, epoch: int | None = None) -> ShardedPlan:
         """Every rank's batches of ``epoch`` (default: the current one), step-major."""
-        epoch = self.epoch if epoch is None else check_int("epoch", epoch)
-        cached = self._plans.get(epoch)
-        if cached is None:
-            if self.options.equal_epochs and self._count is None:
-                self._count = equal_batch_count(self.lengths, self.options, self.num_replicas)
-            cached = plan_epoch(
-                self.lengths, self.options, epoch, self.num_replicas, num_batches=self._count
-            )
-            if len(self._plans) >= 2:  # the current epoch and one more (a look-ahead)
-                self._plans.pop(next(iter(self._plans)))
-            self._plans[epoch] = cached
-        return cached
+        return self._epochs.plan(epoch)
 
     def batches(self, epoch: int | None = None) -> Plan:
         """This rank's planned batches for ``epoch`` (default: the current one), in order."""
@@ -199,14 +169,11 @@ class _Planned:
 
     def current_pass(self) -> Pass:
         """The iteration under way (the last one begun); before any, the one the next will be."""
-        if self._pass.serial == 0:
-            epoch, start = self._upcoming()
-            return Pass(epoch=epoch, start=start, serial=0)
-        return self._pass
+        return self._epochs.current_pass()
 
     def len_for_epochs(self, epochs: Iterable[int]) -> int:
         """Batches this rank yields over ``epochs`` (e.g. ``range(E)``): exact, for schedules."""
-        return sum(self._plan_for(e).num_steps for e in check_epochs(epochs))
+        return self._epochs.len_for_epochs(epochs)
 
     def steps_for_epochs(self, epochs: Iterable[int]) -> int:
         """Optimizer updates over ``epochs`` (e.g. ``range(E)``), for the LR schedule.
@@ -214,180 +181,37 @@ class _Planned:
         The plan's updates (``options.update_size``), or one per batch. Needs
         no optimizer, so the schedule can be made before it.
         """
-        return sum(optimizer_steps(self._plan_for(e), self.lengths) for e in check_epochs(epochs))
-
-    def _plan_for(self, epoch: int) -> ShardedPlan:
-        """``epoch``'s plan, cached or not (sizing a run must not evict the epochs in use)."""
-        sharded = self._plans.get(epoch)
-        if sharded is None:
-            sharded = plan_epoch(
-                self.lengths, self.options, epoch, self.num_replicas, num_batches=self._count
-            )
-        return sharded
+        return self._epochs.steps_for_epochs(epochs)
 
     # -- paddle's sampler interface --------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        """Plan the given epoch next. Keeps a resume position loaded for that same epoch.
+        """Plan the given epoch next (NOTE [ a new epoch each pass ] in :mod:`dynbatch.epochs`).
 
-        NOTE [ a new epoch each pass ]
-            ``paddle.io.BatchSampler(shuffle=True)`` gives a new order every
-            pass without being asked, so a loop that never calls ``set_epoch``
-            must not see the same batches every epoch. Until ``set_epoch`` is
-            first called, each new pass over the sampler plans the next epoch
-            (the first pass, or the one after ``load_state_dict``, plans the
-            epoch it holds). Once called, ``set_epoch`` alone decides.
+        Keeps a resume position loaded for that same epoch.
         """
-        epoch = check_int("epoch", epoch)
-        if epoch != self.epoch or self._advance:
-            self._resume = 0
-        self.epoch = epoch
-        self._auto_epoch = self._advance = False
-
-    def _upcoming(self) -> tuple[int, int]:
-        """The epoch the next pass plans and the batch it starts at."""
-        if self._advance:
-            return self.epoch + 1, 0
-        return self.epoch, self._resume
+        self._epochs.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[list[int]]:
-        self.epoch, self._resume = self._upcoming()
-        self._advance = self._auto_epoch
-        epoch = self.epoch
-        indices, offsets = self.batches(epoch).lists()
-        start, self._resume = self._resume, 0
-        self._pass = Pass(epoch=epoch, start=start, serial=self._pass.serial + 1)
-        self._yielded = start
-        for k in range(start, len(offsets) - 1):
-            self._yielded = k + 1
-            yield indices[offsets[k] : offsets[k + 1]]
+        return self._epochs.iterate(self.rank)
 
     def __len__(self) -> int:
-        total = self._plan_for(self.epoch).num_steps
-        if self._advance and self._pass.serial and self._yielded < total:
-            return total - self._pass.start  # a pass under way: its own length
-        epoch, start = self._upcoming()
-        return self._plan_for(epoch).num_steps - start
+        return len(self._epochs)
 
-    # -- resume -----------------------------------------------------------------------------------
+    # -- resume (NOTE [ prefetch and resume ] in dynbatch.epochs) ------------------------------
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
-        """Where this epoch stands; see NOTE [ prefetch and resume ] for ``consumed_batches``."""
-        epoch = self.epoch
-        total = self.epoch_plan().num_steps
-        if consumed_batches is None:
-            position = self._yielded if self._pass.epoch == self.epoch else self._resume
-            if self._advance and position >= total:  # auto mode, the pass ran out
-                epoch, position = self._upcoming()
-        else:
-            position = check_int("consumed_batches", consumed_batches)
-            if position > total:
-                raise InputError(
-                    f"consumed_batches must be in [0, {total}] (batches in epoch {self.epoch}), "
-                    f"got consumed_batches={consumed_batches}"
-                )
-        return {
-            "version": _STATE_VERSION,
-            "epoch": epoch,
-            "position": position,
-            "num_replicas": self.num_replicas,
-            "lengths": _lengths_digest(self.lengths),
-            "options": self.options.fingerprint(),
-            "plan": self.epoch_plan(epoch).digest(),
-        }
+        """Where this epoch stands; ``consumed_batches``: the batches training finished."""
+        return self._epochs.state_dict(consumed_batches)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume: the next iteration yields epoch ``state["epoch"]`` after ``position`` batches.
 
         Everything is checked before anything is changed (NOTE [ resume fingerprint ]).
         """
-        if not isinstance(state, Mapping):
-            raise InputTypeError(
-                f"state must be the dict that state_dict() returned, got {type(state).__name__}"
-            )
-        missing = [k for k in _STATE_KEYS if k not in state]
-        if missing:
-            raise InputError(f"not a dynbatch sampler state: missing keys {missing}")
-        version = state["version"]
-        if not _is_int(version):
-            raise InputTypeError(
-                f"state['version'] must be the integer {_STATE_VERSION}, got "
-                f"state['version']={version!r} ({type(version).__name__})"
-            )
-        if version != _STATE_VERSION:
-            raise InputError(
-                f"sampler state version {version!r} is not {_STATE_VERSION}: it was "
-                "saved by another dynbatch release"
-            )
-        epoch = check_int("state['epoch']", state["epoch"])
-        position = check_int("state['position']", state["position"])
-        replicas = state["num_replicas"]
-        if not _is_int(replicas) or replicas < 1:
-            raise (InputError if _is_int(replicas) else InputTypeError)(
-                f"state['num_replicas'] must be an integer >= 1, got "
-                f"state['num_replicas']={replicas!r} ({type(replicas).__name__})"
-            )
-        if replicas != self.num_replicas:
-            raise InputError(
-                f"this sampler state was saved with num_replicas={int(replicas)}, "
-                f"this sampler has num_replicas={self.num_replicas}"
-            )
-        for key in ("lengths", "plan"):
-            if not isinstance(state[key], str):
-                raise InputTypeError(
-                    f"state['{key}'] must be a str (a digest), got state['{key}']="
-                    f"{state[key]!r} ({type(state[key]).__name__})"
-                )
-        if state["lengths"] != _lengths_digest(self.lengths):
-            raise InputError(
-                "this sampler state was saved for different lengths (another dataset, or "
-                "lengths measured differently): resuming from it would feed the wrong samples"
-            )
-        saved, here = state["options"], self.options.fingerprint()
-        if not isinstance(saved, Mapping):
-            raise InputTypeError(f"state['options'] must be a dict, got {saved!r}")
-        if set(saved) != set(here):
-            raise InputError(
-                f"state['options'] must hold every option ({', '.join(sorted(here))}), "
-                f"got {saved!r}"
-            )
-        differ = [
-            f"{k}: saved {_typed(saved[k], here[k])}, here {_typed(here[k], saved[k])}"
-            for k in here
-            if UNDESCRIBED not in (saved[k], here[k])
-            and (saved[k] != here[k] or isinstance(saved[k], bool) != isinstance(here[k], bool))
-        ]
-        if differ:
-            raise InputError(
-                "this sampler state was saved with other options, so the plan differs: "
-                + "; ".join(differ)
-                + ". Build the sampler with the options of the saved run."
-            )
-        sharded = self.epoch_plan(epoch)
-        if state["plan"] != sharded.digest():
-            raise InputError(
-                f"this sampler state was saved for another plan of epoch {epoch} (a custom cost "
-                "or balance function, or the planner, changed): resuming from it would feed the "
-                "wrong samples. Build the sampler exactly as in the saved run."
-            )
-        total = sharded.num_steps
-        if position > total:
-            raise InputError(
-                f"state['position']={position} is past the {total} batches of epoch {epoch}"
-            )
-        self.epoch = epoch
-        self._resume = self._yielded = position
-        self._advance = False  # the next pass is the loaded epoch
+        self._epochs.load_state_dict(state)
 
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
-def _typed(value: Any, other: Any) -> str:
-    """``repr(value)``, with its type when ``other``'s type is another (``1`` against ``'1'``)."""
-    kinds = {type(value), type(other)}
-    if len(kinds) == 1 or kinds <= {int, float} or type(None) in kinds:
-        return repr(value)
-    return f"{value!r} ({type(value).__name__})"
+    def seek(self, epoch: int, position: int = 0) -> None:
+        """``set_epoch(epoch)``, the next pass starting after ``position`` batches: no checks."""
+        self._epochs.seek(epoch, position)
 
 
 _SAMPLER_DOC = """
@@ -411,7 +235,7 @@ _SAMPLER_DOC = """
 """
 
 
-class DynamicBatchSampler(_Planned, BatchSampler):
+class DynamicBatchSampler(_Cursor, BatchSampler):
     """A ``paddle.io.BatchSampler`` whose batches fit a cost budget instead of a fixed size.
 
     ``len(sampler)`` is exact before the first iteration, and
@@ -433,14 +257,21 @@ class DynamicBatchSampler(_Planned, BatchSampler):
         **shortcuts: Any,
     ) -> None:
         self.num_replicas, self.rank = 1, 0
-        self._setup(
+        opts = self._plan(
             dataset, lengths, length_fn, ref_index, cache_path, options, batch_size, shortcuts
         )
+        BatchSampler.__init__(  # the indices stand in for a dataset given as lengths alone
+            self,
+            dataset=range(self.lengths.size) if dataset is None else dataset,
+            batch_size=opts.max_batch_size or 1,
+            drop_last=opts.drop_last,
+        )
+        self._name_for_paddle(dataset, opts)
 
     __init__.__doc__ = _SAMPLER_DOC
 
 
-class DistributedDynamicBatchSampler(_Planned, DistributedBatchSampler):
+class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
     """:class:`DynamicBatchSampler` for data-parallel training: each rank gets its share.
 
     Every rank yields the same number of batches and, step by step, batches of
@@ -476,7 +307,16 @@ class DistributedDynamicBatchSampler(_Planned, DistributedBatchSampler):
         self.rank = check_int("rank", rank)
         if self.rank >= self.num_replicas:
             raise InputError(f"rank must be in [0, {self.num_replicas - 1}], got rank={rank}")
-        self.nranks, self.local_rank = self.num_replicas, self.rank  # paddle's names
-        self._setup(
+        opts = self._plan(
             dataset, lengths, length_fn, ref_index, cache_path, options, batch_size, shortcuts
         )
+        DistributedBatchSampler.__init__(  # sets nranks, local_rank, epoch (0): paddle's names
+            self,
+            range(self.lengths.size) if dataset is None else dataset,
+            opts.max_batch_size or 1,
+            num_replicas=self.num_replicas,
+            rank=self.rank,
+            shuffle=opts.random_order,
+            drop_last=opts.drop_last,
+        )
+        self._name_for_paddle(dataset, opts)

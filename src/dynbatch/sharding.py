@@ -46,19 +46,14 @@ from numpy.typing import NDArray
 
 from ._checks import InputError, InputTypeError, check_batches, check_int, check_lengths
 from .options import PlanOptions, resolve_options
-from .planning import Plan, find_oversize, padded_lengths, plan_draw
-from .windows import mix_updates
+from .planning import Plan, padded_lengths
 
-__all__ = ["ShardedPlan", "equal_batch_count", "plan_epoch", "shard_plan", "step_imbalance"]
+__all__ = ["ShardedPlan", "shard_plan", "step_imbalance"]
 
 #: Stop splitting for balance when the slowest rank over the mean, summed over the epoch,
 #: is at most this, or when splits have added this fraction of batches.
 TOLERANCE = 1.05
 MAX_EXTRA_FRACTION = 0.25
-#: Epochs planned to fix the batch count of ``equal_epochs`` (NOTE [ equal epochs ]).
-EQUAL_EPOCH_PROBES = 8
-#: Draws of one epoch tried for ``equal_epochs`` before it is refused (NOTE [ equal epochs ]).
-MAX_DRAWS = 1000
 
 
 class ShardedPlan:
@@ -298,10 +293,10 @@ def shard_plan(
                 f"num_batches must be a multiple of num_replicas={replicas} and at least the "
                 f"plan's {len(plan)} batches, got num_batches={num_batches}"
             )
-    return _shard(plan, lens, replicas, epoch, num_batches, tolerance, opts)
+    return shard_checked(plan, lens, replicas, epoch, num_batches, tolerance, opts)
 
 
-def _shard(
+def shard_checked(
     plan: Plan,
     lens: NDArray[np.int64],
     replicas: int,
@@ -404,150 +399,3 @@ def _check_tolerance(tolerance: Any) -> None:
             "tolerance must be a number >= 1 (the summed slowest-rank work over the mean; inf "
             f"never splits), got tolerance={tolerance!r}"
         )
-
-
-def equal_batch_count(lengths: Any, options: PlanOptions, num_replicas: int = 1) -> int:
-    """The batch count every epoch gets under ``equal_epochs`` (NOTE [ equal epochs ]).
-
-    NOTE [ equal epochs ]
-        Random orders give a slightly different number of batches each epoch,
-        and code that sizes a learning-rate schedule from ``len(sampler)``
-        (paddlenlp's Trainer does) needs one number. The count is fixed as the
-        largest over the first few epochs' plans, rounded up to a multiple of
-        ``num_replicas``. An epoch with fewer batches has its heaviest batches
-        split (never breaking the budget, never dropping or repeating). An
-        epoch drawn with more batches, or (``drop_last``) with fewer samples
-        left than the count, so that splitting would run out of batches to
-        split and have to repeat samples, is drawn anew from ``(seed, epoch,
-        draw)`` until it fits, so every epoch's plan is still a pure function
-        of ``(seed, epoch)``. An epoch no draw of :data:`MAX_DRAWS` fits is an
-        :class:`~dynbatch.InputError` naming ``equal_epochs`` (and
-        ``drop_last``), never a repeat: on one rank a sample is never used
-        twice in an epoch. On several ranks the one exception is the one of
-        NOTE [ equal steps without dropping or repeating ]: when there are
-        fewer samples than the count (fewer than ranks, or single-sample
-        batches that do not divide among them), or when no draw avoids it and
-        the draw taken would be padded by :func:`shard_plan` alone (its
-        batches split into single samples that do not divide among the
-        ranks), flagged repeats make it up.
-        ``drop_last`` leaving no batch at all is refused too: no count fits it.
-    """
-    lens = check_lengths(lengths)
-    probes = EQUAL_EPOCH_PROBES if options.random_order else 1
-    most = 0
-    for epoch in range(probes):
-        plan = plan_draw(lens, options, epoch, shuffle_batches=False)
-        if not len(plan):
-            raise InputError(_no_batch_left(lens.size, options, epoch))
-        most = max(most, len(plan))
-    return max(-(-most // num_replicas) * num_replicas, num_replicas)
-
-
-def _no_batch_left(samples: int, options: PlanOptions, epoch: int) -> str:
-    """Why ``equal_epochs`` cannot plan an epoch that ``drop_last`` left empty."""
-    return (
-        f"drop_last=True leaves no batch in epoch {epoch}: all {samples} samples fit in one "
-        f"batch under max_cost={options.max_cost:g}, and drop_last drops it as the batch that "
-        "ended only because the samples ran out; equal_epochs=True needs at least one batch per "
-        "epoch. Pass drop_last=False, or a smaller max_cost"
-    )
-
-
-def _plannable(lens: NDArray[np.int64], options: PlanOptions) -> int:
-    """Samples a plan can hold at most: all but those ``oversize="skip"`` leaves out."""
-    if options.oversize != "skip":
-        return int(lens.size)
-    return int(lens.size - find_oversize(lens, options=options).size)
-
-
-def _draw_for_count(
-    plan: Plan,
-    lens: NDArray[np.int64],
-    options: PlanOptions,
-    epoch: int,
-    num_batches: int,
-    num_replicas: int,
-) -> Plan:
-    """The first draw of ``epoch`` that splits into ``num_batches`` (NOTE [ equal epochs ])."""
-    plannable = _plannable(lens, options)
-    ceiling = max(-(-plannable // num_replicas) * num_replicas, num_replicas)
-    if num_batches > ceiling:
-        raise InputError(
-            f"num_batches={num_batches} is more batches than equal_epochs can make from "
-            f"{plannable} samples on num_replicas={num_replicas} without repeating samples; "
-            f"give at most {ceiling}"
-        )
-    # fewer samples than batches (several ranks only): repeats cannot be avoided
-    need = num_batches if plannable >= num_batches else 0
-    draws = MAX_DRAWS if options.random_order else 1  # the other orders draw the same plan
-    most_kept, fewest = 0, None
-    fallback: Plan | None = None  # a draw even shard_plan would pad: repeats as documented
-    for draw in range(draws):
-        if draw:
-            plan = plan_draw(lens, options, epoch, draw, shuffle_batches=False)
-        kept = int(plan.sizes.sum())
-        if len(plan) <= num_batches and kept >= need:
-            return plan
-        natural = max(-(-len(plan) // num_replicas) * num_replicas, num_replicas)
-        if fallback is None and len(plan) <= num_batches and kept < natural:
-            fallback = plan
-        most_kept = max(most_kept, kept)
-        fewest = len(plan) if fewest is None else min(fewest, len(plan))
-    if fallback is not None:
-        return fallback
-    if most_kept < need:
-        why = (
-            f"with drop_last=True no draw kept {need} samples (at most {most_kept}), so "
-            f"{num_batches} batches would repeat a sample. Pass drop_last=False or "
-            "equal_epochs=False"
-        )
-    else:
-        why = (
-            f"every draw made more batches (at least {fewest}) or kept too few samples. Pass a "
-            "larger num_batches or equal_epochs=False"
-        )
-    raise InputError(
-        f"equal_epochs=True could not plan epoch {epoch} in exactly {num_batches} batches "
-        f"in {draws} draw(s): {why}"
-    )
-
-
-def plan_epoch(
-    lengths: Any,
-    options: PlanOptions,
-    epoch: int,
-    num_replicas: int = 1,
-    *,
-    num_batches: int | None = None,
-) -> ShardedPlan:
-    """Every rank's batches for ``epoch``: plan, then shard (``num_batches`` for equal epochs).
-
-    >>> sp = plan_epoch([3, 1, 4, 1, 5, 9, 2, 6], PlanOptions(max_cost=20, cost="linear"), 0, 2)
-    >>> sp.num_steps, sorted(sp.plan.indices.tolist())
-    (2, [0, 1, 2, 3, 4, 5, 6, 7])
-    """
-    lengths = check_lengths(lengths)
-    if not isinstance(options, PlanOptions):
-        raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
-    epoch = check_int("epoch", epoch)
-    num_replicas = check_int("num_replicas", num_replicas, minimum=1)
-    if num_batches is not None:
-        num_batches = check_int("num_batches", num_batches, minimum=1)
-    plan = plan_draw(lengths, options, epoch, shuffle_batches=False)  # sharding orders them
-    if options.equal_epochs:
-        if not len(plan):
-            raise InputError(_no_batch_left(lengths.size, options, epoch))
-        if num_batches is None:
-            num_batches = equal_batch_count(lengths, options, num_replicas)
-        plan = _draw_for_count(plan, lengths, options, epoch, num_batches, num_replicas)
-    sharded = _shard(
-        plan,
-        lengths,
-        num_replicas,
-        epoch,
-        num_batches if options.equal_epochs else None,
-        TOLERANCE,
-        options,
-        owned=True,  # planned here, seen by no one else
-    )
-    return sharded if options.update_size is None else mix_updates(sharded, lengths, options, epoch)

@@ -27,10 +27,10 @@ from ._checks import (
     check_positive_number,
 )
 from .cost import CostLike, resolve_cost
+from .epochs import plan_epoch
 from .options import ORDERS, PlanOptions
 from .planning import Plan, batch_capacity, find_oversize, padded_lengths
 from .recipes import like_fixed
-from .sharding import plan_epoch
 from .windows import optimizer_steps
 
 __all__ = [

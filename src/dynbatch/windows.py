@@ -172,7 +172,7 @@ def mix_updates(
     See NOTE [ mixed updates ]. Two updates of two steps each, every update
     one step of short samples and one of long:
 
-    >>> from dynbatch.sharding import plan_epoch
+    >>> from dynbatch.epochs import plan_epoch
     >>> lengths = np.array([1, 1, 2, 2, 3, 3, 4, 4])
     >>> opts = PlanOptions(max_cost=8, cost="linear", max_batch_size=2, update_size=4)
     >>> sp = plan_epoch(lengths, opts, epoch=0)

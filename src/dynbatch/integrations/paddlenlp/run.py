@@ -33,6 +33,7 @@ from paddlenlp.trainer import TrainerCallback
 from paddlenlp.trainer.trainer_utils import IntervalStrategy
 
 from ..._checks import InputError, InputTypeError
+from ...epochs import Recent
 from ...options import PlanOptions
 from ...sampler import DistributedDynamicBatchSampler
 from ...stats import batch_table
@@ -100,26 +101,23 @@ class RunPlan:
         self.sampler, self.unit = sampler, unit
         self.micro_batches_per_step, self.target = micro_batches_per_step, target
         self.num_epochs, self.max_steps = num_epochs, max_steps
-        self._epochs: dict[int, _Epoch] = {}
+        self._epochs: Recent[int, _Epoch] = Recent(2)  # the epoch in training and one sized
         self.position = (0, 0)
         self.last_window: Window | None = None
 
     def _epoch(self, epoch: int) -> _Epoch:
-        info = self._epochs.get(epoch)
-        if info is None:
-            sampler = self.sampler
-            sharded = sampler.epoch_plan(epoch)
-            counts = micro_step_counts(sharded, sampler.lengths, self.unit)
-            if self.micro_batches_per_step > 1:
-                ones = np.ones(sharded.num_steps, dtype=np.float64)
-                ends = accumulation_windows(ones, self.micro_batches_per_step)
-            else:  # accumulate_target, the plan's own updates, or one per micro-batch
-                ends = update_ends(sharded, sampler.lengths, self.target, self.unit)
-            info = _Epoch(ends=ends, counts=counts)
-            if len(self._epochs) >= 2:  # the epoch in training and one being sized
-                self._epochs.pop(next(iter(self._epochs)))
-            self._epochs[epoch] = info
-        return info
+        return self._epochs.get(epoch, self._make_epoch)
+
+    def _make_epoch(self, epoch: int) -> _Epoch:
+        sampler = self.sampler
+        sharded = sampler.epoch_plan(epoch)
+        counts = micro_step_counts(sharded, sampler.lengths, self.unit)
+        if self.micro_batches_per_step > 1:
+            ones = np.ones(sharded.num_steps, dtype=np.float64)
+            ends = accumulation_windows(ones, self.micro_batches_per_step)
+        else:  # accumulate_target, the plan's own updates, or one per micro-batch
+            ends = update_ends(sharded, sampler.lengths, self.target, self.unit)
+        return _Epoch(ends=ends, counts=counts)
 
     def window_ends(self, epoch: int) -> NDArray[np.int64]:
         return self._epoch(epoch).ends.copy()
@@ -188,8 +186,7 @@ class RunPlan:
                     f"ends there (steps end at {ends[:8]}...); was the checkpoint saved with other "
                     "accumulation settings?"
                 )
-            sampler.set_epoch(epoch)
-            sampler.load_state_dict(sampler.state_dict(consumed_batches=position))
+            sampler.seek(epoch, position)
             if position < int(info.counts.size):
                 plan, padding = sampler.batches(epoch), sampler.padding_mask(epoch)
                 table = self.table(epoch)
