@@ -8,7 +8,9 @@ ChnSentiCorp reviews, bert-base-chinese token ids) once per seed and length, eve
 the same number of epochs, and prints per length and mode the mean and the spread (min to
 max) over seeds of: dev accuracy, optimizer steps, real tokens/s against the fixed batch of
 the same run, and peak allocator memory against the fixed batch's worst batch. Each run is in
-runs/accuracy/L{max_len}_s{seed}/ (results.md, results.json, curves.png). It asserts nothing.
+runs/accuracy/L{max_len}_s{seed}/ (results.md, results.json, curves.png); ``--reuse`` takes a
+run's results.json from there when it holds every mode, so an interrupted benchmark resumes.
+It asserts nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run(args: argparse.Namespace, max_len: int, seed: int) -> dict[str, dict[str, float]]:
     out = ROOT / "runs" / "accuracy" / f"L{max_len}_s{seed}"
+    done = out / "results.json"
+    if args.reuse and done.exists():
+        rows = {r["mode"]: r for r in json.loads(done.read_text())["rows"]}
+        if set(args.modes.split(",")) <= set(rows):
+            print(f"== max_len {max_len}, seed {seed}: reused {done}", flush=True)
+            return rows
     cmd = [
         sys.executable,
         str(ROOT / "examples" / "bert_chnsenticorp.py"),
@@ -72,6 +80,7 @@ def main() -> None:
     p.add_argument("--max-train-samples", type=int, default=3000)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--reuse", action="store_true", help="take finished runs from runs/accuracy")
     args = p.parse_args()
     if not (SHARED / "chnsenticorp_htl_all.csv").exists():
         print(f"skipped: {SHARED} has no chnsenticorp_htl_all.csv")
