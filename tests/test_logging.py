@@ -27,7 +27,7 @@ TAGS = [
     "lr",
     "samples_per_sec",
     "tokens_per_sec",
-    "memory_mb",
+    "memory_mib",
 ]
 
 
@@ -74,7 +74,7 @@ def test_hand_written_loop_logs_every_tag_once_per_step(tmp_path: Path) -> None:
     )
     assert logged["train/max_len"] == [float(ds.lengths[b].max()) for b in plan]
     assert all(0 < v <= 1 for v in logged["train/cost_ratio"]), "within budget"
-    assert all(v > 0 for v in logged["train/memory_mb"])
+    assert all(v > 0 for v in logged["train/memory_mib"])
     assert logged["train/lr"][0] == pytest.approx(1e-3)
 
 

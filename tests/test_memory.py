@@ -456,7 +456,7 @@ def test_hook_logs_each_batch_allocator_peak(tmp_path: Path) -> None:
     (path,) = tmp_path.glob("vdlrecords.*")
     logged = [
         r.value
-        for r in visualdl.LogReader(file_path=str(path)).get_data("scalar", "train/memory_mb")
+        for r in visualdl.LogReader(file_path=str(path)).get_data("scalar", "train/memory_mib")
     ]
     assert len(logged) == 4
     assert logged[1] == pytest.approx(bases[1] + 32, abs=0.5), "a 32 MiB tensor raises the peak"
@@ -472,5 +472,5 @@ def test_memory_mb_falls_back_to_rss_with_a_warning(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(dlog, "peak_memory_mib", unavailable)
     with pytest.warns(UserWarning, match="process RSS, not allocator memory: no statistics"):
-        rss = dlog.memory_mb()
+        rss = dlog.memory_mib()
     assert rss > 50, "this process holds paddle: well over 50 MiB resident"

@@ -191,7 +191,7 @@ def test_logs_visualdl_and_evaluation_follow_the_plan(tmp_path: Path) -> None:
     steps = trainer.state.global_step
     train_logs = [log for log in rec.logs if "loss" in log]
     assert len(train_logs) == steps
-    for key in ("batch_size", "padding_efficiency", "cost_ratio", "tokens_per_sec", "memory_mb"):
+    for key in ("batch_size", "padding_efficiency", "cost_ratio", "tokens_per_sec", "memory_mib"):
         assert all(log[key] > 0 for log in train_logs), key
     assert sum(log["samples_per_step"] for log in train_logs) == 2 * len(ds), "real samples"
     assert all(0 < log["cost_ratio_max"] <= 1 for log in train_logs), "every batch in budget"

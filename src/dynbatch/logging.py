@@ -31,7 +31,7 @@ from .stats import StepStats, batch_table
 paddle = require("paddle", "dynbatch.VisualDLHook")
 from paddle.callbacks import Callback  # noqa: E402
 
-__all__ = ["VisualDLHook", "memory_mb"]
+__all__ = ["VisualDLHook", "memory_mib"]
 
 BATCH_TAGS = (
     "batch_size",
@@ -43,7 +43,7 @@ BATCH_TAGS = (
 )
 
 
-def memory_mb() -> float:
+def memory_mib() -> float:
     """Peak MiB allocated by paddle's allocator (CUDA on GPU, host on CPU) since the last
     ``dynbatch.memory.reset_peak_memory()``; ``VisualDLHook`` resets it as each batch begins.
 
@@ -53,7 +53,7 @@ def memory_mb() -> float:
     try:
         return peak_memory_mib()
     except AllocatorStatsUnavailable as exc:
-        warnings.warn(f"memory_mb reports process RSS, not allocator memory: {exc}", stacklevel=2)
+        warnings.warn(f"memory_mib reports process RSS, not allocator memory: {exc}", stacklevel=2)
     try:
         with open("/proc/self/statm") as fh:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -86,12 +86,12 @@ class VisualDLHook(Callback):
     Per step, under ``train/``: ``batch_size``, ``max_len``, ``real_tokens``,
     ``padded_tokens``, ``padding_efficiency``, ``cost_ratio`` (batch cost /
     ``max_cost``) — from the plan, see NOTE [ which batch was step k ] — and
-    ``loss``, ``lr``, ``samples_per_sec``, ``tokens_per_sec``, ``memory_mb``.
+    ``loss``, ``lr``, ``samples_per_sec``, ``tokens_per_sec``, ``memory_mib``.
 
     As a ``paddle.callbacks.Callback`` under ``paddle.Model.fit`` it also calls
     the sampler's ``set_epoch`` at each epoch (hapi does not). In a hand-written
     loop call ``on_epoch_begin(epoch)`` (or ``sampler.set_epoch``),
-    ``on_train_batch_begin(step)`` (so ``memory_mb`` is each batch's own allocator
+    ``on_train_batch_begin(step)`` (so ``memory_mib`` is each batch's own allocator
     peak, not the peak so far), ``on_train_batch_end(step, {"loss": loss, "lr": lr})``
     and ``close()``.
 
@@ -163,7 +163,7 @@ class VisualDLHook(Callback):
             self._bar = _progress_bar(total, f"epoch {epoch}")
 
     def on_train_batch_begin(self, step: int, logs: Any = None) -> None:
-        """Reset the allocator's peak, so ``memory_mb`` is this batch's own peak."""
+        """Reset the allocator's peak, so ``memory_mib`` is this batch's own peak."""
         with contextlib.suppress(AllocatorStatsUnavailable):
             reset_peak_memory()
 
@@ -183,7 +183,7 @@ class VisualDLHook(Callback):
             values["lr"] = _scalar(lr)
         if row is None and logs.get("batch_size") is not None:
             values["samples_per_sec"] = float(logs["batch_size"]) / elapsed
-        values["memory_mb"] = memory_mb()
+        values["memory_mib"] = memory_mib()
         if self.writer is not None:
             for tag, value in values.items():
                 self.writer.add_scalar(f"train/{tag}", float(value), self.global_step)

@@ -89,7 +89,7 @@ class RunLog:
             stats = {key: numbers[key] for key in LOGGED}
             memory = _peak_memory_mib()
             if memory is not None:
-                stats["memory_mb"] = memory
+                stats["memory_mib"] = memory
                 reset_memory()
             logs.update({k: round(v, 4) for k, v in stats.items()})
             if "interval_samples_per_second" in logs:  # the Trainer assumes fixed batches
