@@ -28,6 +28,7 @@ from ._checks import (
 )
 from .cost import Cost, LinearCost, MixedCost, WithinBudgets, cost_spec, resolve_cost
 from .options import FIELDS, UNITS, PlanOptions
+from .planning import padded_lengths
 
 __all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
 
@@ -106,7 +107,8 @@ def like_fixed(
     cap = _micro_cap(batch, -(-samples // (parts * replicas)), fields)
     trained = lens
     if fields.get("oversize") == "skip":  # the update's tokens are those of samples trained
-        trained = lens[np.asarray(fn(1, _padded(lens, fields)), dtype=np.float64) <= budget]
+        padded = padded_lengths(lens, int(fields.get("pad_to_multiple_of", 1)))
+        trained = lens[np.asarray(fn(1, padded), dtype=np.float64) <= budget]
     updates = _updates(trained if trained.size else lens, samples, update_unit)
     if update_unit == "tokens":  # micro-batches of about equal tokens, as updates are
         tokens = max(updates["update_size"] / (parts * replicas), float(longest))
@@ -211,11 +213,6 @@ def _micro_cap(batch: int, share: int, fields: dict[str, Any]) -> int:
     return cap
 
 
-def _padded(lens: Any, fields: dict[str, Any]) -> Any:
-    multiple = int(fields.get("pad_to_multiple_of", 1))
-    return -(-lens // multiple) * multiple
-
-
 def _lengths(lengths: Any, fields: dict[str, Any], where: str) -> tuple[Any, int]:
     """Checked lengths and the longest padded length; refuses unknown option names."""
     unknown = sorted(set(fields) - FIELDS)
@@ -229,7 +226,7 @@ def _lengths(lengths: Any, fields: dict[str, Any], where: str) -> tuple[Any, int
             raise InputTypeError(f"{where}: {name} is an argument of its own")
     lens = check_lengths(lengths)
     multiple = check_int("pad_to_multiple_of", fields.get("pad_to_multiple_of", 1), minimum=1)
-    return lens, -(-int(lens.max()) // multiple) * multiple
+    return lens, int(padded_lengths(lens, multiple).max())
 
 
 def _reference(
