@@ -28,7 +28,7 @@ from ._checks import (
 )
 from .cost import Cost, LinearCost, MixedCost, WithinBudgets, cost_spec, resolve_cost
 from .options import FIELDS, UNITS, PlanOptions
-from .planning import padded_lengths
+from .planning import batch_capacity, padded_lengths
 
 __all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
 
@@ -249,7 +249,8 @@ def _reference(
             "memory target under cost) to derive it from"
         )
     budget = check_positive_number("max_cost", max_cost)
-    batch = _largest_batch(fn, longest, budget)
+    cap = PlanOptions(max_cost=budget, cost=fn, max_batch_size=MAX_BATCH_SIZE)
+    batch = int(batch_capacity(longest, cap)[0])  # the planner's own bisection
     if batch == 0:
         raise InputError(
             f"max_cost={max_cost!r} does not fit even one sample of the longest length {longest} "
@@ -263,19 +264,6 @@ def _updates(lens: Any, samples: int, unit: str) -> dict[str, Any]:
     check_choice("update_unit", unit, UNITS)
     size = float(samples) if unit == "samples" else samples * float(lens.mean())
     return {"update_size": size, "update_unit": unit}
-
-
-def _largest_batch(fn: Cost, length: int, budget: float) -> int:
-    """The most samples of ``length`` that ``fn`` fits in ``budget`` (0 if not one)."""
-    if not fn(1, length) <= budget:
-        return 0
-    low, high = 1, 2
-    while fn(high, length) <= budget and high < 2**40:
-        low, high = high, high * 2
-    while high - low > 1:  # fn(low) fits, fn(high) does not
-        mid = (low + high) // 2
-        low, high = (mid, high) if fn(mid, length) <= budget else (low, mid)
-    return low
 
 
 def _coefficient(model: Any, name: str) -> float:
