@@ -17,6 +17,7 @@ from .contract import Pass, PlanSource
 from .cost import LinearCost, MixedCost, QuadraticCost, WithinBudgets, resolve_cost
 from .epochs import plan_epoch
 from .lengths import compute_lengths
+from .losses import loss_token_counts, token_loss
 from .memory import (
     CalibrationError,
     MemoryBudgetError,
@@ -75,6 +76,7 @@ __all__ = [
     "find_oversize",
     "get_dynamic_batch_loader",
     "like_fixed",
+    "loss_token_counts",
     "memory_target",
     "plan_batches",
     "plan_epoch",
@@ -83,6 +85,7 @@ __all__ = [
     "resolve_cost",
     "scale_lr",
     "shard_plan",
+    "token_loss",
 ]
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "check_epochs",
     "check_int",
     "check_lengths",
+    "check_loss_tokens",
     "check_nonnegative_number",
     "check_positive_number",
 ]
@@ -133,8 +134,10 @@ def check_choice(name: str, value: Any, choices: Collection[str]) -> str:
     return value
 
 
-def check_lengths(lengths: Any, name: str = "lengths") -> NDArray[np.int64]:
+def check_lengths(lengths: Any, name: str = "lengths", *, zero: bool = False) -> NDArray[np.int64]:
     """Return ``lengths`` as a 1-D ``int64`` array of positive whole numbers below 2**53.
+
+    ``zero=True`` accepts 0 too (counts, such as a sample's loss tokens).
 
     >>> check_lengths([3, 1, 2]).tolist()
     [3, 1, 2]
@@ -171,13 +174,43 @@ def check_lengths(lengths: Any, name: str = "lengths") -> NDArray[np.int64]:
         if bad.any():
             i = int(np.argmax(bad))
             raise InputError(f"{name} must be whole numbers; {name}[{i}]={arr[i]!r}")
-    if (arr <= 0).any():
-        i = int(np.argmax(arr <= 0))
-        raise InputError(f"{name} must be positive; {name}[{i}]={arr[i]!r}")
+    low = arr < 0 if zero else arr <= 0
+    if low.any():
+        i = int(np.argmax(low))
+        raise InputError(f"{name} must be {'>= 0' if zero else 'positive'}; {name}[{i}]={arr[i]!r}")
     if (arr >= MAX_LENGTH).any():  # before the cast: uint64 and 1e19 would wrap negative
         i = int(np.argmax(arr >= MAX_LENGTH))
         raise InputError(f"{name} must be below 2**53; {name}[{i}]={arr[i]!r}")
     return arr.astype(np.int64, copy=False)
+
+
+def check_loss_tokens(loss_tokens: Any, lengths: NDArray[np.int64]) -> NDArray[np.int64] | None:
+    """Per-sample loss-token counts: whole numbers in ``[0, lengths[i]]``, one per sample.
+
+    >>> check_loss_tokens([2, 0], np.array([3, 4])).tolist()
+    [2, 0]
+    >>> check_loss_tokens([4, 0], np.array([3, 4]))
+    Traceback (most recent call last):
+    ...
+    dynbatch._checks.InputError: loss_tokens[0]=4 is more than the sample's length lengths[0]=3: \
+a sample has at most as many loss tokens as tokens
+    """
+    if loss_tokens is None:
+        return None
+    counts = check_lengths(loss_tokens, "loss_tokens", zero=True)
+    if counts.size != lengths.size:
+        raise InputError(
+            f"loss_tokens has {counts.size} entries but lengths has {lengths.size}; they must "
+            "match one to one (the loss tokens of each sample)"
+        )
+    over = counts > lengths
+    if over.any():
+        i = int(np.argmax(over))
+        raise InputError(
+            f"loss_tokens[{i}]={counts[i]} is more than the sample's length lengths[{i}]="
+            f"{lengths[i]}: a sample has at most as many loss tokens as tokens"
+        )
+    return counts
 
 
 def check_dataset(name: str, value: Any) -> Any:

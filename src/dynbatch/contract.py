@@ -24,7 +24,7 @@ from .options import PlanOptions
 from .planning import Plan
 from .sharding import ShardedPlan
 
-__all__ = ["Pass", "PlanSource"]
+__all__ = ["Pass", "PlanSource", "counted_tokens"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,13 @@ class PlanSource(Protocol):
     def __len__(self) -> int:
         """Batches the next iteration yields."""
         ...
+
+
+def counted_tokens(source: PlanSource) -> NDArray[np.int64]:
+    """What updates in ``"tokens"`` count per sample: the source's ``loss_tokens`` if it has
+    them (NOTE [ counting loss tokens ] in :mod:`dynbatch.losses`), else its lengths."""
+    loss_tokens: NDArray[np.int64] | None = getattr(source, "loss_tokens", None)
+    return source.lengths if loss_tokens is None else loss_tokens
 
 
 def describe(obj: Any) -> str:

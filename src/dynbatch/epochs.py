@@ -39,7 +39,14 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_epochs, check_int, check_lengths
+from ._checks import (
+    InputError,
+    InputTypeError,
+    check_epochs,
+    check_int,
+    check_lengths,
+    check_loss_tokens,
+)
 from .contract import Pass
 from .options import UNDESCRIBED, PlanOptions
 from .planning import Plan, find_oversize, plan_draw
@@ -167,8 +174,13 @@ def plan_epoch(
     num_replicas: int = 1,
     *,
     num_batches: int | None = None,
+    loss_tokens: Any = None,
 ) -> ShardedPlan:
     """Every rank's batches for ``epoch``: plan, then shard (``num_batches`` for equal epochs).
+
+    ``loss_tokens`` (per sample, at most its length) are what updates in
+    ``"tokens"`` count, when only some tokens carry a loss (NOTE [ counting
+    loss tokens ]); the cost still plans on the lengths.
 
     >>> sp = plan_epoch([3, 1, 4, 1, 5, 9, 2, 6], PlanOptions(max_cost=20, cost="linear"), 0, 2)
     >>> sp.num_steps, sorted(sp.plan.indices.tolist())
@@ -177,6 +189,7 @@ def plan_epoch(
     lengths = check_lengths(lengths)
     if not isinstance(options, PlanOptions):
         raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
+    loss_tokens = check_loss_tokens(loss_tokens, lengths)
     epoch = check_int("epoch", epoch)
     num_replicas = check_int("num_replicas", num_replicas, minimum=1)
     if num_batches is not None:
@@ -198,7 +211,9 @@ def plan_epoch(
         options,
         owned=True,  # planned here, seen by no one else
     )
-    return sharded if options.update_size is None else mix_updates(sharded, lengths, options, epoch)
+    if options.update_size is None:
+        return sharded
+    return mix_updates(sharded, lengths, options, epoch, loss_tokens)
 
 
 # -- a run's epochs: the plan cache, the passes, resume -------------------------------------------
@@ -257,10 +272,13 @@ class Epochs:
     [[5], [3, 1, 6, 0]]
     """
 
-    def __init__(self, lengths: Any, options: PlanOptions, num_replicas: int = 1) -> None:
+    def __init__(
+        self, lengths: Any, options: PlanOptions, num_replicas: int = 1, *, loss_tokens: Any = None
+    ) -> None:
         if not isinstance(options, PlanOptions):
             raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
         self.lengths = check_lengths(lengths)
+        self.loss_tokens = check_loss_tokens(loss_tokens, self.lengths)
         self.options = options
         self.num_replicas: int = check_int("num_replicas", num_replicas, minimum=1)
         self.epoch = 0
@@ -283,7 +301,12 @@ class Epochs:
         if self.options.equal_epochs and self._count is None:
             self._count = equal_batch_count(self.lengths, self.options, self.num_replicas)
         return plan_epoch(
-            self.lengths, self.options, epoch, self.num_replicas, num_batches=self._count
+            self.lengths,
+            self.options,
+            epoch,
+            self.num_replicas,
+            num_batches=self._count,
+            loss_tokens=self.loss_tokens,
         )
 
     def _sized(self, epoch: int) -> ShardedPlan:
@@ -392,7 +415,7 @@ class Epochs:
             "epoch": epoch,
             "position": position,
             "num_replicas": self.num_replicas,
-            "lengths": _lengths_digest(self.lengths),
+            "lengths": _lengths_digest(self.lengths, self.loss_tokens),
             "options": self.options.fingerprint(),
             "plan": self.plan(epoch).digest(),
         }
@@ -403,10 +426,11 @@ class Epochs:
         Everything is checked before anything is changed (NOTE [ resume fingerprint ]).
         """
         epoch, position = _check_state(state, self.num_replicas)
-        if state["lengths"] != _lengths_digest(self.lengths):
+        if state["lengths"] != _lengths_digest(self.lengths, self.loss_tokens):
             raise InputError(
-                "this sampler state was saved for different lengths (another dataset, or "
-                "lengths measured differently): resuming from it would feed the wrong samples"
+                "this sampler state was saved for different lengths or loss_tokens (another "
+                "dataset, or lengths measured differently): resuming from it would feed the wrong "
+                "samples"
             )
         _check_options(state["options"], self.options.fingerprint())
         sharded = self.plan(epoch)
@@ -426,8 +450,11 @@ class Epochs:
         self._advance = False  # the next pass is the loaded epoch
 
 
-def _lengths_digest(lengths: NDArray[np.int64]) -> str:
-    return hashlib.blake2b(lengths.tobytes(), digest_size=16).hexdigest()
+def _lengths_digest(lengths: NDArray[np.int64], loss_tokens: NDArray[np.int64] | None) -> str:
+    h = hashlib.blake2b(lengths.tobytes(), digest_size=16)
+    if loss_tokens is not None:
+        h.update(b"loss_tokens" + loss_tokens.tobytes())
+    return h.hexdigest()
 
 
 def _check_state(state: Any, num_replicas: int) -> tuple[int, int]:

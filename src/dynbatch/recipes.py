@@ -24,6 +24,7 @@ from ._checks import (
     check_choice,
     check_int,
     check_lengths,
+    check_loss_tokens,
     check_positive_number,
 )
 from .cost import Cost, LinearCost, MixedCost, WithinBudgets, cost_spec, resolve_cost
@@ -50,6 +51,7 @@ def like_fixed(
     num_replicas: int = 1,
     micro_batches: int = MICRO_BATCHES,
     update_unit: str = "samples",
+    loss_tokens: Any = None,
     **fields: Any,
 ) -> PlanOptions:
     """The options that train like a fixed batch of ``batch_size``, without its padding.
@@ -91,6 +93,11 @@ def like_fixed(
         num_replicas: data-parallel ranks (an update spans all of them).
         micro_batches: micro-batches per update, at the least (more: more mixed).
         update_unit: ``"samples"`` (one loss per sample) or ``"tokens"``.
+        loss_tokens: per sample, the tokens that carry a loss (a masked prompt
+            carries none): updates in ``"tokens"`` are as many loss tokens as
+            ``B`` samples hold on average; micro-batches are still capped by
+            their full tokens (NOTE [ counting loss tokens ] in
+            :mod:`dynbatch.losses`).
         **fields: other options (``seed=...``, ``drop_last=...``, ...).
 
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)
@@ -98,6 +105,7 @@ def like_fixed(
     (32.0, 8, 1280.0, 'bucket')
     """
     lens, longest = _lengths(lengths, fields, "like_fixed")
+    counted = check_loss_tokens(loss_tokens, lens)
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
     replicas = check_int("num_replicas", num_replicas, minimum=1)
     parts = check_int("micro_batches", micro_batches, minimum=1)
@@ -105,13 +113,14 @@ def like_fixed(
     batch, budget = _reference(fn, longest, batch_size, max_cost, "like_fixed")
     samples = batch * steps * replicas
     cap = _micro_cap(batch, -(-samples // (parts * replicas)), fields)
-    trained = lens
+    trained = np.ones(lens.size, dtype=bool)
     if fields.get("oversize") == "skip":  # the update's tokens are those of samples trained
         padded = padded_lengths(lens, int(fields.get("pad_to_multiple_of", 1)))
-        trained = lens[np.asarray(fn(1, padded), dtype=np.float64) <= budget]
-    updates = _updates(trained if trained.size else lens, samples, update_unit)
-    if update_unit == "tokens":  # micro-batches of about equal tokens, as updates are
-        tokens = max(updates["update_size"] / (parts * replicas), float(longest))
+        trained = np.asarray(fn(1, padded), dtype=np.float64) <= budget
+        trained = trained if trained.any() else ~trained
+    updates = _updates((lens if counted is None else counted)[trained], samples, update_unit)
+    if update_unit == "tokens":  # micro-batches of about equal (full) tokens, as updates are
+        tokens = max(samples * float(lens[trained].mean()) / (parts * replicas), float(longest))
         fn, budget = WithinBudgets(((fn, budget), (LinearCost(), tokens))), 1.0
     values = {"order": "bucket", "max_batch_size": cap, **updates, **fields}
     return PlanOptions(max_cost=budget, cost=fn, **values)
@@ -263,6 +272,11 @@ def _updates(lens: Any, samples: int, unit: str) -> dict[str, Any]:
     """``update_size`` and ``update_unit`` for updates of ``samples`` samples."""
     check_choice("update_unit", unit, UNITS)
     size = float(samples) if unit == "samples" else samples * float(lens.mean())
+    if size <= 0:
+        raise InputError(
+            "update_unit='tokens' counts loss_tokens, and every sample to train has 0 of them: "
+            "no token carries a loss (are all labels the ignore index?)"
+        )
     return {"update_size": size, "update_unit": unit}
 
 

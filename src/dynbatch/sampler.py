@@ -20,6 +20,7 @@ from ._checks import (
     check_dataset,
     check_int,
     check_lengths,
+    check_loss_tokens,
 )
 from ._optional import require
 from .contract import Pass
@@ -108,10 +109,12 @@ class _Cursor:
         cache_path: str | os.PathLike[str] | None,
         options: PlanOptions | None,
         batch_size: int | None,
+        loss_tokens: Any,
         shortcuts: dict[str, Any],
     ) -> PlanOptions:
         """Resolve the lengths and options and plan epoch 0; the options paddle's base reads."""
         self.lengths = _resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
+        self.loss_tokens = check_loss_tokens(loss_tokens, self.lengths)
         if batch_size is not None:
             if options is not None:
                 raise InputError(
@@ -125,11 +128,15 @@ class _Cursor:
                     "num_replicas=..., rank=...) for several"
                 )
             options = like_fixed(
-                self.lengths, batch_size, num_replicas=self.num_replicas, **shortcuts
+                self.lengths,
+                batch_size,
+                num_replicas=self.num_replicas,
+                loss_tokens=self.loss_tokens,
+                **shortcuts,
             )
             shortcuts = {}
         self.options = opts = resolve_options(options, shortcuts, type(self).__name__)
-        self._epochs = Epochs(self.lengths, opts, self.num_replicas)
+        self._epochs = Epochs(self.lengths, opts, self.num_replicas, loss_tokens=self.loss_tokens)
         # the options under the names paddle code reads (never assigned again)
         self.max_cost, self.cost, self.seed, self.order = (
             opts.max_cost,
@@ -232,6 +239,10 @@ _SAMPLER_DOC = """
             micro-batches in updates of that many samples, lengths mixed
             (NOTE [ the fixed batch's recipe ]). Other keywords are options
             (``max_cost=`` then is a budget for the micro-batches).
+        loss_tokens: per-sample counts of the tokens that carry a loss (at
+            most the sample's length), for token losses with masked prompts:
+            updates in ``"tokens"`` count them, while the cost plans on
+            ``lengths`` (NOTE [ counting loss tokens ] in :mod:`dynbatch.losses`).
 """
 
 
@@ -254,11 +265,20 @@ class DynamicBatchSampler(_Cursor, BatchSampler):
         cache_path: str | os.PathLike[str] | None = None,
         options: PlanOptions | None = None,
         batch_size: int | None = None,
+        loss_tokens: Any = None,
         **shortcuts: Any,
     ) -> None:
         self.num_replicas, self.rank = 1, 0
         opts = self._plan(
-            dataset, lengths, length_fn, ref_index, cache_path, options, batch_size, shortcuts
+            dataset,
+            lengths,
+            length_fn,
+            ref_index,
+            cache_path,
+            options,
+            batch_size,
+            loss_tokens,
+            shortcuts,
         )
         BatchSampler.__init__(  # the indices stand in for a dataset given as lengths alone
             self,
@@ -297,6 +317,7 @@ class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
         rank: int | None = None,
         options: PlanOptions | None = None,
         batch_size: int | None = None,
+        loss_tokens: Any = None,
         **shortcuts: Any,
     ) -> None:
         if num_replicas is None or rank is None:
@@ -308,7 +329,15 @@ class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
         if self.rank >= self.num_replicas:
             raise InputError(f"rank must be in [0, {self.num_replicas - 1}], got rank={rank}")
         opts = self._plan(
-            dataset, lengths, length_fn, ref_index, cache_path, options, batch_size, shortcuts
+            dataset,
+            lengths,
+            length_fn,
+            ref_index,
+            cache_path,
+            options,
+            batch_size,
+            loss_tokens,
+            shortcuts,
         )
         DistributedBatchSampler.__init__(  # sets nranks, local_rank, epoch (0): paddle's names
             self,

@@ -41,7 +41,7 @@ from ._checks import (
     check_positive_number,
 )
 from ._optional import require
-from .contract import Pass, PlanSource, describe
+from .contract import Pass, PlanSource, counted_tokens, describe
 from .update import ExactMeanUpdate
 from .windows import UNITS, micro_step_counts, update_ends
 
@@ -189,7 +189,7 @@ class GradientAccumulator:
     def step_counts(self, epoch: int | None = None) -> np.ndarray[Any, np.dtype[np.float64]]:
         """Samples (or tokens) of each micro-step of the epoch, summed over ranks."""
         sampler = self._need_sampler("step_counts")
-        return micro_step_counts(sampler.epoch_plan(epoch), sampler.lengths, self.unit)
+        return micro_step_counts(sampler.epoch_plan(epoch), counted_tokens(sampler), self.unit)
 
     def steps_per_epoch(self, epoch: int | None = None) -> int:
         """Optimizer steps ``epoch`` will take (default: the sampler's current epoch)."""
@@ -197,7 +197,8 @@ class GradientAccumulator:
 
     def _update_ends(self, epoch: int | None) -> np.ndarray[Any, np.dtype[np.int64]]:
         sampler = self._need_sampler("steps_per_epoch")
-        return update_ends(sampler.epoch_plan(epoch), sampler.lengths, self.target, self.unit)
+        plan = sampler.epoch_plan(epoch)
+        return update_ends(plan, counted_tokens(sampler), self.target, self.unit)
 
     def steps_for_epochs(self, epochs: Iterable[int]) -> int:
         """Optimizer steps over ``epochs`` (e.g. ``range(E)``): exact, for LR schedules."""

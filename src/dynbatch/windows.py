@@ -128,7 +128,9 @@ def _checked_counts(step_counts: Any) -> NDArray[np.float64]:
 def micro_step_counts(sharded: ShardedPlan, lengths: Any, unit: str) -> NDArray[np.float64]:
     """Samples (or real tokens) of each micro-step of a sharded plan, summed over ranks.
 
-    Batches flagged as padding (repeats that only even out step counts) count 0.
+    The tokens are those of ``lengths`` (per-sample loss tokens count only
+    the tokens with a loss: pass those). Batches flagged as padding (repeats
+    that only even out step counts) count 0.
     """
     check_choice("unit", unit, UNITS)
     if sharded.num_steps == 0:
@@ -136,7 +138,7 @@ def micro_step_counts(sharded: ShardedPlan, lengths: Any, unit: str) -> NDArray[
     if unit == "samples":
         per_batch = sharded.sizes.astype(np.float64)
     else:
-        per_batch = sharded.real_tokens(check_lengths(lengths)).astype(np.float64)
+        per_batch = sharded.real_tokens(check_lengths(lengths, zero=True)).astype(np.float64)
     per_batch[sharded.is_padding] = 0.0
     return np.asarray(per_batch.reshape(-1, sharded.num_replicas).sum(axis=1), dtype=np.float64)
 
@@ -165,12 +167,17 @@ def optimizer_steps(
 
 
 def mix_updates(
-    sharded: ShardedPlan, lengths: NDArray[Any], options: PlanOptions, epoch: int
+    sharded: ShardedPlan,
+    lengths: NDArray[Any],
+    options: PlanOptions,
+    epoch: int,
+    loss_tokens: NDArray[Any] | None = None,
 ) -> ShardedPlan:
     """``sharded`` with its steps grouped into updates of ``options.update_size``, lengths mixed.
 
-    See NOTE [ mixed updates ]. Two updates of two steps each, every update
-    one step of short samples and one of long:
+    See NOTE [ mixed updates ]. Updates in ``"tokens"`` count ``loss_tokens``
+    when given (the tokens with a loss), else the lengths. Two updates of two
+    steps each, every update one step of short samples and one of long:
 
     >>> from dynbatch.epochs import plan_epoch
     >>> lengths = np.array([1, 1, 2, 2, 3, 3, 4, 4])
@@ -183,7 +190,8 @@ def mix_updates(
     [True, True]
     """
     target = float(options.update_size or 0.0)
-    counts = micro_step_counts(sharded, lengths, options.update_unit)
+    counted = lengths if loss_tokens is None else loss_tokens
+    counts = micro_step_counts(sharded, counted, options.update_unit)
     steps = counts.size
     if steps == 0:
         return sharded.reorder_steps(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))

@@ -33,6 +33,7 @@ from paddlenlp.trainer import TrainerCallback
 from paddlenlp.trainer.trainer_utils import IntervalStrategy
 
 from ..._checks import InputError, InputTypeError
+from ...contract import counted_tokens
 from ...epochs import Recent
 from ...options import PlanOptions
 from ...sampler import DistributedDynamicBatchSampler
@@ -111,12 +112,12 @@ class RunPlan:
     def _make_epoch(self, epoch: int) -> _Epoch:
         sampler = self.sampler
         sharded = sampler.epoch_plan(epoch)
-        counts = micro_step_counts(sharded, sampler.lengths, self.unit)
+        counts = micro_step_counts(sharded, counted_tokens(sampler), self.unit)
         if self.micro_batches_per_step > 1:
             ones = np.ones(sharded.num_steps, dtype=np.float64)
             ends = accumulation_windows(ones, self.micro_batches_per_step)
         else:  # accumulate_target, the plan's own updates, or one per micro-batch
-            ends = update_ends(sharded, sampler.lengths, self.target, self.unit)
+            ends = update_ends(sharded, counted_tokens(sampler), self.target, self.unit)
         return _Epoch(ends=ends, counts=counts)
 
     def window_ends(self, epoch: int) -> NDArray[np.int64]:
