@@ -25,13 +25,44 @@ NOTE [ one update engine ]
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ._checks import InputError, InputTypeError
 from ._optional import require
 
 __all__ = ["ExactMeanUpdate", "Update"]
+
+
+def _checked_count(paddle: Any, count: Any) -> Any:
+    """``count`` (a number or a one-element tensor) as a float32 ``[1]`` tensor, once checked.
+
+    Checked like a number, finite and >= 0 (NOTE [ counts on the device ] in
+    :mod:`dynbatch.training`): a tensor is read on the host once.
+    """
+    if isinstance(count, paddle.Tensor):
+        if count.size != 1:
+            raise InputError(f"count must be a single number, got a tensor of shape {count.shape}")
+        value = float(count.astype("float64").numpy().reshape(-1)[0])
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(
+                f"count must be a finite number >= 0, got count={value!r} (a paddle.Tensor)"
+            )
+        return count.astype("float32").reshape([1])
+    if isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Real):
+        raise InputTypeError(
+            f"count must be the number of samples (or tokens) in the micro-batch, an int, "
+            f"float or paddle.Tensor, got count={count!r}"
+        )
+    value = float(count)
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(f"count must be a finite number >= 0, got count={count!r}")
+    return paddle.to_tensor([value], dtype="float32")
 
 
 @dataclass(frozen=True)
@@ -105,13 +136,11 @@ class ExactMeanUpdate:
         """Back-propagate a micro-batch's summed losses over ``count`` (a float or a tensor).
 
         A ``padding`` micro-batch still runs backward (so every rank joins the
-        gradient all-reduce) but weighs 0.
+        gradient all-reduce) but weighs 0. ``count`` is checked before anything
+        changes (:func:`_checked_count`).
         """
         paddle = self.paddle
-        if isinstance(count, paddle.Tensor):
-            count = count.astype("float32").reshape([1])
-        else:
-            count = paddle.to_tensor([float(count)], dtype="float32")
+        count = _checked_count(paddle, count)
         if padding:
             loss_sum, count = loss_sum * 0.0, count * 0.0
         detached = loss_sum.detach().astype("float32").reshape([1])

@@ -120,6 +120,11 @@ class RunPlan:
             ends = update_ends(sharded, counted_tokens(sampler), self.target, self.unit)
         return _Epoch(ends=ends, counts=counts)
 
+    @property
+    def counts_loss_tokens(self) -> bool:
+        """Whether the plan's counts are the loss tokens a ``(loss_sum, count)`` loss counts."""
+        return self.unit == "tokens" and self.sampler.loss_tokens is not None
+
     def window_ends(self, epoch: int) -> NDArray[np.int64]:
         return self._epoch(epoch).ends.copy()
 
@@ -232,15 +237,18 @@ class RunLoader:
 
 
 def split_batch(
-    batch: Any, label_names: list[str], prepare: Any
+    batch: Any, label_names: list[str], prepare: Any, labels_to_model: bool = False
 ) -> tuple[Mapping[str, Any], dict[str, Any]]:
-    """The batch on the device (``prepare``), and the model's inputs: all but the label fields."""
+    """The batch on the device (``prepare``), and the model's inputs: all but the label fields
+    (all of them with ``labels_to_model``)."""
     if not isinstance(batch, Mapping):
         raise InputTypeError(
             "data_collator must return a dict of fields (the model's inputs and the label "
             f"fields {label_names}), got {type(batch).__name__}"
         )
     batch = prepare(batch)
+    if labels_to_model:
+        return batch, dict(batch)
     return batch, {k: v for k, v in batch.items() if k not in label_names}
 
 
