@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from types import SimpleNamespace
 import sys
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,17 @@ def test_token_updates_count_loss_tokens_and_micro_batches_full_tokens() -> None
     assert opts.max_cost == plain.max_cost and opts.cost == plain.cost, (
         "the cost still plans on full lengths"
     )
+    flat = SimpleNamespace(c=0.01, a=0.0, b=0.0)
+    filled = dynbatch.fill_device(
+        ds.lengths,
+        flat,
+        max_cost=1e9,
+        cost="linear",
+        batch_size=16,
+        update_unit="tokens",
+        loss_tokens=ds.loss_tokens,
+    )
+    assert filled.update_size == opts.update_size, "fill_device counts loss tokens alike"
     sp = dynbatch.plan_epoch(ds.lengths, opts, 0, loss_tokens=ds.loss_tokens)
     ends = np.r_[0, sp.window_ends]
     steps = list(sp.plan)  # one rank: a batch per step

@@ -55,8 +55,10 @@ class Window:
         indices: this rank's sample indices, one array per micro-batch.
         padding: per micro-batch, whether it only repeats samples to even out
             the ranks' step counts (it weighs 0).
-        count: what the update averages over: the window's samples (or real
-            tokens, with ``accumulate="tokens"``) summed over all ranks.
+        count: what the update averages over, as the plan counts it: the
+            window's samples (or real tokens, with ``accumulate="tokens"``; loss
+            tokens with ``loss_tokens``) summed over all ranks. A ``loss_fn``
+            returning ``(loss_sum, count)`` counts from the batch instead.
         samples: the window's real samples summed over all ranks.
     """
 
