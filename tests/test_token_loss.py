@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import itertools
 import json
-from types import SimpleNamespace
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
