@@ -359,6 +359,10 @@ def test_trainer_resumes_token_windows_mid_epoch_exactly(tmp_path: Path) -> None
     full = json.loads((tmp_path / "full.json").read_text())
     resumed = json.loads((tmp_path / "resume.json").read_text())
     assert cut["batches"] + resumed["batches"] == full["batches"]
+    for run in (full, resumed):
+        assert run["global_step"] == run["max_steps"] == run["planned"], (
+            "the Trainer's steps are the plan's loss-token windows, exactly"
+        )
     assert resumed["training_loss"] == pytest.approx(full["training_loss"], abs=1e-6)
     weights, after = np.load(tmp_path / "full.npz"), np.load(tmp_path / "resume.npz")
     for name in weights.files:

@@ -47,6 +47,8 @@ def main() -> None:
             {
                 "batches": [i.tolist() for w in rec.windows for i in w.indices],
                 "global_step": trainer.state.global_step,
+                "max_steps": trainer.state.max_steps,
+                "planned": sum(trainer.steps_per_epoch(e) for e in range(2)),
                 "training_loss": result.training_loss,
             }
         )
