@@ -29,6 +29,7 @@ from lm_toy import (
     IGNORE,
     Pairs,
     collate,
+    lm_trainer,
     logits_of,
     reference_grads,
     scale,
@@ -252,25 +253,6 @@ def test_steps_for_epochs_equals_the_steps_taken_with_loss_token_windows() -> No
 
 
 # -- the exact per-token mean: the Trainer -----------------------------------------------------
-def lm_trainer(out: Path, ds: Pairs, **kw: Any) -> Any:
-    from trainer_toy import make_args
-
-    from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_entropy
-
-    args = make_args(out, per_device_train_batch_size=16, **kw.pop("args", {}))
-    return DynamicBatchTrainer(
-        model=kw.pop("model", None) or tiny_lm(),
-        args=args,
-        train_dataset=ds,
-        data_collator=collate,
-        lengths=ds.lengths,
-        loss_tokens=kw.pop("loss_tokens", ds.loss_tokens),
-        accumulate=kw.pop("accumulate", "tokens"),
-        loss_fn=kw.pop("loss_fn", token_cross_entropy),
-        **kw,
-    )
-
-
 @pytest.mark.parametrize("labels_to_model", [False, True])
 def test_trainer_update_is_the_exact_mean_over_its_loss_tokens(
     tmp_path: Path, labels_to_model: bool
@@ -344,26 +326,3 @@ def test_two_ranks_update_is_the_exact_mean_over_all_loss_tokens(
         )
         assert r["stock_diff"] > 1e-3 * r["scale"], "the per-micro-batch mean differs"
     assert ranks[0]["loss_tokens"] == ranks[1]["loss_tokens"], "one window, counted over ranks"
-
-
-@pytest.mark.slow
-def test_trainer_resumes_token_windows_mid_epoch_exactly(tmp_path: Path) -> None:
-    from test_trainer import run_script
-
-    out = str(tmp_path)
-    assert run_script("lm_resume.py", out, "full") == 0
-    assert run_script("lm_resume.py", out, "cut", "3") == 3, "killed after checkpoint-3"
-    cut = json.loads((tmp_path / "cut.json").read_text())
-    assert cut["last_epoch"] == 0 and not cut["ends_epoch"], "precondition: mid-epoch checkpoint"
-    assert run_script("lm_resume.py", out, "resume") == 0
-    full = json.loads((tmp_path / "full.json").read_text())
-    resumed = json.loads((tmp_path / "resume.json").read_text())
-    assert cut["batches"] + resumed["batches"] == full["batches"]
-    for run in (full, resumed):
-        assert run["global_step"] == run["max_steps"] == run["planned"], (
-            "the Trainer's steps are the plan's loss-token windows, exactly"
-        )
-    assert resumed["training_loss"] == pytest.approx(full["training_loss"], abs=1e-6)
-    weights, after = np.load(tmp_path / "full.npz"), np.load(tmp_path / "resume.npz")
-    for name in weights.files:
-        assert float(np.abs(weights[name] - after[name]).max()) <= 1e-6, name

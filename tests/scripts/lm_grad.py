@@ -19,7 +19,17 @@ from typing import Any
 import numpy as np
 import paddle
 import paddle.distributed as dist
-from lm_toy import Pairs, collate, logits_of, reference_grads, scale, stock_grads, tiny_lm, worst
+from lm_toy import (
+    Pairs,
+    collate,
+    lm_trainer,
+    logits_of,
+    reference_grads,
+    scale,
+    stock_grads,
+    tiny_lm,
+    worst,
+)
 
 import dynbatch
 
@@ -60,22 +70,11 @@ def hand_loop(ds: Pairs) -> tuple[Any, dict[str, np.ndarray], dict[str, np.ndarr
 
 def trainer(ds: Pairs, out: Path) -> tuple[Any, dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """One update by DynamicBatchTrainer, its gradients seen at on_optimizer_begin."""
-    from trainer_toy import make_args, make_recorder
-
-    from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_entropy
+    from trainer_toy import make_recorder
 
     rec = make_recorder(grads=1)
-    run = DynamicBatchTrainer(
-        model=tiny_lm(),
-        args=make_args(out / "run", per_device_train_batch_size=8, max_steps=1, seed=3),
-        train_dataset=ds,
-        data_collator=collate,
-        lengths=ds.lengths,
-        loss_tokens=ds.loss_tokens,
-        accumulate="tokens",
-        loss_fn=token_cross_entropy,
-        callbacks=[rec],
-    )
+    args = {"per_device_train_batch_size": 8, "max_steps": 1, "seed": 3}
+    run = lm_trainer(out / "run", ds, args=args, callbacks=[rec])
     run.train()
     window = rec.windows[0]
     return run.train_sampler, rec.weights[0], rec.grads[0], window.stop - window.start

@@ -72,6 +72,29 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "labels": labels}
 
 
+def lm_trainer(out: Any, ds: Pairs, *, dropout: float = 0.0, **kw: Any) -> Any:
+    """DynamicBatchTrainer on token losses: updates of 16 pairs' loss tokens, the exact mean.
+
+    ``args`` (a dict) changes the TrainingArguments; other keywords go to the Trainer.
+    """
+    from trainer_toy import make_args
+
+    from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_entropy
+
+    args = make_args(out, **{"per_device_train_batch_size": 16, **kw.pop("args", {})})
+    return DynamicBatchTrainer(
+        model=kw.pop("model", None) or tiny_lm(dropout=dropout),
+        args=args,
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=ds.lengths,
+        loss_tokens=kw.pop("loss_tokens", ds.loss_tokens),
+        accumulate=kw.pop("accumulate", "tokens"),
+        loss_fn=kw.pop("loss_fn", token_cross_entropy),
+        **kw,
+    )
+
+
 def logits_of(model: Any, ids: Any) -> Any:
     out = model(input_ids=ids)
     return out[0] if isinstance(out, (tuple, list)) else out.logits
