@@ -97,7 +97,7 @@ def test_loss_token_counts_match_what_token_loss_counts() -> None:
         (
             lambda: dynbatch.token_loss(paddle.zeros([1, 3, 4]), paddle.to_tensor([[1, 2, 4]])),
             InputError,
-            r"token ids in \[0, 4\) or ignore_index=-100, got a label 4",
+            r"token ids in \[0, 4\) or ignore_index=-100, got label 4 at flat position 1",
         ),
         (
             lambda: dynbatch.token_loss(
@@ -326,3 +326,17 @@ def test_two_ranks_update_is_the_exact_mean_over_all_loss_tokens(
         )
         assert r["stock_diff"] > 1e-3 * r["scale"], "the per-micro-batch mean differs"
     assert ranks[0]["loss_tokens"] == ranks[1]["loss_tokens"], "one window, counted over ranks"
+
+
+@pytest.mark.parametrize(
+    ("count", "shown"),
+    [(None, "None"), (paddle.zeros([2]), r"a tensor of shape \[2\]"), (True, "True"), ("3", "'3'")],
+)
+def test_a_loss_fn_pair_with_a_bad_count_is_named(count: Any, shown: str) -> None:
+    from dynbatch.integrations.paddlenlp.losses import loss_and_count
+
+    total = paddle.to_tensor([1.0], stop_gradient=False).sum()
+    with pytest.raises(
+        InputError, match=rf"loss_fn returned \(loss_sum, count\) whose count is {shown}"
+    ):
+        loss_and_count((total, count), np.arange(2), np.array([3, 3]), "tokens")

@@ -251,12 +251,6 @@ class GradientAccumulator:
 
         Returns True when this call ended a window and the optimizer stepped (or skipped).
         """
-        paddle = self.paddle
-        if not isinstance(loss_sum, paddle.Tensor):
-            raise InputTypeError(
-                "loss_sum must be a paddle.Tensor (the sum of the micro-batch's per-sample "
-                f"losses, still attached to the graph), got {type(loss_sum).__name__}"
-            )
         self._sync()
         padding = bool(self._position < self._padding.size and self._padding[self._position])
         self.engine.backward(loss_sum, count, padding=padding)  # a repeat weighs 0

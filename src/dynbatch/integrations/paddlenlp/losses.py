@@ -41,28 +41,38 @@ MEAN_REFUSED = (
 
 
 def _logits(outputs: Any) -> Any:
-    logits: Any
+    """The logits among a model's outputs; a model that returned only its (mean) loss is refused.
+
+    A tensor, a ``logits`` field or attribute, or a tuple's first tensor that is not
+    a 0-d loss (a model given its labels returns ``(loss, logits, ...)``).
+    """
+    logits: Any = None
+    loss: Any = None
     if isinstance(outputs, paddle.Tensor):
         logits = outputs
+    elif isinstance(outputs, (tuple, list)):
+        logits = next((o for o in outputs if getattr(o, "ndim", 0) > 0), None)
+        loss = next((o for o in outputs if isinstance(o, paddle.Tensor) and o.ndim == 0), None)
     else:
         logits = getattr(outputs, "logits", None)
-        if logits is None and isinstance(outputs, Mapping):
-            logits = outputs.get("logits")
-        if logits is None and isinstance(outputs, (tuple, list)):
-            # a model given its labels returns (loss, logits, ...): the loss is a 0-d mean
-            logits = next((o for o in outputs if getattr(o, "ndim", 0) > 0), None)
+        loss = getattr(outputs, "loss", None)
+        if isinstance(outputs, Mapping):
+            logits = outputs.get("logits") if logits is None else logits
+            loss = outputs.get("loss") if loss is None else loss
     if isinstance(logits, paddle.Tensor) and logits.ndim == 0:
+        logits, loss = None, logits
+    if isinstance(logits, paddle.Tensor):
+        return logits
+    if isinstance(loss, paddle.Tensor):
         raise InputError(
             "the model returned only a loss, a single number: " + MEAN_REFUSED + ". Have it "
             "return its logits (a loss_fn reads the per-sample or per-token losses from them)"
         )
-    if not isinstance(logits, paddle.Tensor):
-        raise InputTypeError(
-            "per_sample_cross_entropy found no logits in the model's outputs (a tensor, a "
-            f"'logits' field or a tuple's first item), got {type(outputs).__name__}; pass "
-            "loss_fn=callable(outputs, batch) -> per-sample losses"
-        )
-    return logits
+    raise InputTypeError(
+        "found no logits in the model's outputs (a tensor, a 'logits' field or a tuple's "
+        f"first tensor), got {type(outputs).__name__}; pass loss_fn=callable(outputs, batch) "
+        "returning per-sample losses or (loss_sum, count)"
+    )
 
 
 def per_sample_cross_entropy(
@@ -177,6 +187,15 @@ def loss_and_count(
             got = f"shape {list(total.shape)}" if isinstance(total, paddle.Tensor) else total
             raise InputError(
                 f"loss_fn returned (loss_sum, count) whose loss_sum is not one number: {got}"
+            )
+        if isinstance(count, paddle.Tensor):
+            one, got = count.size == 1, f"a tensor of shape {list(count.shape)}"
+        else:
+            one, got = isinstance(count, (int, float)) and not isinstance(count, bool), repr(count)
+        if not one:
+            raise InputError(
+                f"loss_fn returned (loss_sum, count) whose count is {got}; the count must be "
+                "one number: the tokens (or samples) loss_sum is summed over"
             )
         _check_trainable(total)
         return total.reshape([]), count, True

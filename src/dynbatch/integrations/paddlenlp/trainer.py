@@ -20,8 +20,10 @@ NOTE [ one update, one mean ]
     step (its only check raises on a non-finite loss), so a non-finite window
     raises ``ValueError`` on every rank at once rather than hanging one of
     them; with fp16 loss scaling the scaler skips the overflowed step instead,
-    as in paddlenlp. Clipping happens after the scaling, inside
-    ``optimizer.step()``.
+    as in paddlenlp. A window with nothing to average (every token masked, on
+    every rank) has its gradients dropped (not zeroed), so the optimizer's
+    step leaves every parameter and moment as it was. Clipping happens after
+    the scaling, inside ``optimizer.step()``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from ..._checks import (
     check_int,
     check_positive_number,
 )
+from ...contract import counted_tokens
 from ...options import PlanOptions
 from ...sampler import DistributedDynamicBatchSampler
 from ...update import ExactMeanUpdate
@@ -57,6 +60,13 @@ from .losses import loss_and_count, loss_fn_for
 from .run import RealEpochs, RunLoader, RunPlan, Window, split_batch
 
 __all__ = ["DynamicBatchTrainer"]
+
+#: Logged for a window whose count is 0 over all ranks (NOTE [ one update, one mean ]).
+_EMPTY_WINDOW = (
+    "step {step} (epoch {w.epoch}, micro-batches [{w.start}, {w.stop})) has no sample or token "
+    "with a loss on any rank: its gradients are dropped, so the optimizer leaves the weights "
+    "and its moments as they were (the LR schedule still counts the step)"
+)
 
 
 class DynamicBatchTrainer(CompatTrainer):
@@ -283,7 +293,7 @@ class DynamicBatchTrainer(CompatTrainer):
             )
         model.train()
         run = self._run()
-        lengths = run.sampler.lengths
+        lengths = counted_tokens(run.sampler)  # what "tokens" count: loss tokens if given
         checked = True  # the plan knows the count: samples, tokens, or loss tokens
         scaler = self.scaler if self.do_grad_scaling else None
         engine = ExactMeanUpdate(model, world_size=self.args.dataset_world_size, scaler=scaler)
@@ -307,8 +317,13 @@ class DynamicBatchTrainer(CompatTrainer):
             raise RuntimeError(  # the ranks' counts and the plan disagree: a wrong update
                 f"the window's count over all ranks is {update.count:g}, the plan's "
                 f"{window.count:g}: are all ranks training the same plan, and do loss_tokens "
-                "count the tokens loss_fn counts (the shift drops each sample's first label)?"
+                "count the tokens loss_fn counts (dynbatch.loss_token_counts(labels) with the "
+                "loss's shift and ignore_index)?"
             )
+        if update.finite and update.count == 0:  # nothing to average: leave the weights be
+            logger.warning(_EMPTY_WINDOW.format(step=self.state.global_step + 1, w=window))
+            for p in model.parameters():
+                p.clear_gradient(False)  # no gradient: the optimizer steps over every parameter
         if not update.finite and scaler is None:
             raise ValueError(
                 f"the loss or gradients of step {self.state.global_step + 1} (epoch "

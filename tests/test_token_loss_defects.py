@@ -1,7 +1,4 @@
-"""Defects found by an outside attack on token losses (each test fails on the code it was written on).
-
-Probes that found them: attack/*.py.
-"""
+"""Defects an outside tester found in token losses: each test failed on the code before."""
 
 from __future__ import annotations
 
@@ -38,10 +35,13 @@ def test_token_loss_is_not_capped_at_64_per_token() -> None:
 
 
 def test_token_loss_ignore_index_out_of_int64_is_named() -> None:
-    """ignore_index=2**70 passes check_int (no upper bound) and fails inside paddle with a
-    SystemError ('<method '__ne__' of 'Tensor' objects> returned a result with an exception set')."""
+    """ignore_index=2**70 passed check_int (no upper bound) and failed inside paddle with a
+    SystemError ('<method '__ne__' of 'Tensor' objects> returned a result with an exception
+    set')."""
     with pytest.raises(InputError, match="ignore_index"):
-        dynbatch.token_loss(paddle.zeros([1, 3, 4]), paddle.to_tensor([[1, 2, 3]]), ignore_index=2**70)
+        dynbatch.token_loss(
+            paddle.zeros([1, 3, 4]), paddle.to_tensor([[1, 2, 3]]), ignore_index=2**70
+        )
 
 
 def test_loss_token_counts_checks_shift() -> None:
