@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import paddle
 import paddle.distributed as dist
+from launched import finish
 from toy import Bag, Toy, per_sample_loss
 
 import dynbatch
@@ -78,3 +79,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    finish()  # NOTE [ ending a launched script ]

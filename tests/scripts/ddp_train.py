@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import paddle
 import paddle.distributed as dist
+from launched import finish
 from toy import Bag, Toy, per_sample_loss
 
 import dynbatch
@@ -54,3 +55,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    finish()  # NOTE [ ending a launched script ]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import paddle
 import paddle.distributed as dist
+from launched import finish
 from lm_toy import (
     Pairs,
     collate,
@@ -108,3 +109,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    finish()  # NOTE [ ending a launched script ]

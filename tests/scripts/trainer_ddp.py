@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import paddle
+from launched import finish
 from trainer_toy import (
     PLAN,
     Reviews,
@@ -98,3 +99,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    finish()  # NOTE [ ending a launched script ]
