@@ -243,11 +243,111 @@ def train_loop(
     }
 
 
+class Records:
+    """The Trainer's samples, ``{"input_ids", "labels"}``, over :class:`Pairs`."""
+
+    def __init__(self, pairs: Pairs) -> None:
+        self.pairs, self.lengths = pairs, pairs.lengths
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        ids, labels = self.pairs[i]
+        return {"input_ids": ids, "labels": labels}
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+
+def collate_records(
+    samples: list[dict[str, np.ndarray]], pad_id: int, shift: bool
+) -> dict[str, np.ndarray]:
+    """Padded ids and labels; ``shift``: labels moved left by one, for a paddlenlp model's own
+    loss (NOTE [ paddlenlp's labels are already shifted ])."""
+    ids, labels = collate_pairs([(s["input_ids"], s["labels"]) for s in samples], pad_id)
+    if shift:
+        labels = np.concatenate([labels[:, 1:], np.full_like(labels[:, :1], IGNORE)], axis=1)
+    return {"input_ids": ids, "labels": labels}
+
+
 def train_trainer(
     args: argparse.Namespace, model: Any, train: Pairs, meta: dict[str, Any], out: Path
 ) -> dict[str, Any]:
-    """paddlenlp's Trainer: the stock one (fixed) or ``DynamicBatchTrainer`` (dynamic)."""
-    raise NotImplementedError("the trainer runner comes with DynamicBatchTrainer's token losses")
+    """paddlenlp's Trainer: the stock one (fixed) or ``DynamicBatchTrainer`` (dynamic), with
+    the same ``TrainingArguments``."""
+    import functools
+
+    from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
+
+    import dynbatch
+    from dynbatch.memory import peak_memory_mib, reset_peak_memory
+
+    mode, pad_id = args.worker, meta["pad_id"]
+
+    class Batches(TrainerCallback):  # type: ignore[misc]
+        """Real and padded tokens of every trained batch, counted on the batches themselves."""
+
+        real = padded = micro_batches = 0
+
+        def on_load_data_end(self, args, state, control, inputs=None, **kw):  # type: ignore[no-untyped-def]
+            for batch in inputs.get("micro_batches", [inputs]):
+                ids = batch["input_ids"].numpy()
+                self.real += int((ids != pad_id).sum())
+                self.padded += ids.size
+                self.micro_batches += 1
+
+    training = TrainingArguments(
+        output_dir=str(out / "trainer"),
+        device="cpu",
+        seed=args.seed,
+        num_train_epochs=args.epochs,
+        per_device_train_batch_size=args.batch_size,
+        learning_rate=args.lr,
+        warmup_ratio=WARMUP / args.epochs,  # a tenth of the first epoch, as the loop's
+        weight_decay=0.01,
+        max_grad_norm=1.0,
+        logging_steps=50,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+    )
+    batches = Batches()
+    common = {"model": model, "args": training, "train_dataset": Records(train)}
+    extra: dict[str, Any] = {}
+    if mode == "fixed":  # the model's own loss: the per-token mean of each batch
+        collate = functools.partial(collate_records, pad_id=pad_id, shift=True)
+        trainer = Trainer(**common, data_collator=collate, callbacks=[batches])
+    else:
+        from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_entropy
+
+        cost, extra = memory_cost(args, model, meta, int(train.lengths.max()), out)
+        collate = functools.partial(collate_records, pad_id=pad_id, shift=False)
+        trainer = DynamicBatchTrainer(
+            **common,
+            data_collator=collate,
+            callbacks=[batches],
+            lengths=train.lengths,
+            loss_tokens=dynbatch.loss_token_counts([train[i][1] for i in range(len(train))]),
+            accumulate="samples",  # NOTE [ updates in samples, not tokens ] in sft_causal_lm
+            loss_fn=token_cross_entropy,
+            labels_to_model=False,
+            cost=cost,
+        )
+        extra["max_cost_mb"] = float(trainer.train_sampler.max_cost)
+        extra["planned_steps"] = trainer.total_steps()
+    gc.collect()
+    reset_peak_memory()
+    start = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - start
+    return {
+        "wall_seconds": wall,
+        "peak_memory_mb": peak_memory_mib(),
+        "steps": trainer.state.global_step,
+        "micro_batches": batches.micro_batches,
+        "real_tokens": batches.real,
+        "padded_tokens": batches.padded,
+        "lr_at_end": float(trainer.lr_scheduler.get_lr()),
+        **extra,
+    }
 
 
 def run_mode(args: argparse.Namespace) -> int:

