@@ -252,9 +252,14 @@ for entry, call in SHORTCUT_ENTRIES.items():
 masked = np.ma.masked_array([3, 4, 5], mask=[False, True, False])
 BAD_LENGTHS: Rows = [
     ("empty", [], VALUE, r"lengths is empty: there is nothing to batch"),
-    ("2-D", [[1, 2], [3, 4]], VALUE, r"lengths must be 1-D, got an array of shape \(2, 2\)"),
-    ("scalar", 7, VALUE, r"lengths must be 1-D, got an array of shape \(\)"),
-    ("None", None, VALUE, r"lengths must be 1-D, got an array of shape \(\)"),
+    (
+        "2-D",
+        [[1, 2], [3, 4]],
+        VALUE,
+        r"lengths must be a 1-D array of positive integers, got an array of shape \(2, 2\)",
+    ),
+    ("scalar", 7, TYPE, r"lengths must be a 1-D array .* shape \(\): lengths=7"),
+    ("None", None, TYPE, r"lengths must be a 1-D array .* shape \(\): lengths=None"),
     ("ragged", [[1], [1, 2]], TYPE, r"lengths must be a 1-D array of positive integers"),
     ("zero", [3, 0], VALUE, r"lengths must be positive; lengths\[1\]=0"),
     ("negative", [3, -2], VALUE, r"lengths must be positive; lengths\[1\]=-2"),

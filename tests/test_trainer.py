@@ -143,21 +143,30 @@ def run_script(script: str, *args: str) -> int:
 
 
 @pytest.mark.slow
-def test_resume_mid_epoch_trains_the_same_samples_to_the_same_weights(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("kind", "cut_at"), [("cls", 4), ("lm", 3)], ids=["samples", "lm-loss-token-windows"]
+)
+def test_resume_mid_epoch_trains_the_same_samples_to_the_same_weights(
+    tmp_path: Path, kind: str, cut_at: int
+) -> None:
     out = str(tmp_path)
-    assert run_script("trainer_resume.py", out, "full") == 0
-    assert run_script("trainer_resume.py", out, "cut", "4") == 3, "killed after checkpoint-4"
+    assert run_script("trainer_resume.py", kind, out, "full") == 0
+    cut = run_script("trainer_resume.py", kind, out, "cut", str(cut_at))
+    assert cut == 3, f"killed after checkpoint-{cut_at}"
     cut = json.loads((tmp_path / "cut.json").read_text())
     assert cut["last_epoch"] == 0 and not cut["ends_epoch"], "precondition: mid-epoch checkpoint"
-    assert (tmp_path / "cut" / "checkpoint-4" / STATE_FILE).is_file()
-    assert run_script("trainer_resume.py", out, "resume") == 0  # resume_from_checkpoint=True
+    assert (tmp_path / "cut" / f"checkpoint-{cut_at}" / STATE_FILE).is_file()
+    assert run_script("trainer_resume.py", kind, out, "resume") == 0  # resume_from_checkpoint=True
 
     full = json.loads((tmp_path / "full.json").read_text())
     resumed = json.loads((tmp_path / "resume.json").read_text())
     assert cut["batches"] + resumed["batches"] == full["batches"], (
-        "the resumed run trains exactly the batches the uninterrupted run trained after step 4"
+        "the resumed run trains exactly the batches the uninterrupted run trained after the cut"
     )
-    assert resumed["global_step"] == resumed["max_steps"] == full["global_step"]
+    for run in (full, resumed):
+        assert run["global_step"] == run["max_steps"] == run["planned"], (
+            "the Trainer's steps are the plan's windows, exactly"
+        )
     assert resumed["epoch"] == 2.0
     assert resumed["training_loss"] == pytest.approx(full["training_loss"], abs=1e-6), (
         "train_loss covers the steps before the checkpoint too"
@@ -292,7 +301,7 @@ def test_bad_losses_and_checkpoints_are_named(tmp_path: Path) -> None:
         args=make_args(tmp_path, max_steps=1),
         loss_fn=lambda outputs, batch: outputs.mean(),
     )
-    with pytest.raises(dynbatch.InputError, match=r"loss_fn must return the losses of each"):
+    with pytest.raises(dynbatch.InputError, match=r"returned one number, a mean .* re-weighted"):
         mean_loss.train()
     for broken, what in (
         (lambda o, b: per_sample_cross_entropy(o, b).detach(), "float32"),

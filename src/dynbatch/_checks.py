@@ -152,15 +152,19 @@ def check_lengths(lengths: Any, name: str = "lengths", *, zero: bool = False) ->
             i = int(np.argmax(mask.reshape(-1)))
             raise InputError(
                 f"{name} is a masked array with masked entries ({name}[{i}] is masked); "
-                "lengths cannot be missing: fill or drop them first"
+                f"{name} cannot be missing: fill or drop them first"
             )
         lengths = np.asarray(lengths.data)
+    what = "integers >= 0" if zero else "positive integers"
     try:
         arr = np.asarray(lengths)
     except Exception as exc:  # ragged nested lists and the like
-        raise InputTypeError(f"{name} must be a 1-D array of positive integers: {exc}") from None
+        raise InputTypeError(f"{name} must be a 1-D array of {what}: {exc}") from None
     if arr.ndim != 1:
-        raise InputError(f"{name} must be 1-D, got an array of shape {arr.shape}")
+        raise (InputTypeError if arr.ndim == 0 else InputError)(
+            f"{name} must be a 1-D array of {what}, got an array of shape {arr.shape}: "
+            f"{name}={lengths!r:.80}"
+        )
     if arr.size == 0:
         raise InputError(f"{name} is empty: there is nothing to batch")
     if arr.dtype == np.bool_ or not (
@@ -197,6 +201,12 @@ a sample has at most as many loss tokens as tokens
     """
     if loss_tokens is None:
         return None
+    size = np.size(loss_tokens) if isinstance(loss_tokens, (list, tuple, np.ndarray)) else None
+    if size is not None and size != lengths.size:
+        raise InputError(
+            f"loss_tokens has {size} entries but lengths has {lengths.size}; they must "
+            "match one to one (the loss tokens of each sample)"
+        )
     counts = check_lengths(loss_tokens, "loss_tokens", zero=True)
     if counts.size != lengths.size:
         raise InputError(

@@ -27,12 +27,13 @@ NOTE [ counting loss tokens ]
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_int
+from ._checks import InputError, InputTypeError
 from ._optional import require
 
 __all__ = ["IGNORE_INDEX", "loss_token_counts", "token_loss"]
@@ -78,9 +79,7 @@ def token_loss(
         raise InputTypeError(
             f"labels must be an integer paddle.Tensor [batch, seq], got {_describe(labels)}"
         )
-    ignore_index = check_int("ignore_index", ignore_index, minimum=-(2**62))
-    if not isinstance(shift, bool):
-        raise InputTypeError(f"shift must be True or False, got shift={shift!r}")
+    ignore_index, shift = _checked_label_options(ignore_index, shift)
     if logits.ndim < 2 or list(logits.shape[:-1]) != list(labels.shape):
         raise InputError(
             f"logits must be labels' shape plus the vocabulary: labels have shape "
@@ -92,19 +91,23 @@ def token_loss(
         logits, labels = logits[..., :-1, :], labels[..., 1:]
     flat_labels = labels.reshape([-1]).astype("int64")
     has_loss = flat_labels != ignore_index
-    outside = paddle.logical_and(has_loss, (flat_labels < 0) | (flat_labels >= vocab))
-    if bool(outside.any()):  # one read on the host; a GPU would assert or read garbage
-        bad = int(flat_labels[paddle.nonzero(outside)[0]])
+    count = has_loss.astype("int64").sum()
+    rows = paddle.nonzero(has_loss).reshape([-1])  # one read on the host, as the check below
+    if rows.shape[0] == 0:  # nothing to learn: 0, still attached to the graph
+        return logits.astype("float32").sum() * 0.0, count
+    targets = paddle.gather(flat_labels, rows)
+    outside = (targets < 0) | (targets >= vocab)
+    if bool(outside.any()):  # a GPU would assert or read garbage
+        at = int(rows[paddle.nonzero(outside)[0]])
         raise InputError(
-            f"labels must be token ids in [0, {vocab}) or ignore_index={ignore_index}, got a "
-            f"label {bad}"
+            f"labels must be token ids in [0, {vocab}) or ignore_index={ignore_index}, got "
+            f"label {int(flat_labels[at])} at flat position {at} (after the shift)"
         )
-    safe = paddle.where(has_loss, flat_labels, paddle.zeros_like(flat_labels))
-    losses = paddle.nn.functional.cross_entropy(
-        logits.reshape([-1, vocab]).astype("float32"), safe, reduction="none"
-    ).reshape([-1])
-    weights = has_loss.astype("float32")
-    return (losses * weights).sum(), has_loss.astype("int64").sum()
+    # only the rows with a loss: a masked prompt costs no float32 copy, and a NaN in an
+    # ignored row (padding) cannot reach the sum or the gradients
+    picked = paddle.gather(logits.reshape([-1, vocab]), rows).astype("float32")
+    chosen = paddle.take_along_axis(picked, targets.reshape([-1, 1]), axis=1).reshape([-1])
+    return (paddle.logsumexp(picked, axis=-1) - chosen).sum(), count
 
 
 def loss_token_counts(
@@ -118,7 +121,7 @@ def loss_token_counts(
     >>> loss_token_counts([[-100, -100, 7, 8], [-100, 5]]).tolist()
     [2, 1]
     """
-    ignore_index = check_int("ignore_index", ignore_index, minimum=-(2**62))
+    ignore_index, shift = _checked_label_options(ignore_index, shift)
     if isinstance(labels, (str, bytes)) or not hasattr(labels, "__iter__"):
         raise InputTypeError(
             f"labels must be a sequence of label sequences (one per sample), got {labels!r:.80}"
@@ -132,6 +135,22 @@ def loss_token_counts(
             )
         counts.append(int(np.count_nonzero(arr[1 if shift else 0 :] != ignore_index)))
     return np.asarray(counts, dtype=np.int64)
+
+
+def _checked_label_options(ignore_index: Any, shift: Any) -> tuple[int, bool]:
+    if isinstance(ignore_index, (bool, np.bool_)) or not isinstance(ignore_index, numbers.Integral):
+        raise InputTypeError(
+            f"ignore_index must be an integer label (-100 by default), got "
+            f"ignore_index={ignore_index!r}"
+        )
+    if not -(2**63) <= int(ignore_index) < 2**63:
+        raise InputError(
+            f"ignore_index must fit an int64 label (-100 by default), got "
+            f"ignore_index={ignore_index!r}"
+        )
+    if not isinstance(shift, (bool, np.bool_)):
+        raise InputTypeError(f"shift must be True or False, got shift={shift!r}")
+    return int(ignore_index), bool(shift)
 
 
 def _is_integer(paddle: Any, tensor: Any) -> bool:

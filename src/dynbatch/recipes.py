@@ -136,6 +136,7 @@ def fill_device(
     batch_size: int | None = None,
     num_replicas: int = 1,
     update_unit: str = "samples",
+    loss_tokens: Any = None,
     **fields: Any,
 ) -> PlanOptions:
     """Micro-batches at the knee of the step time, within a memory target.
@@ -167,6 +168,8 @@ def fill_device(
             (every micro-batch is an update).
         num_replicas: data-parallel ranks.
         update_unit: ``"samples"`` or ``"tokens"``.
+        loss_tokens: per sample, the tokens that carry a loss: what updates in
+            ``"tokens"`` count (as for :func:`like_fixed`).
         **fields: other options.
 
     >>> from types import SimpleNamespace
@@ -176,6 +179,7 @@ def fill_device(
     (True, None)
     """
     lens, longest = _lengths(lengths, fields, "fill_device")
+    counted = check_loss_tokens(loss_tokens, lens)
     c, a, b = (_coefficient(time_model, name) for name in ("c", "a", "b"))
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
         raise InputTypeError(f"fraction must be a number in (0, 1), got fraction={fraction!r}")
@@ -195,7 +199,8 @@ def fill_device(
     values: dict[str, Any] = {"order": "bucket", **fields}
     if batch_size is not None:
         batch = check_int("batch_size", batch_size, minimum=1)
-        values = {**_updates(lens, batch * replicas, update_unit), **values}
+        counts = lens if counted is None else counted
+        values = {**_updates(counts, batch * replicas, update_unit), **values}
     if a == b == 0:  # a step costs the same at any size: no knee below the memory target
         return PlanOptions(max_cost=target, cost=memory, **values)
     growing = MixedCost(a, b)

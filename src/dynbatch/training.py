@@ -246,42 +246,11 @@ class GradientAccumulator:
         with self.engine.micro_batch(last=self._window_ends_here()):
             yield
 
-    def _count_tensor(self, count: Any) -> Any:
-        paddle = self.paddle
-        if isinstance(count, paddle.Tensor):
-            if count.size != 1:
-                raise InputError(
-                    f"count must be a single number, got a tensor of shape {count.shape}"
-                )
-            # checked like a number: one read on the host (NOTE [ counts on the device ])
-            value = float(count.astype("float64").numpy().reshape(-1)[0])
-            if not (math.isfinite(value) and value >= 0):
-                raise InputError(
-                    f"count must be a finite number >= 0, got count={value!r} (a paddle.Tensor)"
-                )
-            return count.astype("float32").reshape([1])
-        if isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Real):
-            raise InputTypeError(
-                f"count must be the number of samples (or tokens) in the micro-batch, an int, "
-                f"float or paddle.Tensor, got count={count!r}"
-            )
-        value = float(count)
-        if not (math.isfinite(value) and value >= 0):
-            raise InputError(f"count must be a finite number >= 0, got count={count!r}")
-        return paddle.to_tensor([value], dtype="float32")
-
     def backward(self, loss_sum: Any, count: Any) -> bool:
         """Back-propagate the *sum* of a micro-batch's losses over ``count`` samples or tokens.
 
         Returns True when this call ended a window and the optimizer stepped (or skipped).
         """
-        paddle = self.paddle
-        if not isinstance(loss_sum, paddle.Tensor):
-            raise InputTypeError(
-                "loss_sum must be a paddle.Tensor (the sum of the micro-batch's per-sample "
-                f"losses, still attached to the graph), got {type(loss_sum).__name__}"
-            )
-        count = self._count_tensor(count)
         self._sync()
         padding = bool(self._position < self._padding.size and self._padding[self._position])
         self.engine.backward(loss_sum, count, padding=padding)  # a repeat weighs 0

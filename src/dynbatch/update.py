@@ -12,7 +12,8 @@ NOTE [ one update engine ]
     averages over ranks, so the summed gradient becomes the global mean (NOTE
     [ normalising the loss ] in :mod:`dynbatch.training`). A window whose loss
     or gradients are NaN or inf on any rank, or that holds no samples, is not
-    applied on any rank.
+    applied on any rank. The sums are float64: a window of more than 2**24
+    tokens is still counted exactly.
 
     :class:`~dynbatch.GradientAccumulator` steps the optimizer through
     :meth:`ExactMeanUpdate.step`, which skips such a window and counts it.
@@ -25,13 +26,70 @@ NOTE [ one update engine ]
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ._checks import InputError, InputTypeError
 from ._optional import require
 
 __all__ = ["ExactMeanUpdate", "Update"]
+
+
+def _checked_count(paddle: Any, count: Any) -> Any:
+    """``count`` (a number or a one-element tensor) as a float64 ``[1]`` tensor, once checked.
+
+    Checked like a number, finite and >= 0 (NOTE [ counts on the device ] in
+    :mod:`dynbatch.training`): a tensor is read on the host once.
+    """
+    if isinstance(count, paddle.Tensor):
+        if count.dtype == paddle.bool:
+            raise InputTypeError(
+                "count must be the number of samples (or tokens) in the micro-batch, got a "
+                "bool tensor"
+            )
+        if count.size != 1:
+            raise InputError(f"count must be a single number, got a tensor of shape {count.shape}")
+        value = float(count.astype("float64").numpy().reshape(-1)[0])
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(
+                f"count must be a finite number >= 0, got count={value!r} (a paddle.Tensor)"
+            )
+        return count.astype("float64").reshape([1])
+    if isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Real):
+        raise InputTypeError(
+            f"count must be the number of samples (or tokens) in the micro-batch, an int, "
+            f"float or paddle.Tensor, got count={count!r}"
+        )
+    value = float(count)
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(f"count must be a finite number >= 0, got count={count!r}")
+    return paddle.to_tensor([value], dtype="float64")
+
+
+def _checked_loss_sum(paddle: Any, loss_sum: Any) -> Any:
+    """``loss_sum`` once checked: one float number, attached to the graph (or nothing trains)."""
+    if not isinstance(loss_sum, paddle.Tensor):
+        raise InputTypeError(
+            "loss_sum must be a paddle.Tensor (the sum of the micro-batch's per-sample "
+            f"losses, still attached to the graph), got {type(loss_sum).__name__}"
+        )
+    if loss_sum.size != 1:
+        raise InputError(
+            f"loss_sum must be one number (the micro-batch's losses summed), got a tensor of "
+            f"shape {list(loss_sum.shape)}: sum the losses first"
+        )
+    if not paddle.is_floating_point(loss_sum) or loss_sum.stop_gradient:
+        raise InputError(
+            f"loss_sum must be a float tensor attached to the model's graph, got dtype "
+            f"{loss_sum.dtype} with stop_gradient={loss_sum.stop_gradient}: nothing would be "
+            "trained"
+        )
+    return loss_sum
 
 
 @dataclass(frozen=True)
@@ -84,7 +142,7 @@ class ExactMeanUpdate:
         self._reset()
 
     def _reset(self) -> None:
-        self._sums = self.paddle.zeros([3], dtype="float32")
+        self._sums = self.paddle.zeros([3], dtype="float64")
         self.open = 0
 
     def discard(self) -> None:
@@ -105,17 +163,16 @@ class ExactMeanUpdate:
         """Back-propagate a micro-batch's summed losses over ``count`` (a float or a tensor).
 
         A ``padding`` micro-batch still runs backward (so every rank joins the
-        gradient all-reduce) but weighs 0.
+        gradient all-reduce) but weighs 0. ``loss_sum`` and ``count`` are checked
+        before anything changes.
         """
         paddle = self.paddle
-        if isinstance(count, paddle.Tensor):
-            count = count.astype("float32").reshape([1])
-        else:
-            count = paddle.to_tensor([float(count)], dtype="float32")
+        loss_sum = _checked_loss_sum(paddle, loss_sum)
+        count = _checked_count(paddle, count)
         if padding:
             loss_sum, count = loss_sum * 0.0, count * 0.0
-        detached = loss_sum.detach().astype("float32").reshape([1])
-        bad = paddle.logical_not(paddle.isfinite(detached)).astype("float32")
+        detached = loss_sum.detach().astype("float64").reshape([1])
+        bad = paddle.logical_not(paddle.isfinite(detached)).astype("float64")
         self._sums = self._sums + paddle.concat([count, detached, bad])
         (self.scaler.scale(loss_sum) if self.scaler is not None else loss_sum).backward()
         self.open += 1
@@ -126,8 +183,8 @@ class ExactMeanUpdate:
             paddle.isfinite(p.grad).all() for p in self.model.parameters() if p.grad is not None
         ]
         if not finite:
-            return paddle.zeros([1], dtype="float32")
-        return paddle.logical_not(paddle.stack(finite).all()).astype("float32").reshape([1])
+            return paddle.zeros([1], dtype="float64")
+        return paddle.logical_not(paddle.stack(finite).all()).astype("float64").reshape([1])
 
     def close(self) -> Update:
         """End the window: one all-reduce, the verdict, and the gradients scaled if it applies."""
@@ -170,5 +227,5 @@ class ExactMeanUpdate:
     def restore_window(self, state: Mapping[str, Any], micro_batches: int) -> None:
         """Reopen a window saved by :meth:`window_state` (its gradients restored by the caller)."""
         values = [float(state["count"]), float(state.get("loss", 0.0)), float(state["bad"])]
-        self._sums = self.paddle.to_tensor(values, dtype="float32")
+        self._sums = self.paddle.to_tensor(values, dtype="float64")
         self.open = int(micro_batches)

@@ -6,7 +6,6 @@ Imported by tests/test_trainer.py and by the scripts it runs in their own proces
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +20,7 @@ PAD = 0
 PLAN: dict[str, Any] = {"max_cost": 6 * 24**2, "cost": "quadratic", "order": "shuffle"}
 
 
-def make_args(out: Path, **changes: Any) -> TrainingArguments:
+def make_args(out: Any, **changes: Any) -> TrainingArguments:
     """The tests' TrainingArguments: 2 epochs on CPU, lr 1e-3, a log every step, no saves."""
     from paddlenlp.trainer import TrainingArguments
 

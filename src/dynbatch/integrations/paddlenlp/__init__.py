@@ -33,7 +33,8 @@ each; read them one at a time:
   from the plan ];
 * :mod:`.evaluation`: NOTE [ evaluation with unequal batches ];
 * :mod:`.logs`: the plan's numbers in the Trainer's logs;
-* :mod:`.losses`: per-sample losses; :mod:`.arguments`: ``TrainingArguments``;
+* :mod:`.losses`: per-sample losses, and per-token ones for language models
+  (:func:`token_cross_entropy`); :mod:`.arguments`: ``TrainingArguments``;
 * :mod:`._compat`: every touch of paddlenlp's private names (written for
   3.0.0b4), NOTE [ VisualDL and protobuf bools ].
 """
@@ -46,8 +47,14 @@ require("paddle", "dynbatch.integrations.paddlenlp")
 require("paddlenlp.trainer", "dynbatch.integrations.paddlenlp")
 
 from .checkpoints import STATE_FILE  # noqa: E402
-from .losses import per_sample_cross_entropy  # noqa: E402
+from .losses import per_sample_cross_entropy, token_cross_entropy  # noqa: E402
 from .run import Window  # noqa: E402
 from .trainer import DynamicBatchTrainer  # noqa: E402
 
-__all__ = ["STATE_FILE", "DynamicBatchTrainer", "Window", "per_sample_cross_entropy"]
+__all__ = [
+    "STATE_FILE",
+    "DynamicBatchTrainer",
+    "Window",
+    "per_sample_cross_entropy",
+    "token_cross_entropy",
+]

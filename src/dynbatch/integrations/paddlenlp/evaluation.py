@@ -25,7 +25,7 @@ from paddlenlp.trainer.utils.helper import nested_concat
 from ..._checks import InputError, check_lengths
 from ...options import PlanOptions
 from ...sampler import DistributedDynamicBatchSampler
-from .losses import loss_sum
+from .losses import loss_and_count
 from .run import split_batch
 
 __all__ = ["EvalSamplers", "check_eval_lengths", "evaluate"]
@@ -143,20 +143,17 @@ def evaluate(
         if padding[k]:  # a repeat that only evens out the ranks' batch counts
             continue
         indices = np.asarray(plan[k])
-        batch, model_inputs = split_batch(batch, label_names, trainer.prepare_inputs)
+        batch, model_inputs = split_batch(
+            batch, label_names, trainer.prepare_inputs, trainer.labels_to_model
+        )
         has_labels = all(batch.get(name) is not None for name in label_names)
         with paddle.no_grad(), trainer.autocast_smart_context_manager():
             outputs = model(**model_inputs)
             if has_labels:
                 losses = trainer.loss_fn(outputs, batch)
-                total_loss += float(
-                    loss_sum(losses, indices, sampler.lengths, trainer.accumulate).item()
-                )
-                count += float(
-                    indices.size
-                    if trainer.accumulate == "samples"
-                    else sampler.lengths[indices].sum()
-                )
+                total, n, _ = loss_and_count(losses, indices, sampler.lengths, trainer.accumulate)
+                total_loss += float(total.item())
+                count += float(n.numpy().sum()) if isinstance(n, paddle.Tensor) else float(n)
         seen.append(indices)
         if not prediction_loss_only:
             batch_labels: Any = None

@@ -1,8 +1,12 @@
-"""Per-sample losses: the default ``loss_fn``, a ``criterion`` made per-sample, and their sum.
+"""Losses the Trainer can re-weight: per sample, per token, or a sum with its count.
 
 The Trainer's own losses are means; a mean cannot be re-weighted into the mean
-over an update's samples, so the integration works on per-sample (or
-per-token) losses and sums them (NOTE [ one update engine ] in :mod:`dynbatch.update`).
+over an update's samples or tokens (it hides how many it averaged), so the
+integration works on per-sample or per-token losses and sums them (NOTE [ one
+update engine ] in :mod:`dynbatch.update`), or on a ``(loss_sum, count)`` pair
+whose count comes from the batch, as :func:`token_cross_entropy` returns for a
+language model with masked prompts (NOTE [ counting loss tokens ] in
+:mod:`dynbatch.losses`).
 """
 
 from __future__ import annotations
@@ -17,25 +21,58 @@ import paddle
 from numpy.typing import NDArray
 
 from ..._checks import InputError, InputTypeError
+from ...losses import IGNORE_INDEX, token_loss
 
-__all__ = ["loss_fn_for", "loss_sum", "per_sample_criterion", "per_sample_cross_entropy"]
+__all__ = [
+    "MEAN_REFUSED",
+    "loss_and_count",
+    "loss_fn_for",
+    "per_sample_criterion",
+    "per_sample_cross_entropy",
+    "token_cross_entropy",
+]
+
+#: Why a mean loss is refused, for every message that refuses one.
+MEAN_REFUSED = (
+    "a mean over a micro-batch cannot be re-weighted into the update's mean over all its "
+    "samples or tokens: it hides how many it averaged, and micro-batches of unequal lengths "
+    "(and prompt shares) average over unequal counts"
+)
 
 
 def _logits(outputs: Any) -> Any:
+    """The logits among a model's outputs; a model that returned only its (mean) loss is refused.
+
+    A tensor, a ``logits`` field or attribute, or a tuple's first tensor that is not
+    a 0-d loss (a model given its labels returns ``(loss, logits, ...)``).
+    """
+    logits: Any = None
+    loss: Any = None
     if isinstance(outputs, paddle.Tensor):
-        return outputs
-    logits = getattr(outputs, "logits", None)
-    if logits is None and isinstance(outputs, Mapping):
-        logits = outputs.get("logits")
-    if logits is None and isinstance(outputs, (tuple, list)) and outputs:
-        logits = outputs[0]
-    if not isinstance(logits, paddle.Tensor):
-        raise InputTypeError(
-            "per_sample_cross_entropy found no logits in the model's outputs (a tensor, a "
-            f"'logits' field or a tuple's first item), got {type(outputs).__name__}; pass "
-            "loss_fn=callable(outputs, batch) -> per-sample losses"
+        logits = outputs
+    elif isinstance(outputs, (tuple, list)):
+        logits = next((o for o in outputs if getattr(o, "ndim", 0) > 0), None)
+        loss = next((o for o in outputs if isinstance(o, paddle.Tensor) and o.ndim == 0), None)
+    else:
+        logits = getattr(outputs, "logits", None)
+        loss = getattr(outputs, "loss", None)
+        if isinstance(outputs, Mapping):
+            logits = outputs.get("logits") if logits is None else logits
+            loss = outputs.get("loss") if loss is None else loss
+    if isinstance(logits, paddle.Tensor) and logits.ndim == 0:
+        logits, loss = None, logits
+    if isinstance(logits, paddle.Tensor):
+        return logits
+    if isinstance(loss, paddle.Tensor):
+        raise InputError(
+            "the model returned only a loss, a single number: " + MEAN_REFUSED + ". Have it "
+            "return its logits (a loss_fn reads the per-sample or per-token losses from them)"
         )
-    return logits
+    raise InputTypeError(
+        "found no logits in the model's outputs (a tensor, a 'logits' field or a tuple's "
+        f"first tensor), got {type(outputs).__name__}; pass loss_fn=callable(outputs, batch) "
+        "returning per-sample losses or (loss_sum, count)"
+    )
 
 
 def per_sample_cross_entropy(
@@ -97,20 +134,105 @@ def per_sample_criterion(criterion: Any) -> Callable[..., Any]:
     return loss_fn
 
 
-def loss_sum(losses: Any, indices: NDArray[Any], lengths: NDArray[Any], unit: str) -> Any:
-    """A micro-batch's summed losses, per sample or token (NOTE [ one update, one mean ]).
+def token_cross_entropy(
+    outputs: Any,
+    batch: Mapping[str, Any],
+    *,
+    label_key: str = "labels",
+    shift: bool = True,
+    ignore_index: int = IGNORE_INDEX,
+) -> tuple[Any, Any]:
+    """A ``loss_fn`` for language models: ``(loss_sum, count)`` over the tokens with a loss.
 
-    ``losses`` is what ``loss_fn`` returned for the samples ``indices``; under
-    ``unit="tokens"`` a per-sample loss weighs each sample by its length.
+    :func:`dynbatch.token_loss` on the model's logits (``[n, seq, vocab]``) and
+    ``batch[label_key]`` (``[n, seq]``, prompts and padding ``ignore_index``),
+    shifted for a causal LM (``shift=False`` for labels that line up with the
+    logits, as a seq2seq decoder's do). The count comes from the batch, so each
+    update is the exact mean over its loss tokens (NOTE [ counting loss tokens ]).
+
+    >>> logits = paddle.zeros([1, 3, 4])
+    >>> s, n = token_cross_entropy(logits, {"labels": paddle.to_tensor([[-100, 2, 3]])})
+    >>> round(float(s), 4), int(n)
+    (2.7726, 2)
     """
+    if not isinstance(batch, Mapping) or label_key not in batch:
+        fields = sorted(batch) if isinstance(batch, Mapping) else type(batch).__name__
+        raise InputError(
+            f"token_cross_entropy needs the token labels {label_key!r} in every batch, got "
+            f"{fields}; name the label field in TrainingArguments(label_names=[...])"
+        )
+    return token_loss(_logits(outputs), batch[label_key], ignore_index=ignore_index, shift=shift)
+
+
+def loss_and_count(
+    losses: Any, indices: NDArray[Any], lengths: NDArray[Any], unit: str
+) -> tuple[Any, Any, bool]:
+    """A micro-batch's summed losses, what they count, and whether the count is the batch's.
+
+    ``losses`` is what ``loss_fn`` returned for the samples ``indices``: a
+    ``(loss_sum, count)`` pair (the count from the batch, e.g. its loss
+    tokens), or per-sample losses ``[n]`` (counted as ``n`` samples, or under
+    ``unit="tokens"`` weighed and counted by ``lengths``), or per-token losses
+    ``[n, ...]`` (padding 0, counted by ``lengths``; ``unit="tokens"`` only).
+    A mean is refused (NOTE [ one update, one mean ] in :mod:`.trainer`).
+    """
+    if isinstance(losses, tuple):
+        if len(losses) != 2:
+            raise InputError(
+                f"loss_fn returned a tuple of {len(losses)}; a pair (loss_sum, count) is what a "
+                "loss_fn may return besides per-sample or per-token losses"
+            )
+        total, count = losses
+        if not isinstance(total, paddle.Tensor) or total.size != 1:
+            got = f"shape {list(total.shape)}" if isinstance(total, paddle.Tensor) else total
+            raise InputError(
+                f"loss_fn returned (loss_sum, count) whose loss_sum is not one number: {got}"
+            )
+        if isinstance(count, paddle.Tensor):
+            one, got = count.size == 1, f"a tensor of shape {list(count.shape)}"
+        else:
+            one, got = isinstance(count, (int, float)) and not isinstance(count, bool), repr(count)
+        if not one:
+            raise InputError(
+                f"loss_fn returned (loss_sum, count) whose count is {got}; the count must be "
+                "one number: the tokens (or samples) loss_sum is summed over"
+            )
+        _check_trainable(total)
+        return total.reshape([]), count, True
     n = int(indices.size)
     shape = list(getattr(losses, "shape", []))
-    if not isinstance(losses, paddle.Tensor) or not shape or shape[0] != n:
+    if isinstance(losses, paddle.Tensor) and not shape:
+        raise InputError(
+            f"loss_fn returned one number, a mean of the micro-batch's {n} samples: "
+            + MEAN_REFUSED
+            + ". Return one loss per sample (shape [n]), per token ([n, ...], padding 0), or "
+            "(loss_sum, count) as dynbatch.integrations.paddlenlp.token_cross_entropy does"
+        )
+    if not isinstance(losses, paddle.Tensor) or shape[0] != n:
         got = f"shape {shape}" if isinstance(losses, paddle.Tensor) else type(losses).__name__
         raise InputError(
             f"loss_fn must return the losses of each of the micro-batch's {n} samples, shape "
-            f"[{n}] (or [{n}, ...] per token, with accumulate='tokens'), not a mean; got {got}"
+            f"[{n}] (or [{n}, ...] per token, with accumulate='tokens'), or (loss_sum, count); "
+            f"got {got}"
         )
+    _check_trainable(losses)
+    count = float(n if unit == "samples" else lengths[indices].sum())
+    per_sample = len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)
+    if per_sample:
+        losses = losses.reshape([-1])
+        if unit == "tokens":
+            weights = lengths[indices].astype(np.float32)
+            return (losses * paddle.to_tensor(weights, dtype=losses.dtype)).sum(), count, False
+    elif unit == "samples":
+        raise InputError(
+            f"loss_fn returned per-token losses (shape {shape}); with accumulate='samples' it "
+            f"must return one loss per sample, shape [{n}] (or use accumulate='tokens', or "
+            "return (loss_sum, count))"
+        )
+    return losses.sum(), count, False
+
+
+def _check_trainable(losses: Any) -> None:
     detached = losses.stop_gradient and paddle.is_grad_enabled()  # eval runs without grad
     if not paddle.is_floating_point(losses) or detached:
         raise InputError(
@@ -118,18 +240,6 @@ def loss_sum(losses: Any, indices: NDArray[Any], lengths: NDArray[Any], unit: st
             f"graph), got dtype {losses.dtype} with stop_gradient={losses.stop_gradient}: "
             "nothing would be trained"
         )
-    per_sample = len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)
-    if per_sample:
-        losses = losses.reshape([-1])
-        if unit == "tokens":
-            weights = lengths[indices].astype(np.float32)
-            return (losses * paddle.to_tensor(weights, dtype=losses.dtype)).sum()
-    elif unit == "samples":
-        raise InputError(
-            f"loss_fn returned per-token losses (shape {shape}); with accumulate='samples' it "
-            f"must return one loss per sample, shape [{n}] (or use accumulate='tokens')"
-        )
-    return losses.sum()
 
 
 def loss_fn_for(loss_fn: Any, criterion: Any) -> Callable[[str], Callable[..., Any]]:

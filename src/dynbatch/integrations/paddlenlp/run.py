@@ -55,8 +55,10 @@ class Window:
         indices: this rank's sample indices, one array per micro-batch.
         padding: per micro-batch, whether it only repeats samples to even out
             the ranks' step counts (it weighs 0).
-        count: what the update averages over: the window's samples (or real
-            tokens, with ``accumulate="tokens"``) summed over all ranks.
+        count: what the update averages over, as the plan counts it: the
+            window's samples (or real tokens, with ``accumulate="tokens"``; loss
+            tokens with ``loss_tokens``) summed over all ranks. A ``loss_fn``
+            returning ``(loss_sum, count)`` counts from the batch instead.
         samples: the window's real samples summed over all ranks.
     """
 
@@ -119,6 +121,11 @@ class RunPlan:
         else:  # accumulate_target, the plan's own updates, or one per micro-batch
             ends = update_ends(sharded, counted_tokens(sampler), self.target, self.unit)
         return _Epoch(ends=ends, counts=counts)
+
+    @property
+    def counts_loss_tokens(self) -> bool:
+        """Whether the plan's counts are the loss tokens a ``(loss_sum, count)`` loss counts."""
+        return self.unit == "tokens" and self.sampler.loss_tokens is not None
 
     def window_ends(self, epoch: int) -> NDArray[np.int64]:
         return self._epoch(epoch).ends.copy()
@@ -232,15 +239,18 @@ class RunLoader:
 
 
 def split_batch(
-    batch: Any, label_names: list[str], prepare: Any
+    batch: Any, label_names: list[str], prepare: Any, labels_to_model: bool = False
 ) -> tuple[Mapping[str, Any], dict[str, Any]]:
-    """The batch on the device (``prepare``), and the model's inputs: all but the label fields."""
+    """The batch on the device (``prepare``), and the model's inputs: all but the label fields
+    (all of them with ``labels_to_model``)."""
     if not isinstance(batch, Mapping):
         raise InputTypeError(
             "data_collator must return a dict of fields (the model's inputs and the label "
             f"fields {label_names}), got {type(batch).__name__}"
         )
     batch = prepare(batch)
+    if labels_to_model:
+        return batch, dict(batch)
     return batch, {k: v for k, v in batch.items() if k not in label_names}
 
 

@@ -10,13 +10,20 @@ NOTE [ one update, one mean ]
     samples (or real tokens) read from the plan, so it equals the window's
     ``count``. ``DataParallel`` averages over ranks, so each optimizer step is
     the mean over every real sample (or token) of the step, whatever the
-    micro-batch sizes. Every rank logs the same loss and reaches the same
-    verdict: paddlenlp 3.0.0b4 steps the optimizer itself right after
-    ``training_step`` and has no way to skip one step (its only check raises
-    on a non-finite loss), so a non-finite window raises ``ValueError`` on
-    every rank at once rather than hanging one of them; with fp16 loss scaling
-    the scaler skips the overflowed step instead, as in paddlenlp. Clipping
-    happens after the scaling, inside ``optimizer.step()``.
+    micro-batch sizes. A ``loss_fn`` that returns ``(loss_sum, count)`` (a
+    language model's loss tokens, :func:`~.losses.token_cross_entropy`) gives
+    the count from the batch instead; it is checked against the plan when the
+    plan knows it (``accumulate="tokens"`` with ``loss_tokens``). A mean is
+    refused with the reason: it cannot be re-weighted. Every rank logs the
+    same loss and reaches the same verdict: paddlenlp 3.0.0b4 steps the
+    optimizer itself right after ``training_step`` and has no way to skip one
+    step (its only check raises on a non-finite loss), so a non-finite window
+    raises ``ValueError`` on every rank at once rather than hanging one of
+    them; with fp16 loss scaling the scaler skips the overflowed step instead,
+    as in paddlenlp. A window with nothing to average (every token masked, on
+    every rank) has its gradients dropped (not zeroed), so the optimizer's
+    step leaves every parameter and moment as it was. Clipping happens after
+    the scaling, inside ``optimizer.step()``.
 """
 
 from __future__ import annotations
@@ -31,7 +38,15 @@ from numpy.typing import NDArray
 from paddlenlp.trainer.trainer_utils import TrainOutput
 from paddlenlp.utils.log import logger
 
-from ..._checks import InputError, InputTypeError, check_choice, check_int, check_positive_number
+from ..._checks import (
+    InputError,
+    InputTypeError,
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive_number,
+)
+from ...contract import counted_tokens
 from ...options import PlanOptions
 from ...sampler import DistributedDynamicBatchSampler
 from ...update import ExactMeanUpdate
@@ -41,10 +56,17 @@ from .arguments import checked_args, plan_options, run_args, split_keywords, tra
 from .checkpoints import checkpoint_folder, read_state, resolve_checkpoint, write_state
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
 from .logs import RunLog
-from .losses import loss_fn_for, loss_sum
+from .losses import loss_and_count, loss_fn_for
 from .run import RealEpochs, RunLoader, RunPlan, Window, split_batch
 
 __all__ = ["DynamicBatchTrainer"]
+
+#: Logged for a window whose count is 0 over all ranks (NOTE [ one update, one mean ]).
+_EMPTY_WINDOW = (
+    "step {step} (epoch {w.epoch}, micro-batches [{w.start}, {w.stop})) has no sample or token "
+    "with a loss on any rank: its gradients are dropped, so the optimizer leaves the weights "
+    "and its moments as they were (the LR schedule still counts the step)"
+)
 
 
 class DynamicBatchTrainer(CompatTrainer):
@@ -71,20 +93,34 @@ class DynamicBatchTrainer(CompatTrainer):
             Without ``options`` or ``max_cost``: the fixed batch's recipe at
             ``args``' batch size (:func:`dynbatch.like_fixed`; other option
             keywords then refine it). ``seed`` defaults to ``args.seed``.
+        loss_tokens: per-sample counts of the tokens with a loss (a masked
+            prompt has none; at most the sample's length), for token losses:
+            updates in ``"tokens"`` count them, the cost plans on ``lengths``
+            (NOTE [ counting loss tokens ] in :mod:`dynbatch.losses`).
         accumulate: ``"samples"`` (each update is the mean over the step's
-            samples) or ``"tokens"`` (over its real tokens, the ``lengths``).
+            samples; updates of the fixed batch's samples) or ``"tokens"``
+            (over its real tokens, the ``lengths`` or ``loss_tokens``; updates
+            of as many tokens as the fixed batch holds on average). With a
+            ``loss_fn`` returning ``(loss_sum, count)`` the mean is over that
+            count either way, and ``accumulate`` says what updates are cut on.
         accumulate_target: instead of ``gradient_accumulation_steps``, close
             a window when its samples (or tokens) over all ranks reach this.
         loss_fn: ``loss_fn(outputs, batch) -> losses``, one loss per sample
             (shape ``[n]``) or per token (``[n, ...]``, padding set to 0, only
-            with ``accumulate="tokens"``). The model is called with every field
-            of the batch but the label fields (``args.label_names``, default
-            ``["labels"]``). A per-sample loss under ``accumulate="tokens"``
-            weighs each sample by its length. Default:
+            with ``accumulate="tokens"``), or ``(loss_sum, count)`` with the
+            count from the batch (:func:`token_cross_entropy` for language
+            models: the mean over the loss tokens); never a mean. The model is
+            called with every field of the batch but the label fields
+            (``args.label_names``, default ``["labels"]``). A per-sample loss
+            under ``accumulate="tokens"`` weighs each sample by its length. Default:
             :func:`per_sample_cross_entropy` (sequence classification), or
             ``criterion`` if given: a loss layer with a ``reduction`` (such as
             ``paddle.nn.CrossEntropyLoss()``), called on ``(logits, labels)``
             with ``reduction="none"`` on a copy of it.
+        labels_to_model: also pass the label fields to the model, for models
+            that need them (seq2seq decoders build their inputs from
+            ``labels``). The loss is still ``loss_fn``'s, from the logits: the
+            model's own loss, a mean, is not used.
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
             ``callbacks``, ``optimizers``, ``tokenizer``,
             ``preprocess_logits_for_metrics``) and the plan options.
@@ -117,11 +153,14 @@ class DynamicBatchTrainer(CompatTrainer):
         accumulate: str = "samples",
         accumulate_target: float | None = None,
         loss_fn: Callable[[Any, Mapping[str, Any]], Any] | None = None,
+        loss_tokens: Any = None,
+        labels_to_model: bool = False,
         **kwargs: Any,
     ) -> None:
         trainer_kwargs = split_keywords(kwargs)
         loss_for = loss_fn_for(loss_fn, trainer_kwargs.pop("criterion", None))
         self.accumulate = check_choice("accumulate", accumulate, UNITS)
+        self.labels_to_model = check_bool("labels_to_model", labels_to_model)
         self.accumulate_target = (
             None
             if accumulate_target is None
@@ -147,6 +186,7 @@ class DynamicBatchTrainer(CompatTrainer):
                 unit=self.accumulate,
                 plan_keywords=kwargs,
                 lengths=lengths,
+                loss_tokens=loss_tokens,
                 length_fn=length_fn,
                 ref_index=ref_index,
                 cache_path=cache_path,
@@ -160,8 +200,10 @@ class DynamicBatchTrainer(CompatTrainer):
                 num_epochs=self.num_epochs,
                 max_steps=self.max_steps,
             )
-        elif lengths is not None:
-            raise InputError("lengths were given without a train_dataset to go with them")
+        elif lengths is not None or loss_tokens is not None:
+            raise InputError(
+                "lengths or loss_tokens were given without a train_dataset to go with them"
+            )
         elif planned is not None:  # evaluation only (plan_options refused no options)
             self.options = planned
         self._eval_samplers = EvalSamplers(
@@ -251,27 +293,37 @@ class DynamicBatchTrainer(CompatTrainer):
             )
         model.train()
         run = self._run()
-        lengths = run.sampler.lengths
+        lengths = counted_tokens(run.sampler)  # what "tokens" count: loss tokens if given
+        checked = True  # the plan knows the count: samples, tokens, or loss tokens
         scaler = self.scaler if self.do_grad_scaling else None
         engine = ExactMeanUpdate(model, world_size=self.args.dataset_world_size, scaler=scaler)
         micro = inputs["micro_batches"]
         for k, (batch, indices, padding) in enumerate(
             zip(micro, window.indices, window.padding, strict=True)
         ):
-            batch, model_inputs = split_batch(batch, self.label_names, self.prepare_inputs)
+            batch, model_inputs = split_batch(
+                batch, self.label_names, self.prepare_inputs, self.labels_to_model
+            )
             with engine.micro_batch(last=k == len(micro) - 1):
                 with self.autocast_smart_context_manager():
                     outputs = model(**model_inputs)
-                    losses = self.loss_fn(outputs, batch)
-                    total = loss_sum(losses, indices, lengths, self.accumulate)
-                count = indices.size if self.accumulate == "samples" else lengths[indices].sum()
-                engine.backward(total.astype("float32"), float(count), padding=padding)
+                    total, count, from_batch = loss_and_count(
+                        self.loss_fn(outputs, batch), indices, lengths, self.accumulate
+                    )
+                engine.backward(total.astype("float32"), count, padding=padding)
+            checked = checked and (not from_batch or run.counts_loss_tokens)
         update = engine.close()
-        if abs(update.count - window.count) > 1e-5 * max(window.count, 1.0):
+        if checked and abs(update.count - window.count) > 1e-5 * max(window.count, 1.0):
             raise RuntimeError(  # the ranks' counts and the plan disagree: a wrong update
                 f"the window's count over all ranks is {update.count:g}, the plan's "
-                f"{window.count:g}: are all ranks training the same plan?"
+                f"{window.count:g}: are all ranks training the same plan, and do loss_tokens "
+                "count the tokens loss_fn counts (dynbatch.loss_token_counts(labels) with the "
+                "loss's shift and ignore_index)?"
             )
+        if update.finite and update.count == 0:  # nothing to average: leave the weights be
+            logger.warning(_EMPTY_WINDOW.format(step=self.state.global_step + 1, w=window))
+            for p in model.parameters():
+                p.clear_gradient(False)  # no gradient: the optimizer steps over every parameter
         if not update.finite and scaler is None:
             raise ValueError(
                 f"the loss or gradients of step {self.state.global_step + 1} (epoch "
