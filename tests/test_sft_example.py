@@ -43,6 +43,7 @@ def check_rows(rows: dict[str, dict[str, Any]], runner: str) -> None:
         # the fixed batch's updates: N / B an epoch, to within one (the last, partial batch)
         assert abs(row["steps"] - TRAIN / BATCH) <= 1, (mode, row["steps"])
     assert abs(rows["dynamic"]["steps"] - rows["fixed"]["steps"]) <= 1
+    assert rows["dynamic"]["real_tokens"] == rows["fixed"]["real_tokens"], "every pair, once"
     assert rows["dynamic"]["padding"] < rows["fixed"]["padding"], "padding-free micro-batches"
     assert rows["dynamic"]["micro_batches"] > rows["dynamic"]["steps"], "updates accumulate"
     # like_fixed caps micro-batches at the calibrated cost of the fixed batch's worst batch
@@ -68,6 +69,19 @@ def test_loop_runner_trains_both_modes_and_reuses_its_calibration(
     assert again["calibration_cached"], "the second run loads the cached cost"
     assert again["steps"] == dynamic["steps"] and again["max_cost_mb"] == dynamic["max_cost_mb"]
     assert again["eval_loss"] == pytest.approx(dynamic["eval_loss"], rel=1e-4), "same seed"
+
+
+@pytest.mark.slow
+def test_trainer_runner_trains_both_modes(tmp_path: Path, chnsenticorp_csv: Path) -> None:
+    """The stock Trainer (the model's own loss) against DynamicBatchTrainer (token losses)."""
+    pytest.importorskip("paddlenlp")
+    rows = train(tmp_path, chnsenticorp_csv, "--runner", "trainer")
+    check_rows(rows, "trainer")
+    for mode, row in rows.items():
+        assert row["lr_at_end"] == pytest.approx(0.0, abs=1e-12), (mode, "the whole schedule")
+    dynamic = rows["dynamic"]
+    assert dynamic["steps"] == dynamic["planned_steps"], "the Trainer's steps are the plan's"
+    assert "| dynamic | trainer |" in (tmp_path / "results.md").read_text()
 
 
 @pytest.mark.slow
