@@ -134,10 +134,16 @@ def evaluate(model: Any, ds: Pairs, pad_id: int) -> tuple[float, float]:
 
 
 def memory_cost(
-    args: argparse.Namespace, model: Any, meta: dict[str, Any], max_len: int, out: Path
+    args: argparse.Namespace, model: Any, meta: dict[str, Any], train: Pairs, out: Path
 ) -> tuple[Any, dict[str, Any]]:
     """A :class:`dynbatch.MemoryCost` of this model's training step, from the cache in the
-    output directory or calibrated now (and cached): once per model, length and hardware."""
+    output directory or calibrated now (and cached): once per model, length and hardware.
+
+    The probes are steps like training's: random ids whose last tokens (as many as a pair's
+    answer and end) carry the loss, since ``token_loss`` computes only the rows with a loss.
+    """
+    max_len = int(train.lengths.max())
+    answer = int(max(np.count_nonzero(train[i][1] != IGNORE) for i in range(len(train))))
     import paddle
 
     import dynbatch
@@ -155,8 +161,10 @@ def memory_cost(
 
     def step(n: int, length: int) -> None:  # one training step of the loop on random pairs
         ids = paddle.to_tensor(rng.integers(meta["eos_id"] + 1, meta["vocab_size"], (n, length)))
-        loss_sum, count = dynbatch.token_loss(logits_of(model(input_ids=ids)), ids)
-        (loss_sum / count.astype("float32")).backward()
+        labels = ids.clone()
+        labels[:, : max(1, length - answer)] = IGNORE  # the prompt
+        loss_sum, count = dynbatch.token_loss(logits_of(model(input_ids=ids)), labels)
+        (loss_sum / count.astype("float32").clip(min=1)).backward()
         probe.step()
         probe.clear_grad()
 
@@ -195,7 +203,7 @@ def train_loop(
         )
         first, total = len(loader), len(loader) * epochs
     else:
-        cost, extra = memory_cost(args, model, meta, int(train.lengths.max()), out)
+        cost, extra = memory_cost(args, model, meta, train, out)
         loss_tokens = dynbatch.loss_token_counts([train[i][1] for i in range(len(train))])
         sampler = dynbatch.DynamicBatchSampler(
             train,
@@ -318,7 +326,7 @@ def train_trainer(
     else:
         from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_entropy
 
-        cost, extra = memory_cost(args, model, meta, int(train.lengths.max()), out)
+        cost, extra = memory_cost(args, model, meta, train, out)
         collate = functools.partial(collate_records, pad_id=pad_id, shift=False)
         trainer = DynamicBatchTrainer(
             **common,
