@@ -1,0 +1,400 @@
+"""The training of one mode of ``sft_causal_lm.py``, in a process of its own.
+
+A process of its own gives the mode its own wall time and its own allocator peak. Both
+runners share the data (:class:`Pairs`), the model (:func:`build_model`), the calibrated
+memory cost (:func:`memory_cost`) and the evaluation (:func:`evaluate`), so the modes and
+runners differ only in how they batch and update.
+
+NOTE [ paddlenlp's labels are already shifted ]
+    paddlenlp's causal LMs do not shift: ``Qwen2PretrainingCriterion`` compares the logits at
+    ``t`` with the label at ``t``, and paddlenlp's own SFT data makes ``labels`` the ids moved
+    left by one. dynbatch's ``token_loss`` shifts (as HF's models do), so the pairs keep their
+    labels lined up with the ids, and only the stock Trainer's batches (the model's own loss)
+    get labels moved left by one with -100 at the end: the same tokens carry the same loss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: The tiny causal LM: a head width of 16 and a vocabulary of 1,000 whose logits, n·L·V,
+#: are most of the activations (what the calibrated cost has to find).
+TINY = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "intermediate_size": 192,
+}
+IGNORE = -100
+EVAL_BATCH = 32
+WARMUP = 0.1  # of the first epoch's updates
+
+
+class Pairs:
+    """``(input_ids, labels)`` of one split of the arrays ``sft_causal_lm.prepare`` wrote."""
+
+    def __init__(self, data: Any, split: str) -> None:
+        self.ids = data[f"{split}_ids"]
+        self.labels = data[f"{split}_labels"]
+        self.offsets = data[f"{split}_offsets"]
+        self.lengths = np.diff(self.offsets)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self.offsets[i], self.offsets[i + 1]
+        return self.ids[a:b], self.labels[a:b]
+
+    def __len__(self) -> int:
+        return int(self.lengths.size)
+
+
+def build_model(meta: dict[str, Any], max_len: int) -> Any:
+    from paddlenlp.transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=meta["vocab_size"],
+        max_position_embeddings=max_len,
+        pad_token_id=meta["pad_id"],
+        bos_token_id=meta["bos_id"],
+        eos_token_id=meta["eos_id"],
+        use_cache=False,  # training: no key/value cache
+        tie_word_embeddings=False,
+        **TINY,
+    )
+    return Qwen2ForCausalLM(config)
+
+
+def logits_of(outputs: Any) -> Any:
+    """paddlenlp returns a tuple (logits first) or, with return_dict, an output object."""
+    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs.logits
+
+
+def make_optimizer(model: Any, lr: Any) -> Any:
+    import paddle
+
+    return paddle.optimizer.AdamW(
+        lr,
+        parameters=model.parameters(),
+        weight_decay=0.01,
+        grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0),
+    )
+
+
+def make_schedule(lr: float, first_epoch: int, total: int) -> Any:
+    """Linear warm-up over a tenth of the first epoch's updates, then linear decay to 0 at the
+    run's last update (known before training, for both modes)."""
+    import paddle
+
+    warmup = max(1, round(WARMUP * first_epoch))
+    if total <= warmup:
+        return paddle.optimizer.lr.LinearWarmup(lr, warmup, start_lr=0.0, end_lr=lr)
+    decay = paddle.optimizer.lr.PolynomialDecay(lr, decay_steps=total - warmup, end_lr=0.0)
+    return paddle.optimizer.lr.LinearWarmup(decay, warmup, start_lr=0.0, end_lr=lr)
+
+
+def collate_pairs(samples: list[tuple[np.ndarray, np.ndarray]], pad_id: int) -> tuple[Any, Any]:
+    """Right-padded ids (``pad_id``) and labels (-100): a causal mask keeps the padding, which
+    comes after every real token, out of their attention."""
+    import dynbatch
+
+    ids = dynbatch.Pad(pad_val=pad_id, dtype="int64")([s[0] for s in samples])
+    labels = dynbatch.Pad(pad_val=IGNORE, dtype="int64")([s[1] for s in samples])
+    return ids, labels
+
+
+def evaluate(model: Any, ds: Pairs, pad_id: int) -> tuple[float, float]:
+    """The per-token mean cross entropy over the held-out pairs' loss tokens, and the share of
+    pairs whose every loss token is the argmax (teacher-forced). The same for every mode."""
+    import paddle
+
+    import dynbatch
+
+    order = np.argsort(ds.lengths, kind="stable")
+    loss_sum, count, right = 0.0, 0, 0
+    model.eval()
+    with paddle.no_grad():
+        for start in range(0, len(order), EVAL_BATCH):
+            ids, labels = collate_pairs([ds[i] for i in order[start : start + EVAL_BATCH]], pad_id)
+            ids, labels = paddle.to_tensor(ids), paddle.to_tensor(labels)
+            logits = logits_of(model(input_ids=ids))
+            s, c = dynbatch.token_loss(logits, labels)
+            loss_sum, count = loss_sum + float(s), count + int(c)
+            target = labels[:, 1:]
+            wrong = (logits[:, :-1].argmax(axis=-1) != target) & (target != IGNORE)
+            right += int((~wrong.any(axis=1)).astype("int64").sum())
+    model.train()
+    return loss_sum / count, right / len(ds)
+
+
+def memory_cost(
+    args: argparse.Namespace, model: Any, meta: dict[str, Any], train: Pairs, out: Path
+) -> tuple[Any, dict[str, Any]]:
+    """A :class:`dynbatch.MemoryCost` of this model's training step, from the cache in the
+    output directory or calibrated now (and cached): once per model, length and hardware.
+
+    The probes are steps like training's: random ids whose last tokens (as many as a pair's
+    answer and end) carry the loss, since ``token_loss`` computes only the rows with a loss.
+    """
+    max_len = int(train.lengths.max())
+    answer = int(max(np.count_nonzero(train[i][1] != IGNORE) for i in range(len(train))))
+    import paddle
+
+    import dynbatch
+
+    dims = "-".join(f"{v}" for v in TINY.values())
+    path = out / f"calib-qwen2-{dims}-v{meta['vocab_size']}-L{max_len}-B{args.batch_size}.json"
+    if path.is_file():
+        cost = dynbatch.MemoryCost.load(path)
+        report = cost.report
+        if report is not None and report.device == str(paddle.device.get_device()):
+            print(f"memory cost from {path}: {cost.spec()}", flush=True)
+            return cost, {"calibration_s": 0.0, "calibration_cached": True}
+    rng = np.random.default_rng(args.seed)
+    probe = make_optimizer(model, 1e-9)  # same kind, throwaway: NOTE [ restoring state ]
+
+    def step(n: int, length: int) -> None:  # one training step of the loop on random pairs
+        ids = paddle.to_tensor(rng.integers(meta["eos_id"] + 1, meta["vocab_size"], (n, length)))
+        labels = ids.clone()
+        labels[:, : max(1, length - answer)] = IGNORE  # the prompt
+        loss_sum, count = dynbatch.token_loss(logits_of(model(input_ids=ids)), labels)
+        (loss_sum / count.astype("float32").clip(min=1)).backward()
+        probe.step()
+        probe.clear_grad()
+
+    start = time.perf_counter()
+    cost = dynbatch.calibrate(
+        step, max_len=max_len, max_batch_size=args.batch_size, restore=[model]
+    )
+    seconds = time.perf_counter() - start
+    cost.save(path)  # the probe optimizer goes with this frame: gc before training's peak
+    print(f"calibrated in {seconds:.1f} s: {cost.spec()}\n{cost.report}", flush=True)
+    return cost, {
+        "calibration_s": seconds,
+        "calibration_cached": False,
+        "calibration_held_out_error": cost.report.held_out_error,
+    }
+
+
+def train_loop(
+    args: argparse.Namespace, model: Any, train: Pairs, meta: dict[str, Any], out: Path
+) -> dict[str, Any]:
+    """The hand-written loop: ``token_loss`` and ``GradientAccumulator`` for both modes."""
+    import functools
+
+    import paddle
+
+    import dynbatch
+    from dynbatch.memory import peak_memory_mib, reset_peak_memory
+
+    mode, epochs = args.worker, args.epochs
+    collate = functools.partial(collate_pairs, pad_id=meta["pad_id"])
+    extra: dict[str, Any] = {}
+    sampler: Any = None
+    if mode == "fixed":
+        loader = paddle.io.DataLoader(
+            train, batch_size=args.batch_size, shuffle=True, collate_fn=collate
+        )
+        first, total = len(loader), len(loader) * epochs
+    else:
+        cost, extra = memory_cost(args, model, meta, train, out)
+        loss_tokens = dynbatch.loss_token_counts([train[i][1] for i in range(len(train))])
+        sampler = dynbatch.DynamicBatchSampler(
+            train,
+            lengths=train.lengths,
+            loss_tokens=loss_tokens,
+            batch_size=args.batch_size,
+            cost=cost,
+            update_unit="samples",  # NOTE [ updates in samples, not tokens ]
+            seed=args.seed,
+        )
+        loader = paddle.io.DataLoader(train, batch_sampler=sampler, collate_fn=collate)
+        first, total = sampler.steps_for_epochs([0]), sampler.steps_for_epochs(range(epochs))
+        extra["max_cost_mb"] = float(sampler.max_cost)
+    schedule = make_schedule(args.lr, first, total)
+    optimizer = make_optimizer(model, schedule)
+    acc = dynbatch.GradientAccumulator(model, optimizer, sampler=sampler, lr_scheduler=schedule)
+    real = padded = micro_batches = 0
+    gc.collect()
+    reset_peak_memory()
+    start = time.perf_counter()
+    for epoch in range(epochs):
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        else:
+            np.random.seed([args.seed, epoch])  # paddle's RandomSampler draws from numpy
+        for ids, labels in loader:
+            with acc.accumulate():
+                loss_sum, count = dynbatch.token_loss(logits_of(model(input_ids=ids)), labels)
+                acc.backward(loss_sum, count=count)  # the update: sum over count, every token
+            real += int((ids.numpy() != meta["pad_id"]).sum())
+            padded += int(ids.shape[0] * ids.shape[1])
+            micro_batches += 1
+    wall = time.perf_counter() - start
+    return {
+        "wall_seconds": wall,
+        "peak_memory_mb": peak_memory_mib(),
+        "steps": acc.optimizer_steps,
+        "planned_steps": total,
+        "skipped_steps": acc.skipped_steps,
+        "micro_batches": micro_batches,
+        "real_tokens": real,
+        "padded_tokens": padded,
+        "lr_at_end": float(optimizer.get_lr()),
+        **extra,
+    }
+
+
+class Records:
+    """The Trainer's samples, ``{"input_ids", "labels"}``, over :class:`Pairs`."""
+
+    def __init__(self, pairs: Pairs) -> None:
+        self.pairs, self.lengths = pairs, pairs.lengths
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        ids, labels = self.pairs[i]
+        return {"input_ids": ids, "labels": labels}
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+
+def collate_records(
+    samples: list[dict[str, np.ndarray]], pad_id: int, shift: bool
+) -> dict[str, np.ndarray]:
+    """Padded ids and labels; ``shift``: labels moved left by one, for a paddlenlp model's own
+    loss (NOTE [ paddlenlp's labels are already shifted ])."""
+    ids, labels = collate_pairs([(s["input_ids"], s["labels"]) for s in samples], pad_id)
+    if shift:
+        labels = np.concatenate([labels[:, 1:], np.full_like(labels[:, :1], IGNORE)], axis=1)
+    return {"input_ids": ids, "labels": labels}
+
+
+def train_trainer(
+    args: argparse.Namespace, model: Any, train: Pairs, meta: dict[str, Any], out: Path
+) -> dict[str, Any]:
+    """paddlenlp's Trainer: the stock one (fixed) or ``DynamicBatchTrainer`` (dynamic), with
+    the same ``TrainingArguments``."""
+    import functools
+
+    from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
+
+    import dynbatch
+    from dynbatch.memory import peak_memory_mib, reset_peak_memory
+
+    mode, pad_id = args.worker, meta["pad_id"]
+
+    class Batches(TrainerCallback):  # type: ignore[misc]
+        """Real and padded tokens of every trained batch, counted on the batches themselves."""
+
+        real = padded = micro_batches = 0
+
+        def on_load_data_end(self, args, state, control, inputs=None, **kw):  # type: ignore[no-untyped-def]
+            for batch in inputs.get("micro_batches", [inputs]):
+                ids = batch["input_ids"].numpy()
+                self.real += int((ids != pad_id).sum())
+                self.padded += ids.size
+                self.micro_batches += 1
+
+    training = TrainingArguments(
+        output_dir=str(out / "trainer"),
+        device="cpu",
+        seed=args.seed,
+        num_train_epochs=args.epochs,
+        per_device_train_batch_size=args.batch_size,
+        learning_rate=args.lr,
+        warmup_ratio=WARMUP / args.epochs,  # a tenth of the first epoch, as the loop's
+        weight_decay=0.01,
+        max_grad_norm=1.0,
+        logging_steps=50,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+    )
+    batches = Batches()
+    common = {"model": model, "args": training, "train_dataset": Records(train)}
+    extra: dict[str, Any] = {}
+    if mode == "fixed":  # the model's own loss: the per-token mean of each batch
+        collate = functools.partial(collate_records, pad_id=pad_id, shift=True)
+        trainer = Trainer(**common, data_collator=collate, callbacks=[batches])
+    else:
+        from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_entropy
+
+        cost, extra = memory_cost(args, model, meta, train, out)
+        collate = functools.partial(collate_records, pad_id=pad_id, shift=False)
+        trainer = DynamicBatchTrainer(
+            **common,
+            data_collator=collate,
+            callbacks=[batches],
+            lengths=train.lengths,
+            loss_tokens=dynbatch.loss_token_counts([train[i][1] for i in range(len(train))]),
+            accumulate="samples",  # NOTE [ updates in samples, not tokens ] in sft_causal_lm
+            loss_fn=token_cross_entropy,
+            labels_to_model=False,
+            cost=cost,
+        )
+        extra["max_cost_mb"] = float(trainer.train_sampler.max_cost)
+        extra["planned_steps"] = trainer.total_steps()
+    gc.collect()
+    reset_peak_memory()
+    start = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - start
+    return {
+        "wall_seconds": wall,
+        "peak_memory_mb": peak_memory_mib(),
+        "steps": trainer.state.global_step,
+        "micro_batches": batches.micro_batches,
+        "real_tokens": batches.real,
+        "padded_tokens": batches.padded,
+        "lr_at_end": float(trainer.lr_scheduler.get_lr()),
+        **extra,
+    }
+
+
+def run_mode(args: argparse.Namespace) -> int:
+    import paddle
+
+    from dynbatch.memory import memory_source
+
+    out = Path(args.output_dir)
+    work = out / "work"
+    meta = json.loads((work / "meta.json").read_text())
+    data = np.load(work / "data.npz")
+    train, dev = Pairs(data, "train"), Pairs(data, "dev")
+    paddle.seed(args.seed)
+    np.random.seed(args.seed)
+    model = build_model(meta, args.max_len)
+    runner = train_loop if args.runner == "loop" else train_trainer
+    result = runner(args, model, train, meta, out)
+    eval_loss, answer_accuracy = evaluate(model, dev, meta["pad_id"])
+    row = {
+        "mode": args.worker,
+        "runner": args.runner,
+        "seed": args.seed,
+        "epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "train_pairs": len(train),
+        "dev_pairs": len(dev),
+        "eval_loss": eval_loss,
+        "eval_answer_accuracy": answer_accuracy,
+        "real_tokens_per_sec": result["real_tokens"] / result["wall_seconds"],
+        "padding": 1.0 - result["real_tokens"] / result["padded_tokens"],
+        "memory_source": memory_source(),
+        "lr": args.lr,
+        **result,
+    }
+    (work / f"{args.worker}.json").write_text(json.dumps(row))
+    print(
+        f"{row['mode']} ({row['runner']}): {row['steps']} updates in {row['wall_seconds']:.1f} s, "
+        f"{row['real_tokens_per_sec']:.0f} real tokens/s, peak {row['peak_memory_mb']:.1f} MiB, "
+        f"eval loss {eval_loss:.4f}, answer accuracy {answer_accuracy:.4f}",
+        flush=True,
+    )
+    return 0

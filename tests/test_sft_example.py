@@ -1,0 +1,187 @@
+"""examples/sft_causal_lm.py end to end: both modes, both runners, the results files, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from example_runs import EXAMPLES, run_example
+
+TRAIN, BATCH = 200, 16
+#: tiny settings: 200 training pairs, 120 held-out pairs, 1 epoch, pairs of at most 64 tokens
+TINY = ("--max-train-samples", str(TRAIN), "--max-eval-samples", "120", "--max-len", "64")
+
+
+def run(
+    *args: str, timeout: int = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return run_example("sft_causal_lm.py", *args, timeout=timeout, env=env)
+
+
+def train(out: Path, data: Path, *args: str) -> dict[str, dict[str, Any]]:
+    done = run("--data-file", str(data), *TINY, "--epochs", "1", "--output-dir", str(out), *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((out / "results.json").read_text())
+    assert isinstance(rows, list), "results.json is a list of rows"
+    return {r["mode"]: r for r in rows}
+
+
+def check_rows(rows: dict[str, dict[str, Any]], runner: str) -> None:
+    assert list(rows) == ["fixed", "dynamic"]
+    for mode, row in rows.items():
+        assert row["runner"] == runner and row["train_pairs"] == TRAIN, mode
+        assert math.isfinite(row["eval_loss"]) and row["eval_loss"] > 0, mode
+        assert row["real_tokens_per_sec"] > 0 and row["wall_seconds"] > 0, mode
+        assert row["peak_memory_mb"] > 0 and row["memory_source"] == "cpu allocator", mode
+        # the fixed batch's updates: N / B an epoch, to within one (the last, partial batch)
+        assert abs(row["steps"] - TRAIN / BATCH) <= 1, (mode, row["steps"])
+    assert abs(rows["dynamic"]["steps"] - rows["fixed"]["steps"]) <= 1
+    assert rows["dynamic"]["real_tokens"] == rows["fixed"]["real_tokens"], "every pair, once"
+    assert rows["dynamic"]["padding"] < rows["fixed"]["padding"], "padding-free micro-batches"
+    assert rows["dynamic"]["micro_batches"] > rows["dynamic"]["steps"], "updates accumulate"
+    # like_fixed caps micro-batches at the calibrated cost of the fixed batch's worst batch
+    assert rows["dynamic"]["peak_memory_mb"] <= 1.05 * rows["fixed"]["peak_memory_mb"]
+
+
+@pytest.mark.slow
+def test_loop_runner_trains_both_modes_and_reuses_its_calibration(
+    tmp_path: Path, chnsenticorp_csv: Path
+) -> None:
+    pytest.importorskip("paddlenlp")
+    rows = train(tmp_path, chnsenticorp_csv)
+    check_rows(rows, "loop")
+    dynamic = rows["dynamic"]
+    assert dynamic["steps"] == dynamic["planned_steps"], "steps_for_epochs sized the schedule"
+    assert dynamic["lr_at_end"] == pytest.approx(0.0, abs=1e-12), "the schedule ran to its end"
+    assert not dynamic["calibration_cached"] and dynamic["calibration_held_out_error"] <= 0.10
+    assert list(tmp_path.glob("calib-*.json")), "the fitted cost is cached in the output dir"
+    table = (tmp_path / "results.md").read_text()
+    assert "| fixed | loop |" in table and "| dynamic | loop |" in table
+
+    again = train(tmp_path, chnsenticorp_csv, "--modes", "dynamic")["dynamic"]
+    assert again["calibration_cached"], "the second run loads the cached cost"
+    assert again["steps"] == dynamic["steps"] and again["max_cost_mb"] == dynamic["max_cost_mb"]
+    assert again["eval_loss"] == pytest.approx(dynamic["eval_loss"], rel=1e-4), "same seed"
+
+
+@pytest.mark.slow
+def test_trainer_runner_trains_both_modes(tmp_path: Path, chnsenticorp_csv: Path) -> None:
+    """The stock Trainer (the model's own loss) against DynamicBatchTrainer (token losses)."""
+    pytest.importorskip("paddlenlp")
+    rows = train(tmp_path, chnsenticorp_csv, "--runner", "trainer")
+    check_rows(rows, "trainer")
+    for mode, row in rows.items():
+        assert row["lr_at_end"] == pytest.approx(0.0, abs=1e-12), (mode, "the whole schedule")
+    dynamic = rows["dynamic"]
+    assert dynamic["steps"] == dynamic["planned_steps"], "the Trainer's steps are the plan's"
+    assert "| dynamic | trainer |" in (tmp_path / "results.md").read_text()
+
+
+@pytest.mark.slow
+def test_without_the_shared_data_it_says_so_and_runs_offline(tmp_path: Path) -> None:
+    pytest.importorskip("paddlenlp")
+    pytest.importorskip("snownlp")
+    env = {**os.environ, "DYNBATCH_SHARED_DATA": str(tmp_path / "no-shared-data")}
+    out = tmp_path / "out"
+    done = run(
+        "--modes", "fixed", "--max-train-samples", "60", "--max-eval-samples", "20",
+        "--max-len", "32", "--epochs", "1", "--output-dir", str(out), env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "chnsenticorp_htl_all.csv not found: using snownlp's" in done.stdout, "says so"
+    (row,) = json.loads((out / "results.json").read_text())
+    assert row["mode"] == "fixed" and row["train_pairs"] == 60 and row["steps"] == 4
+
+
+@pytest.fixture(scope="module")
+def example_modules() -> Any:
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import sft_causal_lm
+        import sft_mode
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    return sft_causal_lm, sft_mode
+
+
+@pytest.mark.parametrize("max_len", [12, 20, 64])
+def test_a_long_review_is_cut_and_the_answer_never_is(example_modules: Any, max_len: int) -> None:
+    sft, _ = example_modules
+    vocab = sft.CharVocab.build(sft.pair_texts([("很好的酒店", 1), ("太差了", 0)]), size=30)
+    for label, answer in sft.ANSWERS.items():
+        ids, labels, cut = sft.encode_pair(vocab, "好" * 100, label, max_len)
+        assert len(ids) == len(labels) == max_len and cut
+        tail = [*vocab.encode(answer), sft.EOS]
+        assert ids[-len(tail) :] == tail and labels[-len(tail) :] == tail, "the answer is whole"
+        assert set(labels[: -len(tail)]) == {-100}, "the prompt carries no loss"
+        prompt_tail = vocab.encode(sft.PROMPT_TAIL)
+        assert ids[0] == sft.BOS and ids[-len(tail) - len(prompt_tail) : -len(tail)] == prompt_tail
+    short = sft.encode_pair(vocab, "好", 1, max_len)
+    assert len(short[0]) == sft.FRAME + 1 and not short[2], "a short review is not padded"
+
+
+def test_the_stock_trainers_shifted_labels_give_token_losss_mean(example_modules: Any) -> None:
+    """paddlenlp's model loss does not shift; the fixed Trainer's collator does it for it."""
+    pytest.importorskip("paddlenlp")
+    import paddle
+
+    import dynbatch
+
+    _, mode = example_modules
+    paddle.seed(0)
+    model = mode.build_model({"vocab_size": 50, "pad_id": 0, "bos_id": 2, "eos_id": 3}, 32)
+    rng = np.random.default_rng(0)
+    samples = []
+    for n in (7, 12, 20):
+        ids = rng.integers(4, 50, n)
+        samples.append({"input_ids": ids, "labels": np.where(np.arange(n) < n - 3, -100, ids)})
+    plain = mode.collate_records(samples, 0, shift=False)
+    shifted = mode.collate_records(samples, 0, shift=True)
+    ids = paddle.to_tensor(plain["input_ids"])
+    loss_sum, count = dynbatch.token_loss(
+        model(input_ids=ids)[0], paddle.to_tensor(plain["labels"])
+    )
+    own = model(input_ids=ids, labels=paddle.to_tensor(shifted["labels"]))[0]
+    assert int(count) == 9, "3 loss tokens a pair"
+    assert float(own) == pytest.approx(float(loss_sum) / int(count), rel=1e-5)
+
+
+def write_csv(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--epochs", "0"], "--epochs must be >= 1, got 0"),
+        (["--modes", "fixed,turbo"], "--modes: unknown mode(s) ['turbo']; choose from fixed"),
+        (["--modes", "fixed,fixed"], "--modes names a mode twice"),
+        (["--runner", "hapi"], "--runner must be loop or trainer, got 'hapi'"),
+        (["--model", "qwen2-7b"], "--model must be tiny"),
+        (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+        (["--max-len", "8"], "--max-len must be >= 12"),
+        (["--max-train-samples", "-1"], "--max-train-samples must be >= 0, got -1"),
+        (["--vocab-size", "3"], "--vocab-size must be >= 5, got 3"),
+        (["--lr", "0"], "--lr must be positive, got 0.0"),
+        (["--data-file", "/nonexistent/reviews.csv"], "data file not found"),
+        ("label2", "labels must be 0 (negative) or 1 (positive), got 2"),
+        ("header", "the header must name a 'label' column"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: Any, message: str) -> None:
+    if args == "label2":
+        args = ["--data-file", str(write_csv(tmp_path / "r.csv", "label,review\n2,好\n1,不错\n"))]
+    elif args == "header":
+        args = ["--data-file", str(write_csv(tmp_path / "r.csv", "stars,review\n1,好\n"))]
+    done = run(*args, "--output-dir", str(tmp_path / "out"), timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
