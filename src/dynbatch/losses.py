@@ -23,6 +23,12 @@ NOTE [ counting loss tokens ]
     ``L`` tokens has ``L - p`` loss tokens: the shift drops the first token,
     whose label is part of the prompt. :func:`loss_token_counts` counts them
     from the labels.
+
+    Memory: :func:`token_loss` takes the float32 log-softmax of the rows with
+    a loss only, so a step's peak grows a little with its loss tokens. A
+    :class:`~dynbatch.MemoryCost` calibrated on steps where every token has a
+    loss is an upper bound for any masking; calibrated on masked steps, it
+    holds for masks like those (the answer share of the calibration data).
 """
 
 from __future__ import annotations
@@ -57,8 +63,13 @@ def token_loss(
         logits: ``[batch, seq, vocab]`` (any leading shape), float.
         labels: ``[batch, seq]``, integer token ids or ``ignore_index``.
         ignore_index: the label of a token without a loss.
-        shift: a causal LM's logits at ``t`` predict the label at ``t + 1``;
-            ``False`` when ``labels`` already line up (e.g. a seq2seq decoder).
+        shift: a causal LM's logits at ``t`` predict the label at ``t + 1``
+            (labels that equal the input ids, as HF's models take them);
+            ``False`` when ``labels`` already line up with the logits: a seq2seq
+            decoder's, and **paddlenlp's own causal-LM data**, whose labels are
+            the ids moved left by one (its criterion does not shift). Shifting
+            such labels again trains every token on the one after its target,
+            with no error: check which convention your data follows.
 
     Returns:
         ``(loss_sum, count)``: a float32 scalar attached to the graph, and an

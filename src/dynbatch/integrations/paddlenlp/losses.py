@@ -147,7 +147,8 @@ def token_cross_entropy(
     :func:`dynbatch.token_loss` on the model's logits (``[n, seq, vocab]``) and
     ``batch[label_key]`` (``[n, seq]``, prompts and padding ``ignore_index``),
     shifted for a causal LM (``shift=False`` for labels that line up with the
-    logits, as a seq2seq decoder's do). The count comes from the batch, so each
+    logits: a seq2seq decoder's, and paddlenlp's causal-LM data, whose labels
+    are already the ids moved left by one; see :func:`dynbatch.token_loss`). The count comes from the batch, so each
     update is the exact mean over its loss tokens (NOTE [ counting loss tokens ]).
 
     >>> logits = paddle.zeros([1, 3, 4])
