@@ -148,8 +148,9 @@ def token_cross_entropy(
     ``batch[label_key]`` (``[n, seq]``, prompts and padding ``ignore_index``),
     shifted for a causal LM (``shift=False`` for labels that line up with the
     logits: a seq2seq decoder's, and paddlenlp's causal-LM data, whose labels
-    are already the ids moved left by one; see :func:`dynbatch.token_loss`). The count comes from the batch, so each
-    update is the exact mean over its loss tokens (NOTE [ counting loss tokens ]).
+    are already the ids moved left by one; see :func:`dynbatch.token_loss`).
+    The count comes from the batch, so each update is the exact mean over its
+    loss tokens (NOTE [ counting loss tokens ]).
 
     >>> logits = paddle.zeros([1, 3, 4])
     >>> s, n = token_cross_entropy(logits, {"labels": paddle.to_tensor([[-100, 2, 3]])})
