@@ -47,22 +47,32 @@ class CorpusError(Exception):
 def load_file(path: str | Path) -> list[Example]:
     """Read ``label\\ttext_a``, ``qid\\tlabel\\ttext_a`` (TSV) or ``label,review`` (CSV)."""
     path = Path(path)
+    if path.is_dir():
+        raise CorpusError(f"data file {path} is a directory: give a CSV or TSV file")
     if not path.is_file():
         raise CorpusError(f"data file not found: {path}")
     delimiter = "," if path.suffix.lower() == ".csv" else "\t"
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = list(csv.reader(fh, delimiter=delimiter))
-    if not rows:
+    try:  # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            reader = csv.reader(fh, delimiter=delimiter)
+            numbered = [(reader.line_num, row) for row in reader if row]  # blank lines skipped
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8"
+        ) from None
+    if not numbered:
         raise CorpusError(f"{path} is empty")
+    rows = [row for _, row in numbered]
     head = [c.strip().lower() for c in rows[0]]
     if "label" not in head:
-        raise CorpusError(f"{path}: the header must name a 'label' column, got {rows[0]}")
+        hint = " (tab-separated? name the file .tsv)" if "\t" in rows[0][0] else ""
+        raise CorpusError(f"{path}: the header must name a 'label' column, got {rows[0]}{hint}")
     text_col = next((head.index(c) for c in ("text_a", "review", "text") if c in head), None)
     if text_col is None:
         raise CorpusError(f"{path}: no text column ('text_a', 'review' or 'text') in {rows[0]}")
     label_col = head.index("label")
     out: list[Example] = []
-    for number, row in enumerate(rows[1:], 2):
+    for number, row in numbered[1:]:
         if len(row) != len(head):
             raise CorpusError(f"{path}:{number}: expected {len(head)} fields, got {len(row)}")
         try:

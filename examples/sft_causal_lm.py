@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections import Counter
@@ -87,6 +88,9 @@ PAD, UNK, BOS, EOS = range(len(SPECIALS))
 IGNORE = -100
 #: tokens of a pair besides the review: <s>, the prompt's template, the answer, </s>
 FRAME = 1 + len(PROMPT_HEAD) + len(PROMPT_TAIL) + max(map(len, ANSWERS.values())) + 1
+#: characters every vocabulary keeps, whatever their counts: the template's and the answers'
+KEPT = tuple(dict.fromkeys(PROMPT_HEAD + PROMPT_TAIL + "".join(ANSWERS.values())))
+MIN_VOCAB = len(SPECIALS) + len(KEPT) + 1
 
 
 class UsageError(Exception):
@@ -133,31 +137,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise UsageError(
             f"--model must be tiny (a small Qwen2 built from a config, offline), got {args.model!r}"
         )
-    for name, least in (("epochs", 1), ("batch_size", 1), ("vocab_size", len(SPECIALS) + 1)):
+    for name, least in (("epochs", 1), ("batch_size", 1)):
         if getattr(args, name) < least:
             raise UsageError(
                 f"--{name.replace('_', '-')} must be >= {least}, got {getattr(args, name)}"
             )
-    for name in ("max_train_samples", "max_eval_samples", "seed"):
+    for name in ("max_train_samples", "max_eval_samples"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if not 0 <= args.seed < 2**32:  # numpy's seeds
+        raise UsageError(f"--seed must be in [0, 2**32), got {args.seed}")
     if args.max_len <= FRAME:
         raise UsageError(
             f"--max-len must be >= {FRAME + 1} (the prompt's template and the answer take "
             f"{FRAME} tokens, and a review at least one), got {args.max_len}"
         )
-    if not args.lr > 0:
-        raise UsageError(f"--lr must be positive, got {args.lr}")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
+    if args.vocab_size < MIN_VOCAB:
+        raise UsageError(
+            f"--vocab-size must be >= {MIN_VOCAB} (the specials and the prompt's and answers' "
+            f"own characters, which are always kept), got {args.vocab_size}"
+        )
     return args
 
 
 # -- data -------------------------------------------------------------------------------------
 class CharVocab:
-    """Characters to ids: the specials, then the most frequent characters (ties by character).
+    """Characters to ids: the specials, the ``kept`` characters, then the most frequent others
+    (ties by character). The prompt's and answers' characters are kept, so that a small
+    vocabulary never turns both answers into ``<unk>``.
 
-    >>> vocab = CharVocab.build(["abca", "b"], size=6)
-    >>> vocab.tokens, vocab.encode("abz")
-    (['<pad>', '<unk>', '<s>', '</s>', 'a', 'b'], [4, 5, 1])
+    >>> vocab = CharVocab.build(["abca", "b"], size=7, kept="z")
+    >>> vocab.tokens, vocab.encode("abzy")
+    (['<pad>', '<unk>', '<s>', '</s>', 'z', 'a', 'b'], [5, 6, 4, 1])
     """
 
     def __init__(self, tokens: Sequence[str]) -> None:
@@ -165,10 +178,11 @@ class CharVocab:
         self.index = {t: i for i, t in enumerate(self.tokens)}
 
     @classmethod
-    def build(cls, texts: Iterable[str], size: int) -> CharVocab:
-        counts = Counter(ch for text in texts for ch in text)
+    def build(cls, texts: Iterable[str], size: int, kept: Iterable[str] = KEPT) -> CharVocab:
+        first = list(dict.fromkeys(kept))
+        counts = Counter(ch for text in texts for ch in text if ch not in first)
         ranked = sorted(counts, key=lambda ch: (-counts[ch], ch))
-        return cls([*SPECIALS, *ranked[: size - len(SPECIALS)]])
+        return cls([*SPECIALS, *first, *ranked[: max(0, size - len(SPECIALS) - len(first))]])
 
     def encode(self, text: str) -> list[int]:
         return [self.index.get(ch, UNK) for ch in text]
@@ -216,6 +230,11 @@ def prepare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             )
     train = [(clean(r), label) for r, label in train[: args.max_train_samples or None]]
     dev = [(clean(r), label) for r, label in dev[: args.max_eval_samples or None]]
+    if not train or not dev:
+        raise CorpusError(
+            f"{source}: {len(train)} training and {len(dev)} held-out reviews after the 90/10 "
+            "split; both need at least one (give a file of at least 2 reviews, more to learn)"
+        )
     vocab = CharVocab.build(pair_texts(train), args.vocab_size)
     (work / "vocab.json").write_text(json.dumps(vocab.tokens, ensure_ascii=False))
     arrays: dict[str, np.ndarray] = {}
@@ -276,7 +295,12 @@ def main(argv: list[str] | None = None) -> int:
             return run_mode(args)
         out = Path(args.output_dir)
         work = out / "work"
-        work.mkdir(parents=True, exist_ok=True)
+        try:
+            work.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--output-dir {out} cannot hold the results: {exc}") from None
+        for stale in ("results.json", "results.md"):  # a failed run must not show the last one's
+            (out / stale).unlink(missing_ok=True)
         for stale in work.glob("*.json"):  # a previous run's rows must not be reported
             if stale.name.startswith(MODES):
                 stale.unlink()

@@ -92,11 +92,20 @@ def make_schedule(lr: float, first_epoch: int, total: int) -> Any:
     run's last update (known before training, for both modes)."""
     import paddle
 
-    warmup = max(1, round(WARMUP * first_epoch))
-    if total <= warmup:
-        return paddle.optimizer.lr.LinearWarmup(lr, warmup, start_lr=0.0, end_lr=lr)
+    warmup = warmup_steps(first_epoch, total)
     decay = paddle.optimizer.lr.PolynomialDecay(lr, decay_steps=total - warmup, end_lr=0.0)
-    return paddle.optimizer.lr.LinearWarmup(decay, warmup, start_lr=0.0, end_lr=lr)
+    return (
+        paddle.optimizer.lr.LinearWarmup(decay, warmup, start_lr=0.0, end_lr=lr)
+        if warmup
+        else decay
+    )
+
+
+def warmup_steps(first_epoch: int, total: int) -> int:
+    """A tenth of the first epoch's updates, and none for a run too short to warm up (a
+    warm-up starts at learning rate 0: a run of one update would train nothing)."""
+    warmup = round(WARMUP * first_epoch)
+    return warmup if total > 2 * warmup else 0
 
 
 def collate_pairs(samples: list[tuple[np.ndarray, np.ndarray]], pad_id: int) -> tuple[Any, Any]:
@@ -150,8 +159,13 @@ def memory_cost(
 
     dims = "-".join(f"{v}" for v in TINY.values())
     path = out / f"calib-qwen2-{dims}-v{meta['vocab_size']}-L{max_len}-B{args.batch_size}.json"
+    cost = None
     if path.is_file():
-        cost = dynbatch.MemoryCost.load(path)
+        try:
+            cost = dynbatch.MemoryCost.load(path)
+        except dynbatch.InputError as exc:  # cut short or edited: measure again
+            print(f"calibrating again: {exc}", flush=True)
+    if cost is not None:
         report = cost.report
         if report is not None and report.device == str(paddle.device.get_device()):
             print(f"memory cost from {path}: {cost.spec()}", flush=True)
@@ -302,6 +316,7 @@ def train_trainer(
                 self.padded += ids.size
                 self.micro_batches += 1
 
+    first = -(-len(train) // args.batch_size)  # both modes' updates an epoch, ceil(N / B)
     training = TrainingArguments(
         output_dir=str(out / "trainer"),
         device="cpu",
@@ -309,7 +324,7 @@ def train_trainer(
         num_train_epochs=args.epochs,
         per_device_train_batch_size=args.batch_size,
         learning_rate=args.lr,
-        warmup_ratio=WARMUP / args.epochs,  # a tenth of the first epoch, as the loop's
+        warmup_steps=warmup_steps(first, first * args.epochs),  # as the loop's
         weight_decay=0.01,
         max_grad_norm=1.0,
         logging_steps=50,

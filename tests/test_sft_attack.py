@@ -1,4 +1,4 @@
-"""Defects of examples/sft_causal_lm.py found by an outside tester: each test fails now."""
+"""Defects of examples/sft_causal_lm.py an outside tester found: each test failed before its fix."""
 
 from __future__ import annotations
 
@@ -51,7 +51,9 @@ def test_a_utf8_bom_csv_is_read(tmp_path: Path) -> None:
     """corpus.load_file: Excel's 'CSV UTF-8' starts with a BOM; the header becomes
     '\\ufefflabel' and the file is refused as having no 'label' column."""
     data = write(tmp_path / "bom.csv", ("\ufefflabel,review\n" + reviews(30) + "\n").encode())
-    done = run("--data-file", str(data), "--modes", "fixed", *TINY, "--output-dir", str(tmp_path / "o"))
+    done = run(
+        "--data-file", str(data), "--modes", "fixed", *TINY, "--output-dir", str(tmp_path / "o")
+    )
     assert done.returncode == 0, done.stderr[-500:]
 
 
@@ -59,7 +61,9 @@ def test_a_trailing_blank_line_is_not_a_malformed_row(tmp_path: Path) -> None:
     """corpus.load_file: csv.reader yields [] for a blank line, refused as 'expected 2 fields,
     got 0' (a file ending in an empty line is common)."""
     data = write(tmp_path / "r.csv", ("label,review\n" + reviews(30) + "\n\n").encode())
-    done = run("--data-file", str(data), "--modes", "fixed", *TINY, "--output-dir", str(tmp_path / "o"))
+    done = run(
+        "--data-file", str(data), "--modes", "fixed", *TINY, "--output-dir", str(tmp_path / "o")
+    )
     assert done.returncode == 0, done.stderr[-500:]
 
 
@@ -100,8 +104,17 @@ def test_an_infinite_learning_rate_is_refused(tmp_path: Path) -> None:
     """parse_args: `not args.lr > 0` lets inf through; training then gives eval_loss NaN and
     results.json holds NaN/Infinity (not JSON), exit 0."""
     data = write(tmp_path / "r.csv", ("label,review\n" + reviews(30) + "\n").encode())
-    done = run("--data-file", str(data), "--lr", "inf", "--modes", "fixed", *TINY,
-               "--output-dir", str(tmp_path / "o"))  # fmt: skip
+    done = run(
+        "--data-file",
+        str(data),
+        "--lr",
+        "inf",
+        "--modes",
+        "fixed",
+        *TINY,
+        "--output-dir",
+        str(tmp_path / "o"),
+    )
     assert "--lr" in one_error_line(done)
 
 
@@ -114,9 +127,14 @@ def test_a_small_vocab_size_keeps_the_two_answers_apart(tmp_path: Path) -> None:
         import sft_causal_lm as sft
     finally:
         sys.path.remove(str(EXAMPLES))
-    rows = "\n".join(f"{i % 2},{'的了是在我有他这中大来上个国到说们为子和你地出道也时年' * 3}{i}" for i in range(60))
+    rows = "\n".join(
+        f"{i % 2},{'的了是在我有他这中大来上个国到说们为子和你地出道也时年' * 3}{i}"
+        for i in range(60)
+    )
     data = write(tmp_path / "r.csv", ("label,review\n" + rows + "\n").encode())
-    args = sft.parse_args(["--data-file", str(data), "--vocab-size", "30", "--output-dir", str(tmp_path)])
+    args = sft.parse_args(
+        ["--data-file", str(data), "--vocab-size", "30", "--output-dir", str(tmp_path)]
+    )
     sft.prepare(args, tmp_path)
     vocab = sft.CharVocab(json.loads((tmp_path / "vocab.json").read_text()))
     assert vocab.encode(sft.ANSWERS[0]) != vocab.encode(sft.ANSWERS[1])
@@ -128,12 +146,24 @@ def test_steps_stay_within_one_of_the_fixed_batch_at_equal_epochs(tmp_path: Path
     """sft_mode.train_loop: the fixed batch makes ceil(N/B) updates an epoch, the plan
     round(N/B): N=100, B=16, 3 epochs give 21 against 18 (the gap grows by one an epoch)."""
     data = write(tmp_path / "r.csv", ("label,review\n" + reviews(130) + "\n").encode())
-    done = run("--data-file", str(data), "--max-train-samples", "100", "--max-len", "24",
-               "--epochs", "3", "--output-dir", str(tmp_path / "o"))  # fmt: skip
+    done = run(
+        "--data-file",
+        str(data),
+        "--max-train-samples",
+        "100",
+        "--max-len",
+        "24",
+        "--epochs",
+        "3",
+        "--output-dir",
+        str(tmp_path / "o"),
+    )
     assert done.returncode == 0, done.stderr[-1500:]
     rows = rows_of(tmp_path / "o")
     assert abs(rows["fixed"]["steps"] - rows["dynamic"]["steps"]) <= 1, (
-        rows["fixed"]["steps"], rows["dynamic"]["steps"])  # fmt: skip
+        rows["fixed"]["steps"],
+        rows["dynamic"]["steps"],
+    )
 
 
 @pytest.mark.slow
@@ -145,8 +175,19 @@ def test_a_run_of_one_update_trains_the_model(tmp_path: Path) -> None:
     losses = []
     for lr in ("1e-3", "1e-2"):
         out = tmp_path / lr
-        done = run("--data-file", str(data), "--modes", "fixed", *TINY, "--batch-size", "64",
-                   "--lr", lr, "--output-dir", str(out))  # fmt: skip
+        done = run(
+            "--data-file",
+            str(data),
+            "--modes",
+            "fixed",
+            *TINY,
+            "--batch-size",
+            "64",
+            "--lr",
+            lr,
+            "--output-dir",
+            str(out),
+        )
         assert done.returncode == 0, done.stderr[-1500:]
         (row,) = rows_of(out).values()
         assert row["steps"] == 1
@@ -161,14 +202,29 @@ def test_trainer_runner_dynamic_peak_is_not_above_fixed_when_batch_exceeds_data(
     """sft_mode.train_trainer: with --batch-size above the pairs both modes train the same one
     batch, yet DynamicBatchTrainer + token_cross_entropy peaks ~20% above the stock Trainer
     (one more logits-sized buffer; the cap comes from the loop's calibration)."""
-    done = run("--data-file", str(chnsenticorp_csv), "--runner", "trainer", "--max-train-samples", "50",
-               "--max-len", "32", "--epochs", "1", "--batch-size", "500",
-               "--output-dir", str(tmp_path / "o"))  # fmt: skip
+    done = run(
+        "--data-file",
+        str(chnsenticorp_csv),
+        "--runner",
+        "trainer",
+        "--max-train-samples",
+        "50",
+        "--max-len",
+        "32",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "500",
+        "--output-dir",
+        str(tmp_path / "o"),
+    )
     assert done.returncode == 0, done.stderr[-1500:]
     rows = rows_of(tmp_path / "o")
     assert rows["dynamic"]["micro_batches"] == rows["fixed"]["micro_batches"] == 1
     assert rows["dynamic"]["peak_memory_mb"] <= 1.05 * rows["fixed"]["peak_memory_mb"], (
-        rows["dynamic"]["peak_memory_mb"], rows["fixed"]["peak_memory_mb"])  # fmt: skip
+        rows["dynamic"]["peak_memory_mb"],
+        rows["fixed"]["peak_memory_mb"],
+    )
 
 
 # -- the output directory ------------------------------------------------------------------

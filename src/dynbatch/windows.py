@@ -16,7 +16,9 @@ NOTE [ mixed updates ]
     study's sorted order hurt. So when the options ask for updates of
     ``update_size``, the plan groups its steps into updates drawn across the
     lengths: the number of updates is the epoch's samples (or tokens) over
-    ``update_size``, rounded; the steps, sorted by their longest sample, are
+    ``update_size``, rounded up, as a fixed batch's last, partial batch is an
+    update of its own (so an epoch has the fixed batch's ``ceil(N / B)``, and
+    a run of E epochs its ``E * ceil(N / B)``); the steps, sorted by their longest sample, are
     cut into strata of that many consecutive steps, and each update takes one
     step of every stratum (the largest count to the update holding least so
     far, so that updates come out even). The updates, and the steps in each,
@@ -30,6 +32,7 @@ NOTE [ mixed updates ]
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -195,7 +198,8 @@ def mix_updates(
     steps = counts.size
     if steps == 0:
         return sharded.reorder_steps(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    updates = int(min(steps, max(1, round(float(counts.sum()) / target))))
+    # rounded up (NOTE [ mixed updates ]); the tolerance keeps N/B = 400.0000001 at 400
+    updates = int(min(steps, max(1, math.ceil(float(counts.sum()) / target - 1e-9))))
     if not options.random_order:
         return sharded.reorder_steps(np.arange(steps), even_windows(counts, updates))
     rng = np.random.default_rng([options.seed, epoch, sharded.num_replicas, _MIX_STREAM])

@@ -16,6 +16,7 @@ the :class:`~dynbatch.cost.PolynomialCost` of :mod:`dynbatch.cost` in MiB.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -204,7 +205,10 @@ class MemoryCost(PolynomialCost):
             "time_model": None if self.time_model is None else _init_fields(self.time_model),
             "report": None if self.report is None else asdict(self.report),
         }
-        Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        path = Path(path)  # written beside, then renamed: a reader never sees half a file
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        os.replace(partial, path)
 
     @classmethod
     def load(cls, path: str | Path) -> MemoryCost:

@@ -306,9 +306,13 @@ class DynamicBatchTrainer(CompatTrainer):
             )
             with engine.micro_batch(last=k == len(micro) - 1):
                 with self.autocast_smart_context_manager():
-                    outputs = model(**model_inputs)
+                    # no name for the outputs: the logits are freed before backward when the
+                    # loss keeps only what it needs (token_loss keeps the loss rows)
                     total, count, from_batch = loss_and_count(
-                        self.loss_fn(outputs, batch), indices, lengths, self.accumulate
+                        self.loss_fn(model(**model_inputs), batch),
+                        indices,
+                        lengths,
+                        self.accumulate,
                     )
                 engine.backward(total.astype("float32"), count, padding=padding)
             checked = checked and (not from_batch or run.counts_loss_tokens)
