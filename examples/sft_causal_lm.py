@@ -125,10 +125,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in args.modes if m not in MODES]
-    if unknown or not args.modes:
-        raise UsageError(
-            f"--modes: unknown mode(s) {unknown or args.modes}; choose from {', '.join(MODES)}"
-        )
+    if not args.modes:
+        raise UsageError(f"--modes names no mode; choose from {', '.join(MODES)}")
+    if unknown:
+        raise UsageError(f"--modes: unknown mode(s) {unknown}; choose from {', '.join(MODES)}")
+    if not args.data_file:
+        raise UsageError("--data-file is empty: give a label,review CSV (or leave the flag out)")
     if len(set(args.modes)) != len(args.modes):
         raise UsageError(f"--modes names a mode twice: {','.join(args.modes)}")
     if args.runner not in RUNNERS:
@@ -270,7 +272,8 @@ def report(
         f"Data: {meta['data']}; {meta['train_pairs']} train / {meta['dev_pairs']} held-out "
         f"pairs, at most {args.max_len} tokens ({meta['reviews_cut']:.0%} of the training "
         f"reviews cut); vocabulary {meta['vocab_size']}; tiny Qwen2; runner {args.runner}; "
-        f"batch {args.batch_size}; {args.epochs} epochs; seed {args.seed}.",
+        f"batch {args.batch_size}; {args.epochs} epoch{'s' if args.epochs > 1 else ''}; "
+        f"seed {args.seed}.",
         "",
         "| mode | runner | optimizer steps | wall s | real tokens/s | padding | peak alloc MiB "
         "| eval loss | eval answer accuracy |",

@@ -164,6 +164,8 @@ def write_csv(path: Path, text: str) -> Path:
         (["--epochs", "0"], "--epochs must be >= 1, got 0"),
         (["--modes", "fixed,turbo"], "--modes: unknown mode(s) ['turbo']; choose from fixed"),
         (["--modes", "fixed,fixed"], "--modes names a mode twice"),
+        (["--modes", ","], "--modes names no mode"),
+        (["--data-file", ""], "--data-file is empty"),
         (["--runner", "hapi"], "--runner must be loop or trainer, got 'hapi'"),
         (["--model", "qwen2-7b"], "--model must be tiny"),
         (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
