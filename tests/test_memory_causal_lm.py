@@ -7,11 +7,13 @@ to predict steps of shapes it never probed, as tests/test_memory.py checks for a
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from example_runs import EXAMPLES
 
 import dynbatch
 from dynbatch.memory import peak_memory_mib, reset_peak_memory
@@ -19,27 +21,18 @@ from dynbatch.memory import peak_memory_mib, reset_peak_memory
 paddle = pytest.importorskip("paddle")
 pytest.importorskip("paddlenlp")
 
+sys.path.insert(0, str(EXAMPLES))  # the example's own model
+
 VOCAB, MAX_LEN = 1000, 96
 TOLERANCE = 0.10  # calibrate's own default: the error it promises on shapes it did not fit
 
 
 def make_trainer(seed: int = 0) -> tuple[Any, Callable[[int, int], None]]:
     """The tiny Qwen2 of examples/sft_causal_lm.py and one training step of it on random ids."""
-    from paddlenlp.transformers import Qwen2Config, Qwen2ForCausalLM
+    from sft_mode import build_model
 
     paddle.seed(seed)
-    config = Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        intermediate_size=192,
-        max_position_embeddings=MAX_LEN,
-        use_cache=False,
-        tie_word_embeddings=False,
-    )
-    model = Qwen2ForCausalLM(config)
+    model = build_model({"vocab_size": VOCAB, "pad_id": 0, "bos_id": 2, "eos_id": 3}, MAX_LEN)
     opt = paddle.optimizer.AdamW(1e-3, parameters=model.parameters())
     rng = np.random.default_rng(seed)
 
