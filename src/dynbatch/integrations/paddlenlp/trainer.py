@@ -112,7 +112,8 @@ class DynamicBatchTrainer(CompatTrainer):
             models: the mean over the loss tokens); never a mean. The model is
             called with every field of the batch but the label fields
             (``args.label_names``, default ``["labels"]``). A per-sample loss
-            under ``accumulate="tokens"`` weighs each sample by its length. Default:
+            under ``accumulate="tokens"`` weighs each sample by its length (its
+            ``loss_tokens`` when given). Default:
             :func:`per_sample_cross_entropy` (sequence classification), or
             ``criterion`` if given: a loss layer with a ``reduction`` (such as
             ``paddle.nn.CrossEntropyLoss()``), called on ``(logits, labels)``
