@@ -180,3 +180,13 @@ def test_trainer_does_not_apply_a_window_without_loss_tokens(tmp_path: Path) -> 
     after = {n: p.numpy() for n, p in trainer.model.state_dict().items()}
     moved = max(float(np.abs(after[n] - rec.weights[1][n]).max()) for n in after)
     assert moved == 0.0, f"a window without loss tokens moved the weights by {moved}"
+
+
+def test_token_loss_with_no_loss_token_stays_finite_whatever_the_logits() -> None:
+    """A micro-batch whose tokens are all ignored returned ``sum(logits) * 0``: NaN when any
+    logit was NaN or inf (an fp16 overflow in padding), so the engine skipped the whole window."""
+    logits = paddle.to_tensor([[[float("nan"), 0.0], [float("inf"), 0.0]]], stop_gradient=False)
+    loss_sum, count = dynbatch.token_loss(logits, paddle.to_tensor([[-100, -100]]))
+    assert int(count) == 0 and float(loss_sum) == 0.0
+    loss_sum.backward()
+    assert np.isfinite(logits.grad.numpy()).all()

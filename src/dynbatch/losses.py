@@ -104,8 +104,10 @@ def token_loss(
     has_loss = flat_labels != ignore_index
     count = has_loss.astype("int64").sum()
     rows = paddle.nonzero(has_loss).reshape([-1])  # one read on the host, as the check below
-    if rows.shape[0] == 0:  # nothing to learn: 0, still attached to the graph
-        return logits.astype("float32").sum() * 0.0, count
+    if rows.shape[0] == 0:  # nothing to learn: 0, attached to the graph through one logit
+        first = logits.reshape([-1])[:1].astype("float32")  # finite even if it is NaN or inf
+        zero = paddle.where(paddle.isfinite(first), first, paddle.zeros_like(first))
+        return zero.sum() * 0.0, count
     targets = paddle.gather(flat_labels, rows)
     outside = (targets < 0) | (targets >= vocab)
     if bool(outside.any()):  # a GPU would assert or read garbage
