@@ -1,29 +1,8 @@
 """``DynamicBatchTrainer``: the overrides that put paddlenlp's Trainer on the plan.
 
-NOTE [ one update, one mean ]
-    ``training_step`` runs the window's micro-batches through the update engine
-    of :mod:`dynbatch.update` (NOTE [ one update engine ]): ``no_sync`` on all
-    but the last when data parallel, the *sum* of per-sample (or per-token)
-    losses from ``loss_fn`` back-propagated, repeats weighed 0, and one
-    all-reduce of ``[count, loss sum, non-finite flags]`` before the gradients
-    are scaled by ``world_size / count``. The count is each micro-batch's
-    samples (or real tokens) read from the plan, so it equals the window's
-    ``count``. ``DataParallel`` averages over ranks, so each optimizer step is
-    the mean over every real sample (or token) of the step, whatever the
-    micro-batch sizes. A ``loss_fn`` that returns ``(loss_sum, count)`` (a
-    language model's loss tokens, :func:`~.losses.token_cross_entropy`) gives
-    the count from the batch instead; it is checked against the plan when the
-    plan knows it (``accumulate="tokens"`` with ``loss_tokens``). A mean is
-    refused with the reason: it cannot be re-weighted. Every rank logs the
-    same loss and reaches the same verdict: paddlenlp 3.0.0b4 steps the
-    optimizer itself right after ``training_step`` and has no way to skip one
-    step (its only check raises on a non-finite loss), so a non-finite window
-    raises ``ValueError`` on every rank at once rather than hanging one of
-    them; with fp16 loss scaling the scaler skips the overflowed step instead,
-    as in paddlenlp. A window with nothing to average (every token masked, on
-    every rank) has its gradients dropped (not zeroed), so the optimizer's
-    step leaves every parameter and moment as it was. Clipping happens after
-    the scaling, inside ``optimizer.step()``.
+The window's update is :mod:`.step` (NOTE [ one update, one mean ]); the plan's
+windows :mod:`.run`; the arguments, checkpoints, evaluation, logs and losses
+their modules beside this one. What stays here is the overrides themselves.
 """
 
 from __future__ import annotations
@@ -40,33 +19,24 @@ from paddlenlp.utils.log import logger
 
 from ..._checks import (
     InputError,
-    InputTypeError,
     check_bool,
     check_choice,
     check_int,
     check_positive_number,
 )
-from ...contract import counted_tokens
 from ...options import PlanOptions
 from ...sampler import DistributedDynamicBatchSampler
-from ...update import ExactMeanUpdate
 from ...windows import UNITS
 from ._compat import CompatTrainer, int_hparams_visualdl
 from .arguments import checked_args, plan_options, run_args, split_keywords, train_sampler
 from .checkpoints import checkpoint_folder, read_state, resolve_checkpoint, write_state
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
 from .logs import RunLog
-from .losses import loss_and_count, loss_fn_for
-from .run import RealEpochs, RunLoader, RunPlan, Window, split_batch
+from .losses import loss_fn_for
+from .run import RealEpochs, RunLoader, RunPlan, Window
+from .step import train_window
 
 __all__ = ["DynamicBatchTrainer"]
-
-#: Logged for a window whose count is 0 over all ranks (NOTE [ one update, one mean ]).
-_EMPTY_WINDOW = (
-    "step {step} (epoch {w.epoch}, micro-batches [{w.start}, {w.stop})) has no sample or token "
-    "with a loss on any rank: its gradients are dropped, so the optimizer leaves the weights "
-    "and its moments as they were (the LR schedule still counts the step)"
-)
 
 
 class DynamicBatchTrainer(CompatTrainer):
@@ -286,62 +256,7 @@ class DynamicBatchTrainer(CompatTrainer):
     # -- Trainer overrides: the step -----------------------------------------------------------
     def training_step(self, model: Any, inputs: Any, step_control: int = 0) -> Any:
         """One optimizer window: the exact mean over its samples or tokens on every rank."""
-        window = inputs.get("window") if isinstance(inputs, Mapping) else None
-        if not isinstance(window, Window):
-            raise InputTypeError(
-                "DynamicBatchTrainer.training_step takes the windows of its own train loader, got "
-                f"{type(inputs).__name__}"
-            )
-        model.train()
-        run = self._run()
-        lengths = counted_tokens(run.sampler)  # what "tokens" count: loss tokens if given
-        checked = True  # the plan knows the count: samples, tokens, or loss tokens
-        scaler = self.scaler if self.do_grad_scaling else None
-        engine = ExactMeanUpdate(model, world_size=self.args.dataset_world_size, scaler=scaler)
-        micro = inputs["micro_batches"]
-        for k, (batch, indices, padding) in enumerate(
-            zip(micro, window.indices, window.padding, strict=True)
-        ):
-            batch, model_inputs = split_batch(
-                batch, self.label_names, self.prepare_inputs, self.labels_to_model
-            )
-            with engine.micro_batch(last=k == len(micro) - 1):
-                with self.autocast_smart_context_manager():
-                    # no name for the outputs: the logits are freed before backward when the
-                    # loss keeps only what it needs (token_loss keeps the loss rows)
-                    total, count, from_batch = loss_and_count(
-                        self.loss_fn(model(**model_inputs), batch),
-                        indices,
-                        lengths,
-                        self.accumulate,
-                    )
-                engine.backward(total.astype("float32"), count, padding=padding)
-            checked = checked and (not from_batch or run.counts_loss_tokens)
-        update = engine.close()
-        if checked and abs(update.count - window.count) > 1e-5 * max(window.count, 1.0):
-            raise RuntimeError(  # the ranks' counts and the plan disagree: a wrong update
-                f"the window's count over all ranks is {update.count:g}, the plan's "
-                f"{window.count:g}: are all ranks training the same plan, and do loss_tokens "
-                "count the tokens loss_fn counts (dynbatch.loss_token_counts(labels) with the "
-                "loss's shift and ignore_index)?"
-            )
-        if update.finite and update.count == 0:  # nothing to average: leave the weights be
-            logger.warning(_EMPTY_WINDOW.format(step=self.state.global_step + 1, w=window))
-            for p in model.parameters():
-                p.clear_gradient(False)  # no gradient: the optimizer steps over every parameter
-        if not update.finite and scaler is None:
-            raise ValueError(
-                f"the loss or gradients of step {self.state.global_step + 1} (epoch "
-                f"{window.epoch}, micro-batches {window.start}..{window.stop - 1}) are NaN or "
-                f"inf on some rank (loss sum {update.loss_sum}); paddlenlp's Trainer cannot "
-                "skip a step: lower the learning rate, or use fp16 loss scaling, which skips it"
-            )
-        run.last_window = window
-        rows, repeats = run.rows(window)
-        self.run_log.record(
-            run.table(window.epoch), rows, repeats, window.stop - window.start, update.mean_loss
-        )
-        return paddle.to_tensor(update.mean_loss, dtype="float32")
+        return train_window(self, self._run(), model, inputs)
 
     # -- Trainer overrides: logging ------------------------------------------------------------
     def log(self, logs: dict[str, float], **kwargs: Any) -> None:
