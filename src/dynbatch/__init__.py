@@ -31,6 +31,7 @@ from .planning import Plan, find_oversize, plan_batches
 from .recipes import fill_device, like_fixed
 from .sharding import ShardedPlan, shard_plan
 from .stats import PlanStats, plan_stats
+from .timing import StepTimeModel, StepTimeTable
 from .training import GradientAccumulator, scale_lr
 
 __version__ = "0.2.0"
@@ -66,6 +67,8 @@ __all__ = [
     "QuadraticCost",
     "ShardedPlan",
     "Stack",
+    "StepTimeModel",
+    "StepTimeTable",
     "Tuple",
     "VisualDLHook",
     "WithinBudgets",
