@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import warnings
 from pathlib import Path
@@ -38,7 +39,7 @@ def fixed_seconds(sharded, lengths, model) -> np.ndarray:
     ends = np.r_[0, sharded.window_ends] * sharded.num_replicas
     plan, padding = sharded.plan, sharded.is_padding
     out = []
-    for a, b in zip(ends[:-1], ends[1:], strict=True):
+    for a, b in itertools.pairwise(ends):
         members = [plan[k] for k in range(a, b) if not padding[k]]
         per_rank = -(-sum(m.size for m in members) // sharded.num_replicas)
         out.append(float(model(per_rank, max(int(lengths[m].max()) for m in members))))
@@ -49,7 +50,7 @@ def update_seconds(sharded, lengths, model) -> np.ndarray:
     ends = np.r_[0, sharded.window_ends]
     step = np.asarray(model(sharded.sizes, sharded.longest(lengths)))
     step = step.reshape(-1, sharded.num_replicas).max(axis=1)
-    return np.asarray([step[a:b].sum() for a, b in zip(ends[:-1], ends[1:], strict=True)])
+    return np.asarray([step[a:b].sum() for a, b in itertools.pairwise(ends)])
 
 
 @settings(max_examples=80, deadline=None)
@@ -73,7 +74,7 @@ def test_split_updates_are_the_fixed_batchs_and_never_predicted_slower(
     ends = np.r_[0, sp.window_ends] * replicas
     held = [
         sum(sp.plan[k].size for k in range(a, b) if not sp.is_padding[k])
-        for a, b in zip(ends[:-1], ends[1:], strict=True)
+        for a, b in itertools.pairwise(ends)
     ]
     assert held[:-1] == [size] * (len(held) - 1), "every update but the last holds U samples"
     cost = np.asarray(opts.cost(sp.sizes, sp.longest(lens)))
