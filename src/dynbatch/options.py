@@ -255,7 +255,7 @@ class PlanOptions:
             if f.name in ("cost", "balance") and not isinstance(value, str):
                 value = cost_spec(value) or UNDESCRIBED
             elif f.name == "time_model" and value is not None:
-                value = [value.c, value.a, value.b]
+                value = [value.c, value.a, value.b, value.error]
             out[f.name] = value
         return out
 

@@ -57,7 +57,7 @@ def _check_map_style(dataset: Any) -> None:
     check_dataset("dataset", dataset)
 
 
-def _resolve_lengths(
+def resolve_lengths(
     dataset: Any,
     lengths: Any,
     length_fn: Callable[[Any], int] | None,
@@ -149,7 +149,7 @@ class _Cursor:
         shortcuts: dict[str, Any],
     ) -> PlanOptions:
         """Resolve the lengths and options and plan epoch 0; the options paddle's base reads."""
-        self.lengths = _resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
+        self.lengths = resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
         self.loss_tokens = check_loss_tokens(loss_tokens, self.lengths)
         if batch_size is not None:
             if options is not None:

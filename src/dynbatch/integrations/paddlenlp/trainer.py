@@ -25,21 +25,30 @@ from ..._checks import (
     check_positive_number,
 )
 from ...options import PlanOptions
-from ...sampler import DistributedDynamicBatchSampler
+from ...sampler import DistributedDynamicBatchSampler, resolve_lengths
 from ...windows import UNITS
 from ._compat import CompatTrainer, int_hparams_visualdl
 from .arguments import checked_args, plan_options, run_args, split_keywords, train_sampler
-from .checkpoints import checkpoint_folder, read_state, resolve_checkpoint, write_state
+from .checkpoints import PlanCheckpoints, resolve_checkpoint
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
 from .logs import RunLog
 from .losses import loss_fn_for
+from .probe import measure_time_model
 from .run import RealEpochs, RunLoader, RunPlan, Window
 from .step import train_window
 
 __all__ = ["DynamicBatchTrainer"]
 
 
-class DynamicBatchTrainer(CompatTrainer):
+#: ``time_model=`` default: measure the step time on the model (NOTE [ the Trainer measures ... ]).
+MEASURE: Any = "measure"
+
+
+def _measure(time_model: Any) -> bool:
+    return isinstance(time_model, str) and time_model == MEASURE
+
+
+class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
     """``paddlenlp.trainer.Trainer`` on dynamic batches, with every Trainer feature kept.
 
     See the module's notes for how each fixed-batch assumption is replaced.
@@ -92,6 +101,11 @@ class DynamicBatchTrainer(CompatTrainer):
             that need them (seq2seq decoders build their inputs from
             ``labels``). The loss is still ``loss_fn``'s, from the logits: the
             model's own loss, a mean, is not used.
+        time_model: the device's step time for the recipe (NOTE [ splitting
+            updates at the step time ] in :mod:`dynbatch.timing`): by default
+            measured on the model before training (NOTE [ the Trainer measures
+            the step time ]); an object with ``c``, ``a``, ``b`` is used as
+            given; None plans without one (on an accelerator: each update whole).
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
             ``callbacks``, ``optimizers``, ``tokenizer``,
             ``preprocess_logits_for_metrics``) and the plan options.
@@ -126,6 +140,7 @@ class DynamicBatchTrainer(CompatTrainer):
         loss_fn: Callable[[Any, Mapping[str, Any]], Any] | None = None,
         loss_tokens: Any = None,
         labels_to_model: bool = False,
+        time_model: Any = MEASURE,
         **kwargs: Any,
     ) -> None:
         trainer_kwargs = split_keywords(kwargs)
@@ -147,36 +162,17 @@ class DynamicBatchTrainer(CompatTrainer):
         )
         self.micro_batches_per_step = run.micro_batches_per_step
         self.max_steps, self.num_epochs = run.max_steps, run.num_epochs
-        self.train_sampler: DistributedDynamicBatchSampler | None = None
-        self.run: RunPlan | None = None
-        if train_dataset is not None:
-            self.train_sampler = train_sampler(
-                train_dataset,
-                args,
-                options=planned,
-                unit=self.accumulate,
-                plan_keywords=kwargs,
-                lengths=lengths,
-                loss_tokens=loss_tokens,
-                length_fn=length_fn,
-                ref_index=ref_index,
-                cache_path=cache_path,
-            )
-            self.options = self.train_sampler.options
-            self.run = RunPlan(
-                self.train_sampler,
-                unit=self.accumulate,
-                micro_batches_per_step=self.micro_batches_per_step,
-                target=self.accumulate_target,
-                num_epochs=self.num_epochs,
-                max_steps=self.max_steps,
-            )
-        elif lengths is not None or loss_tokens is not None:
+        if train_dataset is None and (lengths is not None or loss_tokens is not None):
             raise InputError(
                 "lengths or loss_tokens were given without a train_dataset to go with them"
             )
-        elif planned is not None:  # evaluation only (plan_options refused no options)
+        if planned is not None:  # the options given, or evaluation only
             self.options = planned
+        if planned is not None and not _measure(time_model):
+            raise InputError(
+                "time_model= is for the fixed batch's recipe; the options given plan on their "
+                f"own (PlanOptions(time_model=...)), got time_model={time_model!r}"
+            )
         self._eval_samplers = EvalSamplers(
             eval_dataset, check_eval_lengths(eval_dataset, eval_lengths), length_fn, ref_index
         )
@@ -193,6 +189,34 @@ class DynamicBatchTrainer(CompatTrainer):
         self.loss_fn = loss_for(self.label_names[0])
         self.resumed_step: int | None = None
         self.run_log = RunLog()
+        self.train_sampler: DistributedDynamicBatchSampler | None = None
+        self.run: RunPlan | None = None
+        if train_dataset is None:
+            return
+        lengths = resolve_lengths(train_dataset, lengths, length_fn, ref_index, cache_path)
+        if planned is None and self.accumulate == "samples":  # the recipe follows the step time
+            if _measure(time_model):
+                batch = args.per_device_train_batch_size
+                time_model = measure_time_model(self, train_dataset, lengths, batch)
+            kwargs["time_model"] = time_model
+        self.train_sampler = train_sampler(
+            train_dataset,
+            args,
+            options=planned,
+            unit=self.accumulate,
+            plan_keywords=kwargs,
+            lengths=lengths,
+            loss_tokens=loss_tokens,
+        )
+        self.options = self.train_sampler.options
+        self.run = RunPlan(
+            self.train_sampler,
+            unit=self.accumulate,
+            micro_batches_per_step=self.micro_batches_per_step,
+            target=self.accumulate_target,
+            num_epochs=self.num_epochs,
+            max_steps=self.max_steps,
+        )
 
     # -- the plan's windows ------------------------------------------------------------------
     def _run(self) -> RunPlan:
@@ -264,43 +288,7 @@ class DynamicBatchTrainer(CompatTrainer):
         self.run_log.update(logs, int(self.state.global_step))
         super().log(logs, **kwargs)
 
-    # -- Trainer overrides: checkpoints (NOTE [ resume from the plan ]) ------------------------
-    def _window_settings(self) -> dict[str, Any]:
-        return {
-            "accumulate": self.accumulate,
-            "accumulate_target": self.accumulate_target,
-            "gradient_accumulation_steps": self.micro_batches_per_step,
-        }
-
-    def save_plan_state(self, global_step: int) -> None:
-        """Write the sampler's position and the run's totals beside checkpoint ``global_step``."""
-        if not self.args.should_save or self.run is None:
-            return
-        epoch, position = self.run.position
-        sampler = self.run.sampler
-        if sampler.epoch != epoch:  # the loader sets the next epoch only when it begins
-            raise RuntimeError(f"sampler is at epoch {sampler.epoch}, training at epoch {epoch}")
-        state = {
-            "global_step": int(global_step),
-            "sampler": sampler.state_dict(consumed_batches=position),
-            "windows": self._window_settings(),
-            "loss_total": self.run_log.loss_total,
-            "consumed_samples": self.run_log.consumed_samples,
-        }
-        write_state(checkpoint_folder(self.args.output_dir, global_step), state)
-
-    def load_plan_state(self, checkpoint: str) -> bool:
-        """Check and load the checkpoint's state file; then the Trainer loads the rest."""
-        if self.run is None:
-            return False
-        state = read_state(checkpoint, self._window_settings())
-        self.run.sampler.load_state_dict(state["sampler"])  # checks lengths, options, plan
-        self.run.position = (int(state["sampler"]["epoch"]), int(state["sampler"]["position"]))
-        self.run_log.loss_total = float(state["loss_total"])
-        self.run_log.consumed_samples = int(state["consumed_samples"])
-        self.resumed_step = int(state["global_step"])
-        return True
-
+    # -- Trainer overrides: training -------------------------------------------------------------
     def train(self, resume_from_checkpoint: Any = None, ignore_keys_for_eval: Any = None) -> Any:
         """Train for the real epochs of ``args``; resume exactly from a checkpoint (or True)."""
         run = self._run()
