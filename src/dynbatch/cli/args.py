@@ -65,7 +65,11 @@ def parser() -> argparse.ArgumentParser:
     )
     st.add_argument("--json", action="store_true", help="print one JSON object")
     st.add_argument("--plot", help="write a PNG: lengths, batch sizes, cost per batch")
-    st.add_argument("--no-progress", action="store_true")
+    st.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar while reading text (there is one only when stderr is a terminal)",
+    )
     return top
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +18,9 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from tqdm import tqdm
 
 from .._checks import MAX_LENGTH, check_int, check_lengths
-from ..progress import Progress
 from .args import UsageError
 
 __all__ = ["CSV_FIELD_LIMIT", "Corpus", "read_corpus", "read_lengths"]
@@ -212,7 +213,8 @@ def read_corpus(
         truncate: lengths are cut at this.
         skip_empty: leave out samples of length 0 (empty rows) instead of
             refusing them.
-        progress: show a progress bar while reading text.
+        progress: show a progress bar (tqdm, on stderr) while reading text, when
+            stderr is a terminal.
 
     Raises:
         UsageError: for any bad input; the message names the flag, or the
@@ -273,7 +275,14 @@ def _read_text(
                 f"--vocab file {vocab}: cannot read it: {exc.strerror or exc}"
             ) from None
         unit = "WordPiece tokens"
-    bar = Progress(desc=f"reading {path.name}", unit="samples") if progress else None
+    # on a terminal only: a pipe or a log file gets no bar (tqdm's disable=None)
+    bar = tqdm(
+        desc=f"reading {path.name}",
+        unit=" samples",
+        file=sys.stderr,
+        disable=None if progress else True,
+        dynamic_ncols=True,
+    )
     lengths: list[int] = []
     rows: list[int] = []
     line = 0
@@ -290,15 +299,13 @@ def _read_text(
                 )
             lengths.append(n)
             rows.append(line)
-            if bar is not None:
-                bar.update()
+            bar.update()
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path} is not UTF-8 text ({exc.reason}): save it as UTF-8") from None
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     if not lengths:
         what = "no non-empty samples" if skip_empty else "no samples"
         raise UsageError(f"{path} holds {what}: there is nothing to batch")
