@@ -207,8 +207,9 @@ def read_corpus(
             (``column``) or JSON lines (``field``: text, or a list of tokens).
         column: the text column of a CSV/TSV.
         field: the text field of a JSONL file.
-        vocab: count BERT WordPiece tokens with this vocabulary (built-in
-            tokenizer, no paddle import) instead of characters.
+        vocab: count BERT WordPiece tokens with this vocabulary instead of
+            characters (:func:`dynbatch.text.wordpiece_counter`: paddlenlp's
+            count, no paddle import).
         add: added to every length (``2`` for ``[CLS]`` and ``[SEP]``).
         truncate: lengths are cut at this.
         skip_empty: leave out samples of length 0 (empty rows) instead of
@@ -262,12 +263,12 @@ def _read_text(
     measure: Callable[[str], int] = len
     unit = "characters"
     if vocab is not None:
-        from ..text import wordpiece_counter  # the built-in counter: no paddle import
+        from ..text import wordpiece_counter  # imports no paddle
 
         if not Path(vocab).is_file():
             raise UsageError(f"--vocab file not found: {vocab}")
         try:
-            measure = wordpiece_counter(vocab, prefer_paddlenlp=False)
+            measure = wordpiece_counter(vocab)
         except UnicodeDecodeError as exc:
             raise UsageError(f"--vocab file {vocab} is not UTF-8 text: {exc.reason}") from None
         except OSError as exc:
