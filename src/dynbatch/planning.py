@@ -70,6 +70,7 @@ from .plan import Plan
 __all__ = [
     "ORDERS",
     "OVERSIZE",
+    "Plan",  # its home is dynbatch.plan; imported from here before, and still
     "batch_capacity",
     "find_oversize",
     "padded_lengths",
