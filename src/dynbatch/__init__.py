@@ -27,7 +27,8 @@ from .memory import (
     preflight,
 )
 from .options import PlanOptions
-from .planning import Plan, find_oversize, plan_batches
+from .plan import Plan
+from .planning import find_oversize, plan_batches
 from .recipes import fill_device, like_fixed
 from .sharding import ShardedPlan, shard_plan
 from .stats import PlanStats, plan_stats

@@ -49,7 +49,8 @@ from ._checks import (
 )
 from .contract import Pass
 from .options import UNDESCRIBED, PlanOptions
-from .planning import Plan, find_oversize, plan_draw
+from .plan import Plan
+from .planning import find_oversize, plan_draw
 from .sharding import TOLERANCE, ShardedPlan, shard_checked
 from .timing import plan_split_updates
 from .windows import mix_updates, optimizer_steps

@@ -28,7 +28,7 @@ from .contract import Pass
 from .epochs import Epochs
 from .lengths import compute_lengths
 from .options import PlanOptions, resolve_options
-from .planning import Plan
+from .plan import Plan
 from .recipes import like_fixed
 from .sharding import ShardedPlan
 from .timing import StepTimeModel

@@ -29,7 +29,8 @@ from ._checks import (
 from .cost import CostLike, resolve_cost
 from .epochs import plan_epoch
 from .options import ORDERS, PlanOptions
-from .planning import Plan, batch_capacity, find_oversize, padded_lengths
+from .plan import Plan
+from .planning import batch_capacity, find_oversize, padded_lengths
 from .recipes import like_fixed
 from .windows import optimizer_steps
 
