@@ -60,7 +60,9 @@ def _stats(args: argparse.Namespace) -> None:
     with warnings.catch_warnings():  # the skip warning is the note above
         warnings.filterwarnings("ignore", message="skipping .* over max_cost")
         try:
-            rows = compare_orders(lengths, options, fixed_batch_size=args.fixed_batch_size)
+            rows = compare_orders(
+                lengths, options, fixed_batch_size=args.fixed_batch_size, step_time=args.step_time
+            )
         except InputError as exc:
             raise UsageError(as_flags(str(exc))) from None
     bound = lower_bound(lengths, over, options)

@@ -15,6 +15,7 @@ from .._checks import MAX_LENGTH, InputError
 from ..cost import resolve_cost
 from ..memory import MemoryCost
 from ..options import FIELDS, PlanOptions
+from ..timing import StepTimeTable
 
 __all__ = ["PLOT_FORMATS", "UsageError", "as_flags", "check_flags", "parser"]
 
@@ -51,6 +52,11 @@ def parser() -> argparse.ArgumentParser:
     )
     st.add_argument(
         "--cost-file", help="a MemoryCost saved by dynbatch.calibrate (JSON): --max-cost in MiB"
+    )
+    st.add_argument(
+        "--time-table",
+        help="a device's measured step times (JSON: columns n, L, step_s): each plan's epoch "
+        "time, and like fixed follows it (a --cost-file's time model does too)",
     )
     st.add_argument("--fixed-batch-size", type=int, default=20, help="the baseline row")
     st.add_argument("--column", help="text column of a CSV/TSV")
@@ -105,6 +111,12 @@ def check_flags(args: argparse.Namespace) -> None:
             raise UsageError(f"--cost-file: {exc}") from None
     elif args.cost is None:
         args.cost = "quadratic"
+    args.step_time = getattr(args.cost, "time_model", None)
+    if args.time_table is not None:
+        try:
+            args.step_time = StepTimeTable.load(args.time_table)
+        except InputError as exc:
+            raise UsageError(f"--time-table: {exc}") from None
     for flag, value, low in (
         ("--fixed-batch-size", args.fixed_batch_size, 1),
         ("--add", args.add, 0),

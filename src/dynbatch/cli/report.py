@@ -39,12 +39,19 @@ COLUMNS = [
 
 
 def format_table(rows: dict[str, PlanStats]) -> str:
-    """The per-order statistics as an aligned text table, one row per plan."""
+    """The per-order statistics as an aligned text table, one row per plan; with a step time,
+    each plan's predicted epoch seconds and its speed against the fixed batch's."""
     head = ["order", *(title for _, title, _ in COLUMNS)]
     body = [
         [name, *(fmt.format(getattr(row, key)) for key, _, fmt in COLUMNS)]
         for name, row in rows.items()
     ]
+    if any(row.seconds is not None for row in rows.values()):
+        fixed = rows["fixed"].seconds if "fixed" in rows else None
+        head += ["epoch s", "vs fixed"]
+        for line, row in zip(body, rows.values(), strict=True):
+            s = row.seconds or 0.0
+            line += [f"{s:.4g}", f"{fixed / s:.2f}x" if fixed and s else "-"]
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
     lines = [
         "  ".join(
@@ -125,7 +132,11 @@ def print_json(
                 "oversize_policy": options.oversize,
                 "lower_bound_batches": bound,
                 "rows": [
-                    {"name": name, **{k: getattr(r, k) for k, _, _ in COLUMNS}}
+                    {
+                        "name": name,
+                        **{k: getattr(r, k) for k, _, _ in COLUMNS},
+                        "seconds": r.seconds,
+                    }
                     for name, r in rows.items()
                 ],
             }
