@@ -174,8 +174,12 @@ def write_csv(path: Path, text: str) -> Path:
         (["--vocab-size", "3"], "--vocab-size must be >= 14 (the specials and the prompt"),
         (["--lr", "0"], "--lr must be a finite number > 0, got 0.0"),
         (["--data-file", "/nonexistent/reviews.csv"], "data file not found"),
+        (["--epochs", "abc"], "argument --epochs: invalid int value: 'abc'"),
+        (["--batch-size", "-1"], "--batch-size must be >= 1, got -1"),
+        (["--max-len", "11"], "--max-len must be >= 12 (the prompt's template and the answer"),
         ("label2", "labels must be 0 (negative) or 1 (positive), got 2"),
         ("header", "the header must name a 'label' column"),
+        ("directory", "is a directory: give a CSV or TSV file"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: Any, message: str) -> None:
@@ -183,7 +187,98 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: Any, message: st
         args = ["--data-file", str(write_csv(tmp_path / "r.csv", "label,review\n2,好\n1,不错\n"))]
     elif args == "header":
         args = ["--data-file", str(write_csv(tmp_path / "r.csv", "stars,review\n1,好\n"))]
+    elif args == "directory":
+        args = ["--data-file", str(tmp_path)]
     done = run(*args, "--output-dir", str(tmp_path / "out"), timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+
+
+def labelled(n: int, text: str = "房间干净，服务很好{i}") -> str:
+    """A ``label,review`` CSV of ``n`` reviews, labels alternating 1, 0."""
+    return "label,review\n" + "".join(f"{(i + 1) % 2},{text.format(i=i)}\n" for i in range(n))
+
+
+@pytest.mark.parametrize(
+    ("csv", "train_pairs", "dev_pairs", "reviews_cut"),
+    [
+        (labelled(2), 1, 1, 0.0),  # the fewest a split takes
+        (labelled(5), 4, 1, 0.0),
+        ("label,review\n" + "".join(f"1,好{i}\n" for i in range(20)), 18, 2, 0.0),  # one class
+        (labelled(40, "好" * 1000 + "差" * 1000), 36, 4, 1.0),  # every review cut to fit
+        (labelled(40, "{i}"), 36, 4, 0.0),  # reviews of a character or two
+    ],
+    ids=["two-rows", "five-rows", "one-class", "long-reviews", "one-char-reviews"],
+)
+def test_an_awkward_file_prepares_its_pairs(
+    example_modules: Any,
+    tmp_path: Path,
+    csv: str,
+    train_pairs: int,
+    dev_pairs: int,
+    reviews_cut: float,
+) -> None:
+    sft, _ = example_modules
+    data = write_csv(tmp_path / "r.csv", csv)
+    args = sft.parse_args(["--data-file", str(data), "--max-len", "32", "--output-dir", "o"])
+    meta = sft.prepare(args, tmp_path)
+    assert (meta["train_pairs"], meta["dev_pairs"]) == (train_pairs, dev_pairs)
+    assert meta["reviews_cut"] == reviews_cut
+    data = np.load(tmp_path / "data.npz")
+    lengths = np.diff(data["train_offsets"])
+    assert lengths.size == train_pairs and lengths.max() <= 32, "every pair fits --max-len"
+
+
+@pytest.mark.parametrize("size", [14, 20, 40, 100])
+def test_every_vocabulary_size_keeps_both_answers(example_modules: Any, size: int) -> None:
+    """The answers' characters are kept first, so no size turns an answer into <unk>."""
+    sft, _ = example_modules
+    assert size >= sft.MIN_VOCAB
+    texts = sft.pair_texts([("的了是在我有他这中大来上个国到说们为子和你地出道也时年" * 3, 1)] * 9)
+    vocab = sft.CharVocab.build(texts, size)
+    positive, negative = (vocab.encode(sft.ANSWERS[label]) for label in (1, 0))
+    assert positive != negative and sft.UNK not in positive + negative
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", ["loop", "trainer"])
+def test_the_smallest_run_trains_on_both_runners(tmp_path: Path, runner: str) -> None:
+    """Two reviews (one to train, one held out), a batch of one, the shortest --max-len."""
+    pytest.importorskip("paddlenlp")
+    data = write_csv(tmp_path / "r.csv", labelled(2))
+    done = run(
+        "--data-file", str(data), "--runner", runner, "--batch-size", "1", "--max-len", "12",
+        "--epochs", "1", "--output-dir", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert [(r["mode"], r["steps"], r["train_pairs"]) for r in rows] == [
+        ("fixed", 1, 1),
+        ("dynamic", 1, 1),
+    ]
+    assert all(math.isfinite(r["eval_loss"]) for r in rows)
+
+
+@pytest.mark.slow
+def test_a_cached_calibration_is_kept_per_batch_size_and_length(tmp_path: Path) -> None:
+    """The cost is calibrated up to the fixed batch and the longest pair: other settings
+    calibrate again, beside the first, and the same settings load it."""
+    pytest.importorskip("paddlenlp")
+    data = write_csv(tmp_path / "r.csv", labelled(60))
+    out = tmp_path / "o"
+
+    def dynamic(*args: str) -> dict[str, Any]:
+        done = run(
+            "--data-file", str(data), "--modes", "dynamic", "--max-train-samples", "40",
+            "--epochs", "1", "--output-dir", str(out), *args,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        (row,) = json.loads((out / "results.json").read_text())
+        return dict(row)
+
+    assert not dynamic("--batch-size", "8", "--max-len", "24")["calibration_cached"]
+    assert not dynamic("--batch-size", "4", "--max-len", "24")["calibration_cached"]
+    assert not dynamic("--batch-size", "4", "--max-len", "20")["calibration_cached"]
+    assert len(list(out.glob("calib-*.json"))) == 3, "one file per batch size and length"
+    assert dynamic("--batch-size", "8", "--max-len", "24")["calibration_cached"]
