@@ -259,7 +259,7 @@ _SAMPLER_DOC = """
             oversize=..., drop_last=..., bucket_width=..., equal_epochs=...,
             balance=..., update_size=..., update_unit=...``), not both.
         batch_size: the fixed batch (per rank) to train like, instead of
-            ``options``: :meth:`PlanOptions.like_fixed` plans padding-free
+            ``options``: :func:`~dynbatch.like_fixed` plans padding-free
             micro-batches in updates of that many samples, lengths mixed
             (NOTE [ the fixed batch's recipe ]). Other keywords are options
             (``max_cost=`` then is a budget for the micro-batches).
