@@ -86,7 +86,7 @@ class GradientAccumulator:
         target: samples (or tokens) per optimizer step, summed over ranks,
             cut on the plan in its order. Default: the plan's own updates when
             its options ask for them (``update_size``, as
-            :meth:`~dynbatch.PlanOptions.like_fixed` and a sampler given
+            :func:`~dynbatch.like_fixed` and a sampler given
             ``batch_size=`` do: lengths mixed in each, NOTE [ mixed updates ]);
             otherwise **each micro-batch is an update of its own**.
         unit: ``"samples"`` or ``"tokens"``: what ``target`` counts (tokens are
