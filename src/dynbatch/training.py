@@ -186,9 +186,9 @@ class GradientAccumulator:
             raise InputError(f"{what} needs the sampler whose plan the loop follows")
         return self.sampler
 
-    def windows(self, epoch: int | None = None) -> EpochWindows:
+    def windows(self, epoch: int | None = None, what: str = "windows") -> EpochWindows:
         """The optimizer windows of ``epoch`` (default: the sampler's current one)."""
-        sampler = self._need_sampler("the windows")
+        sampler = self._need_sampler(what)
         plan = sampler.epoch_plan(epoch)
         epoch = sampler.epoch if epoch is None else epoch
         counted = counted_tokens(sampler)
@@ -196,11 +196,11 @@ class GradientAccumulator:
 
     def step_counts(self, epoch: int | None = None) -> np.ndarray[Any, np.dtype[np.float64]]:
         """Samples (or tokens) of each micro-step of the epoch, summed over ranks."""
-        return self.windows(epoch).counts
+        return self.windows(epoch, "step_counts").counts
 
     def steps_per_epoch(self, epoch: int | None = None) -> int:
         """Optimizer steps ``epoch`` will take (default: the sampler's current epoch)."""
-        return len(self.windows(epoch))
+        return len(self.windows(epoch, "steps_per_epoch"))
 
     def steps_for_epochs(self, epochs: Iterable[int]) -> int:
         """Optimizer steps over ``epochs`` (e.g. ``range(E)``): exact, for LR schedules."""
