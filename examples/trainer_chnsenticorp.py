@@ -92,6 +92,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--accumulate", default="samples", choices=("samples", "tokens"))
     p.add_argument(
         "--time-model",
+        dest="step_time",  # not the PlanOptions field: the recipe's, given to the Trainer
         default="measure",
         help="the recipe's step time: measure (the Trainer times the model), none (the CPU's "
         "padding-free split), or c,a,b seconds",
@@ -312,7 +313,7 @@ def run_mode(args: argparse.Namespace) -> int:
     if mode == "fixed":
         trainer = Trainer(**common)
     else:
-        time_model = None if args.time_model == "none" else args.time_model
+        time_model = None if args.step_time == "none" else args.step_time
         plan = {"time_model": time_model} if options is None else {"options": options}
         trainer = DynamicBatchTrainer(
             **common,
