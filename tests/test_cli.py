@@ -394,3 +394,15 @@ def test_stats_refuses_a_bad_time_table_naming_the_flag(
     bad.write_text("{}")
     assert main(["stats", str(lengths), "--max-cost", "1e6", "--time-table", str(bad)]) == 2
     assert "--time-table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cell", ["fast", {}, None])
+def test_stats_refuses_a_time_table_cell_that_is_not_a_number_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cell: object
+) -> None:
+    lengths = tmp_path / "lengths.npy"
+    np.save(lengths, np.arange(1, 50))
+    bad = write_table(tmp_path / "bad.json", [[1, 8, 0.1], [2, 8, cell]])
+    assert main(["stats", str(lengths), "--max-cost", "1e6", "--time-table", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "--time-table" in err and "row 1" in err and len(err.strip().splitlines()) == 1

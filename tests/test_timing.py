@@ -175,6 +175,25 @@ def test_a_bad_table_is_named(tmp_path: Path, content: str, match: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("rows", "match"),
+    [
+        ([["1", "8", "x"]], r"row 0 is \['1', '8', 'x'\]"),
+        ([[1, 8, {}]], r"row 0 is \[1, 8, \{\}\]"),
+        ([[1, 8, 0.1], [2, 8, None]], r"row 1 is \[2, 8, None\]"),
+        ([[1, 8, 0.1], [0, 8, 0.1]], r"row 1 is \[0, 8, 0.1\]"),
+    ],
+)
+def test_a_table_row_that_is_not_numbers_is_named(
+    tmp_path: Path, rows: list[list[object]], match: str
+) -> None:
+    """A cell that is not a number is an InputError naming the row (the CLI: one line, exit 2)."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"columns": ["n", "L", "step_s"], "rows": rows}))
+    with pytest.raises(dynbatch.InputError, match=match):
+        StepTimeTable.load(path)
+
+
+@pytest.mark.parametrize(
     ("value", "match"),
     [
         ("1,2", "three numbers 'c,a,b'"),
