@@ -161,13 +161,29 @@ class StepTimeTable:
     @classmethod
     def from_rows(cls, rows: Sequence[Sequence[float]]) -> StepTimeTable:
         """From ``(n, L, seconds)`` rows."""
-        data = np.asarray(rows, dtype=np.float64)
+        try:
+            data = np.asarray(rows, dtype=np.float64)
+        except (TypeError, ValueError):  # a cell that is not a number: name its row
+            data = np.full((len(rows), 3), np.nan)
+            for k, row in enumerate(rows):
+                try:
+                    values = np.asarray(row, dtype=np.float64)
+                except (TypeError, ValueError):
+                    break
+                if values.shape != (3,):
+                    break
+                data[k] = values
         if data.ndim != 2 or data.shape[1] != 3 or data.shape[0] == 0:
             raise InputError(
                 f"a step-time table needs rows of (n, L, seconds), got shape {data.shape}"
             )
-        if not (np.isfinite(data).all() and (data[:, :2] >= 1).all() and (data[:, 2] > 0).all()):
-            raise InputError("a step-time table needs n >= 1, L >= 1 and seconds > 0 in every row")
+        good = np.isfinite(data).all(axis=1) & (data[:, :2] >= 1).all(axis=1) & (data[:, 2] > 0)
+        if not good.all():
+            k = int(np.flatnonzero(~good)[0])
+            raise InputError(
+                "a step-time table needs rows of three numbers (n, L, seconds) with n >= 1, "
+                f"L >= 1 and seconds > 0; row {k} is {rows[k]!r}"
+            )
         return cls(data[:, 0], data[:, 1], data[:, 2])
 
     @classmethod
