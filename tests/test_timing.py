@@ -193,6 +193,14 @@ def test_a_table_row_that_is_not_numbers_is_named(
         StepTimeTable.load(path)
 
 
+def test_a_table_never_predicts_less_time_for_more_tokens_past_its_largest_shape() -> None:
+    """A noisy last segment (the flat part of a GPU's curve) must not extrapolate downwards."""
+    table = StepTimeTable.from_rows([(1, 8, 0.040), (64, 8, 0.050), (128, 8, 0.045)])
+    beyond = np.asarray(table(np.array([128, 256, 1024, 10**6]), 8))
+    assert (beyond > 0).all(), "a step takes time"
+    assert (np.diff(beyond) >= 0).all(), "more samples, no less time"
+
+
 @pytest.mark.parametrize(
     ("value", "match"),
     [
