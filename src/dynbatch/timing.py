@@ -145,7 +145,8 @@ class StepTimeTable:
 
     ``table(n, L)`` interpolates: at each measured ``L`` the time is piecewise
     linear in the tokens ``n·L`` (flat below the fewest measured, extended
-    along the last segment above the most), and between two measured lengths
+    along the last segment above the most, or flat where that segment falls:
+    more tokens never take less time), and between two measured lengths
     it is interpolated in ``log L`` at equal tokens. :meth:`fit` is the
     :class:`StepTimeModel` a plan is split with.
 
@@ -217,7 +218,7 @@ class StepTimeTable:
         x, y = (self.n[at] * length)[order], self.seconds[at][order]
         out = np.interp(tokens, x, y)
         if x.size > 1 and x[-1] > x[-2]:  # beyond the most tokens: the last segment, extended
-            slope = (y[-1] - y[-2]) / (x[-1] - x[-2])
+            slope = max((y[-1] - y[-2]) / (x[-1] - x[-2]), 0.0)  # never downwards: noise
             out = np.where(tokens > x[-1], y[-1] + slope * (tokens - x[-1]), out)
         return np.asarray(out, dtype=np.float64)
 
