@@ -8,9 +8,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import planner_args
 
-from dynbatch import MemoryCost, MixedCost, plan_batches, plan_stats, resolve_cost
+from dynbatch import (
+    MemoryCost,
+    MixedCost,
+    PlanOptions,
+    StepTimeModel,
+    plan_batches,
+    plan_stats,
+    resolve_cost,
+)
 from dynbatch.options import ORDERS
-from dynbatch.stats import batch_table, lower_bound_batches
+from dynbatch.stats import batch_table, compare_orders, lower_bound_batches
 
 
 @given(planner_args())
@@ -106,3 +114,18 @@ def test_the_bound_is_the_fewest_batches_any_plan_can_have(
     for order in ORDERS:
         plan = plan_batches(lens, max_cost, cost=cost, order=order, max_batch_size=cap)
         assert len(plan) >= bound
+
+
+@pytest.mark.parametrize("seed", [0, 1, 11])
+def test_like_fixed_is_never_priced_slower_than_the_fixed_row_it_is_compared_with(
+    seed: int,
+) -> None:
+    """The fixed row draws the shuffle like fixed's time-split updates draw, so the two compare
+    update by update (NOTE [ splitting updates at the step time ]: never predicted slower)."""
+    gpu_like = StepTimeModel(c=0.036, a=1.3e-6, b=3.4e-9)  # an H100's fit: flat to its knee
+    lens = np.random.default_rng(seed).integers(5, 512, 1000)
+    rows = compare_orders(lens, PlanOptions(max_cost=1e9), fixed_batch_size=32, step_time=gpu_like)
+    fixed, like = rows["fixed"].seconds, rows["like fixed"].seconds
+    assert fixed is not None and like is not None
+    assert like <= fixed * (1 + 1e-12), "like fixed at most the fixed batch's time"
+    assert rows["like fixed"].updates == rows["fixed"].updates == -(-1000 // 32)
