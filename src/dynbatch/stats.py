@@ -32,6 +32,7 @@ from .options import ORDERS, PlanOptions
 from .plan import Plan
 from .planning import batch_capacity, find_oversize, padded_lengths
 from .recipes import like_fixed
+from .timing import shuffled
 from .windows import optimizer_steps
 
 __all__ = [
@@ -307,17 +308,22 @@ def baseline_batches(lengths: Any, options: PlanOptions, batch_size: int) -> lis
     """The fixed-size baseline over the samples the sampler would train on.
 
     With ``oversize="skip"`` the samples over budget even alone are left out
-    here too, so the baseline and the planned rows batch the same samples.
+    here too, so the baseline and the planned rows batch the same samples. The
+    samples are drawn in the order :func:`~dynbatch.timing.shuffled` gives epoch 0,
+    the order the recipe's updates split at a step time are drawn from, so the
+    ``like fixed`` row compares with this one update by update.
 
-    >>> [b.tolist() for b in baseline_batches([5, 50, 5], PlanOptions(max_cost=20,
+    >>> [sorted(b.tolist()) for b in baseline_batches([5, 50, 5], PlanOptions(max_cost=20,
     ...     cost="linear", oversize="skip"), 2)]
     [[0, 2]]
     """
     lens = check_lengths(lengths)
+    batch_size = check_int("fixed_batch_size", batch_size, minimum=1)
     keep = np.arange(lens.size)
     if options.oversize == "skip":
         keep = np.setdiff1d(keep, find_oversize(lens, options=options))
-    return [keep[b] for b in fixed_batches(keep.size, batch_size, seed=options.seed)]
+    order = shuffled(keep, options.seed, 0)
+    return [order[i : i + batch_size] for i in range(0, order.size, batch_size)]
 
 
 def compare_orders(
