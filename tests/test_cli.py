@@ -28,6 +28,7 @@ ROW_KEYS = {
     "cost_mean",
     "cost_cv",
     "utilization",
+    "seconds",  # the predicted epoch time with a step time (--time-table), else null
 }
 
 
