@@ -240,6 +240,24 @@ def test_on_an_accelerator_without_a_time_model_updates_run_whole_and_it_says_so
     assert given.epoch_plan(0).num_steps > 16, "a given time model is followed, silently"
 
 
+@pytest.mark.parametrize("kw", [{"update_unit": "tokens"}, {"order": "ascending"}])
+def test_on_an_accelerator_no_warning_claims_whole_updates_the_recipe_does_not_make(
+    monkeypatch: pytest.MonkeyPatch, kw: dict[str, str]
+) -> None:
+    """The recipe follows a time model only for updates in samples, in a random order: elsewhere
+    the sampler must not say that each update runs as one batch."""
+    lens = np.random.default_rng(1).integers(5, 200, 500)
+    monkeypatch.setattr(paddle.device, "get_device", lambda: "gpu:0")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sampler = dynbatch.DynamicBatchSampler(lengths=lens, batch_size=32, **kw)
+    plan = sampler.epoch_plan(0)
+    assert plan.num_steps > len(plan.window_ends), "precondition: updates of several batches"
+    said = [str(w.message) for w in caught if "runs as one batch" in str(w.message)]
+    assert not said, f"a claim the plan does not keep: {said}"
+    assert sampler.options == dynbatch.like_fixed(lens, 32, **kw), "the recipe, as on a CPU"
+
+
 def test_on_a_cpu_the_sampler_plans_the_recipe_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
     lens = np.random.default_rng(1).integers(5, 200, 500)
     monkeypatch.setattr(paddle.device, "get_device", lambda: "cpu")
