@@ -127,7 +127,10 @@ def default_time_model(where: str) -> StepTimeModel | None:
         each update runs as one batch, the fixed batch's own speed, never
         slower. It says so once; ``time_model=`` (``dynbatch.calibrate``'s,
         or a fitted :class:`~dynbatch.timing.StepTimeTable`) lets it cut
-        updates where that is faster.
+        updates where that is faster. Updates in ``"tokens"``, or a sorted
+        order, keep the recipe's split whatever the step time
+        (:func:`~dynbatch.like_fixed`), so there it assumes nothing and says
+        nothing.
     """
     device = str(paddle.device.get_device())
     if device.startswith("cpu"):
@@ -185,7 +188,10 @@ class _Cursor:
                     "plans for the ranks it serves; use DistributedDynamicBatchSampler(..., "
                     "num_replicas=..., rank=...) for several"
                 )
-            if shortcuts.get("time_model") is None:
+            unit, order = shortcuts.get("update_unit", "samples"), shortcuts.get("order", "bucket")
+            # NOTE [ no time model on an accelerator ]: where like_fixed follows a step time
+            follows = unit == "samples" and order in ("bucket", "shuffle")
+            if shortcuts.get("time_model") is None and follows:
                 shortcuts = {**shortcuts, "time_model": default_time_model(type(self).__name__)}
             options = like_fixed(
                 self.lengths,
