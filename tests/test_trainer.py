@@ -411,6 +411,24 @@ def test_the_recipe_measures_the_step_time_follows_it_and_keeps_it(tmp_path: Pat
         make_trainer(tmp_path, ds, time_model="0,1,0")
 
 
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"accumulate": "tokens", "time_model": "0,1,0"}, "accumulate='tokens'"),
+        ({"accumulate": "tokens", "time_model": "fast"}, "time_model='fast'"),
+        ({"time_model": "Measure"}, "'measure'"),
+        ({"time_model": True}, "'measure'"),
+    ],
+)
+def test_a_time_model_it_cannot_follow_or_read_is_refused_naming_what_is_valid(
+    tmp_path: Path, kw: dict[str, Any], match: str
+) -> None:
+    """Under accumulate='tokens' the recipe keeps its split: a time model there was dropped
+    without a word, even one that is no time model at all."""
+    with pytest.raises(dynbatch.InputError, match=match):
+        recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path), **kw)
+
+
 def test_a_probe_batch_keeps_real_values_at_any_shape() -> None:
     import paddle
 
