@@ -26,6 +26,7 @@ from ..._checks import (
 )
 from ...options import PlanOptions
 from ...sampler import DistributedDynamicBatchSampler, resolve_lengths
+from ...timing import check_time_model
 from ...windows import UNITS
 from ._compat import CompatTrainer, int_hparams_visualdl
 from .arguments import checked_args, plan_options, run_args, split_keywords, train_sampler
@@ -46,6 +47,23 @@ MEASURE: Any = "measure"
 
 def _measure(time_model: Any) -> bool:
     return isinstance(time_model, str) and time_model == MEASURE
+
+
+def _checked_time_model(time_model: Any, accumulate: str) -> Any:
+    """``time_model=`` checked: ``"measure"``, None, or a step time the recipe follows."""
+    if _measure(time_model) or time_model is None:
+        return time_model
+    try:
+        model = check_time_model(time_model)
+    except InputError as exc:
+        raise type(exc)(f"{exc}; or time_model='measure' (the default) or None") from None
+    if accumulate != "samples":
+        raise InputError(
+            f"time_model={time_model!r} cuts updates of samples at the step time, but with "
+            f"accumulate={accumulate!r} the recipe keeps its padding-free split and would drop "
+            "it: leave time_model out, or accumulate='samples'"
+        )
+    return model
 
 
 class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
@@ -104,8 +122,10 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         time_model: the device's step time for the recipe (NOTE [ splitting
             updates at the step time ] in :mod:`dynbatch.timing`): by default
             measured on the model before training (NOTE [ the Trainer measures
-            the step time ]); an object with ``c``, ``a``, ``b`` is used as
-            given; None plans without one (on an accelerator: each update whole).
+            the step time ]); an object with ``c``, ``a``, ``b`` (or ``"c,a,b"``)
+            is used as given; None plans without one (on an accelerator: each
+            update whole). With ``accumulate="tokens"`` the recipe keeps its
+            padding-free split: a time model there is refused, not dropped.
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
             ``callbacks``, ``optimizers``, ``tokenizer``,
             ``preprocess_logits_for_metrics``) and the plan options.
@@ -173,6 +193,7 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
                 "time_model= is for the fixed batch's recipe; the options given plan on their "
                 f"own (PlanOptions(time_model=...)), got time_model={time_model!r}"
             )
+        time_model = _checked_time_model(time_model, self.accumulate)
         self._eval_samplers = EvalSamplers(
             eval_dataset, check_eval_lengths(eval_dataset, eval_lengths), length_fn, ref_index
         )
