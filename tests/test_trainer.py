@@ -429,6 +429,14 @@ def test_a_time_model_it_cannot_follow_or_read_is_refused_naming_what_is_valid(
         recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path), **kw)
 
 
+def test_plan_options_with_no_time_model_are_taken(tmp_path: Path) -> None:
+    """time_model=None says "no step time": nothing to drop when the options plan on their own."""
+    ds = Reviews(20)
+    trainer = make_trainer(tmp_path, ds, time_model=None)
+    assert trainer.options.time_model is None
+    assert trainer.options == make_trainer(tmp_path, ds).options
+
+
 def test_a_probe_batch_keeps_real_values_at_any_shape() -> None:
     import paddle
 
