@@ -188,7 +188,7 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
             )
         if planned is not None:  # the options given, or evaluation only
             self.options = planned
-        if planned is not None and not _measure(time_model):
+        if planned is not None and not (_measure(time_model) or time_model is None):
             raise InputError(
                 "time_model= is for the fixed batch's recipe; the options given plan on their "
                 f"own (PlanOptions(time_model=...)), got time_model={time_model!r}"
