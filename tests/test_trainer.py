@@ -339,7 +339,7 @@ def recipe_trainer(out: Path, ds: Reviews, args: Any, **kw: Any) -> DynamicBatch
         model=tiny_bert(),
         args=args,
         train_dataset=ds,
-        data_collator=collate,
+        data_collator=kw.pop("data_collator", collate),
         lengths=ds.lengths,
         **kw,
     )
@@ -435,6 +435,51 @@ def test_plan_options_with_no_time_model_are_taken(tmp_path: Path) -> None:
     trainer = make_trainer(tmp_path, ds, time_model=None)
     assert trainer.options.time_model is None
     assert trainer.options == make_trainer(tmp_path, ds).options
+
+
+def test_the_probe_leaves_the_random_stream_as_it_found_it(tmp_path: Path) -> None:
+    """A run that probes and one that reads the step time back (same seed) train alike: the
+    probe's dropout must not move paddle's random stream."""
+    import paddle
+
+    ds = Reviews(40)
+    draws = []
+    for out, time_model in ((tmp_path / "probed", "measure"), (tmp_path / "given", "0.01,0,0")):
+        DynamicBatchTrainer(
+            model=tiny_bert(dropout=0.1),
+            args=make_args(out),
+            train_dataset=ds,
+            data_collator=collate,
+            lengths=ds.lengths,
+            time_model=time_model,
+        )
+        draws.append(paddle.rand([4]).numpy())
+    assert (tmp_path / "probed" / integration.probe.TIME_MODEL_FILE).exists(), "precondition"
+    assert np.array_equal(draws[0], draws[1]), "the same draws after the probe as without it"
+
+
+def test_the_probe_takes_the_batches_training_takes(tmp_path: Path) -> None:
+    """A collator's list field (the DataLoader passes it on as a list) trains, so it probes;
+    one that returns no dict is refused as training refuses it, not with an AttributeError."""
+
+    def labels_as_list(samples: list[dict[str, Any]]) -> dict[str, Any]:
+        return {**collate(samples), "labels": collate(samples)["labels"].tolist()}
+
+    ds = Reviews(30)
+    trainer = recipe_trainer(
+        tmp_path / "list", ds, make_args(tmp_path / "list"), data_collator=labels_as_list
+    )
+    assert (tmp_path / "list" / integration.probe.TIME_MODEL_FILE).exists()
+    assert trainer.train().global_step > 0
+
+    def as_tuple(samples: list[dict[str, Any]]) -> tuple[Any, Any]:
+        batch = collate(samples)
+        return batch["input_ids"], batch["labels"]
+
+    with pytest.raises(dynbatch.InputTypeError, match="data_collator must return a dict"):
+        recipe_trainer(
+            tmp_path / "tuple", ds, make_args(tmp_path / "tuple"), data_collator=as_tuple
+        )
 
 
 def test_a_probe_batch_keeps_real_values_at_any_shape() -> None:
