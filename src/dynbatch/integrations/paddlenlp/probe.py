@@ -8,11 +8,13 @@ NOTE [ the Trainer measures the step time ]
     no ``time_model=`` it times a few real training steps (forward, the
     loss, backward and an AdamW step, the device synchronised) on batches
     made from the longest training samples, tiled or cut to each probed shape,
-    and fits ``c + n·L·(a + b·L)`` with its error. The weights are put back
-    afterwards. Every rank probes and the ranks average the coefficients, so
-    all plan alike. The model is written to ``output_dir`` and read back by a
-    later Trainer of the same ``output_dir`` (a resume plans the same
-    batches); ``time_model=None`` skips the probe, an object uses it as given.
+    and fits ``c + n·L·(a + b·L)`` with its error. The weights and paddle's
+    random state are put back afterwards, so a run that probes draws the
+    dropout masks of one that reads the step time back. Every rank probes
+    and the ranks average the coefficients, so all plan alike. The model is
+    written to ``output_dir`` and read back by a later Trainer of the same
+    ``output_dir`` (a resume plans the same batches); ``time_model=None``
+    skips the probe, an object uses it as given.
 """
 
 from __future__ import annotations
@@ -107,7 +109,13 @@ def measure_time_model(
             paddle.device.synchronize()
 
     start = time.perf_counter()
-    runs = measure(step, shapes * 2, counter=check_counter(None), restore=[net], warmup=shapes[-1])
+    random_state = paddle.get_rng_state()  # dropout draws: training's stream stays the seed's
+    try:
+        runs = measure(
+            step, shapes * 2, counter=check_counter(None), restore=[net], warmup=shapes[-1]
+        )
+    finally:
+        paddle.set_rng_state(random_state)
     n = np.array([s[0] for s in shapes * 2], dtype=np.float64)
     length = np.array([s[1] for s in shapes * 2], dtype=np.float64)
     seconds = np.array([r.seconds for r in runs])
