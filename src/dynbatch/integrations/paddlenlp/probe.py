@@ -34,7 +34,7 @@ from ...memory.counters import check_counter
 from ...memory.fit import fit_polynomial
 from ...memory.probe import measure
 from ...timing import StepTimeModel, check_time_model
-from .run import split_batch
+from .run import check_fields, split_batch
 
 __all__ = ["TIME_MODEL_FILE", "measure_time_model", "probe_batch"]
 
@@ -44,14 +44,16 @@ TIME_MODEL_FILE = "dynbatch_time_model.json"
 
 def probe_batch(batch: Mapping[str, Any], n: int, length: int) -> dict[str, Any]:
     """``batch`` (a collated dict) with ``n`` rows and, where a field has one, ``length``
-    columns: rows and columns repeat cyclically, so every value stays a real one.
+    columns: rows and columns repeat cyclically, so every value stays a real one. A list
+    field of a row per sample (the DataLoader passes lists on) repeats its rows too.
 
-    >>> b = {"ids": np.arange(6).reshape(2, 3), "label": np.array([0, 1])}
+    >>> b = {"ids": np.arange(6).reshape(2, 3), "label": [0, 1]}
     >>> out = probe_batch(b, 3, 4)
-    >>> out["ids"].tolist(), out["label"].tolist()
+    >>> out["ids"].tolist(), out["label"]
     ([[0, 1, 2, 0], [3, 4, 5, 3], [0, 1, 2, 0]], [0, 1, 0])
     """
-    rows = next(int(v.shape[0]) for v in batch.values() if getattr(v, "ndim", 0) >= 1)
+    sized = [v for v in batch.values() if getattr(v, "ndim", 0) >= 1]
+    rows = int(sized[0].shape[0]) if sized else len(next(iter(batch.values())))
     cols = max((int(v.shape[1]) for v in batch.values() if getattr(v, "ndim", 0) >= 2), default=0)
     out: dict[str, Any] = {}
     for key, value in batch.items():
@@ -59,6 +61,8 @@ def probe_batch(batch: Mapping[str, Any], n: int, length: int) -> dict[str, Any]
             value = _take(value, np.arange(n) % rows, 0)
             if value.ndim >= 2 and int(value.shape[1]) == cols:
                 value = _take(value, np.arange(length) % cols, 1)
+        elif isinstance(value, (list, tuple)) and len(value) == rows:
+            value = [value[i] for i in (np.arange(n) % rows).tolist()]
         out[key] = value
     return out
 
@@ -81,7 +85,9 @@ def measure_time_model(
             logger.info(f"dynbatch: step time read from {path}: {model}")
             return model
     longest = np.argsort(-lengths, kind="stable")[: max(1, batch_size)]
-    collated = trainer.data_collator([dataset[int(i)] for i in longest])  # as the loader would:
+    collated = check_fields(  # as the loader would:
+        trainer.data_collator([dataset[int(i)] for i in longest]), trainer.label_names
+    )
     base = {k: paddle.to_tensor(v) if isinstance(v, np.ndarray) else v for k, v in collated.items()}
     top = int(lengths[longest[0]])
     shapes = sorted(

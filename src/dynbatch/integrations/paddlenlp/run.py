@@ -41,7 +41,7 @@ from ...stats import batch_table
 from ...windows import EpochWindows, Span
 from .checkpoints import STATE_FILE
 
-__all__ = ["RealEpochs", "RunLoader", "RunPlan", "Window", "split_batch"]
+__all__ = ["RealEpochs", "RunLoader", "RunPlan", "Window", "check_fields", "split_batch"]
 
 
 @dataclass(frozen=True)
@@ -205,17 +205,22 @@ class RunLoader:
             yield {"micro_batches": batches, "window": window}
 
 
-def split_batch(
-    batch: Any, label_names: list[str], prepare: Any, labels_to_model: bool = False
-) -> tuple[Mapping[str, Any], dict[str, Any]]:
-    """The batch on the device (``prepare``), and the model's inputs: all but the label fields
-    (all of them with ``labels_to_model``)."""
+def check_fields(batch: Any, label_names: list[str]) -> Mapping[str, Any]:
+    """``batch``, once it is a dict of fields, as ``data_collator`` must return."""
     if not isinstance(batch, Mapping):
         raise InputTypeError(
             "data_collator must return a dict of fields (the model's inputs and the label "
             f"fields {label_names}), got {type(batch).__name__}"
         )
-    batch = prepare(batch)
+    return batch
+
+
+def split_batch(
+    batch: Any, label_names: list[str], prepare: Any, labels_to_model: bool = False
+) -> tuple[Mapping[str, Any], dict[str, Any]]:
+    """The batch on the device (``prepare``), and the model's inputs: all but the label fields
+    (all of them with ``labels_to_model``)."""
+    batch = prepare(check_fields(batch, label_names))
     if labels_to_model:
         return batch, dict(batch)
     return batch, {k: v for k, v in batch.items() if k not in label_names}
