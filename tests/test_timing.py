@@ -86,6 +86,39 @@ def test_split_updates_are_the_fixed_batchs_and_never_predicted_slower(
     assert again.digest() == sp.digest(), "same (seed, epoch), same plan"
 
 
+@pytest.mark.parametrize("replicas", [1, 2, 3])
+def test_a_time_split_keeps_batch_sizes_multiples_of_batch_size_multiple(replicas: int) -> None:
+    """batch_size_multiple holds wherever the budget allows one multiple (PlanOptions): a cut
+    of the fixed batch's update at the step time keeps it, not just the planner's batches."""
+    lens = np.random.default_rng(0).integers(5, 300, 96 * 5)
+    opts = dynbatch.like_fixed(lens, 32, num_replicas=replicas, batch_size_multiple=8)
+    for model in ("0,1e-5,0", "1e-3,1e-5,0", "0,0,1e-6"):  # cut finely, or where it pays
+        split = opts.replace(order="shuffle", max_batch_size=32, time_model=model)
+        sp = plan_epoch(lens, split, 0, replicas)
+        assert sp.num_steps > len(sp.window_ends), "precondition: updates are cut"
+        sizes = sp.sizes[~sp.is_padding]
+        assert (sizes % 8 == 0).all(), f"{model}: sizes {sorted(set(sizes.tolist()))}"
+        real = sp.plan.indices[np.repeat(~sp.is_padding, sp.plan.sizes)]
+        assert sorted(real.tolist()) == list(range(lens.size)), "every sample once"
+
+
+def test_a_time_split_cuts_anywhere_where_the_budget_allows_no_multiple() -> None:
+    """A length whose budget fits fewer samples than batch_size_multiple is cut as before."""
+    lens = np.array([4] * 15 + [400])
+    split = dynbatch.PlanOptions(
+        max_cost=1600,
+        cost="linear",
+        order="shuffle",
+        update_size=16,
+        batch_size_multiple=8,
+        time_model="0,1,0",
+    )
+    sp = plan_epoch(lens, split, 0)
+    cost = split.cost(sp.sizes, sp.longest(lens))
+    assert (cost <= split.max_cost).all(), "every micro-batch within the budget"
+    assert sorted(sp.plan.indices.tolist()) == list(range(16))
+
+
 def test_the_split_follows_the_fixed_part_of_the_step() -> None:
     lens = np.array([[10, 10, 10, 200]])
     cap = np.full((1, 4), 4)
