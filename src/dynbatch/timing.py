@@ -242,14 +242,18 @@ def split_update(
     capacity: NDArray[Any],
     time_model: Any,
     num_replicas: int = 1,
-) -> NDArray[np.int64]:
+    multiple: int = 1,
+) -> NDArray[np.bool_]:
     """Where to cut updates, rows of ascending padded ``lengths``, at the least predicted time.
 
     ``capacity[u, j]`` is the most samples one rank's batch of length
     ``lengths[u, j]`` may hold (0: over budget even alone; it goes alone).
     A micro-step of fewer samples than ranks leaves some ranks a repeat.
     ``time_model(n, L)`` gives a step's seconds (a :class:`StepTimeModel`,
-    or a :class:`StepTimeTable` for the best cut on measured times). Returns,
+    or a :class:`StepTimeTable` for the best cut on measured times). With
+    ``multiple`` (``batch_size_multiple``) every micro-step but an update's
+    last holds a multiple of ``multiple * num_replicas`` samples, so each
+    rank's batch is a multiple of it, wherever the budget allows one. Returns,
     per row, a boolean row of ``U`` flags: True where a micro-step ends (NOTE
     [ splitting updates at the step time ]).
 
@@ -264,9 +268,25 @@ def split_update(
     if size == 0:
         return np.zeros((rows, 0), dtype=bool)
     block = -(-size // MAX_CUT_POINTS)
+    replicas = int(num_replicas)
+    unit = int(multiple) * replicas if int(multiple) > 1 else 1
+    cuts, done = _cut(lengths, capacity, time_model, replicas, -(-block // unit) * unit)
+    if not done.all():  # a length the budget fits fewer than the multiple of: cut anywhere
+        cuts[~done], done[~done] = _cut(
+            lengths[~done], capacity[~done], time_model, replicas, block
+        )
+    if not done.all():  # a single micro-step always fits: the budget's own
+        raise InputError("an update has no cut into micro-batches that fit the budget")
+    return cuts
+
+
+def _cut(
+    lengths: NDArray[Any], capacity: NDArray[Any], time_model: Any, replicas: int, block: int
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """:func:`split_update` with cuts every ``block`` samples; and which rows have a cut."""
+    rows, size = lengths.shape
     points = np.append(np.arange(block, size, block), size)  # allowed cut positions (ends)
     starts = np.concatenate([[0], points])
-    replicas = int(num_replicas)
     best = np.zeros((rows, starts.size), dtype=np.float64)
     came_from = np.zeros((rows, starts.size), dtype=np.int64)
     for j in range(1, starts.size):
@@ -280,21 +300,21 @@ def split_update(
         total = np.where(fits, best[:, :j] + step, np.inf)
         came_from[:, j] = np.argmin(total, axis=1)
         best[:, j] = total[np.arange(rows), came_from[:, j]]
-    if not np.isfinite(best[:, -1]).all():  # a single micro-step always fits: the budget's own
-        raise InputError("an update has no cut into micro-batches that fit the budget")
+    done = np.isfinite(best[:, -1])
     whole_rank = -(-size // replicas)
     whole = np.asarray(time_model(whole_rank, lengths[:, -1].astype(np.float64)), np.float64)
     trusted = best[:, -1] < whole * (1.0 - float(getattr(time_model, "error", 0.0)))
     keep_whole = (whole_rank <= np.maximum(capacity[:, -1], 1)) & ~trusted
     came_from[keep_whole, -1] = 0  # a cut the model cannot tell from the whole: the whole
+    done |= keep_whole
     cuts = np.zeros((rows, size), dtype=bool)
-    at = np.full(rows, starts.size - 1)
+    at = np.where(done, starts.size - 1, 0)
     live = at > 0
     while live.any():
         cuts[np.flatnonzero(live), starts[at[live]] - 1] = True
         at = np.where(live, came_from[np.arange(rows), at], 0)
         live = at > 0
-    return cuts
+    return cuts, done
 
 
 def plan_split_updates(
@@ -344,7 +364,7 @@ def plan_split_updates(
         members = np.take_along_axis(members, np.argsort(plens[members], axis=1), axis=1)
         sorted_lengths = plens[members]
         capacity = batch_capacity(sorted_lengths.reshape(-1), options).reshape(members.shape)
-        cuts = split_update(sorted_lengths, capacity, model, replicas)
+        cuts = split_update(sorted_lengths, capacity, model, replicas, options.batch_size_multiple)
         for row, flags in zip(members, cuts, strict=True):
             stops = np.flatnonzero(flags) + 1
             for start, stop in zip(np.r_[0, stops[:-1]], stops, strict=True):
