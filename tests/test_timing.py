@@ -20,6 +20,7 @@ from dynbatch.epochs import plan_epoch
 from dynbatch.timing import (
     StepTimeModel,
     StepTimeTable,
+    check_time_model,
     epoch_seconds,
     plan_split_updates,
     split_update,
@@ -248,6 +249,24 @@ def test_a_table_never_predicts_less_time_for_more_tokens_past_its_largest_shape
 def test_a_bad_time_model_is_named(value: object, match: str) -> None:
     with pytest.raises((dynbatch.InputError, dynbatch.InputTypeError), match=match):
         dynbatch.PlanOptions(max_cost=10, update_size=4, time_model=value)
+
+
+def test_a_time_model_takes_numpy_numbers_for_its_error_as_for_its_coefficients() -> None:
+    """A fit computed in numpy has float32 coefficients and error alike."""
+    value = {"c": np.float32(0.04), "a": 0, "b": 0, "error": np.float32(0.25)}
+    model = check_time_model(value)
+    assert model is not None and model.error == pytest.approx(0.25)
+
+
+def test_a_time_model_whose_steps_overflow_is_named() -> None:
+    """Finite coefficients can still predict inf seconds: that is the time model's fault, not
+    the budget's."""
+    lens = np.random.default_rng(0).integers(5, 300, 100)
+    opts = dynbatch.PlanOptions(
+        max_cost=2000, cost="linear", update_size=32, time_model="1e308,1e308,0"
+    )
+    with pytest.raises(dynbatch.InputError, match=r"time_model=.*1e\+308.* seconds"):
+        plan_epoch(lens, opts, 0)
 
 
 def test_a_time_model_needs_updates_in_samples() -> None:
