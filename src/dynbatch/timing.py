@@ -131,7 +131,8 @@ def check_time_model(value: Any, name: str = "time_model") -> StepTimeModel | No
             )
         coefficients[key] = float(v)
     error = value.get("error", 0.0) if isinstance(value, dict) else getattr(value, "error", 0.0)
-    if isinstance(error, bool) or not isinstance(error, (int, float)) or not 0 <= error < 1:
+    number = isinstance(error, (int, float, np.number)) and not isinstance(error, (bool, np.bool_))
+    if not number or not 0 <= float(error) < 1:
         raise InputError(
             f"{name} error must be a number in [0, 1) (the model's typical relative error), got "
             f"error={error!r}"
@@ -338,6 +339,15 @@ def plan_split_updates(
         )
     replicas = check_int("num_replicas", num_replicas, minimum=1)
     plens = padded_lengths(lengths, options.pad_to_multiple_of)
+    size = max(1, round(float(options.update_size)))
+    with np.errstate(over="ignore"):  # the worst step: the cost grows with n and L
+        worst = float(model(-(-size // replicas), float(plens.max())))
+    if not math.isfinite(worst):
+        raise InputError(
+            f"time_model={options.time_model!r} predicts {worst} seconds for a step of "
+            f"{-(-size // replicas)} samples of length {int(plens.max())}: a step's seconds must "
+            "be finite (are the coefficients in seconds?)"
+        )
     keep = np.ones(lengths.size, dtype=bool)
     over = find_oversize(lengths, options=options)
     if over.size and options.oversize != "alone":
@@ -351,7 +361,6 @@ def plan_split_updates(
         if not keep.any():
             raise InputError("every sample is over max_cost alone: nothing to train on")
     order = shuffled(np.flatnonzero(keep), options.seed, epoch)
-    size = max(1, round(float(options.update_size)))
     if options.drop_last:
         order = order[: order.size - order.size % size] if order.size >= size else order[:0]
     batches: list[NDArray[np.int64]] = []
