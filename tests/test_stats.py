@@ -129,3 +129,22 @@ def test_like_fixed_is_never_priced_slower_than_the_fixed_row_it_is_compared_wit
     assert fixed is not None and like is not None
     assert like <= fixed * (1 + 1e-12), "like fixed at most the fixed batch's time"
     assert rows["like fixed"].updates == rows["fixed"].updates == -(-1000 // 32)
+
+
+def test_options_with_a_time_model_price_each_order_and_keep_it() -> None:
+    """dynbatch stats --time-model c,a,b --update-size U: each order's row is that order's plan,
+    priced by the time model, and like fixed follows it (as with --time-table)."""
+    lens = np.random.default_rng(3).integers(5, 300, 600)
+    gpu_like = StepTimeModel(c=0.04, a=1e-6, b=0.0)
+    timed = PlanOptions(max_cost=1e6, cost="linear", update_size=32, time_model=gpu_like)
+    rows = compare_orders(lens, timed, fixed_batch_size=32)
+    plain = compare_orders(lens, timed.replace(time_model=None), fixed_batch_size=32)
+    for order in ORDERS:
+        assert rows[order].batches == plain[order].batches, f"{order}: the order's own plan"
+    assert all(r.seconds is not None for r in rows.values()), "every row priced"
+    assert (
+        rows["like fixed"]
+        == compare_orders(
+            lens, timed.replace(time_model=None), fixed_batch_size=32, step_time=gpu_like
+        )["like fixed"]
+    ), "like fixed follows the time model"

@@ -276,6 +276,14 @@ def test_a_time_model_needs_updates_in_samples() -> None:
         dynbatch.PlanOptions(max_cost=10, update_size=4, update_unit="tokens", time_model="1,0,0")
 
 
+@pytest.mark.parametrize("order", ["ascending", "descending", "none"])
+def test_a_time_model_refuses_an_order_it_would_not_keep(order: str) -> None:
+    """The time split draws each epoch's updates at random: a sorted or the dataset's order
+    would be dropped without a word (and the plan would still change with the epoch)."""
+    with pytest.raises(dynbatch.InputError, match=f"order='{order}'"):
+        dynbatch.PlanOptions(max_cost=10, update_size=4, order=order, time_model="1,0,0")
+
+
 # -- the samplers: no CPU split on an accelerator ------------------------------------------------
 def test_on_an_accelerator_without_a_time_model_updates_run_whole_and_it_says_so(
     monkeypatch: pytest.MonkeyPatch,
