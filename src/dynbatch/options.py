@@ -111,7 +111,8 @@ class PlanOptions:
             fixed batch's own (random draws of ``update_size`` samples) and
             each is cut into micro-batches at the least predicted time within
             the budget (NOTE [ splitting updates at the step time ] in
-            :mod:`dynbatch.timing`); needs ``update_size`` in samples.
+            :mod:`dynbatch.timing`); needs ``update_size`` in samples and a
+            random ``order``.
 
     :func:`~dynbatch.like_fixed` makes the options that train like a fixed
     batch, faster; :func:`~dynbatch.fill_device` those that fill a device.
@@ -223,6 +224,11 @@ class PlanOptions:
                 f"time: it needs update_size with update_unit='samples' and no equal_epochs, got "
                 f"update_size={self.update_size!r}, update_unit={self.update_unit!r}, "
                 f"equal_epochs={self.equal_epochs!r}"
+            )
+        if self.time_model is not None and not self.random_order:
+            raise InputError(
+                "time_model draws the fixed batch's updates at random each epoch, so it needs a "
+                f"random order ('bucket' or 'shuffle'), got order={self.order!r}"
             )
 
     @property

@@ -347,7 +347,8 @@ def compare_orders(
     :class:`~dynbatch.StepTimeModel`: a device's seconds per step by shape) each
     row also has its epoch's predicted ``seconds``, and the ``like fixed`` row
     follows the step time (``like_fixed(..., time_model=...)``, the model
-    fitted to a table).
+    fitted to a table). ``options.time_model`` is such a step time (when
+    ``step_time`` is None): each order's row is still that order's plan.
     """
     lens = check_lengths(lengths)
     if not isinstance(options, PlanOptions):
@@ -355,6 +356,9 @@ def compare_orders(
             f"compare_orders: options must be a dynbatch.PlanOptions, got options={options!r}; "
             "e.g. PlanOptions(max_cost=...)"
         )
+    if options.time_model is not None:  # it prices the orders; it would replace each by its split
+        step_time = options.time_model if step_time is None else step_time
+        options = options.replace(time_model=None)
 
     def summary(batches: Sequence[Any]) -> PlanStats:
         return plan_stats(
