@@ -276,6 +276,18 @@ def test_a_time_model_needs_updates_in_samples() -> None:
         dynbatch.PlanOptions(max_cost=10, update_size=4, update_unit="tokens", time_model="1,0,0")
 
 
+def test_options_whose_time_models_plan_differently_are_not_equal() -> None:
+    """The model's error decides which cuts are trusted, so it is part of what plans."""
+    lens = np.random.default_rng(0).integers(5, 300, 400)
+    exact = dynbatch.PlanOptions(
+        max_cost=1e6, cost="linear", update_size=32, time_model=StepTimeModel(0.01, 1e-5, 0.0)
+    )
+    unsure = exact.replace(time_model=StepTimeModel(0.01, 1e-5, 0.0, error=0.5))
+    assert plan_epoch(lens, exact, 0).digest() != plan_epoch(lens, unsure, 0).digest()
+    assert exact != unsure, "options that plan differently compare unequal"
+    assert exact.time_model != unsure.time_model
+
+
 @pytest.mark.parametrize("order", ["ascending", "descending", "none"])
 def test_a_time_model_refuses_an_order_it_would_not_keep(order: str) -> None:
     """The time split draws each epoch's updates at random: a sorted or the dataset's order
