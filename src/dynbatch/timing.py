@@ -45,7 +45,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -90,7 +90,7 @@ class StepTimeModel(PolynomialCost):
     c: float
     a: float
     b: float
-    error: float = field(default=0.0, compare=False)
+    error: float = 0.0
     floor: float = absent_coefficient()
     grows = False  # a step too quick to time grows by nothing measurable
 
