@@ -73,12 +73,21 @@ def _take(value: Any, index: NDArray[Any], axis: int) -> Any:
     return np.take(np.asarray(value), index, axis=axis)
 
 
+def _on_every_rank(trainer: Any, flag: bool) -> bool:
+    """Whether ``flag`` holds on every rank (one all-reduce when there are several)."""
+    if trainer.args.dataset_world_size <= 1:
+        return flag
+    value = paddle.to_tensor([0 if flag else 1], dtype="int64")
+    paddle.distributed.all_reduce(value)
+    return int(value.numpy()[0]) == 0
+
+
 def measure_time_model(
     trainer: Any, dataset: Any, lengths: NDArray[Any], batch_size: int
-) -> StepTimeModel:
+) -> StepTimeModel | None:
     """The step time of ``trainer``'s model on its device (NOTE [ the Trainer measures ... ])."""
     path = os.path.join(trainer.args.output_dir, TIME_MODEL_FILE)
-    if os.path.isfile(path):
+    if _on_every_rank(trainer, os.path.isfile(path)):  # else every rank probes: none waits
         with open(path, encoding="utf-8") as f:
             model = check_time_model(json.load(f), f"{path}'s time model")
         if model is not None:
@@ -118,20 +127,37 @@ def measure_time_model(
     random_state = paddle.get_rng_state()  # dropout draws: training's stream stays the seed's
     try:
         runs = measure(
-            step, shapes * 2, counter=check_counter(None), restore=[net], warmup=shapes[-1]
+            step, shapes * 2, counter=check_counter(None), restore=[net], warmup=shapes[0]
         )
     finally:
         paddle.set_rng_state(random_state)
-    n = np.array([s[0] for s in shapes * 2], dtype=np.float64)
-    length = np.array([s[1] for s in shapes * 2], dtype=np.float64)
-    seconds = np.array([r.seconds for r in runs])
-    c, a, b = fit_polynomial(n, length, seconds)
-    error = float(np.mean(np.abs(StepTimeModel(c=c, a=a, b=b)(n, length) / seconds - 1)))
-    values = paddle.to_tensor([c, a, b, min(error, 0.99)], dtype="float64")
-    if trainer.args.dataset_world_size > 1:  # every rank plans alike: the ranks' mean
+    # each shape's faster run (the first may pay once-per-shape costs, kernel selection); a
+    # shape that ran out of memory is left out
+    timed = np.array([np.inf if r.peak_mib is None else r.seconds for r in runs])
+    seconds = np.minimum.reduce(timed.reshape(2, -1))
+    ok = np.isfinite(seconds)
+    n = np.array([s[0] for s in shapes], dtype=np.float64)[ok]
+    length = np.array([s[1] for s in shapes], dtype=np.float64)[ok]
+    seconds = seconds[ok]
+    fitted = n.size >= 3  # c, a and b need three shapes
+    c, a, b = fit_polynomial(n, length, seconds) if fitted else (0.0, 0.0, 0.0)
+    error = 0.0
+    if fitted:
+        error = min(
+            float(np.mean(np.abs(StepTimeModel(c=c, a=a, b=b)(n, length) / seconds - 1))), 0.99
+        )
+    values = paddle.to_tensor([c, a, b, error, float(fitted)], "float64")
+    world = trainer.args.dataset_world_size
+    if world > 1:  # every rank plans alike: the ranks' mean
         paddle.distributed.all_reduce(values)
-        values = values / trainer.args.dataset_world_size
-    c, a, b, error = (float(v) for v in values.numpy())
+        values = values / world
+    c, a, b, error, all_fitted = (float(v) for v in values.numpy())
+    if all_fitted < 1.0:
+        logger.warning(
+            f"dynbatch: the step time could not be measured on {device} (steps ran out of "
+            "memory on some rank): planning without it"
+        )
+        return None
     model = StepTimeModel(c=c, a=a, b=b, error=error)
     took = time.perf_counter() - start
     logger.info(
