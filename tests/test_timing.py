@@ -357,3 +357,53 @@ def test_a_time_split_plan_trains_its_planned_updates() -> None:
             loss = paddle.nn.functional.cross_entropy(logits, labels, reduction="none")
             acc.backward(loss.sum(), count=labels.shape[0])
     assert acc.optimizer_steps == sampler.steps_for_epochs([0]) == -(-300 // 16)
+
+
+# -- group_by_length: Hugging Face's grouping, split at the step time ---------------------------
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_grouped_updates_hold_near_equal_lengths_in_random_order(replicas: int) -> None:
+    lens = np.random.default_rng(5).integers(5, 500, 3001)
+    opts = dynbatch.like_fixed(lens, 16, num_replicas=replicas, group_by_length=True)
+    assert opts.group_by_length and opts.time_model == dynbatch.timing.FLAT_STEP
+    sp = plan_epoch(lens, opts, 2, replicas)
+    real = sp.plan.indices[np.repeat(~sp.is_padding, sp.plan.sizes)]
+    assert sorted(real.tolist()) == list(range(lens.size)), "every sample once"
+    size = 16 * replicas
+    assert len(sp.window_ends) == -(-lens.size // size), "the fixed batch's update count"
+    assert sp.num_steps == len(sp.window_ends), "a flat step: each update one micro-step"
+    longest = sp.longest(lens).reshape(-1, replicas).max(axis=1)
+    shortest = np.minimum.reduceat(lens[sp.plan.indices], sp.plan.offsets[:-1])
+    spread = longest / shortest.reshape(-1, replicas).min(axis=1)
+    fixed = dynbatch.like_fixed(lens, 16, num_replicas=replicas, time_model="1,0,0")
+    fixed_plan = plan_epoch(lens, fixed, 2, replicas)
+    random_spread = fixed_plan.longest(lens).reshape(-1, replicas).max(
+        axis=1
+    ) / np.minimum.reduceat(lens[fixed_plan.plan.indices], fixed_plan.plan.offsets[:-1]).reshape(
+        -1, replicas
+    ).min(axis=1)
+    assert np.median(spread) < 1.2 < np.median(random_spread), "near-equal lengths an update"
+    assert not (np.all(np.diff(longest) <= 0) or np.all(np.diff(longest) >= 0)), "random order"
+    again = plan_epoch(lens, opts, 3, replicas)
+    assert again.digest() != sp.digest(), "new updates each epoch"
+
+
+def test_group_by_length_needs_a_time_model_and_samples() -> None:
+    with pytest.raises(dynbatch.InputError, match="group_by_length draws the updates of a time"):
+        dynbatch.PlanOptions(max_cost=10, update_size=4, group_by_length=True)
+    with pytest.raises(dynbatch.InputError, match="update_unit='samples'"):
+        dynbatch.like_fixed([3, 4, 5], 2, update_unit="tokens", group_by_length=True)
+    with pytest.raises(dynbatch.InputTypeError, match="group_by_length"):
+        dynbatch.like_fixed([3, 4, 5], 2, group_by_length="yes")
+
+
+def test_a_sampler_grouped_by_length_on_a_cpu_plans_whole_grouped_updates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lens = np.random.default_rng(1).integers(5, 200, 500)
+    monkeypatch.setattr(paddle.device, "get_device", lambda: "cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sampler = dynbatch.DynamicBatchSampler(lengths=lens, batch_size=32, group_by_length=True)
+    plan = sampler.epoch_plan(0)
+    assert plan.num_steps == len(plan.window_ends) == 16
+    assert sampler.batch_size == 32

@@ -159,6 +159,10 @@ class PlanOptions:
         default="samples",
         metadata=_help("what --update-size counts", choices=UNITS),
     )
+    group_by_length: bool = field(
+        default=False,
+        metadata=_help("with --time-model: updates of near-equal lengths (Hugging Face's)"),
+    )
     time_model: Any = field(
         default=None,
         metadata=_help("a step's seconds c,a,b (c + n*L*(a + b*L)): cut updates at the step time"),
@@ -224,6 +228,13 @@ class PlanOptions:
                 f"time: it needs update_size with update_unit='samples' and no equal_epochs, got "
                 f"update_size={self.update_size!r}, update_unit={self.update_unit!r}, "
                 f"equal_epochs={self.equal_epochs!r}"
+            )
+        put(self, "group_by_length", check_bool("group_by_length", self.group_by_length))
+        if self.group_by_length and self.time_model is None:
+            raise InputError(
+                "group_by_length draws the updates of a time_model's split (a flat step "
+                "time, '1,0,0', keeps each update one batch); got group_by_length=True with "
+                "time_model=None"
             )
         if self.time_model is not None and not self.random_order:
             raise InputError(

@@ -21,6 +21,7 @@ import numpy as np
 from ._checks import (
     InputError,
     InputTypeError,
+    check_bool,
     check_choice,
     check_int,
     check_lengths,
@@ -31,7 +32,7 @@ from .cost import Cost, LinearCost, MixedCost, WithinBudgets, cost_spec, resolve
 from .epochs import plan_epoch
 from .options import FIELDS, UNITS, PlanOptions
 from .planning import batch_capacity, padded_lengths
-from .timing import check_time_model, epoch_seconds
+from .timing import FLAT_STEP, check_time_model, epoch_seconds
 
 __all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
 
@@ -112,6 +113,11 @@ def like_fixed(
             ``B`` samples hold on average; micro-batches are still capped by
             their full tokens (NOTE [ counting loss tokens ] in
             :mod:`dynbatch.losses`).
+        group_by_length: updates of near-equal lengths, as Hugging Face's
+            ``group_by_length`` draws them, split at the step time (each whole
+            without a ``time_model``): the fixed batch's update count with
+            almost no padding, at the price of updates that are not random
+            draws ("On a GPU" in the README has what that cost in accuracy).
         time_model: the step's seconds, ``c + n·L·(a + b·L)``: an object with
             ``c``, ``a``, ``b`` (``MemoryCost.time_model``,
             :meth:`~dynbatch.timing.StepTimeTable.fit`) or ``"c,a,b"``.
@@ -121,6 +127,7 @@ def like_fixed(
     >>> opts.update_size, opts.max_batch_size, opts.max_cost, opts.order
     (32.0, 8, 1280.0, 'bucket')
     """
+    grouped = check_bool("group_by_length", fields.pop("group_by_length", False))
     lens, longest = _lengths(lengths, fields, "like_fixed")
     counted = check_loss_tokens(loss_tokens, lens)
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
@@ -142,9 +149,11 @@ def like_fixed(
     values = {"order": "bucket", "max_batch_size": cap, **updates, **fields}
     options = PlanOptions(max_cost=budget, cost=fn, **values)
     model = check_time_model(time_model)
+    whole = {"order": "shuffle", "max_batch_size": _micro_cap(batch, batch, fields), **fields}
+    if grouped:  # Hugging Face's grouping, split at the step time (a flat one: each whole)
+        return options.replace(**whole, time_model=model or FLAT_STEP, group_by_length=True)
     if model is None or update_unit != "samples" or not options.random_order:
         return options
-    whole = {"order": "shuffle", "max_batch_size": _micro_cap(batch, batch, fields), **fields}
     split = options.replace(**whole, time_model=model)
     return min(
         (options, split),  # the first of two equal times: the padding-free split

@@ -51,7 +51,7 @@ from .options import PlanOptions, resolve_options
 from .plan import Plan
 from .recipes import like_fixed
 from .sharding import ShardedPlan
-from .timing import StepTimeModel
+from .timing import FLAT_STEP, StepTimeModel
 
 paddle = require("paddle", "dynbatch's samplers")
 from paddle.io import BatchSampler, DistributedBatchSampler  # noqa: E402
@@ -109,13 +109,8 @@ def resolve_lengths(
     return compute_lengths(dataset, length_fn=length_fn, ref_index=ref_index, cache_path=cache_path)
 
 
-#: The step time assumed on an accelerator when none is given: the same at any size, so each
-#: update runs as one batch (NOTE [ no time model on an accelerator ]).
-FLAT_STEP = StepTimeModel(c=1.0, a=0.0, b=0.0)
-
-
 def default_time_model(where: str) -> StepTimeModel | None:
-    """None on a CPU; on an accelerator, :data:`FLAT_STEP` and a warning saying why.
+    """None on a CPU; on an accelerator, :data:`~dynbatch.timing.FLAT_STEP` and a warning.
 
     NOTE [ no time model on an accelerator ]
         The recipe's padding-free split pays on a CPU, where a step costs

@@ -36,7 +36,11 @@ NOTE [ splitting updates at the step time ]
     least over a set that contains it, so each update, and so the epoch, is
     predicted no slower than the fixed batch drawing the same samples.
     Updates are the fixed batch's: the same count an epoch, each a random
-    draw of every length (NOTE [ mixed updates ]).
+    draw of every length (NOTE [ mixed updates ]). With ``group_by_length``
+    they are drawn as Hugging Face's sampler draws them instead (mega-batches
+    of :data:`MEGA_BATCH` updates sorted by length, cut, in random order):
+    near-equal lengths in each, so almost no padding, at the price of
+    updates that are no longer random draws.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ from .planning import Plan, batch_capacity, find_oversize, padded_lengths
 from .sharding import ShardedPlan
 
 __all__ = [
+    "FLAT_STEP",
+    "MEGA_BATCH",
     "StepTimeModel",
     "StepTimeTable",
     "check_time_model",
@@ -93,6 +99,13 @@ class StepTimeModel(PolynomialCost):
     error: float = 0.0
     floor: float = absent_coefficient()
     grows = False  # a step too quick to time grows by nothing measurable
+
+
+#: A step that costs the same at any size: each update runs whole (a GPU below its knee).
+FLAT_STEP = StepTimeModel(c=1.0, a=0.0, b=0.0)
+
+#: Hugging Face's ``group_by_length``: mega-batches of this many updates, sorted by length.
+MEGA_BATCH = 50
 
 
 def check_time_model(value: Any, name: str = "time_model") -> StepTimeModel | None:
@@ -361,13 +374,25 @@ def plan_split_updates(
         if not keep.any():
             raise InputError("every sample is over max_cost alone: nothing to train on")
     order = shuffled(np.flatnonzero(keep), options.seed, epoch)
+    if options.group_by_length:  # mega-batches sorted by length, longest first (as HF's)
+        mega = MEGA_BATCH * size
+        order = np.concatenate(
+            [
+                chunk[np.argsort(-plens[chunk], kind="stable")]
+                for chunk in np.split(order, range(mega, order.size, mega))
+            ]
+        )
     if options.drop_last:
         order = order[: order.size - order.size % size] if order.size >= size else order[:0]
     batches: list[NDArray[np.int64]] = []
     padding: list[bool] = []
     ends: list[int] = []
     full = size * (order.size // size)
-    for members in (order[:full].reshape(-1, size), order[full:].reshape(1, -1)):
+    updates = order[:full].reshape(-1, size)
+    if options.group_by_length:  # the grouped updates in random order
+        rng = np.random.default_rng([options.seed, epoch, _SPLIT_STREAM, 1])
+        updates = updates[rng.permutation(updates.shape[0])]
+    for members in (updates, order[full:].reshape(1, -1)):
         if members.size == 0:  # the full updates at once, then the short last one
             continue
         members = np.take_along_axis(members, np.argsort(plens[members], axis=1), axis=1)
