@@ -12,6 +12,8 @@ fixed batch size B it prints, averaged over --epochs epochs (each a new shuffle)
 * ``fixed``: a shuffled batch of B, every batch an update;
 * ``recipe``: ``like_fixed(lengths, B)`` (the CPU's padding-free split);
 * ``recipe + time``: ``like_fixed(lengths, B, time_model=table.fit())``;
+* ``recipe + time, grouped``: the same with ``group_by_length=True`` (updates of near-equal
+  lengths, drawn as Hugging Face's sampler draws them);
 * ``fill``: ``fill_device(..., fraction=--fill, batch_size=B)`` on the fitted model, within
   the table's largest measured batch (fewer, larger updates);
 * ``n*L^2``: the study's rule at the fixed batch's worst (B * max_len**2), a batch an update;
@@ -143,6 +145,7 @@ def main() -> int:
         for batch in (int(v) for v in args.batch_sizes.split(",")):
             recipe = dynbatch.like_fixed(lens, batch)
             timed = dynbatch.like_fixed(lens, batch, time_model=model)
+            grouped = dynbatch.like_fixed(lens, batch, time_model=model, group_by_length=True)
             fill = dynbatch.fill_device(
                 lens, model, max_cost=largest, cost="linear", fraction=args.fill, batch_size=batch
             )
@@ -151,6 +154,7 @@ def main() -> int:
                 "fixed": fixed,
                 "recipe": planned(lens, recipe),
                 "recipe + time": planned(lens, timed),
+                "recipe + time, grouped": planned(lens, grouped),
                 f"fill {args.fill:g}": planned(lens, fill),
                 "n*L^2": planned(lens, study),
                 "group_by_length": group_by_length,
