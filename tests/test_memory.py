@@ -323,10 +323,12 @@ def test_stats_cli_plans_with_the_cost_file(
     argv += ["--oversize", "alone"]  # the linear comparison below is over budget alone
     assert main([*argv, "--cost-file", str(tmp_path / "calib.json")]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
-    expected = compare_orders(lens, PlanOptions(max_cost=budget, cost=cost, oversize="alone"))
+    options = PlanOptions(max_cost=budget, cost=cost, oversize="alone")
+    expected = compare_orders(lens, options, step_time=cost.time_model)  # the file's step time
     for name, stats in expected.items():
         assert rows[name]["batches"] == stats.batches, name
         assert rows[name]["cost_max"] == pytest.approx(stats.cost_max), name
+        assert rows[name]["seconds"] == pytest.approx(stats.seconds), name
     assert rows["bucket"]["cost_max"] <= budget
     assert main([*argv, "--cost", "linear"]) == 0
     linear = {r["name"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
