@@ -31,6 +31,7 @@ from .planning import Plan, find_oversize, plan_batches
 from .recipes import fill_device, like_fixed
 from .sharding import ShardedPlan, shard_plan
 from .stats import PlanStats, plan_stats
+from .stream_sources import read_jsonl
 from .training import GradientAccumulator, scale_lr
 
 __version__ = "0.2.0"
@@ -40,6 +41,7 @@ _LAZY = {
     "DynamicBatchSampler": "sampler",
     "DistributedDynamicBatchSampler": "sampler",
     "DatasetForDBL": "compat",
+    "DynamicBatchIterable": "stream_loader",
     "get_dynamic_batch_loader": "compat",
     "VisualDLHook": "logging",
 }
@@ -49,6 +51,7 @@ __all__ = [
     "DatasetForDBL",
     "Dict",
     "DistributedDynamicBatchSampler",
+    "DynamicBatchIterable",
     "DynamicBatchSampler",
     "GradientAccumulator",
     "InputError",
@@ -82,6 +85,7 @@ __all__ = [
     "plan_epoch",
     "plan_stats",
     "preflight",
+    "read_jsonl",
     "resolve_cost",
     "scale_lr",
     "shard_plan",
