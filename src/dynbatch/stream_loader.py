@@ -17,7 +17,7 @@ from .contract import Pass
 from .options import resolve_options
 from .stream_sources import open_source
 from .stream_state import StreamCount, StreamProgress, Taken, count_epoch
-from .streaming import BUFFER_SIZE, StreamBatch, StreamPlanner
+from .streaming import BUFFER_SIZE, StreamBatch, StreamPlanner, empty_epoch
 
 paddle = require("paddle", "dynbatch.DynamicBatchIterable")
 from paddle.io import DataLoader, IterableDataset  # noqa: E402
@@ -25,7 +25,7 @@ from paddle.io import DataLoader, IterableDataset  # noqa: E402
 __all__ = ["DynamicBatchIterable", "StreamLoader"]
 
 
-class DynamicBatchIterable(IterableDataset):  # type: ignore[misc]
+class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
     """A ``paddle.io.IterableDataset`` of dynamic batches from a stream, in bounded memory.
 
     It yields lists of samples (:class:`~dynbatch.streaming.StreamBatch`),
@@ -224,6 +224,8 @@ class StreamLoader:
         stream.begin_pass(self.num_workers)
         it = iter(self.dataloader)
         upcoming: Any = next(it, _END)
+        if upcoming is _END and stream.current_pass().start == 0:
+            raise InputError(empty_epoch(stream.planner.source.describe(), stream.epoch))
         while upcoming is not _END:
             batch, info = upcoming
             upcoming = next(it, _END)

@@ -27,7 +27,7 @@ import inspect
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -208,7 +208,7 @@ def open_source(
                 "paddle.io.IterableDataset) or a callable source(epoch) that returns a new "
                 "iterable, e.g. lambda epoch: my_generator()"
             )
-        if hasattr(source, "__len__") and len(source) == 0:
+        if isinstance(source, Sized) and len(source) == 0:
             raise InputError("source is empty: there is nothing to batch")
         return Source("iterable", source, None, shuffle_shards, seed)
     if callable(source):

@@ -266,7 +266,7 @@ def _checked_state(state: Any, planner: StreamPlanner) -> Resume:
         if not (
             isinstance(row, (list, tuple))
             and len(row) == 6
-            and all(isinstance(v, numbers.Integral) and v >= 0 for v in row)
+            and all(isinstance(v, numbers.Integral) and int(v) >= 0 for v in row)
         ):
             raise InputError(
                 f"state['cursors'][{k}] must be 6 integers >= 0 (block, shard, record, "

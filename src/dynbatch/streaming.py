@@ -423,7 +423,9 @@ class StreamPlanner:
             return
         first_step, mine = cursor.slot_step, worker // slots
         step = first_step
+        read = False
         for block in self.blocks(epoch, slot, slots, cursor):
+            read = True
             if not block.lengths.size:
                 continue
             sharded = self.plan(block, epoch, slot)
@@ -454,6 +456,8 @@ class StreamPlanner:
                     members = indices[offsets[j] : offsets[j + 1]]
                     yield StreamBatch([block.samples[i] for i in members], info)
                 step += 1
+        if not read and cursor == SlotCursor() and not self.source.sharded:
+            raise InputError(empty_epoch(self.source.describe(), epoch))
 
     def sequence(
         self, epoch: int, rank: int = 0, workers: int = 0, resume: Resume | None = None
@@ -476,6 +480,11 @@ class StreamPlanner:
 
 #: The random stream of :func:`interleave_steps`, apart from the planner's.
 _MIX_STREAM = 2
+
+
+def empty_epoch(what: str, epoch: int) -> str:
+    """Why an epoch of a stream has nothing to train on."""
+    return f"the source ({what}) yielded no samples in epoch {epoch}: there is nothing to batch"
 
 
 def _after(position: tuple[int, int]) -> tuple[int, int]:
