@@ -127,9 +127,8 @@ def test_the_accumulator_follows_the_plans_updates_and_refuses_a_hand_built_load
     opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
     it = stream(update_size=40, max_batch_size=8, num_replicas=1, rank=0)
     acc = dynbatch.GradientAccumulator(model, opt, sampler=it)
-    with pytest.raises(InputError, match=r"iterate stream.loader\(...\)"):
-        with acc.accumulate():
-            pass
+    with pytest.raises(InputError, match=r"iterate stream.loader\(...\)"), acc.accumulate():
+        pass
     for size in it.loader(sizes):
         n = int(size[0])
         with acc.accumulate():
