@@ -215,7 +215,7 @@ def interleave_steps(
 
     >>> from dynbatch.epochs import plan_epoch
     >>> lens = np.repeat([4, 8, 16, 32], 8)
-    >>> sp = plan_epoch(lens, PlanOptions(max_cost=32, cost="linear", max_batch_size=2), 0)
+    >>> sp = plan_epoch(lens, PlanOptions(max_cost=64, cost="linear", max_batch_size=2), 0)
     >>> mixed = interleave_steps(sp, lens, np.random.default_rng(0))
     >>> longest = mixed.longest(lens)
     >>> all(sorted(longest[k:k + 4].tolist()) == [4, 8, 16, 32] for k in range(0, 16, 4))
