@@ -224,18 +224,15 @@ def tokenize(
 ) -> dict[str, Any]:
     """Token ids of every split to ``out`` (``.npz``): tokenized once, read by every mode."""
     from paddlenlp.transformers import BertTokenizer
-
-    from dynbatch.progress import Progress
+    from tqdm.auto import tqdm
 
     tokenizer = BertTokenizer(vocab_file=str(vocab))
     arrays: dict[str, np.ndarray] = {}
     for name, examples in splits.items():
-        bar = Progress(total=len(examples), desc=f"tokenizing {name}", unit="samples")
-        ids = []
-        for text, _ in examples:
-            ids.append(tokenizer(text, max_length=max_len, truncation=True)["input_ids"])
-            bar.update()
-        bar.close()
+        ids = [
+            tokenizer(text, max_length=max_len, truncation=True)["input_ids"]
+            for text, _ in tqdm(examples, desc=f"tokenizing {name}", unit=" samples")
+        ]
         arrays[f"{name}_ids"] = np.concatenate([np.asarray(x, dtype=np.int64) for x in ids])
         arrays[f"{name}_offsets"] = np.cumsum([0, *map(len, ids)])
         arrays[f"{name}_labels"] = np.asarray([label for _, label in examples], dtype=np.int64)

@@ -330,3 +330,67 @@ def test_the_lower_bound_holds_for_a_calibrated_cost(capsys, tmp_path: Path) -> 
     out = run_json(capsys, str(lens), "--cost-file", str(cost), "--max-cost", "30")
     planned = min(r["batches"] for r in out["rows"] if r["name"] != "fixed")
     assert 0 < out["lower_bound_batches"] <= planned, (out["lower_bound_batches"], planned)
+
+
+# -- stats learns the device: --time-table ------------------------------------------------------
+def write_table(path: Path, rows: list[list[float]]) -> Path:
+    path.write_text(json.dumps({"columns": ["n", "L", "step_s"], "rows": rows}))
+    return path
+
+
+def test_stats_with_a_step_time_table_prices_every_plan_and_follows_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lengths = tmp_path / "lengths.npy"
+    np.save(lengths, np.random.default_rng(0).integers(5, 200, 600))
+    flat = write_table(  # a device whose step costs 1 s at any shape measured
+        tmp_path / "flat.json", [[n, L, 1.0] for n in (1, 64, 4096) for L in (8, 256)]
+    )
+    out = run_json(
+        capsys,
+        str(lengths),
+        "--cost",
+        "linear",
+        "--max-cost",
+        "6400",
+        "--fixed-batch-size",
+        "32",
+        "--time-table",
+        str(flat),
+    )
+    rows = {r["name"]: r for r in out["rows"]}
+    assert rows["fixed"]["seconds"] == pytest.approx(rows["fixed"]["batches"]), "1 s a batch"
+    assert all(r["seconds"] == pytest.approx(r["batches"]) for r in rows.values())
+    like = rows["like fixed"]
+    assert like["batches"] == like["updates"] == rows["fixed"]["updates"], "one batch an update"
+    assert main(["stats", str(lengths), "--cost", "linear", "--max-cost", "6400"]) == 0
+    plain = capsys.readouterr().out
+    assert "epoch s" not in plain, "no step time, no time columns"
+    assert (
+        main(
+            [
+                "stats",
+                str(lengths),
+                "--cost",
+                "linear",
+                "--max-cost",
+                "6400",
+                "--time-table",
+                str(flat),
+            ]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "epoch s" in text and "vs fixed" in text and "1.00x" in text
+
+
+def test_stats_refuses_a_bad_time_table_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lengths = tmp_path / "lengths.npy"
+    np.save(lengths, np.arange(1, 50))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert main(["stats", str(lengths), "--max-cost", "1e6", "--time-table", str(bad)]) == 2
+    assert "--time-table" in capsys.readouterr().err

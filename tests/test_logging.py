@@ -116,7 +116,6 @@ def test_numpy_and_tensor_losses_become_floats(tmp_path: Path) -> None:
 def test_one_progress_bar_tqdm_by_hand_none_of_ours_under_a_verbose_fit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("tqdm")
     _, sampler, loader = make(150)
     with dynbatch.VisualDLHook(str(tmp_path / "loop"), sampler, progress=True) as hook:
         hook.on_epoch_begin(0)

@@ -352,8 +352,8 @@ def test_with_no_plan_options_it_trains_like_the_args_batch(tmp_path: Path) -> N
     ds = Reviews(80)
     rec = make_recorder(grads=2)
     args = make_args(tmp_path, per_device_train_batch_size=6, gradient_accumulation_steps=2, seed=7)
-    trainer = recipe_trainer(
-        tmp_path, ds, args, criterion=paddle.nn.CrossEntropyLoss(), callbacks=[rec]
+    trainer = recipe_trainer(  # the CPU's split, whatever this CPU's step time
+        tmp_path, ds, args, criterion=paddle.nn.CrossEntropyLoss(), callbacks=[rec], time_model=None
     )
     assert trainer.options == dynbatch.like_fixed(ds.lengths, 6, accumulation_steps=2, seed=7)
     sampler = trainer.train_sampler
@@ -385,6 +385,42 @@ def test_the_plan_takes_args_seed_and_resume_takes_text(tmp_path: Path) -> None:
     for text in ("True", "true"):  # --resume_from_checkpoint True arrives as text
         with pytest.raises(dynbatch.InputError, match="holds no checkpoint"):
             trainer.train(resume_from_checkpoint=text)
+
+
+def test_the_recipe_measures_the_step_time_follows_it_and_keeps_it(tmp_path: Path) -> None:
+    """NOTE [ the Trainer measures the step time ]: probe, plan by it, read it back on resume."""
+    ds = Reviews(80)
+    args = make_args(tmp_path, per_device_train_batch_size=6, seed=7)
+    model = tiny_bert()
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    trainer = DynamicBatchTrainer(
+        model=model, args=args, train_dataset=ds, data_collator=collate, lengths=ds.lengths
+    )
+    after = model.state_dict()
+    assert all(np.array_equal(before[k], after[k].numpy()) for k in before), "weights put back"
+    saved = json.loads((Path(args.output_dir) / integration.probe.TIME_MODEL_FILE).read_text())
+    measured = dynbatch.StepTimeModel(**saved)
+    assert measured.c + measured.a + measured.b > 0, "a step takes time"
+    assert trainer.options == dynbatch.like_fixed(ds.lengths, 6, seed=7, time_model=measured)
+    again = recipe_trainer(tmp_path, ds, args)  # the same output_dir: read back, not probed
+    assert again.options == trainer.options, "a resume plans the same batches"
+    given = recipe_trainer(tmp_path, ds, make_args(tmp_path / "b", seed=7), time_model="0,1,0")
+    assert given.options == dynbatch.like_fixed(ds.lengths, 8, seed=7, time_model="0,1,0")
+    assert not (tmp_path / "b" / integration.probe.TIME_MODEL_FILE).exists(), "given: no probe"
+    with pytest.raises(dynbatch.InputError, match="time_model= is for the fixed batch's recipe"):
+        make_trainer(tmp_path, ds, time_model="0,1,0")
+
+
+def test_a_probe_batch_keeps_real_values_at_any_shape() -> None:
+    import paddle
+
+    base = {
+        "input_ids": paddle.to_tensor([[5, 6, 7], [8, 9, 0]]),
+        "labels": paddle.to_tensor([1, 0]),
+    }
+    out = integration.probe.probe_batch(base, 5, 2)
+    assert out["input_ids"].shape == [5, 2] and out["labels"].shape == [5]
+    assert out["input_ids"].numpy().tolist()[:3] == [[5, 6], [8, 9], [5, 6]]
 
 
 @pytest.mark.parametrize(

@@ -27,11 +27,13 @@ from .memory import (
     preflight,
 )
 from .options import PlanOptions
-from .planning import Plan, find_oversize, plan_batches
+from .plan import Plan
+from .planning import find_oversize, plan_batches
 from .recipes import fill_device, like_fixed
 from .sharding import ShardedPlan, shard_plan
 from .stats import PlanStats, plan_stats
 from .stream_sources import read_jsonl
+from .timing import StepTimeModel, StepTimeTable
 from .training import GradientAccumulator, scale_lr
 
 __version__ = "0.2.0"
@@ -69,6 +71,8 @@ __all__ = [
     "QuadraticCost",
     "ShardedPlan",
     "Stack",
+    "StepTimeModel",
+    "StepTimeTable",
     "Tuple",
     "VisualDLHook",
     "WithinBudgets",

@@ -44,7 +44,8 @@ from ._checks import (
 )
 from ._optional import require
 from .lengths import field_length
-from .planning import Plan, plan_batches
+from .plan import Plan
+from .planning import plan_batches
 
 paddle = require("paddle", "dynbatch.DatasetForDBL")
 from paddle.io import DataLoader, Dataset  # noqa: E402

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .options import PlanOptions
-from .planning import Plan
+from .plan import Plan
 from .sharding import ShardedPlan
 
 __all__ = ["Pass", "PlanSource", "StreamSource", "counted_tokens"]

@@ -49,8 +49,10 @@ from ._checks import (
 )
 from .contract import Pass
 from .options import UNDESCRIBED, PlanOptions
-from .planning import Plan, find_oversize, plan_draw
+from .plan import Plan
+from .planning import find_oversize, plan_draw
 from .sharding import TOLERANCE, ShardedPlan, shard_checked
+from .timing import plan_split_updates
 from .windows import mix_updates, optimizer_steps
 
 __all__ = ["Epochs", "Recent", "equal_batch_count", "plan_epoch"]
@@ -194,6 +196,8 @@ def plan_epoch(
     num_replicas = check_int("num_replicas", num_replicas, minimum=1)
     if num_batches is not None:
         num_batches = check_int("num_batches", num_batches, minimum=1)
+    if options.time_model is not None:  # NOTE [ splitting updates at the step time ]
+        return plan_split_updates(lengths, options, epoch, num_replicas)
     plan = plan_draw(lengths, options, epoch, shuffle_batches=False)  # sharding orders them
     if options.equal_epochs:
         if not len(plan):

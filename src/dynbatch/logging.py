@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from tqdm.auto import tqdm
 
 from ._checks import InputTypeError, check_bool
 from ._optional import require
 from .contract import PlanSource, describe
 from .memory import AllocatorStatsUnavailable, peak_memory_mib, reset_peak_memory
-from .progress import Progress
 from .stats import StepStats, batch_table
 
 paddle = require("paddle", "dynbatch.VisualDLHook")
@@ -60,15 +60,6 @@ def memory_mib() -> float:
     except (OSError, ValueError, IndexError):  # not Linux: peak RSS, KiB on Linux / bytes on macOS
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return float(peak) / (2**20 if os.uname().sysname == "Darwin" else 2**10)
-
-
-def _progress_bar(total: int | None, desc: str) -> Any:
-    """A tqdm bar (what paddlenlp's Trainer draws) when tqdm is installed, else dynbatch's own."""
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return Progress(total=total, desc=desc, unit="batches")
-    return tqdm(total=total, desc=desc, unit="batch", dynamic_ncols=True)
 
 
 def _scalar(value: Any) -> float:
@@ -160,7 +151,8 @@ class VisualDLHook(Callback):
         hapi_bar = bool(self.params.get("verbose"))
         if self.progress and self.is_writer and not hapi_bar:
             total = len(self.sampler) if self.sampler is not None else None
-            self._bar = _progress_bar(total, f"epoch {epoch}")
+            # tqdm, the bar paddlenlp's Trainer draws too
+            self._bar = tqdm(total=total, desc=f"epoch {epoch}", unit="batch", dynamic_ncols=True)
 
     def on_train_batch_begin(self, step: int, logs: Any = None) -> None:
         """Reset the allocator's peak, so ``memory_mib`` is this batch's own peak."""
@@ -191,11 +183,8 @@ class VisualDLHook(Callback):
             shown = {"loss": values.get("loss", float("nan"))}
             if row:
                 shown["padding"] = values["padding_efficiency"]
-            if isinstance(self._bar, Progress):
-                self._bar.update(1, **shown)
-            else:
-                self._bar.set_postfix({k: f"{v:.3g}" for k, v in shown.items()}, refresh=False)
-                self._bar.update(1)
+            self._bar.set_postfix({k: f"{v:.3g}" for k, v in shown.items()}, refresh=False)
+            self._bar.update(1)
         self.global_step += 1
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:

@@ -106,6 +106,12 @@ class PlanOptions:
             micro-batch is an update of its own.
         update_unit: what ``update_size`` counts: ``"samples"`` or
             ``"tokens"`` (real, unpadded lengths).
+        time_model: a step's seconds, ``c + n·L·(a + b·L)`` (an object with
+            ``c``, ``a``, ``b``, or ``"c,a,b"``). With it, updates are the
+            fixed batch's own (random draws of ``update_size`` samples) and
+            each is cut into micro-batches at the least predicted time within
+            the budget (NOTE [ splitting updates at the step time ] in
+            :mod:`dynbatch.timing`); needs ``update_size`` in samples.
 
     :func:`~dynbatch.like_fixed` makes the options that train like a fixed
     batch, faster; :func:`~dynbatch.fill_device` those that fill a device.
@@ -151,6 +157,10 @@ class PlanOptions:
     update_unit: str = field(
         default="samples",
         metadata=_help("what --update-size counts", choices=UNITS),
+    )
+    time_model: Any = field(
+        default=None,
+        metadata=_help("a step's seconds c,a,b (c + n*L*(a + b*L)): cut updates at the step time"),
     )
 
     def __post_init__(self) -> None:
@@ -202,6 +212,18 @@ class PlanOptions:
         if self.update_size is not None:
             put(self, "update_size", check_positive_number("update_size", self.update_size))
         check_choice("update_unit", self.update_unit, UNITS)
+        from .timing import check_time_model  # timing plans with the options: not at the top
+
+        put(self, "time_model", check_time_model(self.time_model))
+        if self.time_model is not None and (
+            self.update_size is None or self.update_unit != "samples" or self.equal_epochs
+        ):
+            raise InputError(
+                "time_model cuts updates of update_size samples (the fixed batch's) at the step "
+                f"time: it needs update_size with update_unit='samples' and no equal_epochs, got "
+                f"update_size={self.update_size!r}, update_unit={self.update_unit!r}, "
+                f"equal_epochs={self.equal_epochs!r}"
+            )
 
     @property
     def random_order(self) -> bool:
@@ -232,6 +254,8 @@ class PlanOptions:
             value = getattr(self, f.name)
             if f.name in ("cost", "balance") and not isinstance(value, str):
                 value = cost_spec(value) or UNDESCRIBED
+            elif f.name == "time_model" and value is not None:
+                value = [value.c, value.a, value.b, value.error]
             out[f.name] = value
         return out
 

@@ -1,9 +1,9 @@
 """Plan batches from sample lengths: pure numpy, no paddle.
 
-``plan_batches`` turns an array of lengths into a :class:`Plan` (one index
-array cut by batch offsets) such that every batch fits ``max_cost`` under a
-cost model. Epoch, seed and rank are plain arguments; the samplers in
-:mod:`dynbatch.sampler` own them.
+``plan_batches`` turns an array of lengths into a :class:`~dynbatch.plan.Plan`
+(one index array cut by batch offsets, :mod:`dynbatch.plan`) such that every
+batch fits ``max_cost`` under a cost model. Epoch, seed and rank are plain
+arguments; the samplers in :mod:`dynbatch.sampler` own them.
 
 NOTE [ bucket order ]
     Sorting by length packs best (little padding, fewest batches) but gives the
@@ -54,11 +54,10 @@ NOTE [ batch_size_multiple ]
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import warnings
-from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -66,135 +65,17 @@ from numpy.typing import NDArray
 from ._checks import InputError, check_int, check_lengths
 from .cost import Cost, LinearCost, MixedCost, QuadraticCost
 from .options import ORDERS, OVERSIZE, PlanOptions, resolve_options
+from .plan import Plan
 
 __all__ = [
     "ORDERS",
     "OVERSIZE",
-    "Plan",
+    "Plan",  # its home is dynbatch.plan; imported from here before, and still
     "batch_capacity",
     "find_oversize",
     "padded_lengths",
     "plan_batches",
 ]
-
-Indices = NDArray[np.int64]
-
-
-class Plan(Sequence[Indices]):
-    """Batches held as one index array cut at ``offsets``: batch ``i`` is
-    ``indices[offsets[i]:offsets[i + 1]]``, made only when asked for.
-
-    A sequence of ``int64`` index arrays, so ``len(plan)``, ``plan[i]`` and
-    ``for batch in plan`` work as on a list; millions of batches cost two
-    arrays, not millions of objects. Reordering batches (:meth:`take`) only
-    records the new order; the reordered index array is gathered the first
-    time ``indices`` is read.
-
-    >>> plan = Plan.from_batches([[3, 1], [0], [2, 4]])
-    >>> len(plan), plan[2].tolist(), plan.sizes.tolist()
-    (3, [2, 4], [2, 1, 2])
-    >>> [b.tolist() for b in plan.take([2, 0])]
-    [[2, 4], [3, 1]]
-    """
-
-    __slots__ = ("_base_indices", "_base_offsets", "_indices", "_offsets", "_order")
-
-    def __init__(
-        self, indices: NDArray[Any], offsets: NDArray[Any], order: NDArray[Any] | None = None
-    ) -> None:
-        self._base_indices: Indices = np.asarray(indices, dtype=np.int64)
-        self._base_offsets: Indices = np.asarray(offsets, dtype=np.int64)
-        self._order: Indices | None = None if order is None else np.asarray(order, dtype=np.int64)
-        self._indices: Indices | None = self._base_indices if order is None else None
-        self._offsets: Indices | None = self._base_offsets if order is None else None
-
-    @classmethod
-    def from_batches(cls, batches: Sequence[Any]) -> Plan:
-        """A plan from a list of index lists or arrays."""
-        arrays = [np.asarray(b, dtype=np.int64).reshape(-1) for b in batches]
-        sizes = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
-        indices = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-        return cls(indices, np.concatenate([[0], np.cumsum(sizes)]))
-
-    @property
-    def sizes(self) -> Indices:
-        """Samples per batch."""
-        sizes = np.diff(self._base_offsets)
-        return sizes if self._order is None else sizes[self._order]
-
-    @property
-    def offsets(self) -> Indices:
-        """Where each batch starts in ``indices``, and the end: ``len(plan) + 1`` entries."""
-        if self._offsets is None:
-            self._offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
-        return self._offsets
-
-    @property
-    def indices(self) -> Indices:
-        """Every batch's sample indices, batch after batch."""
-        if self._indices is None:
-            order = self._order if self._order is not None else np.arange(len(self))
-            offsets = self.offsets
-            shift = np.repeat(self._base_offsets[:-1][order] - offsets[:-1], np.diff(offsets))
-            self._indices = self._base_indices[np.arange(int(offsets[-1])) + shift]
-        return self._indices
-
-    def __len__(self) -> int:
-        return int(self._base_offsets.size - 1 if self._order is None else self._order.size)
-
-    def _base_position(self, i: int) -> int:
-        return i if self._order is None else int(self._order[i])
-
-    @overload
-    def __getitem__(self, i: int) -> Indices: ...
-    @overload
-    def __getitem__(self, i: slice) -> Plan: ...
-    def __getitem__(self, i: int | slice) -> Indices | Plan:
-        if isinstance(i, slice):
-            return self.take(np.arange(len(self))[i])
-        n = len(self)
-        if not -n <= i < n:
-            raise IndexError(f"batch {i} of a plan of {n} batches")
-        j = self._base_position(i % n)
-        return self._base_indices[self._base_offsets[j] : self._base_offsets[j + 1]]
-
-    def __iter__(self) -> Iterator[Indices]:
-        idx, off = self._base_indices, self._base_offsets.tolist()
-        if self._order is None:
-            for a, b in itertools.pairwise(off):
-                yield idx[a:b]
-        else:
-            for j in self._order.tolist():
-                yield idx[off[j] : off[j + 1]]
-
-    def take(self, order: Any) -> Plan:
-        """The batches at positions ``order``, in that order (recorded, gathered when needed)."""
-        order = np.asarray(order, dtype=np.int64).reshape(-1)
-        base = order if self._order is None else self._order[order]
-        return Plan(self._base_indices, self._base_offsets, base)
-
-    def lists(self) -> tuple[list[int], list[int]]:
-        """``(indices, offsets)`` as Python lists, for yielding batches as lists quickly."""
-        return self.indices.tolist(), self.offsets.tolist()
-
-    def digest(self) -> str:
-        """A hash of the batches and their order."""
-        h = hashlib.blake2b(digest_size=16)
-        h.update(self.offsets.tobytes())
-        h.update(self.indices.tobytes())
-        return h.hexdigest()
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Plan):
-            return NotImplemented
-        return np.array_equal(self.offsets, other.offsets) and np.array_equal(
-            self.indices, other.indices
-        )
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Plan({len(self)} batches, {int(self.sizes.sum())} samples)"
 
 
 def padded_lengths(lengths: NDArray[Any], pad_to_multiple_of: int = 1) -> NDArray[Any]:

@@ -28,8 +28,10 @@ from ._checks import (
     check_positive_number,
 )
 from .cost import Cost, LinearCost, MixedCost, WithinBudgets, cost_spec, resolve_cost
+from .epochs import plan_epoch
 from .options import FIELDS, UNITS, PlanOptions
 from .planning import batch_capacity, padded_lengths
+from .timing import check_time_model, epoch_seconds
 
 __all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
 
@@ -52,6 +54,7 @@ def like_fixed(
     micro_batches: int = MICRO_BATCHES,
     update_unit: str = "samples",
     loss_tokens: Any = None,
+    time_model: Any = None,
     **fields: Any,
 ) -> PlanOptions:
     """The options that train like a fixed batch of ``batch_size``, without its padding.
@@ -83,6 +86,17 @@ def like_fixed(
         without ``batch_size``, ``B`` is the largest batch of the longest
         samples that fits it.
 
+        With a ``time_model`` (the device's step time) the split follows it:
+        the recipe also plans the fixed batch's own updates cut at the least
+        predicted step time (NOTE [ splitting updates at the step time ] in
+        :mod:`dynbatch.timing`; never predicted slower than the fixed batch),
+        predicts both plans' epoch on the lengths, and returns the faster. On
+        a CPU, where padding costs, that is the padding-free split above; on
+        a GPU below its knee, where a step costs the same at any size, it is
+        one micro-batch per update, the fixed batch's own speed; above the
+        knee, cuts where they pay. Updates in ``"tokens"`` keep the split
+        above.
+
     Args:
         lengths: the per-sample lengths the plan will be made from.
         batch_size: the fixed batch you would have used (per rank).
@@ -98,6 +112,9 @@ def like_fixed(
             ``B`` samples hold on average; micro-batches are still capped by
             their full tokens (NOTE [ counting loss tokens ] in
             :mod:`dynbatch.losses`).
+        time_model: the step's seconds, ``c + n·L·(a + b·L)``: an object with
+            ``c``, ``a``, ``b`` (``MemoryCost.time_model``,
+            :meth:`~dynbatch.timing.StepTimeTable.fit`) or ``"c,a,b"``.
         **fields: other options (``seed=...``, ``drop_last=...``, ...).
 
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)
@@ -123,7 +140,18 @@ def like_fixed(
         tokens = max(samples * float(lens[trained].mean()) / (parts * replicas), float(longest))
         fn, budget = WithinBudgets(((fn, budget), (LinearCost(), tokens))), 1.0
     values = {"order": "bucket", "max_batch_size": cap, **updates, **fields}
-    return PlanOptions(max_cost=budget, cost=fn, **values)
+    options = PlanOptions(max_cost=budget, cost=fn, **values)
+    model = check_time_model(time_model)
+    if model is None or update_unit != "samples" or not options.random_order:
+        return options
+    whole = {"order": "shuffle", "max_batch_size": _micro_cap(batch, batch, fields), **fields}
+    split = options.replace(**whole, time_model=model)
+    return min(
+        (options, split),  # the first of two equal times: the padding-free split
+        key=lambda o: epoch_seconds(
+            plan_epoch(lens, o, 0, replicas, loss_tokens=counted), lens, model, o.pad_to_multiple_of
+        ),
+    )
 
 
 def fill_device(

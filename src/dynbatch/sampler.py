@@ -8,6 +8,7 @@ sampler adds its rank and paddle's base class, whose ``__init__`` runs.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -27,9 +28,10 @@ from .contract import Pass
 from .epochs import Epochs
 from .lengths import compute_lengths
 from .options import PlanOptions, resolve_options
-from .planning import Plan
+from .plan import Plan
 from .recipes import like_fixed
 from .sharding import ShardedPlan
+from .timing import StepTimeModel
 
 paddle = require("paddle", "dynbatch's samplers")
 from paddle.io import BatchSampler, DistributedBatchSampler  # noqa: E402
@@ -55,7 +57,7 @@ def _check_map_style(dataset: Any) -> None:
     check_dataset("dataset", dataset)
 
 
-def _resolve_lengths(
+def resolve_lengths(
     dataset: Any,
     lengths: Any,
     length_fn: Callable[[Any], int] | None,
@@ -87,6 +89,40 @@ def _resolve_lengths(
     return compute_lengths(dataset, length_fn=length_fn, ref_index=ref_index, cache_path=cache_path)
 
 
+#: The step time assumed on an accelerator when none is given: the same at any size, so each
+#: update runs as one batch (NOTE [ no time model on an accelerator ]).
+FLAT_STEP = StepTimeModel(c=1.0, a=0.0, b=0.0)
+
+
+def default_time_model(where: str) -> StepTimeModel | None:
+    """None on a CPU; on an accelerator, :data:`FLAT_STEP` and a warning saying why.
+
+    NOTE [ no time model on an accelerator ]
+        The recipe's padding-free split pays on a CPU, where a step costs
+        what its tokens cost. On a GPU below its knee a step costs the same
+        at any size, and four micro-batches an update make an epoch 2-4x
+        slower than the fixed batch (measured step times of BERT-base on an
+        H100). Without a measured step time the sampler cannot know where a
+        device's knee is, so on an accelerator it assumes the step is flat:
+        each update runs as one batch, the fixed batch's own speed, never
+        slower. It says so once; ``time_model=`` (``dynbatch.calibrate``'s,
+        or a fitted :class:`~dynbatch.timing.StepTimeTable`) lets it cut
+        updates where that is faster.
+    """
+    device = str(paddle.device.get_device())
+    if device.startswith("cpu"):
+        return None
+    warnings.warn(
+        f"{where}: training on {device} with no time_model, so each update of batch_size runs as "
+        "one batch, the fixed batch's own speed (the CPU's padding-free split would be slower "
+        "on an accelerator). Pass time_model= (dynbatch.calibrate(...).time_model, or "
+        "dynbatch.StepTimeTable.load(path).fit()) to cut updates where that is faster, or "
+        "options=dynbatch.like_fixed(lengths, batch_size) for the CPU's split",
+        stacklevel=4,
+    )
+    return FLAT_STEP
+
+
 class _Cursor:
     """What both samplers share: a cursor over an :class:`~dynbatch.epochs.Epochs`.
 
@@ -113,7 +149,7 @@ class _Cursor:
         shortcuts: dict[str, Any],
     ) -> PlanOptions:
         """Resolve the lengths and options and plan epoch 0; the options paddle's base reads."""
-        self.lengths = _resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
+        self.lengths = resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
         self.loss_tokens = check_loss_tokens(loss_tokens, self.lengths)
         if batch_size is not None:
             if options is not None:
@@ -127,6 +163,8 @@ class _Cursor:
                     "plans for the ranks it serves; use DistributedDynamicBatchSampler(..., "
                     "num_replicas=..., rank=...) for several"
                 )
+            if shortcuts.get("time_model") is None:
+                shortcuts = {**shortcuts, "time_model": default_time_model(type(self).__name__)}
             options = like_fixed(
                 self.lengths,
                 batch_size,

@@ -46,7 +46,8 @@ from numpy.typing import NDArray
 
 from ._checks import InputError, InputTypeError, check_batches, check_int, check_lengths
 from .options import PlanOptions, resolve_options
-from .planning import Plan, padded_lengths
+from .plan import Plan
+from .planning import padded_lengths
 
 __all__ = ["ShardedPlan", "shard_plan", "step_imbalance"]
 

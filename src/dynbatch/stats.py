@@ -29,7 +29,8 @@ from ._checks import (
 from .cost import CostLike, resolve_cost
 from .epochs import plan_epoch
 from .options import ORDERS, PlanOptions
-from .planning import Plan, batch_capacity, find_oversize, padded_lengths
+from .plan import Plan
+from .planning import batch_capacity, find_oversize, padded_lengths
 from .recipes import like_fixed
 from .windows import optimizer_steps
 
@@ -247,6 +248,8 @@ class PlanStats:
     utilization: float | None
     #: optimizer updates of the epoch: the plan's own (``update_size``), else one per batch
     updates: int | None = None
+    #: the epoch's predicted seconds on a device's step time, when one is given
+    seconds: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -322,6 +325,7 @@ def compare_orders(
     options: PlanOptions,
     *,
     fixed_batch_size: int | None = 20,
+    step_time: Any = None,
 ) -> dict[str, PlanStats]:
     """Stats of every order of :func:`~dynbatch.plan_batches` and of a fixed batch size.
 
@@ -332,6 +336,12 @@ def compare_orders(
     the epoch (the plan's own with ``update_size``, else one per batch); with
     ``fixed_batch_size`` a row ``like fixed`` shows :func:`~dynbatch.like_fixed`
     at that batch size under ``options.cost``, next to the ``fixed`` row.
+
+    With ``step_time`` (a :class:`~dynbatch.StepTimeTable` or a
+    :class:`~dynbatch.StepTimeModel`: a device's seconds per step by shape) each
+    row also has its epoch's predicted ``seconds``, and the ``like fixed`` row
+    follows the step time (``like_fixed(..., time_model=...)``, the model
+    fitted to a table).
     """
     lens = check_lengths(lengths)
     if not isinstance(options, PlanOptions):
@@ -349,15 +359,23 @@ def compare_orders(
             pad_to_multiple_of=options.pad_to_multiple_of,
         )
 
+    def seconds(batches: Sequence[Any]) -> float | None:
+        if step_time is None:
+            return None
+        table = batch_table(lens, batches, pad_to_multiple_of=options.pad_to_multiple_of)
+        return float(np.asarray(step_time(table["batch_size"], table["max_len"])).sum())
+
     def planned(opts: PlanOptions) -> PlanStats:
         sharded = plan_epoch(lens, opts, 0)
         stats = summary(sharded.plan)
-        return replace(stats, updates=optimizer_steps(sharded, lens))
+        return replace(stats, updates=optimizer_steps(sharded, lens), seconds=seconds(sharded.plan))
 
     rows = {order: planned(options.replace(order=order)) for order in ORDERS}
     if fixed_batch_size is not None:
-        fixed = summary(baseline_batches(lens, options, fixed_batch_size))
-        rows["fixed"] = replace(fixed, updates=fixed.batches)
+        batches = baseline_batches(lens, options, fixed_batch_size)
+        fixed = summary(batches)
+        rows["fixed"] = replace(fixed, updates=fixed.batches, seconds=seconds(batches))
+        fit = getattr(step_time, "fit", None)
         recipe = like_fixed(
             lens,
             fixed_batch_size,
@@ -365,6 +383,7 @@ def compare_orders(
             seed=options.seed,
             pad_to_multiple_of=options.pad_to_multiple_of,
             update_unit=options.update_unit,
+            time_model=fit() if callable(fit) else step_time,
         )
         rows["like fixed"] = planned(recipe)
     return rows

@@ -44,7 +44,7 @@ from ._optional import require
 from .contract import Pass, PlanSource, StreamSource, counted_tokens, describe
 from .stream_state import StreamFollower
 from .update import ExactMeanUpdate
-from .windows import UNITS, micro_step_counts, update_ends
+from .windows import UNITS, EpochWindows
 
 __all__ = ["GradientAccumulator", "scale_lr"]
 
@@ -179,7 +179,7 @@ class GradientAccumulator:
         self.skipped_steps = 0
         self.last_count = 0.0
         self._pass: Pass | None = None
-        self._ends: set[int] = set()  # positions after which the optimizer steps
+        self._windows: EpochWindows | None = None  # the followed epoch's windows
         self._padding = np.zeros(0, dtype=bool)
         self._total = 0  # micro-batches in the followed epoch
         self._position = 0  # the next micro-batch's position in the epoch's plan
@@ -197,14 +197,26 @@ class GradientAccumulator:
         sampler: PlanSource = self.sampler
         return sampler
 
+    def windows(self, epoch: int | None = None) -> EpochWindows:
+        """The optimizer windows of ``epoch`` (default: the sampler's current one)."""
+        sampler = self._need_sampler("the windows")
+        if self._stream is not None:
+            raise InputError(
+                "a stream has no epoch plan: its windows end as it is read (NOTE [ updates of a "
+                "stream ]); steps_per_epoch() counts them by a first pass"
+            )
+        plan = sampler.epoch_plan(epoch)
+        epoch = sampler.epoch if epoch is None else epoch
+        counted = counted_tokens(sampler)
+        return EpochWindows(plan, counted, epoch=epoch, target=self.target, unit=self.unit)
+
     def step_counts(self, epoch: int | None = None) -> np.ndarray[Any, np.dtype[np.float64]]:
         """Samples (or tokens) of each micro-step of the epoch, summed over ranks."""
-        sampler = self._need_sampler("step_counts")
         if self._stream is not None:  # a first pass over the stream
             counted = self._stream.source.count(epoch)
             per_step = counted.samples if self.unit == "samples" else counted.tokens
             return np.asarray(per_step, dtype=np.float64)
-        return micro_step_counts(sampler.epoch_plan(epoch), counted_tokens(sampler), self.unit)
+        return self.windows(epoch).counts
 
     def steps_per_epoch(self, epoch: int | None = None) -> int:
         """Optimizer steps ``epoch`` will take (default: the sampler's current epoch).
@@ -215,12 +227,7 @@ class GradientAccumulator:
             counted = self._stream.source.count(epoch)
             plan = self._stream.plan_updates and self.target is None
             return int(counted.updates(self.target, self.unit, plan))
-        return int(self._update_ends(epoch).size)
-
-    def _update_ends(self, epoch: int | None) -> np.ndarray[Any, np.dtype[np.int64]]:
-        sampler = self._need_sampler("steps_per_epoch")
-        plan = sampler.epoch_plan(epoch)
-        return update_ends(plan, counted_tokens(sampler), self.target, self.unit)
+        return len(self.windows(epoch))
 
     def steps_for_epochs(self, epochs: Iterable[int]) -> int:
         """Optimizer steps over ``epochs`` (e.g. ``range(E)``): exact, for LR schedules."""
@@ -246,9 +253,9 @@ class GradientAccumulator:
             return
         self._begin_pass()
         self._pass = current
-        self._ends = set(self._update_ends(current.epoch).tolist())
+        self._windows = self.windows(current.epoch)
         self._padding = self.sampler.padding_mask(current.epoch)
-        self._total = int(self._padding.size)
+        self._total = self._windows.num_steps
         self._position = current.start
 
     def _begin_pass(self) -> None:
@@ -266,11 +273,9 @@ class GradientAccumulator:
         self._carry = False
 
     def _window_ends_here(self) -> bool:
-        if self.sampler is None:
-            return True
         if self._stream is not None:
             return self._stream.ends_here()
-        return self._position + 1 in self._ends
+        return self._windows is None or self._windows.ends_at(self._position)
 
     # -- the loop ------------------------------------------------------------------------------
     @contextlib.contextmanager

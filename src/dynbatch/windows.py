@@ -28,11 +28,20 @@ NOTE [ mixed updates ]
     steps are shuffled and cut into that many updates of about equal counts
     (:func:`even_windows`): a random draw of that many is mixed already. The
     sorted and dataset orders keep their order and are cut the same way.
+
+NOTE [ one window cursor ]
+    The hand-written loop's accumulator and the Trainer integration follow the
+    same windows: where each ends, where a resumed epoch may start, what each
+    counts. Both read them from one :class:`EpochWindows` made from the
+    epoch's plan, so a change to how updates are cut changes both loops at
+    once.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +55,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "UNITS",
+    "EpochWindows",
+    "Span",
     "accumulation_windows",
     "even_windows",
     "micro_step_counts",
@@ -160,6 +171,100 @@ def update_ends(
     if sharded.window_ends is not None:
         return sharded.window_ends.copy()
     return np.arange(1, sharded.num_steps + 1, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Span:
+    """One optimizer window of an epoch: micro-steps ``[start, stop)`` of its plan.
+
+    ``index`` is the window's number in the epoch, ``windows`` how many the
+    epoch has, ``count`` what the update averages over as the plan counts it
+    (samples or tokens, summed over ranks).
+    """
+
+    epoch: int
+    index: int
+    windows: int
+    start: int
+    stop: int
+    count: float
+
+    @property
+    def ends_epoch(self) -> bool:
+        return self.index + 1 == self.windows
+
+
+class EpochWindows:
+    """The optimizer windows of one epoch of a plan (NOTE [ one window cursor ]).
+
+    Args:
+        sharded: the epoch's plan, every rank's batches.
+        counted: per sample, what updates in ``"tokens"`` count (lengths or loss tokens).
+        epoch: the epoch's number.
+        target: close a window when its count reaches this (NOTE [ accumulating
+            to a budget ]); default: the plan's own updates, or one per step.
+        unit: what counts are: ``"samples"`` or ``"tokens"``.
+        every: instead, a window every ``every`` micro-steps (the Trainer's
+            ``gradient_accumulation_steps``).
+
+    >>> from dynbatch.epochs import plan_epoch
+    >>> opts = PlanOptions(max_cost=8, cost="linear", max_batch_size=2, update_size=4)
+    >>> lengths = np.array([1, 1, 2, 2, 3, 3, 4, 4])
+    >>> w = EpochWindows(plan_epoch(lengths, opts, epoch=0), lengths, epoch=0)
+    >>> len(w), w.ends.tolist(), [w.ends_at(p) for p in range(4)]
+    (2, [2, 4], [False, True, False, True])
+    >>> [(s.start, s.stop, s.count) for s in w.spans(start=2)]
+    [(2, 4, 4.0)]
+    """
+
+    def __init__(
+        self,
+        sharded: ShardedPlan,
+        counted: NDArray[Any],
+        *,
+        epoch: int,
+        target: float | None = None,
+        unit: str = "samples",
+        every: int = 1,
+    ) -> None:
+        self.epoch, self.plan = epoch, sharded
+        self.counts = micro_step_counts(sharded, counted, unit)
+        if every > 1:
+            self.ends = accumulation_windows(np.ones(sharded.num_steps), every)
+        else:
+            self.ends = update_ends(sharded, counted, target, unit)
+
+    def __len__(self) -> int:
+        return int(self.ends.size)
+
+    @property
+    def num_steps(self) -> int:
+        """Micro-steps of the epoch (per rank)."""
+        return int(self.counts.size)
+
+    def ends_at(self, position: int) -> bool:
+        """Whether the micro-step at ``position`` (0-based) ends a window."""
+        i = int(np.searchsorted(self.ends, position + 1))
+        return i < self.ends.size and int(self.ends[i]) == position + 1
+
+    def check_start(self, position: int) -> None:
+        """Refuse to start (resume) the epoch at ``position`` unless a window ends there."""
+        if position != 0 and not self.ends_at(position - 1):
+            raise InputError(
+                f"cannot resume epoch {self.epoch} at micro-batch {position}: no optimizer step "
+                f"ends there (steps end at {self.ends[:8].tolist()}...); was the checkpoint saved "
+                "with other accumulation settings?"
+            )
+
+    def spans(self, start: int = 0) -> Iterator[Span]:
+        """The windows from micro-step ``start`` on (a window boundary: :meth:`check_start`)."""
+        self.check_start(start)
+        begin = 0
+        for index, stop in enumerate(self.ends.tolist()):
+            if stop > start:
+                count = float(self.counts[begin:stop].sum())
+                yield Span(self.epoch, index, len(self), begin, stop, count)
+            begin = stop
 
 
 def optimizer_steps(

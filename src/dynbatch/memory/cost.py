@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,7 +29,8 @@ from .._checks import (
     check_nonnegative_number,
     check_positive_number,
 )
-from ..cost import PolynomialCost, absent_coefficient
+from ..cost import PolynomialCost
+from ..timing import StepTimeModel, check_time_model
 
 __all__ = [
     "PROBE_ROLES",
@@ -38,6 +39,7 @@ __all__ = [
     "MemoryCost",
     "Probe",
     "StepTimeModel",
+    "check_time_model",
 ]
 
 _FORMAT = "dynbatch.MemoryCost"
@@ -45,21 +47,6 @@ _FORMAT_VERSION = 1
 #: what a probe of calibrate is for (NOTE [ the probe grid ])
 PROBE_ROLES = ("floor", "fit", "held-out")
 _R = TypeVar("_R")
-
-
-@dataclass(frozen=True)
-class StepTimeModel(PolynomialCost):
-    """Seconds of one training step: ``c + a*n*L + b*n*L**2``, fitted with the memory.
-
-    >>> float(StepTimeModel(c=0.01, a=1e-4, b=0.0)(10, 100))
-    0.11
-    """
-
-    c: float
-    a: float
-    b: float
-    floor: float = absent_coefficient()
-    grows = False  # a step too quick to time grows by nothing measurable
 
 
 @dataclass(frozen=True)
@@ -270,9 +257,10 @@ def _init_fields(record: Any) -> dict[str, Any]:
 def _record(cls: type[_R], data: Any, where: str = "time_model.") -> _R:
     """``cls(**data)`` of a JSON object, errors prefixed by where it is (``report.probes[0].``)."""
     names = {f.name for f in fields(cls) if f.init}  # type: ignore[arg-type]
+    optional = {f.name for f in fields(cls) if f.init and f.default is not MISSING}  # type: ignore[arg-type]
     if not isinstance(data, dict):
         raise InputError(f"{where[:-1]} must be a JSON object, got {data!r}")
-    unknown, missing = sorted(set(data) - names), sorted(names - set(data))
+    unknown, missing = sorted(set(data) - names), sorted(names - optional - set(data))
     if unknown or missing:
         raise InputError(
             f"{where[:-1]} must have the keys {', '.join(sorted(names))}; "

@@ -197,7 +197,9 @@ def fit(grid: ProbeGrid, runs: Sequence[Run]) -> Fit:
         )
     memory = _Peak(*fit_polynomial(n[above], length[above], peak[above]), floor=floor)
     timed = ok & (role == "fit")
-    time_model = StepTimeModel(*fit_polynomial(n[timed], length[timed], secs[timed]))
+    coefficients = fit_polynomial(n[timed], length[timed], secs[timed])
+    timed_error = np.abs(StepTimeModel(*coefficients)(n[timed], length[timed]) / secs[timed] - 1)
+    time_model = StepTimeModel(*coefficients, error=min(float(np.mean(timed_error)), 0.99))
     pred = np.asarray(memory(n, length), dtype=np.float64)
     checked = ok & (peak >= CHECKED_FRACTION * np.nanmax(peak))
     held = role == "held-out"

@@ -24,8 +24,16 @@ from typing import Any
 from paddlenlp.trainer.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..._checks import InputError, InputTypeError
+from .logs import RunLog
 
-__all__ = ["STATE_FILE", "checkpoint_folder", "read_state", "resolve_checkpoint", "write_state"]
+__all__ = [
+    "STATE_FILE",
+    "PlanCheckpoints",
+    "checkpoint_folder",
+    "read_state",
+    "resolve_checkpoint",
+    "write_state",
+]
 
 #: The file each checkpoint gets with the sampler's position (NOTE [ resume from the plan ]).
 STATE_FILE = "dynbatch_trainer.json"
@@ -117,3 +125,55 @@ def read_state(checkpoint: str, windows: Mapping[str, Any]) -> dict[str, Any]:
             "the same gradient_accumulation_steps, accumulate and accumulate_target"
         )
     return dict(state)
+
+
+class PlanCheckpoints:
+    """The Trainer's hooks that save and load the plan's state beside each checkpoint.
+
+    NOTE [ resume from the plan ]; mixed into
+    :class:`~dynbatch.integrations.paddlenlp.DynamicBatchTrainer`.
+    """
+
+    args: Any
+    run: Any
+    run_log: RunLog
+    accumulate: str
+    accumulate_target: float | None
+    micro_batches_per_step: int
+    resumed_step: int | None
+
+    def _window_settings(self) -> dict[str, Any]:
+        return {
+            "accumulate": self.accumulate,
+            "accumulate_target": self.accumulate_target,
+            "gradient_accumulation_steps": self.micro_batches_per_step,
+        }
+
+    def save_plan_state(self, global_step: int) -> None:
+        """Write the sampler's position and the run's totals beside checkpoint ``global_step``."""
+        if not self.args.should_save or self.run is None:
+            return
+        epoch, position = self.run.position
+        sampler = self.run.sampler
+        if sampler.epoch != epoch:  # the loader sets the next epoch only when it begins
+            raise RuntimeError(f"sampler is at epoch {sampler.epoch}, training at epoch {epoch}")
+        state = {
+            "global_step": int(global_step),
+            "sampler": sampler.state_dict(consumed_batches=position),
+            "windows": self._window_settings(),
+            "loss_total": self.run_log.loss_total,
+            "consumed_samples": self.run_log.consumed_samples,
+        }
+        write_state(checkpoint_folder(self.args.output_dir, global_step), state)
+
+    def load_plan_state(self, checkpoint: str) -> bool:
+        """Check and load the checkpoint's state file; then the Trainer loads the rest."""
+        if self.run is None:
+            return False
+        state = read_state(checkpoint, self._window_settings())
+        self.run.sampler.load_state_dict(state["sampler"])  # checks lengths, options, plan
+        self.run.position = (int(state["sampler"]["epoch"]), int(state["sampler"]["position"]))
+        self.run_log.loss_total = float(state["loss_total"])
+        self.run_log.consumed_samples = int(state["consumed_samples"])
+        self.resumed_step = int(state["global_step"])
+        return True

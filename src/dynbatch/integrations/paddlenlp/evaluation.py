@@ -104,6 +104,7 @@ class EvalSamplers:
                     equal_epochs=False,
                     oversize="alone",
                     update_size=None,
+                    time_model=None,
                 ),
             )
         self._made.append((dataset, sampler))

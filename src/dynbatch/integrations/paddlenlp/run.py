@@ -38,50 +38,33 @@ from ...epochs import Recent
 from ...options import PlanOptions
 from ...sampler import DistributedDynamicBatchSampler
 from ...stats import batch_table
-from ...windows import accumulation_windows, micro_step_counts, update_ends
+from ...windows import EpochWindows, Span
 from .checkpoints import STATE_FILE
 
 __all__ = ["RealEpochs", "RunLoader", "RunPlan", "Window", "split_batch"]
 
 
 @dataclass(frozen=True)
-class Window:
+class Window(Span):
     """One optimizer step as the plan has it; ``training_step`` receives it as ``inputs["window"]``.
 
+    A :class:`~dynbatch.windows.Span` (the real ``epoch``, the window's
+    ``index`` of ``windows``, its micro-batches ``[start, stop)`` of the epoch's
+    plan per rank, and ``count``: what the update averages over as the plan
+    counts it, the window's samples, or real tokens with ``accumulate="tokens"``,
+    loss tokens with ``loss_tokens``, summed over all ranks; a ``loss_fn``
+    returning ``(loss_sum, count)`` counts from the batch instead), with:
+
     Attributes:
-        epoch: the real epoch.
-        index: the window's number in its epoch; ``windows``: how many the epoch has.
-        start, stop: the micro-batches ``[start, stop)`` of the epoch's plan (per rank).
         indices: this rank's sample indices, one array per micro-batch.
         padding: per micro-batch, whether it only repeats samples to even out
             the ranks' step counts (it weighs 0).
-        count: what the update averages over, as the plan counts it: the
-            window's samples (or real tokens, with ``accumulate="tokens"``; loss
-            tokens with ``loss_tokens``) summed over all ranks. A ``loss_fn``
-            returning ``(loss_sum, count)`` counts from the batch instead.
         samples: the window's real samples summed over all ranks.
     """
 
-    epoch: int
-    index: int
-    windows: int
-    start: int
-    stop: int
-    indices: tuple[NDArray[np.int64], ...]
-    padding: tuple[bool, ...]
-    count: float
-    samples: int
-
-    @property
-    def ends_epoch(self) -> bool:
-        return self.index + 1 == self.windows
-
-
-@dataclass
-class _Epoch:
-    ends: NDArray[np.int64]
-    counts: NDArray[np.float64]  # per micro-step, summed over ranks
-    table: dict[str, NDArray[Any]] | None = None  # batch_table of every rank's batches
+    indices: tuple[NDArray[np.int64], ...] = ()
+    padding: tuple[bool, ...] = ()
+    samples: int = 0
 
 
 class RunPlan:
@@ -104,23 +87,23 @@ class RunPlan:
         self.sampler, self.unit = sampler, unit
         self.micro_batches_per_step, self.target = micro_batches_per_step, target
         self.num_epochs, self.max_steps = num_epochs, max_steps
-        self._epochs: Recent[int, _Epoch] = Recent(2)  # the epoch in training and one sized
+        self._epochs: Recent[int, EpochWindows] = Recent(2)  # the epoch in training, one sized
+        self._tables: Recent[int, dict[str, NDArray[Any]]] = Recent(2)
         self.position = (0, 0)
         self.last_window: Window | None = None
 
-    def _epoch(self, epoch: int) -> _Epoch:
+    def _epoch(self, epoch: int) -> EpochWindows:
         return self._epochs.get(epoch, self._make_epoch)
 
-    def _make_epoch(self, epoch: int) -> _Epoch:
-        sampler = self.sampler
-        sharded = sampler.epoch_plan(epoch)
-        counts = micro_step_counts(sharded, counted_tokens(sampler), self.unit)
-        if self.micro_batches_per_step > 1:
-            ones = np.ones(sharded.num_steps, dtype=np.float64)
-            ends = accumulation_windows(ones, self.micro_batches_per_step)
-        else:  # accumulate_target, the plan's own updates, or one per micro-batch
-            ends = update_ends(sharded, counted_tokens(sampler), self.target, self.unit)
-        return _Epoch(ends=ends, counts=counts)
+    def _make_epoch(self, epoch: int) -> EpochWindows:
+        return EpochWindows(
+            self.sampler.epoch_plan(epoch),
+            counted_tokens(self.sampler),
+            epoch=epoch,
+            target=self.target,
+            unit=self.unit,
+            every=self.micro_batches_per_step,
+        )
 
     @property
     def counts_loss_tokens(self) -> bool:
@@ -163,17 +146,17 @@ class RunPlan:
 
     def table(self, epoch: int) -> dict[str, NDArray[Any]]:
         """:func:`~dynbatch.stats.batch_table` of every rank's batches of ``epoch``."""
-        info = self._epoch(epoch)
-        if info.table is None:
-            opts = self.sampler.options
-            info.table = batch_table(
-                self.sampler.lengths,
-                self.sampler.epoch_plan(epoch).plan,
-                cost=opts.cost,
-                max_cost=opts.max_cost,
-                pad_to_multiple_of=opts.pad_to_multiple_of,
-            )
-        return info.table
+        return self._tables.get(epoch, self._make_table)
+
+    def _make_table(self, epoch: int) -> dict[str, NDArray[Any]]:
+        opts = self.sampler.options
+        return batch_table(
+            self.sampler.lengths,
+            self._epoch(epoch).plan.plan,
+            cost=opts.cost,
+            max_cost=opts.max_cost,
+            pad_to_multiple_of=opts.pad_to_multiple_of,
+        )
 
     def rows(self, window: Window) -> tuple[slice, NDArray[np.bool_]]:
         """The window's rows of :meth:`table` (every rank's batches), and which are repeats."""
@@ -183,43 +166,27 @@ class RunPlan:
 
     def windows(self, loader: Any) -> Iterator[tuple[Window, list[Any]]]:
         """Every window from ``position`` on, with its micro-batches from ``loader``."""
-        sampler = self.sampler
+        sampler, replicas = self.sampler, self.sampler.num_replicas
         epoch, position = self.position
         while self.num_epochs is None or epoch < self.num_epochs:
-            info = self._epoch(epoch)
-            ends = info.ends.tolist()
-            if position != 0 and position not in ends:
-                raise InputError(
-                    f"cannot resume epoch {epoch} at micro-batch {position}: no optimizer step "
-                    f"ends there (steps end at {ends[:8]}...); was the checkpoint saved with other "
-                    "accumulation settings?"
-                )
+            windows = self._epoch(epoch)
+            windows.check_start(position)
             sampler.seek(epoch, position)
-            if position < int(info.counts.size):
+            if position < windows.num_steps:
                 plan, padding = sampler.batches(epoch), sampler.padding_mask(epoch)
-                table = self.table(epoch)
-                real = ~sampler.epoch_plan(epoch).is_padding
+                sizes = self.table(epoch)["batch_size"] * ~windows.plan.is_padding
                 micro = iter(loader)
-                start = position
-                for index, stop in enumerate(ends):
-                    if stop <= position:
-                        continue
-                    rows = slice(start * sampler.num_replicas, stop * sampler.num_replicas)
+                for span in windows.spans(position):
+                    start, stop = span.start, span.stop
                     window = Window(
-                        epoch=epoch,
-                        index=index,
-                        windows=len(ends),
-                        start=start,
-                        stop=stop,
+                        **vars(span),
                         indices=tuple(np.asarray(plan[k]) for k in range(start, stop)),
                         padding=tuple(bool(p) for p in padding[start:stop]),
-                        count=float(info.counts[start:stop].sum()),
-                        samples=int(table["batch_size"][rows][real[rows]].sum()),
+                        samples=int(sizes[start * replicas : stop * replicas].sum()),
                     )
                     batches = [next(micro) for _ in range(stop - start)]
                     self.position = (epoch, stop)
                     yield window, batches
-                    start = stop
             epoch, position = epoch + 1, 0
 
 

@@ -1,29 +1,8 @@
 """``DynamicBatchTrainer``: the overrides that put paddlenlp's Trainer on the plan.
 
-NOTE [ one update, one mean ]
-    ``training_step`` runs the window's micro-batches through the update engine
-    of :mod:`dynbatch.update` (NOTE [ one update engine ]): ``no_sync`` on all
-    but the last when data parallel, the *sum* of per-sample (or per-token)
-    losses from ``loss_fn`` back-propagated, repeats weighed 0, and one
-    all-reduce of ``[count, loss sum, non-finite flags]`` before the gradients
-    are scaled by ``world_size / count``. The count is each micro-batch's
-    samples (or real tokens) read from the plan, so it equals the window's
-    ``count``. ``DataParallel`` averages over ranks, so each optimizer step is
-    the mean over every real sample (or token) of the step, whatever the
-    micro-batch sizes. A ``loss_fn`` that returns ``(loss_sum, count)`` (a
-    language model's loss tokens, :func:`~.losses.token_cross_entropy`) gives
-    the count from the batch instead; it is checked against the plan when the
-    plan knows it (``accumulate="tokens"`` with ``loss_tokens``). A mean is
-    refused with the reason: it cannot be re-weighted. Every rank logs the
-    same loss and reaches the same verdict: paddlenlp 3.0.0b4 steps the
-    optimizer itself right after ``training_step`` and has no way to skip one
-    step (its only check raises on a non-finite loss), so a non-finite window
-    raises ``ValueError`` on every rank at once rather than hanging one of
-    them; with fp16 loss scaling the scaler skips the overflowed step instead,
-    as in paddlenlp. A window with nothing to average (every token masked, on
-    every rank) has its gradients dropped (not zeroed), so the optimizer's
-    step leaves every parameter and moment as it was. Clipping happens after
-    the scaling, inside ``optimizer.step()``.
+The window's update is :mod:`.step` (NOTE [ one update, one mean ]); the plan's
+windows :mod:`.run`; the arguments, checkpoints, evaluation, logs and losses
+their modules beside this one. What stays here is the overrides themselves.
 """
 
 from __future__ import annotations
@@ -40,36 +19,36 @@ from paddlenlp.utils.log import logger
 
 from ..._checks import (
     InputError,
-    InputTypeError,
     check_bool,
     check_choice,
     check_int,
     check_positive_number,
 )
-from ...contract import counted_tokens
 from ...options import PlanOptions
-from ...sampler import DistributedDynamicBatchSampler
-from ...update import ExactMeanUpdate
+from ...sampler import DistributedDynamicBatchSampler, resolve_lengths
 from ...windows import UNITS
 from ._compat import CompatTrainer, int_hparams_visualdl
 from .arguments import checked_args, plan_options, run_args, split_keywords, train_sampler
-from .checkpoints import checkpoint_folder, read_state, resolve_checkpoint, write_state
+from .checkpoints import PlanCheckpoints, resolve_checkpoint
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
 from .logs import RunLog
-from .losses import loss_and_count, loss_fn_for
-from .run import RealEpochs, RunLoader, RunPlan, Window, split_batch
+from .losses import loss_fn_for
+from .probe import measure_time_model
+from .run import RealEpochs, RunLoader, RunPlan, Window
+from .step import train_window
 
 __all__ = ["DynamicBatchTrainer"]
 
-#: Logged for a window whose count is 0 over all ranks (NOTE [ one update, one mean ]).
-_EMPTY_WINDOW = (
-    "step {step} (epoch {w.epoch}, micro-batches [{w.start}, {w.stop})) has no sample or token "
-    "with a loss on any rank: its gradients are dropped, so the optimizer leaves the weights "
-    "and its moments as they were (the LR schedule still counts the step)"
-)
+
+#: ``time_model=`` default: measure the step time on the model (NOTE [ the Trainer measures ... ]).
+MEASURE: Any = "measure"
 
 
-class DynamicBatchTrainer(CompatTrainer):
+def _measure(time_model: Any) -> bool:
+    return isinstance(time_model, str) and time_model == MEASURE
+
+
+class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
     """``paddlenlp.trainer.Trainer`` on dynamic batches, with every Trainer feature kept.
 
     See the module's notes for how each fixed-batch assumption is replaced.
@@ -122,6 +101,11 @@ class DynamicBatchTrainer(CompatTrainer):
             that need them (seq2seq decoders build their inputs from
             ``labels``). The loss is still ``loss_fn``'s, from the logits: the
             model's own loss, a mean, is not used.
+        time_model: the device's step time for the recipe (NOTE [ splitting
+            updates at the step time ] in :mod:`dynbatch.timing`): by default
+            measured on the model before training (NOTE [ the Trainer measures
+            the step time ]); an object with ``c``, ``a``, ``b`` is used as
+            given; None plans without one (on an accelerator: each update whole).
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
             ``callbacks``, ``optimizers``, ``tokenizer``,
             ``preprocess_logits_for_metrics``) and the plan options.
@@ -156,6 +140,7 @@ class DynamicBatchTrainer(CompatTrainer):
         loss_fn: Callable[[Any, Mapping[str, Any]], Any] | None = None,
         loss_tokens: Any = None,
         labels_to_model: bool = False,
+        time_model: Any = MEASURE,
         **kwargs: Any,
     ) -> None:
         trainer_kwargs = split_keywords(kwargs)
@@ -177,36 +162,17 @@ class DynamicBatchTrainer(CompatTrainer):
         )
         self.micro_batches_per_step = run.micro_batches_per_step
         self.max_steps, self.num_epochs = run.max_steps, run.num_epochs
-        self.train_sampler: DistributedDynamicBatchSampler | None = None
-        self.run: RunPlan | None = None
-        if train_dataset is not None:
-            self.train_sampler = train_sampler(
-                train_dataset,
-                args,
-                options=planned,
-                unit=self.accumulate,
-                plan_keywords=kwargs,
-                lengths=lengths,
-                loss_tokens=loss_tokens,
-                length_fn=length_fn,
-                ref_index=ref_index,
-                cache_path=cache_path,
-            )
-            self.options = self.train_sampler.options
-            self.run = RunPlan(
-                self.train_sampler,
-                unit=self.accumulate,
-                micro_batches_per_step=self.micro_batches_per_step,
-                target=self.accumulate_target,
-                num_epochs=self.num_epochs,
-                max_steps=self.max_steps,
-            )
-        elif lengths is not None or loss_tokens is not None:
+        if train_dataset is None and (lengths is not None or loss_tokens is not None):
             raise InputError(
                 "lengths or loss_tokens were given without a train_dataset to go with them"
             )
-        elif planned is not None:  # evaluation only (plan_options refused no options)
+        if planned is not None:  # the options given, or evaluation only
             self.options = planned
+        if planned is not None and not _measure(time_model):
+            raise InputError(
+                "time_model= is for the fixed batch's recipe; the options given plan on their "
+                f"own (PlanOptions(time_model=...)), got time_model={time_model!r}"
+            )
         self._eval_samplers = EvalSamplers(
             eval_dataset, check_eval_lengths(eval_dataset, eval_lengths), length_fn, ref_index
         )
@@ -223,6 +189,34 @@ class DynamicBatchTrainer(CompatTrainer):
         self.loss_fn = loss_for(self.label_names[0])
         self.resumed_step: int | None = None
         self.run_log = RunLog()
+        self.train_sampler: DistributedDynamicBatchSampler | None = None
+        self.run: RunPlan | None = None
+        if train_dataset is None:
+            return
+        lengths = resolve_lengths(train_dataset, lengths, length_fn, ref_index, cache_path)
+        if planned is None and self.accumulate == "samples":  # the recipe follows the step time
+            if _measure(time_model):
+                batch = args.per_device_train_batch_size
+                time_model = measure_time_model(self, train_dataset, lengths, batch)
+            kwargs["time_model"] = time_model
+        self.train_sampler = train_sampler(
+            train_dataset,
+            args,
+            options=planned,
+            unit=self.accumulate,
+            plan_keywords=kwargs,
+            lengths=lengths,
+            loss_tokens=loss_tokens,
+        )
+        self.options = self.train_sampler.options
+        self.run = RunPlan(
+            self.train_sampler,
+            unit=self.accumulate,
+            micro_batches_per_step=self.micro_batches_per_step,
+            target=self.accumulate_target,
+            num_epochs=self.num_epochs,
+            max_steps=self.max_steps,
+        )
 
     # -- the plan's windows ------------------------------------------------------------------
     def _run(self) -> RunPlan:
@@ -286,62 +280,7 @@ class DynamicBatchTrainer(CompatTrainer):
     # -- Trainer overrides: the step -----------------------------------------------------------
     def training_step(self, model: Any, inputs: Any, step_control: int = 0) -> Any:
         """One optimizer window: the exact mean over its samples or tokens on every rank."""
-        window = inputs.get("window") if isinstance(inputs, Mapping) else None
-        if not isinstance(window, Window):
-            raise InputTypeError(
-                "DynamicBatchTrainer.training_step takes the windows of its own train loader, got "
-                f"{type(inputs).__name__}"
-            )
-        model.train()
-        run = self._run()
-        lengths = counted_tokens(run.sampler)  # what "tokens" count: loss tokens if given
-        checked = True  # the plan knows the count: samples, tokens, or loss tokens
-        scaler = self.scaler if self.do_grad_scaling else None
-        engine = ExactMeanUpdate(model, world_size=self.args.dataset_world_size, scaler=scaler)
-        micro = inputs["micro_batches"]
-        for k, (batch, indices, padding) in enumerate(
-            zip(micro, window.indices, window.padding, strict=True)
-        ):
-            batch, model_inputs = split_batch(
-                batch, self.label_names, self.prepare_inputs, self.labels_to_model
-            )
-            with engine.micro_batch(last=k == len(micro) - 1):
-                with self.autocast_smart_context_manager():
-                    # no name for the outputs: the logits are freed before backward when the
-                    # loss keeps only what it needs (token_loss keeps the loss rows)
-                    total, count, from_batch = loss_and_count(
-                        self.loss_fn(model(**model_inputs), batch),
-                        indices,
-                        lengths,
-                        self.accumulate,
-                    )
-                engine.backward(total.astype("float32"), count, padding=padding)
-            checked = checked and (not from_batch or run.counts_loss_tokens)
-        update = engine.close()
-        if checked and abs(update.count - window.count) > 1e-5 * max(window.count, 1.0):
-            raise RuntimeError(  # the ranks' counts and the plan disagree: a wrong update
-                f"the window's count over all ranks is {update.count:g}, the plan's "
-                f"{window.count:g}: are all ranks training the same plan, and do loss_tokens "
-                "count the tokens loss_fn counts (dynbatch.loss_token_counts(labels) with the "
-                "loss's shift and ignore_index)?"
-            )
-        if update.finite and update.count == 0:  # nothing to average: leave the weights be
-            logger.warning(_EMPTY_WINDOW.format(step=self.state.global_step + 1, w=window))
-            for p in model.parameters():
-                p.clear_gradient(False)  # no gradient: the optimizer steps over every parameter
-        if not update.finite and scaler is None:
-            raise ValueError(
-                f"the loss or gradients of step {self.state.global_step + 1} (epoch "
-                f"{window.epoch}, micro-batches {window.start}..{window.stop - 1}) are NaN or "
-                f"inf on some rank (loss sum {update.loss_sum}); paddlenlp's Trainer cannot "
-                "skip a step: lower the learning rate, or use fp16 loss scaling, which skips it"
-            )
-        run.last_window = window
-        rows, repeats = run.rows(window)
-        self.run_log.record(
-            run.table(window.epoch), rows, repeats, window.stop - window.start, update.mean_loss
-        )
-        return paddle.to_tensor(update.mean_loss, dtype="float32")
+        return train_window(self, self._run(), model, inputs)
 
     # -- Trainer overrides: logging ------------------------------------------------------------
     def log(self, logs: dict[str, float], **kwargs: Any) -> None:
@@ -349,43 +288,7 @@ class DynamicBatchTrainer(CompatTrainer):
         self.run_log.update(logs, int(self.state.global_step))
         super().log(logs, **kwargs)
 
-    # -- Trainer overrides: checkpoints (NOTE [ resume from the plan ]) ------------------------
-    def _window_settings(self) -> dict[str, Any]:
-        return {
-            "accumulate": self.accumulate,
-            "accumulate_target": self.accumulate_target,
-            "gradient_accumulation_steps": self.micro_batches_per_step,
-        }
-
-    def save_plan_state(self, global_step: int) -> None:
-        """Write the sampler's position and the run's totals beside checkpoint ``global_step``."""
-        if not self.args.should_save or self.run is None:
-            return
-        epoch, position = self.run.position
-        sampler = self.run.sampler
-        if sampler.epoch != epoch:  # the loader sets the next epoch only when it begins
-            raise RuntimeError(f"sampler is at epoch {sampler.epoch}, training at epoch {epoch}")
-        state = {
-            "global_step": int(global_step),
-            "sampler": sampler.state_dict(consumed_batches=position),
-            "windows": self._window_settings(),
-            "loss_total": self.run_log.loss_total,
-            "consumed_samples": self.run_log.consumed_samples,
-        }
-        write_state(checkpoint_folder(self.args.output_dir, global_step), state)
-
-    def load_plan_state(self, checkpoint: str) -> bool:
-        """Check and load the checkpoint's state file; then the Trainer loads the rest."""
-        if self.run is None:
-            return False
-        state = read_state(checkpoint, self._window_settings())
-        self.run.sampler.load_state_dict(state["sampler"])  # checks lengths, options, plan
-        self.run.position = (int(state["sampler"]["epoch"]), int(state["sampler"]["position"]))
-        self.run_log.loss_total = float(state["loss_total"])
-        self.run_log.consumed_samples = int(state["consumed_samples"])
-        self.resumed_step = int(state["global_step"])
-        return True
-
+    # -- Trainer overrides: training -------------------------------------------------------------
     def train(self, resume_from_checkpoint: Any = None, ignore_keys_for_eval: Any = None) -> Any:
         """Train for the real epochs of ``args``; resume exactly from a checkpoint (or True)."""
         run = self._run()

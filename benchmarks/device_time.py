@@ -1,0 +1,192 @@
+"""Each plan's epoch replayed on a device's measured step times, against the fixed batch.
+
+    python benchmarks/device_time.py [--time-table FILE] [--max-lens 128,256,512]
+        [--batch-sizes 16,32,64] [--epochs 8] [--fill 0.5]
+
+A step-time table (``--time-table``: JSON with columns n, L, step_s, as the measured H100
+file ``../shared/data/h100_bert_base_step_times.json`` or one you measured) prices every
+micro-batch of a plan by its shape; an epoch's time is the sum. The corpus is ChnSentiCorp
+(bert-base-chinese WordPiece lengths + [CLS]/[SEP], cut at --max-len). For each length and
+fixed batch size B it prints, averaged over --epochs epochs (each a new shuffle):
+
+* ``fixed``: a shuffled batch of B, every batch an update;
+* ``recipe``: ``like_fixed(lengths, B)`` (the CPU's padding-free split);
+* ``recipe + time``: ``like_fixed(lengths, B, time_model=table.fit())``;
+* ``fill``: ``fill_device(..., fraction=--fill, batch_size=B)`` on the fitted model, within
+  the table's largest measured batch (fewer, larger updates);
+* ``n*L^2``: the study's rule at the fixed batch's worst (B * max_len**2), a batch an update;
+* ``group_by_length``: Hugging Face's length-grouped sampler (mega-batches of 50 * B
+  sorted by length, cut into batches of B);
+* ``max tokens``: a fairseq-style budget of B * max_len tokens, length-sorted batches;
+* ``best split``: the fixed batch's updates, each cut at the least time *on the table*
+  (an exhaustive search over length-sorted cuts): the limit for the fixed batch's updates.
+
+It asserts nothing. Replayed times are the device's step-time shape, not a run on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from _common import SHARED, print_table
+
+import dynbatch
+from dynbatch.epochs import plan_epoch
+from dynbatch.text import wordpiece_counter
+from dynbatch.timing import StepTimeTable, split_update
+
+Batches = list[np.ndarray]  # one epoch: index arrays, with update ends beside
+
+
+def wordpiece_lengths(data: Path, vocab: Path) -> np.ndarray:
+    count = wordpiece_counter(vocab)
+    with open(data, encoding="utf-8", newline="") as fh:
+        return np.array([count(r["review"] or "") + 2 for r in csv.DictReader(fh)])
+
+
+def fixed(lens: np.ndarray, batch: int, epoch: int) -> tuple[Batches, int]:
+    perm = np.random.default_rng([7, epoch]).permutation(lens.size)
+    batches = [perm[i : i + batch] for i in range(0, lens.size, batch)]
+    return batches, len(batches)
+
+
+def group_by_length(lens: np.ndarray, batch: int, epoch: int) -> tuple[Batches, int]:
+    """Hugging Face's ``LengthGroupedSampler``: mega-batches of 50 * B sorted by length."""
+    perm = np.random.default_rng([8, epoch]).permutation(lens.size)
+    mega = 50 * batch
+    batches = []
+    for i in range(0, lens.size, mega):
+        chunk = perm[i : i + mega]
+        chunk = chunk[np.argsort(-lens[chunk], kind="stable")]
+        batches += [chunk[j : j + batch] for j in range(0, chunk.size, batch)]
+    return batches, len(batches)
+
+
+def max_tokens(lens: np.ndarray, budget: int, epoch: int) -> tuple[Batches, int]:
+    """fairseq's ``batch_by_size``: length-sorted, n * longest <= budget, batches shuffled."""
+    rng = np.random.default_rng([9, epoch])
+    order = np.lexsort((rng.random(lens.size), lens))
+    batches, start, longest = [], 0, 0
+    for k, i in enumerate(order.tolist()):
+        longest = max(longest, int(lens[i]))
+        if (k - start + 1) * longest > budget:
+            batches.append(order[start:k])
+            start, longest = k, int(lens[i])
+    batches.append(order[start:])
+    return [batches[j] for j in rng.permutation(len(batches))], len(batches)
+
+
+def planned(lens: np.ndarray, options: dynbatch.PlanOptions) -> Callable[..., tuple[Batches, int]]:
+    def plan(_: np.ndarray, __: int, epoch: int) -> tuple[Batches, int]:
+        sp = plan_epoch(lens, options, epoch)
+        updates = sp.num_steps if sp.window_ends is None else len(sp.window_ends)
+        return list(sp.plan), updates
+
+    return plan
+
+
+def best_split(
+    table: StepTimeTable, lens: np.ndarray, batch: int, epoch: int
+) -> tuple[Batches, int]:
+    """The fixed batch's updates, each cut at the least time on the table itself."""
+    batches, updates = fixed(lens, batch, epoch)
+    out: Batches = []
+    for members in batches:
+        members = members[np.argsort(lens[members])]
+        row = lens[members][None, :]
+        cuts = split_update(row, np.full(row.shape, members.size), table)[0]
+        stops = np.flatnonzero(cuts) + 1
+        out += [members[a:b] for a, b in zip(np.r_[0, stops[:-1]], stops, strict=True)]
+    return out, updates
+
+
+def replay(batches: Batches, lens: np.ndarray, table: StepTimeTable) -> tuple[float, float, int]:
+    """Seconds of the epoch, its padding efficiency, its largest padded batch in tokens."""
+    n = np.array([b.size for b in batches])
+    longest = np.array([int(lens[b].max()) for b in batches])
+    seconds = float(np.asarray(table(n, longest)).sum())
+    efficiency = float(lens.sum() / (n * longest).sum()) if n.size else 0.0
+    return seconds, efficiency, int((n * longest).max())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--time-table", default=str(SHARED / "h100_bert_base_step_times.json"))
+    parser.add_argument("--data-file", default=str(SHARED / "chnsenticorp_htl_all.csv"))
+    parser.add_argument("--vocab", default=str(SHARED / "bert-base-chinese-vocab.txt"))
+    parser.add_argument("--max-lens", default="128,256,512")
+    parser.add_argument("--batch-sizes", default="16,32,64")
+    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--fill", type=float, default=0.5)
+    args = parser.parse_args()
+    paths = [Path(args.time_table), Path(args.data_file), Path(args.vocab)]
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        print(f"skipped: {missing[0]} not found (the benchmarks read ../shared/data)")
+        return 1 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else 0
+    table = StepTimeTable.load(args.time_table)
+    model = table.fit()
+    print(f"step times: {args.time_table} ({table.n.size} shapes); fitted {model}", flush=True)
+    words = wordpiece_lengths(Path(args.data_file), Path(args.vocab))
+    largest = int((table.n * table.lengths).max())  # the table's largest measured batch
+    for max_len in (int(v) for v in args.max_lens.split(",")):
+        lens = np.minimum(words, max_len)
+        for batch in (int(v) for v in args.batch_sizes.split(",")):
+            recipe = dynbatch.like_fixed(lens, batch)
+            timed = dynbatch.like_fixed(lens, batch, time_model=model)
+            fill = dynbatch.fill_device(
+                lens, model, max_cost=largest, cost="linear", fraction=args.fill, batch_size=batch
+            )
+            study = dynbatch.PlanOptions(max_cost=batch * max_len**2, cost="quadratic")
+            plans: dict[str, Callable[..., tuple[Batches, int]]] = {
+                "fixed": fixed,
+                "recipe": planned(lens, recipe),
+                "recipe + time": planned(lens, timed),
+                f"fill {args.fill:g}": planned(lens, fill),
+                "n*L^2": planned(lens, study),
+                "group_by_length": group_by_length,
+                "max tokens": lambda ln, b, e, top=max_len: max_tokens(ln, b * top, e),
+                "best split": lambda ln, b, e: best_split(table, ln, b, e),
+            }
+            rows, base = [], 0.0
+            for name, plan in plans.items():
+                runs = [plan(lens, batch, e) for e in range(args.epochs)]
+                measured = [replay(b, lens, table) for b, _ in runs]
+                seconds = float(np.mean([m[0] for m in measured]))
+                base = base or seconds
+                worst = max(m[2] for m in measured)
+                rows.append(
+                    [
+                        name,
+                        f"{seconds:.2f}",
+                        f"{base / seconds:.2f}x",
+                        f"{np.mean([u for _, u in runs]):.0f}",
+                        f"{np.mean([len(b) for b, _ in runs]):.0f}",
+                        f"{np.mean([m[1] for m in measured]):.3f}",
+                        f"{worst / (batch * max_len):.2f}",
+                    ]
+                )
+            print(f"\n== max_len {max_len}, fixed batch {batch}, {lens.size} reviews", flush=True)
+            print_table(
+                [
+                    "plan",
+                    "epoch s (table)",
+                    "speed vs fixed",
+                    "updates",
+                    "micro-batches",
+                    "padding eff.",
+                    "largest batch / B*max_len",
+                ],
+                rows,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

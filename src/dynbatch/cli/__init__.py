@@ -1,0 +1,97 @@
+"""``dynbatch stats``: what batching will do to a corpus, before training.
+
+    dynbatch stats reviews.csv --column review --add 2 --truncate 512 --max-cost 1310720
+
+Bad input (a missing file, an unknown column, a non-positive budget, an empty
+review, a sample the sampler would refuse) is one line on stderr and exit
+code 2. Anything else is a bug and keeps its traceback.
+
+One job a module: :mod:`~dynbatch.cli.args` (the flags and their checks),
+:mod:`~dynbatch.cli.corpora` (reading lengths from a file),
+:mod:`~dynbatch.cli.report` (the table, text or JSON), :mod:`~dynbatch.cli.plot`
+(``--plot``); this module runs the command.
+
+NOTE [ stats agrees with the sampler ]
+    ``dynbatch stats`` takes the sampler's options with the sampler's defaults
+    and plans with the same planner, so what it prints is what training will
+    do: with ``--oversize error`` (the default) a sample over budget even alone
+    is refused here as the sampler refuses it, naming its line in the input;
+    with ``skip`` it is left out of every row (the fixed baseline too); with
+    ``alone`` it gets a batch of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+
+from .._checks import InputError
+from ..options import PlanOptions
+from ..planning import find_oversize
+from ..stats import compare_orders
+from .args import UsageError, as_flags, check_flags, parser
+from .corpora import Corpus, read_corpus, read_lengths
+from .plot import plot
+from .report import format_table, lower_bound, oversize_line, print_json, print_text
+
+__all__ = ["Corpus", "UsageError", "format_table", "main", "read_corpus", "read_lengths"]
+
+
+def _stats(args: argparse.Namespace) -> None:
+    check_flags(args)
+    options: PlanOptions = args.options
+    corpus = read_corpus(
+        args.input,
+        column=args.column,
+        field=args.field,
+        vocab=args.vocab,
+        add=args.add,
+        truncate=args.truncate,
+        skip_empty=args.skip_empty,
+        progress=not (args.json or args.no_progress),
+    )
+    lengths = corpus.lengths
+    over = find_oversize(lengths, options=options)
+    note = oversize_line(corpus, over, options) if over.size else None
+    if note is not None and options.oversize == "error":
+        raise UsageError(note)
+    with warnings.catch_warnings():  # the skip warning is the note above
+        warnings.filterwarnings("ignore", message="skipping .* over max_cost")
+        try:
+            rows = compare_orders(
+                lengths, options, fixed_batch_size=args.fixed_batch_size, step_time=args.step_time
+            )
+        except InputError as exc:
+            raise UsageError(as_flags(str(exc))) from None
+    bound = lower_bound(lengths, over, options)
+    if args.json:
+        print_json(lengths, options, args.cost, over, rows, bound)
+    else:
+        print_text(lengths, options, args.cost, over, rows, bound, note)
+    if args.plot:
+        plot(args.plot, lengths, options, args.fixed_batch_size)
+        if not args.json:
+            print(f"wrote {args.plot}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dynbatch`` console script; returns the exit code.
+
+    Bad input (an :class:`~dynbatch.InputError`, which a :class:`UsageError`
+    is) is one line on stderr and exit code 2; any other exception is a bug
+    and propagates with its traceback.
+    """
+    prog = "dynbatch"
+    try:
+        args = parser().parse_args(argv)
+        prog = f"dynbatch {args.command}"
+        _stats(args)
+    except UsageError as exc:
+        print(f"{exc.prog or prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except InputError as exc:
+        print(f"{prog}: error: {as_flags(str(exc))}", file=sys.stderr)
+        return 2
+    return 0

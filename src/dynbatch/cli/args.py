@@ -1,0 +1,150 @@
+"""The command line of ``dynbatch``: its flags, and their checks before any file is read.
+
+Every error here is a :class:`UsageError`: one line on stderr and exit code 2, naming the
+flag as the command line spells it (``--max-cost``), the value, and what is valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import NoReturn
+
+from .._checks import MAX_LENGTH, InputError
+from ..cost import resolve_cost
+from ..memory import MemoryCost
+from ..options import FIELDS, PlanOptions
+from ..timing import StepTimeTable
+
+__all__ = ["PLOT_FORMATS", "UsageError", "as_flags", "check_flags", "parser"]
+
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
+class UsageError(InputError):
+    """Bad input from the command line: printed as one line, exit code 2."""
+
+    #: the (sub)command whose arguments were bad, when argparse found them
+    prog: str | None = None
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are a :class:`UsageError` (one line, exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        exc = UsageError(f"{message} (see {self.prog} --help)")
+        exc.prog = self.prog
+        raise exc
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``dynbatch`` command and its ``stats`` subcommand, with the sampler's defaults."""
+    top = _Parser(prog="dynbatch", description="Dynamic batching for PaddlePaddle.")
+    sub = top.add_subparsers(dest="command", required=True)
+    st = sub.add_parser(
+        "stats", help="padding, batch counts and cost swings of each order on a corpus"
+    )
+    st.add_argument("input", help=".npy of lengths, text file (a sample a line), CSV/TSV, or JSONL")
+    # the sampler's defaults, oversize="error" included (NOTE [ stats agrees with the sampler ])
+    PlanOptions.add_arguments(
+        st, exclude=("order", "drop_last", "equal_epochs", "balance"), defaults={"cost": None}
+    )
+    st.add_argument(
+        "--cost-file", help="a MemoryCost saved by dynbatch.calibrate (JSON): --max-cost in MiB"
+    )
+    st.add_argument(
+        "--time-table",
+        help="a device's measured step times (JSON: columns n, L, step_s): each plan's epoch "
+        "time, and like fixed follows it (a --cost-file's time model does too)",
+    )
+    st.add_argument("--fixed-batch-size", type=int, default=20, help="the baseline row")
+    st.add_argument("--column", help="text column of a CSV/TSV")
+    st.add_argument("--field", help="text field of a JSONL file (text, or a list of tokens)")
+    st.add_argument("--add", type=int, default=0, help="special tokens added to each sample")
+    st.add_argument("--truncate", type=int, default=None, help="cap lengths at this")
+    st.add_argument(
+        "--skip-empty", action="store_true", help="leave out empty samples instead of refusing"
+    )
+    st.add_argument(
+        "--vocab", help="count BERT WordPiece tokens with this vocab instead of characters"
+    )
+    st.add_argument("--json", action="store_true", help="print one JSON object")
+    st.add_argument("--plot", help="write a PNG: lengths, batch sizes, cost per batch")
+    st.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar while reading text (there is one only when stderr is a terminal)",
+    )
+    return top
+
+
+def as_flags(message: str) -> str:
+    """Name the options as the command line spells them: ``max_cost=0`` -> ``--max-cost=0``.
+
+    Only where a name is the subject (``max_cost must``) or given a value (``max_cost=``),
+    so plain words such as "cost" or "order" in a sentence stay words.
+
+    >>> as_flags("max_cost must be positive, got max_cost=0; the cost of a batch")
+    '--max-cost must be positive, got --max-cost=0; the cost of a batch'
+    """
+    for name in sorted(FIELDS, key=len, reverse=True):
+        flag = "--" + name.replace("_", "-")
+        message = re.sub(rf"(?<![\w-]){name}(?=\s+must\b|\s+needs\b|=)", flag, message)
+    return message
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Check the flags that need no file; set ``args.cost`` (a loaded ``--cost-file`` or the
+    default) and ``args.options`` (the :class:`~dynbatch.PlanOptions` they make)."""
+    if args.max_cost is None:
+        raise UsageError("--max-cost is required: the budget every batch fits")
+    if args.cost_file is not None:
+        if args.cost is not None:
+            raise UsageError(
+                f"give --cost or --cost-file, not both; got --cost {args.cost} and --cost-file "
+                f"{args.cost_file}"
+            )
+        try:
+            args.cost = MemoryCost.load(args.cost_file)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--cost-file: {exc}") from None
+    elif args.cost is None:
+        args.cost = "quadratic"
+    args.step_time = getattr(args.cost, "time_model", None)
+    if args.time_table is not None:
+        try:
+            args.step_time = StepTimeTable.load(args.time_table)
+        except InputError as exc:
+            raise UsageError(f"--time-table: {exc}") from None
+    for flag, value, low in (
+        ("--fixed-batch-size", args.fixed_batch_size, 1),
+        ("--add", args.add, 0),
+    ):
+        if value < low:
+            raise UsageError(f"{flag} must be an integer >= {low}, got {flag}={value}")
+    if args.add >= MAX_LENGTH:
+        raise UsageError(f"--add must be below 2**53 (a length), got --add={args.add}")
+    if args.truncate is not None and not 1 <= args.truncate < MAX_LENGTH:
+        raise UsageError(
+            f"--truncate must be an integer in [1, 2**53), got --truncate={args.truncate}"
+        )
+    if args.plot is not None:
+        plot = Path(args.plot)
+        if plot.suffix.lower() not in PLOT_FORMATS:
+            raise UsageError(
+                f"--plot must name a {', '.join(PLOT_FORMATS)} file, got --plot={args.plot}"
+            )
+        if not plot.parent.is_dir():
+            raise UsageError(f"--plot {args.plot}: directory {plot.parent} does not exist")
+    try:
+        resolve_cost(args.cost)
+    except InputError as exc:
+        message = as_flags(str(exc))
+        raise UsageError(
+            message if "--cost" in message else f"--cost={args.cost}: {message}"
+        ) from None
+    try:
+        args.options = PlanOptions.from_args(args)
+    except InputError as exc:
+        raise UsageError(as_flags(str(exc))) from None

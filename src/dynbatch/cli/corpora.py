@@ -1,0 +1,346 @@
+"""Reading a corpus for ``dynbatch stats``: per-sample lengths, and where each sample is.
+
+Inputs: a ``.npy`` of lengths, a text file (a sample a line), a CSV/TSV (``--column``) or
+JSON lines (``--field``: text, or a list of tokens). Text is measured in characters, or in
+BERT WordPiece tokens with ``--vocab``. Every bad input is a :class:`UsageError` naming the
+flag, or the file's line (the ``.npy`` index) and the value.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from tqdm import tqdm
+
+from .._checks import MAX_LENGTH, check_int, check_lengths
+from .args import UsageError
+
+__all__ = ["CSV_FIELD_LIMIT", "Corpus", "read_corpus", "read_lengths"]
+
+#: csv's default field limit (131,072 characters) is shorter than a long document; this is
+#: the largest value a C long holds on every platform (``sys.maxsize`` overflows on Windows).
+CSV_FIELD_LIMIT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Lengths read from an input file, and where each sample is in that file.
+
+    Args:
+        path: the input file.
+        lengths: one positive length per sample.
+        rows: per sample, its 1-based line number in a text input, or its
+            index in a ``.npy``: what a person looks for in the file.
+        by_line: True for text inputs (``rows`` are line numbers).
+
+    >>> Corpus(Path("r.csv"), np.array([5, 9]), np.array([2, 4]), by_line=True).where(1)
+    'line 4 of r.csv'
+    >>> Corpus(Path("l.npy"), np.array([5, 9]), np.array([0, 1]), by_line=False).where(1)
+    'l.npy[1]'
+    """
+
+    path: Path
+    lengths: NDArray[np.int64]
+    rows: NDArray[np.int64]
+    by_line: bool
+
+    def where(self, i: int) -> str:
+        """Where sample ``i`` is in the input, as a person would look for it."""
+        row = int(self.rows[i])
+        return f"line {row} of {self.path}" if self.by_line else f"{self.path}[{row}]"
+
+
+Record = tuple[int, str | list[Any]]  # (line number, text or a list of tokens)
+
+
+def _csv_records(path: Path, column: str, delimiter: str) -> Iterator[Record]:
+    old = csv.field_size_limit(CSV_FIELD_LIMIT)
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            reader = csv.reader(fh, delimiter=delimiter)
+            header: list[str] | None = None
+            where = at = 0
+            try:
+                for row in reader:
+                    line, where = where + 1, reader.line_num
+                    if not row:  # a blank line
+                        continue
+                    if header is None:
+                        header = row
+                        if column not in header:
+                            raise UsageError(
+                                f"--column {column!r} is not in {path}; columns: {header}"
+                            )
+                        at = header.index(column)
+                        continue
+                    if at >= len(row):
+                        raise UsageError(
+                            f"line {line} of {path} has {len(row)} field(s) and no "
+                            f"{column!r} (column {at + 1} of the header)"
+                        )
+                    yield line, row[at]
+            except csv.Error as exc:
+                raise UsageError(
+                    f"line {reader.line_num} of {path} is not valid CSV: {exc}"
+                ) from None
+    finally:
+        csv.field_size_limit(old)
+    if header is None:
+        raise UsageError(f"{path} is empty: no header row with a {column!r} column")
+
+
+def _jsonl_records(path: Path, field: str) -> Iterator[Record]:
+    with open(path, encoding="utf-8-sig") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(
+                    f"line {number} of {path} is not JSON ({exc.msg}, column {exc.colno}); "
+                    "JSON lines hold one object a line"
+                ) from None
+            if not isinstance(record, dict):
+                raise UsageError(
+                    f"line {number} of {path} is a JSON {type(record).__name__}, not an object "
+                    f"with a {field!r} field: {line.strip()[:60]}"
+                )
+            if field not in record:
+                raise UsageError(f"--field {field!r} is missing on line {number} of {path}")
+            value = record[field]
+            if not isinstance(value, (str, list)):
+                raise UsageError(
+                    f"--field {field!r} on line {number} of {path} must be text (a string) or "
+                    f"tokens (a list), got {json.dumps(value)[:60]}"
+                )
+            yield number, value
+
+
+def _text_records(path: Path) -> Iterator[Record]:
+    with open(path, encoding="utf-8-sig") as fh:
+        for number, line in enumerate(fh, 1):
+            yield number, line.rstrip("\n")
+
+
+def _records(path: Path, column: str | None, field: str | None) -> Iterator[Record]:
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv"):
+        if field is not None:
+            raise UsageError(f"--field is for JSON lines; {path} is a table: use --column")
+        if column is None:
+            raise UsageError(f"{path} is a table: name the text column with --column")
+        return _csv_records(path, column, "\t" if suffix == ".tsv" else ",")
+    if suffix in (".jsonl", ".json"):
+        if column is not None:
+            raise UsageError(f"--column is for a CSV/TSV; {path} is JSON lines: use --field")
+        if field is None:
+            raise UsageError(f"{path} is JSON lines: name the text field with --field")
+        return _jsonl_records(path, field)
+    for flag, value in (("--column", column), ("--field", field)):
+        if value is not None:
+            raise UsageError(
+                f"{flag} is for a CSV/TSV or JSON lines file; {path} is read as plain text, "
+                "a sample a line"
+            )
+    return _text_records(path)
+
+
+def _load_npy(path: Path, skip_empty: bool) -> tuple[NDArray[Any], NDArray[np.int64]]:
+    """The lengths of a ``.npy`` and their indices, each bad entry named by its index."""
+    try:
+        raw = np.load(path, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as exc:  # object arrays, truncated, not a .npy
+        raise UsageError(f"{path} is not a readable .npy array of lengths: {exc}") from None
+    if not isinstance(raw, np.ndarray):
+        raise UsageError(f"{path} is not a single .npy array (an .npz archive?)")
+    if raw.ndim != 1:
+        raise UsageError(f"{path} must hold a 1-D array of lengths, got shape {raw.shape}")
+    if raw.size == 0:
+        raise UsageError(f"{path} holds no lengths (an empty array): there is nothing to batch")
+    if raw.dtype == np.bool_ or raw.dtype.kind not in "iuf":
+        raise UsageError(
+            f"{path} must hold integer lengths, got dtype {raw.dtype} (first value {raw[0]!r})"
+        )
+    index = np.arange(raw.size, dtype=np.int64)
+    if skip_empty:
+        keep = raw != 0
+        raw, index = raw[keep], index[keep]
+        if raw.size == 0:
+            raise UsageError(f"{path} holds only zeros: nothing is left after --skip-empty")
+    checks = [
+        (~np.isfinite(raw) | (raw != np.round(raw)), "a length must be a whole number"),
+        (raw < 0, "a length must be >= 1"),
+        (raw == 0, "a length must be >= 1 (pass --skip-empty to leave zero lengths out)"),
+        (raw >= MAX_LENGTH, "a length must be below 2**53"),
+    ]
+    for bad, what in checks:
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise UsageError(f"{path}[{int(index[k])}]={raw[k]!r}: {what}")
+    return raw.astype(np.int64), index
+
+
+def read_corpus(
+    path: str | Path,
+    *,
+    column: str | None = None,
+    field: str | None = None,
+    vocab: str | Path | None = None,
+    add: int = 0,
+    truncate: int | None = None,
+    skip_empty: bool = False,
+    progress: bool = True,
+) -> Corpus:
+    """Read per-sample lengths, remembering where each sample is in the file.
+
+    Args:
+        path: a ``.npy`` of lengths, a text file (a sample a line), a CSV/TSV
+            (``column``) or JSON lines (``field``: text, or a list of tokens).
+        column: the text column of a CSV/TSV.
+        field: the text field of a JSONL file.
+        vocab: count BERT WordPiece tokens with this vocabulary instead of
+            characters (:func:`dynbatch.text.wordpiece_counter`: paddlenlp's
+            count, no paddle import).
+        add: added to every length (``2`` for ``[CLS]`` and ``[SEP]``).
+        truncate: lengths are cut at this.
+        skip_empty: leave out samples of length 0 (empty rows) instead of
+            refusing them.
+        progress: show a progress bar (tqdm, on stderr) while reading text, when
+            stderr is a terminal.
+
+    Raises:
+        UsageError: for any bad input; the message names the flag, or the
+            file's line (or the ``.npy`` index) and the value.
+
+    >>> import os, tempfile
+    >>> text = os.path.join(tempfile.mkdtemp(), "r.txt")
+    >>> _ = open(text, "w", encoding="utf-8").write("好的\\n\\n很好\\n")
+    >>> read_corpus(text, progress=False)
+    Traceback (most recent call last):
+    ...
+    dynbatch.cli.args.UsageError: line 2 of .../r.txt is empty (0 characters); ...
+    >>> read_corpus(text, add=2, progress=False).lengths.tolist()
+    [4, 2, 4]
+    >>> read_corpus(text, skip_empty=True, progress=False).rows.tolist()
+    [1, 3]
+    """
+    path = Path(path)
+    add = check_int("add", add)
+    truncate = check_int("truncate", truncate, minimum=1, allow_none=True)
+    if add >= MAX_LENGTH:
+        raise UsageError(f"--add must be below 2**53 (a length), got --add={add}")
+    if not path.is_file():
+        raise UsageError(f"input file not found: {path}")
+    if path.suffix.lower() == ".npy":
+        for flag, value in (("--column", column), ("--field", field), ("--vocab", vocab)):
+            if value is not None:
+                raise UsageError(f"{flag} measures text; {path} is a .npy of lengths already")
+        lengths, rows = _load_npy(path, skip_empty)
+        corpus = Corpus(path, lengths, rows, by_line=False)
+    else:
+        corpus = _read_text(path, column, field, vocab, add, skip_empty, progress)
+    return _adjusted(corpus, add, truncate)
+
+
+def _read_text(
+    path: Path,
+    column: str | None,
+    field: str | None,
+    vocab: str | Path | None,
+    add: int,
+    skip_empty: bool,
+    progress: bool,
+) -> Corpus:
+    measure: Callable[[str], int] = len
+    unit = "characters"
+    if vocab is not None:
+        from ..text import wordpiece_counter  # imports no paddle
+
+        if not Path(vocab).is_file():
+            raise UsageError(f"--vocab file not found: {vocab}")
+        try:
+            measure = wordpiece_counter(vocab)
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"--vocab file {vocab} is not UTF-8 text: {exc.reason}") from None
+        except OSError as exc:
+            raise UsageError(
+                f"--vocab file {vocab}: cannot read it: {exc.strerror or exc}"
+            ) from None
+        unit = "WordPiece tokens"
+    # on a terminal only: a pipe or a log file gets no bar (tqdm's disable=None)
+    bar = tqdm(
+        desc=f"reading {path.name}",
+        unit=" samples",
+        file=sys.stderr,
+        disable=None if progress else True,
+        dynamic_ncols=True,
+    )
+    lengths: list[int] = []
+    rows: list[int] = []
+    line = 0
+    try:
+        for line, value in _records(path, column, field):
+            n = measure(value) if isinstance(value, str) else len(value)
+            if n == 0 and skip_empty:
+                continue
+            if n == 0 and not add:
+                raise UsageError(
+                    f"line {line} of {path} is empty (0 {unit}); every sample needs a length "
+                    ">= 1: pass --add N (e.g. --add 2 for [CLS] and [SEP]) or --skip-empty "
+                    "to leave empty rows out"
+                )
+            lengths.append(n)
+            rows.append(line)
+            bar.update()
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 text ({exc.reason}): save it as UTF-8") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        bar.close()
+    if not lengths:
+        what = "no non-empty samples" if skip_empty else "no samples"
+        raise UsageError(f"{path} holds {what}: there is nothing to batch")
+    return Corpus(
+        path,
+        np.asarray(lengths, dtype=np.int64),
+        np.asarray(rows, dtype=np.int64),
+        by_line=True,
+    )
+
+
+def _adjusted(corpus: Corpus, add: int, truncate: int | None) -> Corpus:
+    """``--add`` then ``--truncate``, in Python ints where they could overflow int64."""
+    lengths = corpus.lengths
+    longest = int(np.argmax(lengths))
+    if int(lengths[longest]) + add >= MAX_LENGTH:
+        raise UsageError(
+            f"--add={add} makes {corpus.where(longest)} {int(lengths[longest]) + add} long, "
+            "over the largest length 2**53 - 1"
+        )
+    lengths = lengths + add  # below 2**54: no int64 overflow
+    if truncate is not None:
+        lengths = np.minimum(lengths, truncate)
+    lengths = check_lengths(lengths, name=str(corpus.path))
+    return Corpus(corpus.path, lengths, corpus.rows, corpus.by_line)
+
+
+def read_lengths(path: str | Path, **options: Any) -> NDArray[np.int64]:
+    """The lengths of :func:`read_corpus` alone: the same arguments, the same errors.
+
+    >>> import os, tempfile
+    >>> text = os.path.join(tempfile.mkdtemp(), "r.txt")
+    >>> _ = open(text, "w", encoding="utf-8").write("好的\\n很好的\\n")
+    >>> read_lengths(text, add=2, progress=False).tolist()
+    [4, 5]
+    """
+    return read_corpus(path, **options).lengths

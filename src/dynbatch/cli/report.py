@@ -1,0 +1,169 @@
+"""What ``dynbatch stats`` prints: the table of orders, the oversize note, the lower bound,
+as text or as one JSON object (the same facts in both)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..cost import cost_spec
+from ..options import PlanOptions
+from ..stats import PlanStats, lower_bound_batches
+from .corpora import Corpus
+
+__all__ = [
+    "COLUMNS",
+    "cost_text",
+    "format_table",
+    "lower_bound",
+    "oversize_line",
+    "print_json",
+    "print_text",
+]
+
+COLUMNS = [
+    ("batches", "batches", "{:d}"),
+    ("updates", "updates", "{:d}"),
+    ("padding_efficiency", "pad eff", "{:.3f}"),
+    ("batch_size_min", "bs min", "{:d}"),
+    ("batch_size_median", "bs med", "{:g}"),
+    ("batch_size_max", "bs max", "{:d}"),
+    ("cost_max", "cost max", "{:.4g}"),
+    ("cost_mean", "cost mean", "{:.4g}"),
+    ("cost_cv", "cost cv", "{:.3f}"),
+    ("utilization", "util", "{:.3f}"),
+]
+
+
+def format_table(rows: dict[str, PlanStats]) -> str:
+    """The per-order statistics as an aligned text table, one row per plan; with a step time,
+    each plan's predicted epoch seconds and its speed against the fixed batch's."""
+    head = ["order", *(title for _, title, _ in COLUMNS)]
+    body = [
+        [name, *(fmt.format(getattr(row, key)) for key, _, fmt in COLUMNS)]
+        for name, row in rows.items()
+    ]
+    if any(row.seconds is not None for row in rows.values()):
+        fixed = rows["fixed"].seconds if "fixed" in rows else None
+        head += ["epoch s", "vs fixed"]
+        for line, row in zip(body, rows.values(), strict=True):
+            s = row.seconds or 0.0
+            line += [f"{s:.4g}", f"{fixed / s:.2f}x" if fixed and s else "-"]
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [head, *body]
+    ]
+    return "\n".join(lines)
+
+
+def cost_text(cost: Any) -> str:
+    """The cost as given (``quadratic``), or a loaded cost file's formula.
+
+    >>> cost_text("linear")
+    'linear'
+    """
+    return cost if isinstance(cost, str) else cost_spec(cost) or repr(cost)
+
+
+def oversize_line(corpus: Corpus, over: NDArray[Any], options: PlanOptions) -> str:
+    """What the sampler does with the samples over budget alone (NOTE [ stats agrees ... ])."""
+    first = int(over[0])
+    length = int(corpus.lengths[first])
+    alone = float(
+        options.cost(1, -(-length // options.pad_to_multiple_of) * options.pad_to_multiple_of)
+    )
+    head = (
+        f"{over.size} sample(s) are over --max-cost={options.max_cost:g} even alone; the first "
+        f"is {corpus.where(first)} (length {length}, costs {alone:g} alone)"
+    )
+    if options.oversize == "error":
+        return (
+            f"{head}. The sampler refuses them (--oversize error): raise --max-cost, "
+            "--truncate them, or pass --oversize skip or --oversize alone"
+        )
+    if options.oversize == "skip":
+        return f"{head}. --oversize skip: the sampler leaves them out, and so does every row"
+    return f"{head}. --oversize alone: the sampler gives each a batch of its own, over budget"
+
+
+def lower_bound(lengths: NDArray[np.int64], over: NDArray[Any], options: PlanOptions) -> int:
+    """No plan has fewer batches (NOTE [ the fewest batches ] in :mod:`dynbatch.stats`): the
+    samples that fit, packed longest first, plus one batch per sample alone."""
+    fits = np.delete(lengths, over)
+    bound = (
+        lower_bound_batches(
+            fits,
+            options.max_cost,
+            cost=options.cost,
+            pad_to_multiple_of=options.pad_to_multiple_of,
+            max_batch_size=options.max_batch_size,
+        )
+        if fits.size
+        else 0
+    )
+    return bound + (int(over.size) if options.oversize == "alone" else 0)
+
+
+def print_json(
+    lengths: NDArray[np.int64],
+    options: PlanOptions,
+    cost: Any,
+    over: NDArray[Any],
+    rows: dict[str, PlanStats],
+    bound: int,
+) -> None:
+    """One JSON object on stdout: the corpus, the budget, and a row per plan."""
+    print(
+        json.dumps(
+            {
+                "samples": int(lengths.size),
+                "length_min": int(lengths.min()),
+                "length_median": float(np.median(lengths)),
+                "length_max": int(lengths.max()),
+                "max_cost": options.max_cost,
+                "cost": cost_text(cost),
+                "oversize": int(over.size),
+                "oversize_policy": options.oversize,
+                "lower_bound_batches": bound,
+                "rows": [
+                    {
+                        "name": name,
+                        **{k: getattr(r, k) for k, _, _ in COLUMNS},
+                        "seconds": r.seconds,
+                    }
+                    for name, r in rows.items()
+                ],
+            }
+        )
+    )
+
+
+def print_text(
+    lengths: NDArray[np.int64],
+    options: PlanOptions,
+    cost: Any,
+    over: NDArray[Any],
+    rows: dict[str, PlanStats],
+    bound: int,
+    note: str | None,
+) -> None:
+    """The corpus in a line, the oversize note, the table and the lower bound."""
+    print(
+        f"{lengths.size} samples, lengths {lengths.min()}..{lengths.max()} "
+        f"(median {np.median(lengths):g}); max_cost={options.max_cost:g}, "
+        f"cost={cost_text(cost)}"
+    )
+    if note is not None:
+        print(note)
+    print(format_table(rows))
+    alone = " + one per sample over budget" if over.size and options.oversize == "alone" else ""
+    print(
+        "lower bound on batches (no plan has fewer: longest first, each batch filled to "
+        f"the budget{alone}): {bound}"
+    )

@@ -1,0 +1,242 @@
+"""Updates split at the device's step time (NOTE [ splitting updates at the step time ])."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import paddle
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import lengths as lengths_strategy
+
+import dynbatch
+from conftest import shared_file
+from dynbatch.epochs import plan_epoch
+from dynbatch.timing import (
+    StepTimeModel,
+    StepTimeTable,
+    epoch_seconds,
+    plan_split_updates,
+    split_update,
+)
+
+time_models = st.builds(
+    StepTimeModel,
+    c=st.sampled_from([0.0, 1e-4, 1e-2, 1.0, 100.0]),
+    a=st.sampled_from([0.0, 1e-6, 1e-3, 1.0]),
+    b=st.sampled_from([0.0, 1e-8, 1e-5]),
+    error=st.sampled_from([0.0, 0.1]),
+)
+
+
+def fixed_seconds(sharded, lengths, model) -> np.ndarray:
+    """Per update of ``sharded``: its samples as the fixed batch would run them, one step."""
+    ends = np.r_[0, sharded.window_ends] * sharded.num_replicas
+    plan, padding = sharded.plan, sharded.is_padding
+    out = []
+    for a, b in itertools.pairwise(ends):
+        members = [plan[k] for k in range(a, b) if not padding[k]]
+        per_rank = -(-sum(m.size for m in members) // sharded.num_replicas)
+        out.append(float(model(per_rank, max(int(lengths[m].max()) for m in members))))
+    return np.asarray(out)
+
+
+def update_seconds(sharded, lengths, model) -> np.ndarray:
+    ends = np.r_[0, sharded.window_ends]
+    step = np.asarray(model(sharded.sizes, sharded.longest(lengths)))
+    step = step.reshape(-1, sharded.num_replicas).max(axis=1)
+    return np.asarray([step[a:b].sum() for a, b in itertools.pairwise(ends)])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    lens=lengths_strategy(max_size=300, max_len=512),
+    model=time_models,
+    batch=st.integers(1, 40),
+    replicas=st.integers(1, 3),
+    epoch=st.integers(0, 3),
+)
+def test_split_updates_are_the_fixed_batchs_and_never_predicted_slower(
+    lens, model, batch, replicas, epoch
+) -> None:
+    opts = dynbatch.like_fixed(lens, batch, num_replicas=replicas)
+    opts = opts.replace(order="shuffle", max_batch_size=batch, time_model=model)
+    sp = plan_split_updates(lens, opts, epoch, replicas)
+    size = batch * replicas
+    real = sp.plan.indices[np.repeat(~sp.is_padding, sp.plan.sizes)]
+    assert sorted(real.tolist()) == list(range(lens.size)), "every sample once"
+    assert len(sp.window_ends) == -(-lens.size // size), "the fixed batch's updates: ceil(N / U)"
+    ends = np.r_[0, sp.window_ends] * replicas
+    held = [
+        sum(sp.plan[k].size for k in range(a, b) if not sp.is_padding[k])
+        for a, b in itertools.pairwise(ends)
+    ]
+    assert held[:-1] == [size] * (len(held) - 1), "every update but the last holds U samples"
+    cost = np.asarray(opts.cost(sp.sizes, sp.longest(lens)))
+    assert (cost <= opts.max_cost * (1 + 1e-9)).all(), "every micro-batch within the budget"
+    assert (sp.sizes <= batch).all(), "no micro-batch over the fixed batch's per-rank size"
+    split, whole = update_seconds(sp, lens, model), fixed_seconds(sp, lens, model)
+    assert (split <= whole * (1 + 1e-9)).all(), "no update predicted slower than one fixed step"
+    again = plan_split_updates(lens, opts, epoch, replicas)
+    assert again.digest() == sp.digest(), "same (seed, epoch), same plan"
+
+
+def test_the_split_follows_the_fixed_part_of_the_step() -> None:
+    lens = np.array([[10, 10, 10, 200]])
+    cap = np.full((1, 4), 4)
+    gpu_like = StepTimeModel(c=1.0, a=1e-6, b=0.0)  # a step costs ~c at any size
+    cpu_like = StepTimeModel(c=0.0, a=1.0, b=0.0)  # a step costs its padded tokens
+    assert split_update(lens, cap, gpu_like).tolist() == [[False, False, False, True]], "whole"
+    assert split_update(lens, cap, cpu_like).tolist() == [[False, False, True, True]], "no padding"
+
+
+def test_a_cut_that_saves_less_than_the_models_error_is_not_taken() -> None:
+    lens = np.array([[100, 100, 100, 110]])
+    cap = np.full((1, 4), 4)
+    exact = StepTimeModel(c=1.0, a=1.0, b=0.0)  # 4 * 110 + 1 = 441 whole; 301 + 111 = 412 cut
+    assert split_update(lens, cap, exact)[0].sum() == 2, "a 7% saving is taken when exact"
+    unsure = StepTimeModel(c=1.0, a=1.0, b=0.0, error=0.1)
+    assert split_update(lens, cap, unsure)[0].sum() == 1, "not when the model is 10% off"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lens=lengths_strategy(max_size=300, max_len=512), model=time_models, batch=st.integers(2, 40)
+)
+def test_like_fixed_with_a_time_model_is_never_predicted_slower_than_the_fixed_batch(
+    lens, model, batch
+) -> None:
+    chosen = dynbatch.like_fixed(lens, batch, time_model=model)
+    sp = plan_epoch(lens, chosen, 0)
+    plain = dynbatch.like_fixed(lens, batch)
+    split = plain.replace(order="shuffle", max_batch_size=batch, time_model=model)
+    split_plan = plan_epoch(lens, split, 0)
+    assert len(sp.window_ends) == len(split_plan.window_ends), "the fixed batch's update count"
+    fixed = float(fixed_seconds(split_plan, lens, model).sum())
+    assert epoch_seconds(sp, lens, model) <= epoch_seconds(split_plan, lens, model) + 1e-9
+    assert epoch_seconds(split_plan, lens, model) <= fixed * (1 + 1e-9), "never slower than fixed"
+
+
+def test_on_a_cpu_like_step_the_recipe_keeps_its_padding_free_split() -> None:
+    lens = np.random.default_rng(0).integers(5, 300, 2000)
+    cpu_like = StepTimeModel(c=1e-3, a=1e-5, b=0.0)
+    assert dynbatch.like_fixed(lens, 32, time_model=cpu_like) == dynbatch.like_fixed(lens, 32)
+
+
+def test_below_the_knee_each_update_is_one_micro_batch() -> None:
+    lens = np.random.default_rng(0).integers(5, 128, 1000)
+    flat = StepTimeModel(c=0.04, a=1e-9, b=0.0)
+    sp = plan_epoch(lens, dynbatch.like_fixed(lens, 32, time_model=flat), 0)
+    assert sp.num_steps == len(sp.window_ends) == -(-1000 // 32), "one step an update"
+
+
+# -- the step-time table ------------------------------------------------------------------------
+def test_a_table_interpolates_and_fits() -> None:
+    rows = [(n, L, 0.04 + n * L * 1e-6) for L in (32, 128) for n in (1, 8, 64, 512)]
+    table = StepTimeTable.from_rows(rows)
+    assert float(table(8, 32)) == pytest.approx(0.04 + 8 * 32 * 1e-6)
+    assert float(table(1024, 128)) == pytest.approx(0.04 + 1024 * 128 * 1e-6), "extended"
+    between = float(table(4, 64))
+    assert 0.04 < between < 0.04 + 4 * 128 * 1e-6, "between two measured lengths"
+    fitted = table.fit()
+    assert (fitted.c, fitted.a) == (pytest.approx(0.04), pytest.approx(1e-6))
+    assert fitted.error == pytest.approx(0.0, abs=1e-9), "an exact fit reports no error"
+
+
+def test_the_h100_table_loads_and_its_fit_reports_its_error() -> None:
+    table = StepTimeTable.load(shared_file("h100_bert_base_step_times.json"))
+    assert table.n.size == 45
+    assert float(table(32, 128)) == pytest.approx(0.049826), "a measured shape, as measured"
+    fitted = table.fit()
+    assert 0.02 < fitted.c < 0.06, "the flat part of a step, ~40 ms"
+    assert 0.0 < fitted.error < 0.5
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ("not json", "is not a step-time table"),
+        (json.dumps({"columns": ["n", "L"], "rows": [[1, 2]]}), "is not a step-time table"),
+        (json.dumps({"columns": ["n", "L", "step_s"], "rows": []}), "rows of"),
+        (json.dumps({"columns": ["n", "L", "step_s"], "rows": [[0, 8, 1.0]]}), "n >= 1"),
+        (json.dumps({"columns": ["n", "L", "step_s"], "rows": [[1, 8, -1.0]]}), "seconds > 0"),
+    ],
+)
+def test_a_bad_table_is_named(tmp_path: Path, content: str, match: str) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(content)
+    with pytest.raises(dynbatch.InputError, match=match):
+        StepTimeTable.load(path)
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        ("1,2", "three numbers 'c,a,b'"),
+        ("x,1,2", "three numbers"),
+        ("1,-1,0", "coefficient a must be a finite number >= 0"),
+        ("nan,0,0", "coefficient c must be a finite number"),
+        (object(), "must have number coefficients c, a, b"),
+        (StepTimeModel(c=1.0, a=0.0, b=0.0, error=1.5), "error must be a number in"),
+    ],
+)
+def test_a_bad_time_model_is_named(value: object, match: str) -> None:
+    with pytest.raises((dynbatch.InputError, dynbatch.InputTypeError), match=match):
+        dynbatch.PlanOptions(max_cost=10, update_size=4, time_model=value)
+
+
+def test_a_time_model_needs_updates_in_samples() -> None:
+    with pytest.raises(dynbatch.InputError, match="needs update_size with update_unit='samples'"):
+        dynbatch.PlanOptions(max_cost=10, time_model="1,0,0")
+    with pytest.raises(dynbatch.InputError, match="update_unit='tokens'"):
+        dynbatch.PlanOptions(max_cost=10, update_size=4, update_unit="tokens", time_model="1,0,0")
+
+
+# -- the samplers: no CPU split on an accelerator ------------------------------------------------
+def test_on_an_accelerator_without_a_time_model_updates_run_whole_and_it_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lens = np.random.default_rng(1).integers(5, 200, 500)
+    monkeypatch.setattr(paddle.device, "get_device", lambda: "gpu:0")
+    with pytest.warns(UserWarning, match="training on gpu:0 with no time_model"):
+        sampler = dynbatch.DynamicBatchSampler(lengths=lens, batch_size=32)
+    plan = sampler.epoch_plan(0)
+    assert plan.num_steps == len(plan.window_ends) == 16, "one batch an update, as fixed"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        given = dynbatch.DynamicBatchSampler(lengths=lens, batch_size=32, time_model="0,1,0")
+    assert given.epoch_plan(0).num_steps > 16, "a given time model is followed, silently"
+
+
+def test_on_a_cpu_the_sampler_plans_the_recipe_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    lens = np.random.default_rng(1).integers(5, 200, 500)
+    monkeypatch.setattr(paddle.device, "get_device", lambda: "cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sampler = dynbatch.DynamicBatchSampler(lengths=lens, batch_size=32)
+    assert sampler.options == dynbatch.like_fixed(lens, 32)
+
+
+def test_a_time_split_plan_trains_its_planned_updates() -> None:
+    lens = np.random.default_rng(2).integers(3, 60, 300)
+    data = [(np.ones(n, dtype=np.int64), np.int64(n % 2)) for n in lens]
+    model_t = StepTimeModel(c=1e-3, a=1e-4, b=0.0)
+    sampler = dynbatch.DynamicBatchSampler(data, lengths=lens, batch_size=16, time_model=model_t)
+    emb = paddle.nn.Embedding(2, 4)
+    head = paddle.nn.Linear(4, 2)
+    net = paddle.nn.Sequential(emb, head)
+    opt = paddle.optimizer.SGD(parameters=net.parameters())
+    acc = dynbatch.GradientAccumulator(net, opt, sampler=sampler)
+    collate = dynbatch.Tuple(dynbatch.Pad(pad_val=0), dynbatch.Stack())
+    loader = paddle.io.DataLoader(data, batch_sampler=sampler, collate_fn=collate)
+    for ids, labels in loader:
+        with acc.accumulate():
+            logits = head(emb(ids).mean(axis=1))
+            loss = paddle.nn.functional.cross_entropy(logits, labels, reduction="none")
+            acc.backward(loss.sum(), count=labels.shape[0])
+    assert acc.optimizer_steps == sampler.steps_for_epochs([0]) == -(-300 // 16)
