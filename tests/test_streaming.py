@@ -382,3 +382,19 @@ def test_bad_planner_arguments() -> None:
         StreamPlanner(open_source([1]), len, opts, buffer_size=0)
     with pytest.raises(InputTypeError, match="source\\(0\\) must return an iterable"):
         list(StreamPlanner(open_source(lambda e: 3), len, opts).sequence(0))
+
+
+def test_dynbatch_stats_has_a_row_for_a_stream(tmp_path: Path, capsys) -> None:
+    from dynbatch.cli import main
+
+    lens = np.random.default_rng(4).integers(1, 300, 3000)
+    np.save(tmp_path / "l.npy", lens)
+    args = ["stats", str(tmp_path / "l.npy"), "--max-cost", "20000", "--cost", "linear"]
+    assert main([*args, "--buffer-size", "500", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    stream = rows["stream 500"]
+    expected = planner(lens, buffer_size=500, max_cost=20000.0)
+    assert stream["batches"] == len(list(expected.sequence(0)))
+    assert stream["padding_efficiency"] >= 0.95 * rows["bucket"]["padding_efficiency"]
+    assert main([*args, "--buffer-size", "0"]) == 2
+    assert "--buffer-size must be an integer >= 1, got --buffer-size=0" in capsys.readouterr().err

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -32,10 +32,20 @@ from numpy.typing import NDArray
 
 from ._checks import InputError, InputTypeError, check_int
 from .contract import Pass
+from .options import PlanOptions
+from .stats import PlanStats, plan_stats
+from .stream_sources import open_source
 from .streaming import Resume, SlotCursor, StepInfo, StreamPlanner
 from .windows import accumulation_windows
 
-__all__ = ["StreamCount", "StreamFollower", "StreamProgress", "Taken", "count_epoch"]
+__all__ = [
+    "StreamCount",
+    "StreamFollower",
+    "StreamProgress",
+    "Taken",
+    "count_epoch",
+    "stream_stats",
+]
 
 _STATE_VERSION = 1
 _STATE_KEYS = (
@@ -109,6 +119,34 @@ def count_epoch(planner: StreamPlanner, epoch: int, workers: int = 0) -> StreamC
         np.asarray(tokens, dtype=np.int64),
         np.asarray(ends, dtype=bool),
     )
+
+
+def stream_stats(
+    lengths: NDArray[np.int64], options: PlanOptions, buffer_size: int, epoch: int = 0
+) -> PlanStats:
+    """What a stream of these lengths, in this order, makes of an epoch: ``dynbatch stats``'
+    row for ``--buffer-size`` (one rank, no workers).
+
+    >>> s = stream_stats(np.array([3, 1, 4, 1, 5, 9, 2, 6]), PlanOptions(max_cost=12,
+    ...                  cost="linear"), buffer_size=4)
+    >>> s.batches, s.samples, s.updates
+    (7, 8, 7)
+    """
+    samples = list(range(lengths.size))
+    planner = StreamPlanner(open_source(samples), lengths.__getitem__, options, buffer_size)
+    batches, ends = [], []
+    for batch in planner.sequence(epoch):
+        batches.append(np.asarray(batch, dtype=np.int64))
+        ends.append(batch.info.update_end)
+    stats = plan_stats(
+        lengths,
+        batches,
+        cost=options.cost,
+        max_cost=options.max_cost,
+        pad_to_multiple_of=options.pad_to_multiple_of,
+    )
+    updates = int(np.sum(ends)) if options.update_size is not None else len(batches)
+    return replace(stats, updates=updates)
 
 
 class StreamProgress:
