@@ -26,6 +26,7 @@ from _common import BUDGET, chnsenticorp_lengths, print_table
 from dynbatch import PlanOptions, plan_batches
 from dynbatch.epochs import Epochs
 from dynbatch.stream_sources import open_source
+from dynbatch.stream_state import count_epoch
 from dynbatch.streaming import StreamPlanner
 
 BUFFER = 10_000
@@ -142,7 +143,7 @@ def speed_table() -> None:
     samples = lengths.tolist()  # the samples are their lengths: the batcher alone
     for replicas in (1, 8):
         planner = StreamPlanner(open_source(samples), int, options, BUFFER, replicas)
-        t_stream, n = best(lambda p=planner: sum(len(b) for b in p.sequence(0)))
+        t_stream, _ = best(lambda p=planner: sum(len(b) for b in p.sequence(0)))
         epochs = Epochs(lengths, options, replicas)
         fresh = iter(range(1, 100))
 
@@ -155,11 +156,14 @@ def speed_table() -> None:
             [
                 f"{lengths.size:,}",
                 replicas,
-                f"{n / t_stream:,.0f}",
+                f"{lengths.size / t_stream:,.0f}",
                 f"{lengths.size / t_memory:,.0f}",
             ]
         )
-    print("\nsamples per second, best of 3 (rank 0's batches; the stream reads every sample)")
+    print(
+        "\nsamples per second through the batcher alone, best of 3: every sample is read (and,"
+        " in memory, planned) on every rank; rank 0's batches are made and yielded"
+    )
     print_table(["samples", "ranks", "stream", "in-memory sampler epoch"], rows)
 
 
@@ -196,7 +200,33 @@ def memory_table() -> None:
     print(f"10x the samples: {peaks[1_000_000] / peaks[100_000]:.3f}x the peak")
 
 
+def estimate_table() -> None:
+    """What an LR schedule can take before a stream is read: the updates of ``target=64``
+    samples estimated from a declared sample count, against a first pass's exact count."""
+    rows = []
+    for name, raw in corpora().items():
+        lengths = np.asarray(raw, dtype=np.int64)
+        planner = StreamPlanner(
+            open_source(range(lengths.size)),
+            lengths.__getitem__,
+            PlanOptions(max_cost=TOKENS, cost="linear", max_batch_size=16, oversize="alone"),
+            BUFFER,
+        )
+        start = time.perf_counter()
+        exact = count_epoch(planner, 0).updates(target=64)
+        seconds = time.perf_counter() - start
+        declared = -(-lengths.size // 64)
+        rows.append(
+            [name, f"{exact:,}", f"{declared:,}", f"{declared / exact - 1:+.1%}", f"{seconds:.2f}"]
+        )
+    print("\nupdates of an epoch, target=64 samples (micro-batches of at most 16)")
+    print_table(
+        ["corpus", "first pass (exact)", "ceil(N / 64)", "estimate error", "first pass s"], rows
+    )
+
+
 if __name__ == "__main__":
     padding_table()
     speed_table()
     memory_table()
+    estimate_table()

@@ -392,7 +392,7 @@ class StreamPlanner:
     ) -> NDArray[np.int64]:
         """The measured lengths as int64, each bad one named by where it is in the stream."""
         try:
-            if any(isinstance(v, (bool, np.bool_)) for v in values):
+            if not {bool, np.bool_}.isdisjoint(map(type, values)):
                 raise TypeError("a bool is not a length")
             arr = np.asarray(values)
             ok = arr.dtype.kind in "iu" or (
