@@ -92,7 +92,7 @@ def stream_case(draw: st.DrawFn) -> dict:
     cost = draw(named_costs)
     from dynbatch import resolve_cost
 
-    single = float(resolve_cost(cost)(1, int(lens.max())))
+    single = float(resolve_cost(cost)(1, -(-int(lens.max()) // 8) * 8))
     return {
         "lens": lens,
         "cost": cost,
@@ -106,6 +106,8 @@ def stream_case(draw: st.DrawFn) -> dict:
         "cap": draw(st.none() | st.integers(1, 20)),
         "shards": draw(st.sampled_from([0, 0, 1, 3, 7])),
         "update_size": draw(st.none() | st.integers(1, 64)),
+        "pad": draw(st.sampled_from([1, 1, 8])),
+        "multiple": draw(st.sampled_from([1, 1, 2, 4])),
     }
 
 
@@ -120,8 +122,10 @@ def build(case: dict, tmp: Path) -> StreamPlanner:
         max_cost=case["max_cost"],
         seed=case["seed"],
         order=case["order"],
-        max_batch_size=case["cap"],
+        max_batch_size=None if case["cap"] is None else max(case["cap"], case["multiple"]),
         update_size=case["update_size"],
+        pad_to_multiple_of=case["pad"],
+        batch_size_multiple=case["multiple"],
     )
 
 
@@ -398,3 +402,30 @@ def test_dynbatch_stats_has_a_row_for_a_stream(tmp_path: Path, capsys) -> None:
     assert stream["padding_efficiency"] >= 0.95 * rows["bucket"]["padding_efficiency"]
     assert main([*args, "--buffer-size", "0"]) == 2
     assert "--buffer-size must be an integer >= 1, got --buffer-size=0" in capsys.readouterr().err
+
+
+def test_batches_stay_multiples_but_one_a_block() -> None:
+    lens = np.random.default_rng(6).integers(1, 400, 5000)
+    p = planner(lens, buffer_size=1000, max_cost=20000.0, batch_size_multiple=8, cost="linear")
+    by_block: dict[int, list[int]] = {}
+    for b in p.sequence(0):
+        by_block.setdefault(b.info.block, []).append(len(b))
+    for block, sizes in by_block.items():
+        odd = [n for n in sizes if n % 8]
+        assert len(odd) <= 1, f"block {block}: {odd} are not multiples of 8"
+
+
+def test_after_set_epoch_the_state_is_the_coming_pass_not_the_finished_one() -> None:
+    lens = np.arange(1, 200)
+    p = planner(lens, buffer_size=40, replicas=2)
+    progress = StreamProgress(p)
+    progress.set_epoch(3)
+    for batch in p.sequence(3, 0, 0, progress.begin(0)):
+        progress.took(batch.info, last=False)
+    done = progress.state_dict()
+    assert all(c[-1] for c in done["cursors"]), "the finished pass: every slot done"
+    progress.set_epoch(3)  # the same epoch again, nothing taken yet
+    fresh = StreamProgress(p)
+    fresh.load_state_dict(progress.state_dict())
+    again = list(p.sequence(3, 0, 0, fresh.begin(0)))
+    assert [ids(b) for b in again] == [ids(b) for b in p.sequence(3, 0, 0)], "the whole epoch"

@@ -169,6 +169,7 @@ class StreamProgress:
         self._cursors: list[SlotCursor] = [SlotCursor()]
         self._rotation = 0
         self._taken: Taken | None = None
+        self._under_way = False  # a pass began since the last set_epoch / load_state_dict
 
     def set_epoch(self, epoch: int) -> None:
         """The next pass reads ``epoch``; a state loaded for that epoch is kept."""
@@ -176,6 +177,7 @@ class StreamProgress:
         if self._pending is not None and self._pending.epoch != epoch:
             self._pending = None
         self.epoch = epoch
+        self._under_way = False  # the state is the coming pass's until it begins
 
     def upcoming(self) -> Resume:
         """Where the next pass starts: a loaded state of this epoch, or its beginning."""
@@ -201,6 +203,7 @@ class StreamProgress:
         self._cursors = [resume.cursor(s) for s in range(slots)]
         self._rotation = resume.rotation
         self._taken = None
+        self._under_way = True
         return resume
 
     def took(self, info: StepInfo, last: bool) -> None:
@@ -227,7 +230,7 @@ class StreamProgress:
     # -- resume ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Where the pass stands: per slot, the block and step to go on from."""
-        if self.serial == 0 or self._resume.epoch != self.epoch:
+        if not self._under_way:
             resume = self.upcoming()
             cursors = [resume.cursor(s) for s in range(max(1, len(resume.cursors)))]
             epoch, steps, rotation = resume.epoch, resume.steps, resume.rotation
@@ -258,6 +261,7 @@ class StreamProgress:
         resume = _checked_state(state, self.planner)
         self._pending = resume
         self.epoch = resume.epoch
+        self._under_way = False
 
 
 def _checked_state(state: Any, planner: StreamPlanner) -> Resume:
