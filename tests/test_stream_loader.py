@@ -187,3 +187,11 @@ def test_an_empty_stream_and_a_bad_length_fail_when_read(tmp_path: Path) -> None
     shards = stream([empty, empty], reader=dynbatch.read_jsonl)
     with pytest.raises(InputError, match=r"source \(2 shard\(s\)\) yielded no samples"):
         next(iter(shards.loader(collate, num_workers=2)))
+
+
+def test_a_first_pass_counts_the_loaders_workers_before_it_runs(tmp_path: Path) -> None:
+    it = stream(write_shards(tmp_path, 6), reader=dynbatch.read_jsonl, num_replicas=1, rank=0)
+    loader = it.loader(collate, num_workers=3)  # three slots of two shards each
+    counted = it.count(0)
+    steps = ids_of(loader)
+    assert counted.steps == len(steps) and counted.samples.tolist() == [len(b) for b in steps]

@@ -210,6 +210,7 @@ class StreamLoader:
         if collate_fn is not None and not callable(collate_fn):
             raise InputError(f"collate_fn must be callable(samples), got {collate_fn!r}")
         self.stream = stream
+        stream.num_workers = self.num_workers  # a first pass counts the slots this loader reads
         make: Any = DataLoader  # paddle types batch_size as int; None is its iterable mode
         self.dataloader = make(
             stream,
