@@ -24,17 +24,6 @@ NOTE [ a stream in blocks ]
     whatever the corpus's size. ``drop_last`` and ``equal_epochs`` need the
     epoch's count before it is read, and are refused.
 
-NOTE [ mixed steps in a stream ]
-    An update whose micro-batches hold one length is a biased draw (NOTE
-    [ mixed updates ] in :mod:`dynbatch.windows`). With ``update_size`` each
-    block groups its steps into updates across its lengths, as an epoch
-    does. Without, the block's steps are interleaved by length: sorted by
-    their longest sample and cut into :data:`STRATA` strata, they are taken
-    one from each stratum in turn (the strata in a random order each round,
-    a random step within each), so any :data:`STRATA` consecutive steps span
-    the block's lengths and a ``target=`` update of a few micro-batches
-    mixes short and long samples.
-
 NOTE [ streams across ranks and workers ]
     Data-parallel training needs the same number of steps on every rank,
     else a rank waits in an all-reduce that never comes. Every rank
@@ -87,31 +76,21 @@ from numpy.typing import NDArray
 
 from ._checks import InputError, InputTypeError, check_int, check_lengths
 from .options import PlanOptions
-from .planning import Plan, find_oversize, padded_lengths, plan_draw
-from .sharding import TOLERANCE, ShardedPlan, shard_checked
+from .planning import find_oversize, padded_lengths
+from .sharding import ShardedPlan
+from .stream_plan import BUFFER_SIZE, block_key, check_stream_options, plan_block
 from .stream_sources import Source
-from .windows import micro_step_counts, mix_updates
+from .windows import micro_step_counts
 
 __all__ = [
     "BUFFER_SIZE",
-    "STRATA",
     "Block",
     "SlotCursor",
     "StepInfo",
     "StreamBatch",
     "StreamPlanner",
-    "interleave_steps",
-    "tighten",
+    "empty_epoch",
 ]
-
-#: The default block: 10,000 records, planned at once (NOTE [ a stream in blocks ]).
-BUFFER_SIZE = 10_000
-#: Length strata a block's steps are interleaved from (NOTE [ mixed steps in a stream ]).
-STRATA = 4
-#: The options a stream cannot honour: they need the epoch's batch count before it is read.
-UNSUPPORTED = {"drop_last": False, "equal_epochs": False}
-#: Orders of a block; the sorted ones would sort each block, not the stream.
-STREAM_ORDERS = ("bucket", "shuffle", "none")
 
 
 @dataclass(frozen=True)
@@ -200,111 +179,6 @@ class Block:
     final: bool
     samples: list[Any]
     lengths: NDArray[np.int64]
-
-
-def block_key(epoch: int, slot: int, block: int) -> int:
-    """The ``epoch`` argument a block is planned with: its own random streams."""
-    state = np.random.SeedSequence([epoch, slot, block]).generate_state(1, np.uint64)
-    return int(state[0] >> np.uint64(1))
-
-
-def interleave_steps(
-    sharded: ShardedPlan, lengths: NDArray[np.int64], rng: np.random.Generator
-) -> ShardedPlan:
-    """The steps taken one from each length stratum in turn (NOTE [ mixed steps in a stream ]).
-
-    >>> from dynbatch.epochs import plan_epoch
-    >>> lens = np.repeat([4, 8, 16, 32], 8)
-    >>> sp = plan_epoch(lens, PlanOptions(max_cost=64, cost="linear", max_batch_size=2), 0)
-    >>> mixed = interleave_steps(sp, lens, np.random.default_rng(0))
-    >>> longest = mixed.longest(lens)
-    >>> all(sorted(longest[k:k + 4].tolist()) == [4, 8, 16, 32] for k in range(0, 16, 4))
-    True
-    """
-    steps = sharded.num_steps
-    strata = min(STRATA, steps)
-    if strata < 2:
-        return sharded
-    longest = sharded.longest(lengths).reshape(-1, sharded.num_replicas).max(axis=1)
-    by_length = np.lexsort((rng.random(steps), longest))
-    groups = [rng.permutation(g) for g in np.array_split(by_length, strata)]
-    order: list[int] = []
-    for r in range(len(groups[0])):
-        for g in rng.permutation(strata).tolist():
-            if r < len(groups[g]):
-                order.append(int(groups[g][r]))
-    replicas = sharded.num_replicas
-    rows = sharded.order.reshape(-1, replicas)[order].reshape(-1)
-    padding = sharded.is_padding.reshape(-1, replicas)[order].reshape(-1)
-    return ShardedPlan(sharded.base, rows, padding, replicas)
-
-
-def tighten(plan: Plan, plens: NDArray[np.int64], least: float, multiple: int = 1) -> Plan:
-    """Cut each batch padded below ``least`` where its padding drops most, until none is.
-
-    NOTE [ a sparse block ]
-        A block too sparse to fill a batch from one bucket (short samples under
-        a quadratic budget, whose batches hold thousands; a long tail) packs a
-        batch across many buckets, padding its short members far up. Such a
-        batch is cut in two, its members sorted, at the cut that saves the most
-        padded tokens (parts stay multiples of ``multiple`` where the batch
-        holds two), and again while a part pads below ``least`` (the stream
-        uses ``1 - 2 * bucket_width``). Both parts fit the budget (fewer
-        samples, none longer); a block of 10,000 then pads within a few
-        percent of an epoch planned whole, for a few percent more batches
-        (README: measured).
-
-    >>> plens = np.array([2, 2, 2, 2, 16, 16])
-    >>> [b.tolist() for b in tighten(Plan.from_batches([[0, 1, 2, 3, 4, 5]]), plens, 0.9)]
-    [[0, 1, 2, 3], [4, 5]]
-    """
-    if not len(plan):
-        return plan
-    starts = plan.offsets[:-1]
-    real = np.add.reduceat(plens[plan.indices], starts)
-    padded = plan.sizes * np.maximum.reduceat(plens[plan.indices], starts)
-    low = np.flatnonzero(real < least * padded)
-    if not low.size:
-        return plan
-    out: list[NDArray[np.int64]] = []
-    cut_these = set(low.tolist())
-    for k, batch in enumerate(plan):
-        if k not in cut_these:
-            out.append(batch)
-            continue
-        todo = [batch[np.argsort(plens[batch], kind="stable")]]
-        while todo:
-            part = todo.pop()
-            lens = plens[part]
-            n = part.size
-            cuts = np.arange(1, n)
-            if multiple > 1:
-                cuts = cuts[cuts % multiple == 0] if n >= 2 * multiple else cuts[:0]
-            if not cuts.size or int(lens.sum()) >= least * n * int(lens[-1]):
-                out.append(part)
-                continue
-            cost = cuts * lens[cuts - 1] + (n - cuts) * lens[-1]
-            cut = int(cuts[int(np.argmin(cost))])
-            todo += [part[cut:], part[:cut]]
-    return Plan.from_batches(out)
-
-
-def check_stream_options(options: PlanOptions) -> PlanOptions:
-    """Refuse the options a stream cannot honour (NOTE [ a stream in blocks ])."""
-    if not isinstance(options, PlanOptions):
-        raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
-    for name, ok in UNSUPPORTED.items():
-        if getattr(options, name) != ok:
-            raise InputError(
-                f"{name}={getattr(options, name)!r} needs the epoch's batch count before the "
-                f"epoch is read, which a stream cannot give; pass {name}={ok!r}"
-            )
-    if options.order not in STREAM_ORDERS:
-        raise InputError(
-            f"order={options.order!r} would sort each block, not the stream; a stream takes "
-            f"order {', '.join(repr(o) for o in STREAM_ORDERS)}"
-        )
-    return options
 
 
 class StreamPlanner:
@@ -444,18 +318,8 @@ class StreamPlanner:
 
     def plan(self, block: Block, epoch: int, slot: int = 0) -> ShardedPlan:
         """The plan of a block: an epoch's plan of its lengths (NOTE [ a stream in blocks ])."""
-        opts, lens = self.options, block.lengths
         key = block_key(epoch, slot, block.index)
-        plan = plan_draw(lens, opts, key, shuffle_batches=False)  # sharding orders them
-        plens = padded_lengths(lens, opts.pad_to_multiple_of)
-        plan = tighten(plan, plens, 1.0 - 2.0 * opts.bucket_width, opts.batch_size_multiple)
-        sharded = shard_checked(plan, lens, self.num_replicas, key, None, TOLERANCE, opts, True)
-        if opts.update_size is not None:
-            return mix_updates(sharded, lens, opts, key)
-        if opts.random_order:
-            rng = np.random.default_rng([opts.seed, key, _MIX_STREAM])
-            sharded = interleave_steps(sharded, lens, rng)
-        return sharded
+        return plan_block(block.lengths, self.options, self.num_replicas, key)
 
     # -- a worker's batches -------------------------------------------------------------------
     def worker_batches(
@@ -534,10 +398,6 @@ class StreamPlanner:
                     yield batch
                     alive.append(it)
             its = alive
-
-
-#: The random stream of :func:`interleave_steps`, apart from the planner's.
-_MIX_STREAM = 2
 
 
 def empty_epoch(what: str, epoch: int) -> str:
