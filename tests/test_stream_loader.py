@@ -195,3 +195,16 @@ def test_a_first_pass_counts_the_loaders_workers_before_it_runs(tmp_path: Path) 
     counted = it.count(0)
     steps = ids_of(loader)
     assert counted.steps == len(steps) and counted.samples.tolist() == [len(b) for b in steps]
+
+
+class Corpus(paddle.io.IterableDataset):  # type: ignore[misc]
+    """A paddle IterableDataset read anew each pass (its len() raises, as paddle's does)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        yield from SAMPLES
+
+
+def test_a_paddle_iterable_dataset_is_a_source() -> None:
+    it = stream(Corpus(), num_replicas=1, rank=0)
+    batches = ids_of(it.loader(collate, num_workers=2))
+    assert sorted(i for b in batches for i in b) == list(range(N))

@@ -154,6 +154,16 @@ def _iterable_of(value: Any, what: str) -> Iterator[Any]:
     return iter(value)
 
 
+def _sized(value: Any) -> int | None:
+    """``len(value)``, or None where it has none (a paddle IterableDataset's len() raises)."""
+    if not isinstance(value, Sized):
+        return None
+    try:
+        return len(value)
+    except (TypeError, RuntimeError, NotImplementedError):
+        return None
+
+
 def _is_path(value: Any) -> bool:
     return isinstance(value, (str, os.PathLike))
 
@@ -208,7 +218,7 @@ def open_source(
                 "paddle.io.IterableDataset) or a callable source(epoch) that returns a new "
                 "iterable, e.g. lambda epoch: my_generator()"
             )
-        if isinstance(source, Sized) and len(source) == 0:
+        if _sized(source) == 0:
             raise InputError("source is empty: there is nothing to batch")
         return Source("iterable", source, None, shuffle_shards, seed)
     if callable(source):
