@@ -50,7 +50,7 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
             (``drop_last`` and ``equal_epochs`` are refused), or ``options=``.
         buffer_size: records planned at once; memory grows with it, not with
             the corpus.
-        reader: ``reader(path)`` or ``reader(path, start)`` yielding a shard's
+        reader: ``reader(path)`` or ``reader(path, start=...)`` yielding a shard's
             samples, e.g. :func:`dynbatch.read_jsonl`.
         shuffle_shards: shuffle the shards' order with ``(seed, epoch)``.
         num_replicas, rank: default to paddle's parallel environment.

@@ -8,7 +8,7 @@ A source is one of three things (:func:`open_source`):
   epoch, every rank and every DataLoader worker reads the stream anew;
 * a **callable** ``source(epoch)`` returning an iterable of that epoch's
   samples (a generator function over files, say);
-* a **list of shard paths** with a ``reader(path)`` (or ``reader(path, start)``
+* a **list of shard paths** with a ``reader(path)`` (or ``reader(path, start=...)``
   that starts at record ``start``), such as :func:`read_jsonl`. Shards are
   shuffled with ``(seed, epoch)`` and split among the DataLoader workers
   (NOTE [ streams across ranks and workers ] in :mod:`dynbatch.streaming`).
@@ -16,7 +16,7 @@ A source is one of three things (:func:`open_source`):
 Every record has a position ``(shard, record)``: the shard's index in the
 reading slot's list of shards (always 0 for the other sources) and the
 record's index in it. A resume starts at a position: a shard source skips the
-shards before it unread and, with a ``reader(path, start)``, the records too;
+shards before it unread and, with a ``reader(path, start=...)``, the records too;
 the other sources read the records before it again, without measuring them
 (NOTE [ resuming a stream ] in :mod:`dynbatch.streaming`).
 """
@@ -74,12 +74,15 @@ def read_jsonl(path: str | os.PathLike[str], start: int = 0) -> Iterator[Any]:
 
 
 def _takes_start(reader: Callable[..., Any]) -> bool:
-    """Whether ``reader(path, start)`` can be called: the reader seeks by itself."""
+    """Whether the reader takes ``start=`` (the record to begin at): it seeks by itself.
+
+    >>> _takes_start(read_jsonl), _takes_start(lambda path, encoding="utf-8": [])
+    (True, False)
+    """
     try:
-        inspect.signature(reader).bind("path", 0)
-    except (TypeError, ValueError):
+        return "start" in inspect.signature(reader).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
         return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ class Source:
                 continue  # never opened: a shard source seeks by shard
             first = offset if k == shard0 else 0
             if seeks:
-                rows: Iterable[Any] = reader(path, first)
+                rows: Iterable[Any] = reader(path, start=first)
             else:
                 rows = itertools.islice(
                     _iterable_of(reader(path), f"reader({path!r})"), first, None

@@ -53,7 +53,7 @@ NOTE [ resuming a stream ]
     (:class:`StreamProgress`), so a saved state says, per slot, the block
     and step to go on from. A resumed worker starts reading at that block's
     first record (a shard source skips whole shards unread, and seeks
-    inside the shard with a ``reader(path, start)``; other sources read the
+    inside the shard with a ``reader(path, start=...)``; other sources read the
     records before it again without measuring them), plans the block again
     — the same plan, as a block's plan is a function of its records and
     ``(seed, epoch, slot, block)`` — and yields its batches after the
