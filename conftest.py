@@ -5,5 +5,5 @@ from __future__ import annotations
 import importlib.util
 
 collect_ignore: list[str] = []
-if importlib.util.find_spec("paddlenlp") is None:  # the Trainer integration imports it
-    collect_ignore.append("src/dynbatch/integrations/paddlenlp.py")
+if importlib.util.find_spec("paddlenlp") is None:  # the Trainer integration (a package) needs it
+    collect_ignore.append("src/dynbatch/integrations/paddlenlp")

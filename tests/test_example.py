@@ -146,6 +146,8 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
         (["--data-file", "{bad}"], "must name a 'label' column"),
         (["--data-file", "{ragged}"], "expected 2 fields, got 3"),
         (["--data-file", "{ragged}", "--vocab", "{vocab}"], "lacks [CLS], [SEP]"),
+        (["--data-file", "{one}"], "one.csv has 1 sample(s): a train/dev split needs at least 2"),
+        (["--data-file", "{negative}"], "negative.csv:3: label -1 is negative"),
         (["--epochs", "0"], "--epochs must be >= 1"),
         (["--time-budget", "soon"], "--time-budget must be auto, none or a positive number"),
         (["--max-cost", "-1"], "max_cost must be a positive finite number, got max_cost=-1"),
@@ -162,9 +164,11 @@ def test_bad_input_exits_2_without_a_traceback(
     (tmp_path / "bad.csv").write_text("stars,review\n5,好\n", encoding="utf-8")
     (tmp_path / "ragged.csv").write_text("label,review\n1,好,多\n", encoding="utf-8")
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n好\n", encoding="utf-8")
+    (tmp_path / "one.csv").write_text("label,review\n1,好\n", encoding="utf-8")
+    (tmp_path / "negative.csv").write_text("label,review\n1,好\n-1,差\n", encoding="utf-8")
     paths = {
-        k: str(tmp_path / f)
-        for k, f in (("bad", "bad.csv"), ("ragged", "ragged.csv"), ("vocab", "vocab.txt"))
+        k: str(tmp_path / f"{k}.{'txt' if k == 'vocab' else 'csv'}")
+        for k in ("bad", "ragged", "vocab", "one", "negative")
     }
     done = run(
         *(a.format(**paths) for a in args), "--output-dir", str(tmp_path / "out"), timeout=300

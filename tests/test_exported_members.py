@@ -2,19 +2,86 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import subprocess
 import sys
 import textwrap
+import traceback
 from pathlib import Path
 
+import pytest
+
 import dynbatch
+from dynbatch import errors
+
+SRC = Path(dynbatch.__file__).parent
 
 
 def test_all_names_resolve() -> None:
     for name in dynbatch.__all__:
         assert getattr(dynbatch, name) is not None, name
     assert sorted(dynbatch.__all__) == dynbatch.__all__ == sorted(set(dynbatch.__all__))
+
+
+def module_names() -> list[str]:
+    """Every module of the package, by its dotted name (``dynbatch.memory.fit``, ...)."""
+    names = []
+    for path in sorted(SRC.rglob("*.py")):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+@pytest.mark.parametrize("name", module_names())
+def test_every_module_declares_what_it_exports(name: str) -> None:
+    """``__all__`` in the source of every module, each name in it defined once imported."""
+    path = SRC.parent / (name.replace(".", "/") + ".py")
+    if not path.exists():
+        path = SRC.parent / name.replace(".", "/") / "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    declared = [
+        node
+        for node in tree.body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name) and target.id == "__all__"
+    ]
+    assert declared, f"{path.name} has no __all__"
+    if name.rsplit(".", 1)[-1] == "__main__":
+        return  # importing it runs the CLI
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:  # an optional dependency (paddlenlp) is not installed
+        pytest.skip(f"{name}: {exc}")
+    for exported in module.__all__:
+        assert hasattr(module, exported), f"{name}.__all__ names {exported!r}, not defined"
+
+
+def test_the_errors_are_public_in_dynbatch_errors() -> None:
+    assert errors.__all__ == ["InputError", "InputTypeError"]
+    from dynbatch import _checks
+
+    for name in errors.__all__:
+        error = getattr(errors, name)
+        assert getattr(dynbatch, name) is error and getattr(_checks, name) is error, name
+        assert error.__module__ == "dynbatch.errors" and error.__qualname__ == name
+    assert repr(dynbatch.InputError) == "<class 'dynbatch.errors.InputError'>"
+    assert issubclass(dynbatch.InputError, ValueError)
+    assert issubclass(dynbatch.InputTypeError, dynbatch.InputError)
+    assert issubclass(dynbatch.InputTypeError, TypeError)
+
+
+def test_a_traceback_names_dynbatch_errors() -> None:
+    for call, shown in [
+        (lambda: dynbatch.plan_batches([3, 5], max_cost=0), "dynbatch.errors.InputError"),
+        (lambda: dynbatch.plan_batches([3, 5], max_cost="9"), "dynbatch.errors.InputTypeError"),
+    ]:
+        with pytest.raises(dynbatch.InputError) as info:
+            call()
+        last = traceback.format_exception_only(info.type, info.value)[-1]
+        assert last.startswith(f"{shown}: max_cost must be a positive finite number"), last
 
 
 def test_internals_stay_in_their_modules() -> None:

@@ -156,6 +156,19 @@ def test_like_fixed_refuses_nonsense_by_name(call: object, message: str) -> None
         call()  # type: ignore[operator]
 
 
+def test_options_given_as_a_dict_bind_max_cost_and_cost_to_their_arguments() -> None:
+    """``**options`` with ``max_cost`` or ``cost`` reaches the arguments of those names, never
+    the other options (Python binds a keyword to its parameter), so the recipes need no
+    check of their own for them."""
+    lens = np.array([10, 20, 30, 40] * 100)
+    given = {"max_cost": 32 * 40**2, "cost": "quadratic", "seed": 3}
+    opts = dynbatch.like_fixed(lens, 32, **given)  # type: ignore[arg-type]
+    assert (opts.max_cost, opts.seed) == (32 * 40**2, 3)
+    assert opts.cost(2, 10) == 2 * 10**2, "the quadratic cost"
+    filled = dynbatch.fill_device(lens, Model(0.04, 0, 0), **given)  # type: ignore[arg-type]
+    assert (filled.max_cost, filled.seed) == (32 * 40**2, 3)
+
+
 class Model:
     def __init__(self, c: float, a: float, b: float) -> None:
         self.c, self.a, self.b = c, a, b

@@ -413,7 +413,8 @@ def test_a_resumed_sampler_yields_what_an_uninterrupted_one_does(
 
 def test_the_samplers_run_paddles_init(ds: Reviews) -> None:
     single = DynamicBatchSampler(lengths=ds.lengths, max_cost=8 * 100**2, max_batch_size=16)
-    assert (single.batch_size, single.drop_last, single.shuffle) == (16, False, True)
+    assert (single.max_batch_size, single.drop_last, single.shuffle) == (16, False, True)
+    assert single.batch_size is None, "a budget, not a fixed batch (NOTE [ batch_size, read back ])"
     assert single.dataset is None and single.epoch == 0
     shared = DistributedDynamicBatchSampler(
         ds, lengths=ds.lengths, max_cost=8 * 100**2, order="ascending", num_replicas=3, rank=2
@@ -422,3 +423,28 @@ def test_the_samplers_run_paddles_init(ds: Reviews) -> None:
     assert shared.dataset is ds and shared.num_samples == -(-len(ds) // 3)
     shared.set_epoch(4)
     assert shared.epoch == 4 and shared.current_pass().epoch == 4
+
+
+@pytest.mark.parametrize("distributed", [False, True])
+def test_batch_size_reads_back_the_fixed_batch_and_max_batch_size_the_cap(
+    ds: Reviews, distributed: bool
+) -> None:
+    def make(**kwargs: object) -> DynamicBatchSampler:
+        if distributed:
+            return DistributedDynamicBatchSampler(ds, num_replicas=2, rank=1, **kwargs)
+        return DynamicBatchSampler(ds, **kwargs)
+
+    told = make(lengths=ds.lengths, batch_size=np.int64(32))
+    assert told.batch_size == 32 and type(told.batch_size) is int, "the fixed batch, per rank"
+    assert told.max_batch_size == told.options.max_batch_size == 8, "micro-batches are capped"
+    budget = make(lengths=ds.lengths, max_cost=8 * 100**2)
+    assert budget.batch_size is None and budget.max_batch_size is None, "no fixed batch, no cap"
+    capped = make(lengths=ds.lengths, max_cost=8 * 100**2, max_batch_size=16)
+    assert capped.batch_size is None and capped.max_batch_size == 16
+    from_options = make(lengths=ds.lengths, options=told.options)
+    assert from_options.batch_size is None and from_options.max_batch_size == 8
+
+    # paddle's DataLoader given batch_sampler= ignores batch_size: the plan's batches come out
+    loader = paddle.io.DataLoader(ds, batch_sampler=told, collate_fn=collate())
+    sizes = [int(labels.shape[0]) for _, labels in loader]
+    assert sizes == [b.size for b in told.batches()] and max(sizes) <= 8 < told.batch_size

@@ -1,4 +1,8 @@
-"""examples/sft_causal_lm.py end to end: both modes, both runners, the results files, bad input."""
+"""examples/sft_causal_lm.py: both modes, both runners, the results files, its pieces, bad input.
+
+Several cases came from an outside tester's pass over the example (awkward data files, flags
+at their limits, outputs of a failed run); each failed on the example before its fix.
+"""
 
 from __future__ import annotations
 
@@ -17,12 +21,46 @@ from example_runs import EXAMPLES, run_example
 TRAIN, BATCH = 200, 16
 #: tiny settings: 200 training pairs, 120 held-out pairs, 1 epoch, pairs of at most 64 tokens
 TINY = ("--max-train-samples", str(TRAIN), "--max-eval-samples", "120", "--max-len", "64")
+#: tinier still: at most 40 training pairs of at most 24 tokens, 1 epoch
+SMALL = ("--max-train-samples", "40", "--max-len", "24", "--epochs", "1")
+SHARED_ROWS = [
+    "1,房间很干净，服务也不错，下次还会再来。",
+    "0,太吵了，晚上根本睡不着，前台态度很差。",
+    "1,位置方便，早餐丰富，性价比高。",
+    "0,设施陈旧，卫生间有异味，不推荐。",
+]
 
 
 def run(
     *args: str, timeout: int = 600, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return run_example("sft_causal_lm.py", *args, timeout=timeout, env=env)
+
+
+def labelled(n: int, text: str | None = None) -> str:
+    """A ``label,review`` CSV of ``n`` reviews: :data:`SHARED_ROWS` in turn (numbered), or
+    ``text.format(i=i)`` with labels 1, 0, 1, ..."""
+    if text is None:
+        rows = [SHARED_ROWS[i % 4] + str(i) for i in range(n)]
+    else:
+        rows = [f"{(i + 1) % 2},{text.format(i=i)}" for i in range(n)]
+    return "label,review\n" + "".join(row + "\n" for row in rows)
+
+
+def write_csv(path: Path, text: str, encoding: str = "utf-8") -> Path:
+    path.write_text(text, encoding=encoding)
+    return path
+
+
+def rows_of(out: Path) -> dict[str, dict[str, Any]]:
+    return {r["mode"]: r for r in json.loads((out / "results.json").read_text())}
+
+
+def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, (done.returncode, done.stderr[-1500:])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines[-5:]
+    return lines[0]
 
 
 def train(out: Path, data: Path, *args: str) -> dict[str, dict[str, Any]]:
@@ -153,11 +191,6 @@ def test_the_stock_trainers_shifted_labels_give_token_losss_mean(example_modules
     assert float(own) == pytest.approx(float(loss_sum) / int(count), rel=1e-5)
 
 
-def write_csv(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -174,8 +207,12 @@ def write_csv(path: Path, text: str) -> Path:
         (["--vocab-size", "3"], "--vocab-size must be >= 14 (the specials and the prompt"),
         (["--lr", "0"], "--lr must be a finite number > 0, got 0.0"),
         (["--data-file", "/nonexistent/reviews.csv"], "data file not found"),
+        (["--epochs", "abc"], "argument --epochs: invalid int value: 'abc'"),
+        (["--batch-size", "-1"], "--batch-size must be >= 1, got -1"),
+        (["--max-len", "11"], "--max-len must be >= 12 (the prompt's template and the answer"),
         ("label2", "labels must be 0 (negative) or 1 (positive), got 2"),
         ("header", "the header must name a 'label' column"),
+        ("directory", "is a directory: give a CSV or TSV file"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: Any, message: str) -> None:
@@ -183,7 +220,263 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: Any, message: st
         args = ["--data-file", str(write_csv(tmp_path / "r.csv", "label,review\n2,好\n1,不错\n"))]
     elif args == "header":
         args = ["--data-file", str(write_csv(tmp_path / "r.csv", "stars,review\n1,好\n"))]
+    elif args == "directory":
+        args = ["--data-file", str(tmp_path)]
     done = run(*args, "--output-dir", str(tmp_path / "out"), timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+
+
+@pytest.mark.parametrize(
+    ("csv", "train_pairs", "dev_pairs", "reviews_cut"),
+    [
+        (labelled(2), 1, 1, 0.0),  # the fewest a split takes
+        (labelled(5), 4, 1, 0.0),
+        ("label,review\n" + "".join(f"1,好{i}\n" for i in range(20)), 18, 2, 0.0),  # one class
+        (labelled(40, "好" * 1000 + "差" * 1000), 36, 4, 1.0),  # every review cut to fit
+        (labelled(40, "{i}"), 36, 4, 0.0),  # reviews of a character or two
+    ],
+    ids=["two-rows", "five-rows", "one-class", "long-reviews", "one-char-reviews"],
+)
+def test_an_awkward_file_prepares_its_pairs(
+    example_modules: Any,
+    tmp_path: Path,
+    csv: str,
+    train_pairs: int,
+    dev_pairs: int,
+    reviews_cut: float,
+) -> None:
+    sft, _ = example_modules
+    data = write_csv(tmp_path / "r.csv", csv)
+    args = sft.parse_args(["--data-file", str(data), "--max-len", "32", "--output-dir", "o"])
+    meta = sft.prepare(args, tmp_path)
+    assert (meta["train_pairs"], meta["dev_pairs"]) == (train_pairs, dev_pairs)
+    assert meta["reviews_cut"] == reviews_cut
+    data = np.load(tmp_path / "data.npz")
+    lengths = np.diff(data["train_offsets"])
+    assert lengths.size == train_pairs and lengths.max() <= 32, "every pair fits --max-len"
+
+
+@pytest.mark.parametrize("size", [14, 20, 40, 100])
+def test_every_vocabulary_size_keeps_both_answers(example_modules: Any, size: int) -> None:
+    """The answers' characters are kept first, so no size turns an answer into <unk>."""
+    sft, _ = example_modules
+    assert size >= sft.MIN_VOCAB
+    texts = sft.pair_texts([("的了是在我有他这中大来上个国到说们为子和你地出道也时年" * 3, 1)] * 9)
+    vocab = sft.CharVocab.build(texts, size)
+    positive, negative = (vocab.encode(sft.ANSWERS[label]) for label in (1, 0))
+    assert positive != negative and sft.UNK not in positive + negative
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", ["loop", "trainer"])
+def test_the_smallest_run_trains_on_both_runners(tmp_path: Path, runner: str) -> None:
+    """Two reviews (one to train, one held out), a batch of one, the shortest --max-len."""
+    pytest.importorskip("paddlenlp")
+    data = write_csv(tmp_path / "r.csv", labelled(2))
+    done = run(
+        "--data-file", str(data), "--runner", runner, "--batch-size", "1", "--max-len", "12",
+        "--epochs", "1", "--output-dir", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert [(r["mode"], r["steps"], r["train_pairs"]) for r in rows] == [
+        ("fixed", 1, 1),
+        ("dynamic", 1, 1),
+    ]
+    assert all(math.isfinite(r["eval_loss"]) for r in rows)
+
+
+@pytest.mark.slow
+def test_a_cached_calibration_is_kept_per_batch_size_and_length(tmp_path: Path) -> None:
+    """The cost is calibrated up to the fixed batch and the longest pair: other settings
+    calibrate again, beside the first, and the same settings load it."""
+    pytest.importorskip("paddlenlp")
+    data = write_csv(tmp_path / "r.csv", labelled(60))
+    out = tmp_path / "o"
+
+    def dynamic(*args: str) -> dict[str, Any]:
+        done = run(
+            "--data-file", str(data), "--modes", "dynamic", "--max-train-samples", "40",
+            "--epochs", "1", "--output-dir", str(out), *args,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        (row,) = json.loads((out / "results.json").read_text())
+        return dict(row)
+
+    assert not dynamic("--batch-size", "8", "--max-len", "24")["calibration_cached"]
+    assert not dynamic("--batch-size", "4", "--max-len", "24")["calibration_cached"]
+    assert not dynamic("--batch-size", "4", "--max-len", "20")["calibration_cached"]
+    assert len(list(out.glob("calib-*.json"))) == 3, "one file per batch size and length"
+    assert dynamic("--batch-size", "8", "--max-len", "24")["calibration_cached"]
+
+
+# -- data files: corpus.load_file, sft_causal_lm.prepare -----------------------------------
+def test_a_utf8_bom_csv_is_read(tmp_path: Path) -> None:
+    """corpus.load_file: Excel's 'CSV UTF-8' starts with a BOM; the header became
+    '\ufefflabel' and the file was refused as having no 'label' column."""
+    data = write_csv(tmp_path / "bom.csv", "\ufeff" + labelled(30))
+    done = run(
+        "--data-file", str(data), "--modes", "fixed", *SMALL, "--output-dir", str(tmp_path / "o")
+    )
+    assert done.returncode == 0, done.stderr[-500:]
+
+
+def test_a_trailing_blank_line_is_not_a_malformed_row(tmp_path: Path) -> None:
+    """corpus.load_file: csv.reader yields [] for a blank line, which was refused as 'expected
+    2 fields, got 0' (a file ending in an empty line is common)."""
+    data = write_csv(tmp_path / "r.csv", labelled(30) + "\n")
+    done = run(
+        "--data-file", str(data), "--modes", "fixed", *SMALL, "--output-dir", str(tmp_path / "o")
+    )
+    assert done.returncode == 0, done.stderr[-500:]
+
+
+def test_a_non_utf8_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """corpus.load_file: a GBK CSV raised UnicodeDecodeError: a traceback, exit 1."""
+    data = write_csv(tmp_path / "gbk.csv", labelled(10), encoding="gbk")
+    line = one_error_line(run("--data-file", str(data), "--output-dir", str(tmp_path / "o")))
+    assert "gbk.csv" in line
+
+
+def test_a_file_with_too_few_rows_for_a_split_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """One row goes to the held-out split and no training pair is left: np.concatenate([])
+    raised ValueError in prepare, a traceback, exit 1."""
+    data = write_csv(tmp_path / "one.csv", labelled(1))
+    one_error_line(run("--data-file", str(data), "--output-dir", str(tmp_path / "o")))
+
+
+# -- flags: sft_causal_lm.parse_args / main --------------------------------------------------
+def test_an_output_dir_that_is_a_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """main: work.mkdir raised NotADirectoryError outside the try: a traceback, exit 1."""
+    data = write_csv(tmp_path / "r.csv", labelled(30))
+    (tmp_path / "afile").write_text("x")
+    line = one_error_line(run("--data-file", str(data), "--output-dir", str(tmp_path / "afile")))
+    assert "--output-dir" in line
+
+
+def test_a_seed_numpy_cannot_take_is_refused(tmp_path: Path) -> None:
+    """parse_args accepted any --seed >= 0; np.random.seed(2**32) then failed in the worker:
+    a traceback and 'mode fixed exited with 1'."""
+    data = write_csv(tmp_path / "r.csv", labelled(30))
+    line = one_error_line(
+        run("--data-file", str(data), "--seed", str(2**32), "--output-dir", str(tmp_path / "o"))
+    )
+    assert "--seed" in line
+
+
+def test_an_infinite_learning_rate_is_refused(tmp_path: Path) -> None:
+    """parse_args: `not args.lr > 0` let inf through; training then gave eval_loss NaN and a
+    results.json holding NaN/Infinity (not JSON), exit 0."""
+    data = write_csv(tmp_path / "r.csv", labelled(30))
+    done = run(
+        "--data-file", str(data), "--lr", "inf", "--modes", "fixed", *SMALL,
+        "--output-dir", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert "--lr" in one_error_line(done)
+
+
+def test_a_small_vocab_size_keeps_the_two_answers_apart(
+    example_modules: Any, tmp_path: Path
+) -> None:
+    """prepare / CharVocab.build: with --vocab-size 30 (accepted: >= 5) 正 and 负 fell out of
+    the vocabulary and both answers encoded as [<unk>, <unk>]: the labels vanished from the
+    task silently (eval_answer_accuracy then measured nothing)."""
+    sft, _ = example_modules
+    data = write_csv(
+        tmp_path / "r.csv",
+        labelled(60, "的了是在我有他这中大来上个国到说们为子和你地出道也时年" * 3 + "{i}"),
+    )
+    args = sft.parse_args(
+        ["--data-file", str(data), "--vocab-size", "30", "--output-dir", str(tmp_path)]
+    )
+    sft.prepare(args, tmp_path)
+    vocab = sft.CharVocab(json.loads((tmp_path / "vocab.json").read_text()))
+    assert vocab.encode(sft.ANSWERS[0]) != vocab.encode(sft.ANSWERS[1])
+
+
+# -- what the results say ------------------------------------------------------------------
+@pytest.mark.slow
+def test_steps_stay_within_one_of_the_fixed_batch_at_equal_epochs(tmp_path: Path) -> None:
+    """sft_mode.train_loop: the fixed batch makes ceil(N/B) updates an epoch, the plan made
+    round(N/B): N=100, B=16, 3 epochs gave 21 against 18 (the gap grew by one an epoch)."""
+    data = write_csv(tmp_path / "r.csv", labelled(130))
+    done = run(
+        "--data-file", str(data), "--max-train-samples", "100", "--max-len", "24",
+        "--epochs", "3", "--output-dir", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-1500:]
+    rows = rows_of(tmp_path / "o")
+    assert abs(rows["fixed"]["steps"] - rows["dynamic"]["steps"]) <= 1, (
+        rows["fixed"]["steps"],
+        rows["dynamic"]["steps"],
+    )
+
+
+@pytest.mark.slow
+def test_a_run_of_one_update_trains_the_model(tmp_path: Path) -> None:
+    """sft_mode.make_schedule: with one update (--batch-size >= the training pairs, 1 epoch)
+    the schedule was LinearWarmup(start_lr=0) and that update ran at learning rate 0: the
+    model never changed, so --lr 1e-3 and --lr 1e-2 gave the same eval_loss to the bit."""
+    data = write_csv(tmp_path / "r.csv", labelled(30))
+    losses = []
+    for lr in ("1e-3", "1e-2"):
+        out = tmp_path / lr
+        done = run(
+            "--data-file", str(data), "--modes", "fixed", *SMALL, "--batch-size", "64",
+            "--lr", lr, "--output-dir", str(out),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-1500:]
+        (row,) = rows_of(out).values()
+        assert row["steps"] == 1
+        losses.append(row["eval_loss"])
+    assert losses[0] != losses[1], "the only update had learning rate 0"
+
+
+@pytest.mark.slow
+def test_trainer_runner_dynamic_peak_is_not_above_fixed_when_batch_exceeds_data(
+    tmp_path: Path, chnsenticorp_csv: Path
+) -> None:
+    """sft_mode.train_trainer: with --batch-size above the pairs both modes train the same one
+    batch, yet DynamicBatchTrainer + token_cross_entropy peaked ~20% above the stock Trainer
+    (one more logits-sized buffer; the cap comes from the loop's calibration)."""
+    done = run(
+        "--data-file", str(chnsenticorp_csv), "--runner", "trainer", "--max-train-samples", "50",
+        "--max-len", "32", "--epochs", "1", "--batch-size", "500",
+        "--output-dir", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-1500:]
+    rows = rows_of(tmp_path / "o")
+    assert rows["dynamic"]["micro_batches"] == rows["fixed"]["micro_batches"] == 1
+    assert rows["dynamic"]["peak_memory_mb"] <= 1.05 * rows["fixed"]["peak_memory_mb"], (
+        rows["dynamic"]["peak_memory_mb"],
+        rows["fixed"]["peak_memory_mb"],
+    )
+
+
+# -- the output directory ------------------------------------------------------------------
+@pytest.mark.slow
+def test_an_unreadable_cached_calibration_is_calibrated_again(tmp_path: Path) -> None:
+    """sft_mode.memory_cost: MemoryCost.save wrote in place (not atomically); a cut cache
+    file made MemoryCost.load raise in the worker: a traceback, 'mode dynamic exited with 1',
+    and the previous run's results.json left in place."""
+    data = write_csv(tmp_path / "r.csv", labelled(50))
+    out = tmp_path / "o"
+    args = ("--data-file", str(data), "--modes", "dynamic", *SMALL, "--output-dir", str(out))
+    assert run(*args).returncode == 0
+    (calib,) = out.glob("calib-*.json")
+    calib.write_text(calib.read_text()[:100])
+    done = run(*args)
+    assert done.returncode == 0, done.stderr[-600:]
+
+
+def test_a_failed_run_does_not_leave_the_previous_results(tmp_path: Path) -> None:
+    """main: results.json/results.md of an earlier run survived a later failed run in the same
+    --output-dir (only work/*.json rows were removed), so they read as this run's."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "results.json").write_text('[{"mode": "fixed", "eval_loss": 0.1}]')
+    bad = write_csv(tmp_path / "bad.csv", "label,review\n2,x\n1,y\n")
+    assert run("--data-file", str(bad), "--output-dir", str(out)).returncode == 2
+    assert not (out / "results.json").exists(), "a stale results.json from an earlier run"

@@ -1,9 +1,9 @@
-"""Token-level losses (issue: fine-tuning language models on dynamic batches).
+"""Training on token-level losses (issue: fine-tuning language models on dynamic batches).
 
-The per-token cross entropy and its count; plans whose updates count loss tokens; and the
-exact per-token mean of an update over micro-batches of different lengths and prompt
-shares, with a real paddlenlp causal LM, in the hand loop and in the Trainer, on 1 rank
-here and on 2 in tests/test_distributed.py-style launches.
+Plans whose updates count loss tokens, and the exact per-token mean of an update over
+micro-batches of different lengths and prompt shares, with a real paddlenlp causal LM, in
+the hand loop and in the Trainer, on 1 rank here and on 2 in tests/test_distributed.py-style
+launches. The loss itself (``token_loss``, ``loss_token_counts``) is in tests/test_losses.py.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ import paddle
 import pytest
 
 import dynbatch
-from dynbatch import InputError, InputTypeError
+from dynbatch import InputError
 
-pytest.importorskip("paddlenlp")  # the causal LM of every test but the first few
+pytest.importorskip("paddlenlp")  # the causal LM
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from lm_toy import (
-    IGNORE,
     Pairs,
     collate,
     lm_trainer,
@@ -37,82 +36,6 @@ from lm_toy import (
     tiny_lm,
     worst,
 )
-
-
-# -- the loss ----------------------------------------------------------------------------------
-def numpy_token_loss(logits: np.ndarray, labels: np.ndarray, shift: bool) -> tuple[float, int]:
-    if shift:
-        logits, labels = logits[:, :-1], labels[:, 1:]
-    flat, lab = logits.reshape(-1, logits.shape[-1]).astype(np.float64), labels.reshape(-1)
-    keep = lab != IGNORE
-    top = flat.max(axis=1, keepdims=True)
-    logp = flat - top - np.log(np.exp(flat - top).sum(axis=1, keepdims=True))
-    return float(-logp[keep, lab[keep]].sum()), int(keep.sum())
-
-
-@pytest.mark.parametrize("shift", [True, False])
-@pytest.mark.parametrize("seed", range(4))
-def test_token_loss_is_the_summed_cross_entropy_of_the_tokens_with_a_loss(
-    shift: bool, seed: int
-) -> None:
-    rng = np.random.default_rng(seed)
-    n, t, v = rng.integers(1, 5), rng.integers(1, 9), rng.integers(2, 30)
-    logits = rng.normal(0, 3, (n, t, v)).astype(np.float32)
-    labels = rng.integers(0, v, (n, t))
-    labels[rng.random((n, t)) < 0.4] = IGNORE
-    total, count = dynbatch.token_loss(
-        paddle.to_tensor(logits), paddle.to_tensor(labels), shift=shift
-    )
-    expected, tokens = numpy_token_loss(logits, labels, shift)
-    assert int(count) == tokens
-    assert float(total) == pytest.approx(expected, rel=1e-5, abs=1e-5)
-    assert str(count.dtype).endswith("int64") and total.shape == []
-
-
-def test_loss_token_counts_match_what_token_loss_counts() -> None:
-    ds = Pairs(30, seed=3)
-    for i in range(len(ds)):
-        item = ds[i]
-        logits = paddle.zeros([1, item["input_ids"].size, 7])
-        labels = np.where(item["labels"] == IGNORE, IGNORE, item["labels"] % 7)
-        _, count = dynbatch.token_loss(logits, paddle.to_tensor(labels[None]))
-        assert int(count) == ds.loss_tokens[i] == int((item["labels"][1:] != IGNORE).sum())
-    assert dynbatch.loss_token_counts([[5, 6, 7]], shift=False).tolist() == [3]
-
-
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
-    [
-        (lambda: dynbatch.token_loss([[1.0]], paddle.to_tensor([[1]])), InputTypeError, "logits"),
-        (
-            lambda: dynbatch.token_loss(paddle.zeros([1, 3, 4]), paddle.zeros([1, 3])),
-            InputTypeError,
-            "labels must be an integer",
-        ),
-        (
-            lambda: dynbatch.token_loss(paddle.zeros([1, 3, 4]), paddle.to_tensor([[1, 2]])),
-            InputError,
-            r"labels have shape \[1, 2\]",
-        ),
-        (
-            lambda: dynbatch.token_loss(paddle.zeros([1, 3, 4]), paddle.to_tensor([[1, 2, 4]])),
-            InputError,
-            r"token ids in \[0, 4\) or ignore_index=-100, got label 4 at flat position 1",
-        ),
-        (
-            lambda: dynbatch.token_loss(
-                paddle.zeros([1, 3, 4]), paddle.to_tensor([[1, 2, 3]]), shift="yes"
-            ),
-            InputTypeError,
-            "shift must be True or False",
-        ),
-        (lambda: dynbatch.loss_token_counts([[1.5, 2.0]]), InputTypeError, r"labels\[0\]"),
-        (lambda: dynbatch.loss_token_counts(7), InputTypeError, "sequence of label sequences"),
-    ],
-)
-def test_bad_token_loss_input_is_named(call: Any, error: type, message: str) -> None:
-    with pytest.raises(error, match=message):
-        call()
 
 
 # -- plans that count loss tokens --------------------------------------------------------------
@@ -340,3 +263,100 @@ def test_a_loss_fn_pair_with_a_bad_count_is_named(count: Any, shown: str) -> Non
         InputError, match=rf"loss_fn returned \(loss_sum, count\) whose count is {shown}"
     ):
         loss_and_count((total, count), np.arange(2), np.array([3, 3]), "tokens")
+
+
+# -- the Trainer's token losses at their edges ----------------------------------------------
+def test_token_cross_entropy_refuses_a_model_returning_only_its_loss_in_a_tuple() -> None:
+    """A model that returns (loss,) or ModelOutput(loss=...) without logits is told that a
+    loss alone is a mean that cannot be re-weighted (it was told 'per_sample_cross_entropy
+    found no logits ... pass loss_fn=... -> per-sample losses')."""
+    from dynbatch.integrations.paddlenlp import token_cross_entropy
+
+    labels = {"labels": paddle.to_tensor([[-100, 1, 2]])}
+    with pytest.raises(InputError, match="only a loss") as info:
+        token_cross_entropy((paddle.to_tensor(1.5),), labels)
+    assert "per_sample_cross_entropy" not in str(info.value)
+
+
+def _per_token_loss(outputs: Any, batch: Any) -> Any:
+    """Per-token losses [n, seq - 1], 0 where the label is ignored (prompt and padding)."""
+    logits = outputs[0] if isinstance(outputs, (tuple, list)) else outputs.logits
+    labels = batch["labels"][:, 1:]
+    mask = labels != -100
+    safe = paddle.where(mask, labels, paddle.zeros_like(labels))
+    losses = paddle.nn.functional.cross_entropy(
+        logits[:, :-1], safe.unsqueeze(-1), reduction="none"
+    ).squeeze(-1)
+    return losses * mask.astype("float32")
+
+
+def test_trainer_per_token_losses_with_loss_tokens_are_the_mean_over_loss_tokens(
+    tmp_path: Path,
+) -> None:
+    """accumulate='tokens' is the mean 'over its real tokens, the lengths or loss_tokens';
+    with loss_tokens and a per-token loss_fn, training_step counted the full lengths
+    (loss_and_count got run.sampler.lengths) and raised RuntimeError 'the window's count over
+    all ranks is 154, the plan's 77'."""
+    from trainer_toy import make_args, make_recorder
+
+    from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
+
+    ds = Pairs(32, seed=8)
+    rec = make_recorder(grads=1)
+    trainer = DynamicBatchTrainer(
+        model=tiny_lm(),
+        args=make_args(tmp_path, per_device_train_batch_size=8, max_steps=1),
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=ds.lengths,
+        loss_tokens=ds.loss_tokens,
+        accumulate="tokens",
+        loss_fn=_per_token_loss,
+        callbacks=[rec],
+    )
+    trainer.train()
+    indices = np.concatenate(rec.windows[0].indices)
+    ref = tiny_lm()
+    ref.set_state_dict(rec.weights[0])
+    expected = reference_grads(ref, ds, indices)
+    assert worst(rec.grads[0], expected) < 1e-5 * max(1.0, scale(expected))
+
+
+def test_trainer_does_not_apply_a_window_without_loss_tokens(tmp_path: Path) -> None:
+    """NOTE [ one update engine ]: a window that holds nothing to average over is not applied
+    on any rank, and the Trainer 'raises on the same verdict'. training_step raised only on a
+    non-finite window: a window of count 0 went to AdamW, whose momentum moved the weights
+    (and the LR schedule stepped), while GradientAccumulator skipped the same window."""
+    from trainer_toy import make_args, make_recorder
+
+    from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_entropy
+
+    ds = Pairs(16, seed=3)
+    for i in range(4, 8):  # the second window: no token carries a loss
+        ds.labels[i] = np.full_like(ds.labels[i], -100)
+    ds.loss_tokens = dynbatch.loss_token_counts(ds.labels)
+    rec = make_recorder(grads=3)
+    trainer = DynamicBatchTrainer(
+        model=tiny_lm(),
+        args=make_args(tmp_path, max_steps=2, per_device_train_batch_size=4),
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=ds.lengths,
+        loss_tokens=ds.loss_tokens,
+        accumulate="tokens",
+        loss_fn=token_cross_entropy,
+        max_cost=1000,
+        cost="linear",
+        order="none",
+        max_batch_size=4,
+        callbacks=[rec],
+    )
+    try:
+        trainer.train()
+    except (InputError, ValueError, RuntimeError):
+        return  # refused, as the note says
+    window = rec.windows[1]
+    assert ds.loss_tokens[np.concatenate(window.indices)].sum() == 0, "precondition"
+    after = {n: p.numpy() for n, p in trainer.model.state_dict().items()}
+    moved = max(float(np.abs(after[n] - rec.weights[1][n]).max()) for n in after)
+    assert moved == 0.0, f"a window without loss tokens moved the weights by {moved}"

@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import paddle
 import pytest
 
 import dynbatch
+from dynbatch import InputError, InputTypeError
 from dynbatch.training import GradientAccumulator, scale_lr
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
@@ -528,3 +530,32 @@ def test_a_target_on_top_of_the_plans_updates_is_refused() -> None:
     sampler = dynbatch.DynamicBatchSampler(ds, lengths=ds.lengths, batch_size=8)
     with pytest.raises(dynbatch.InputError, match="already makes updates of update_size=8"):
         sgd_acc(sampler, target=16)
+
+
+# -- GradientAccumulator.backward: what it refuses -----------------------------------------
+def _accumulator() -> tuple[Any, Any]:
+    model = paddle.nn.Linear(2, 1)
+    opt = paddle.optimizer.SGD(0.1, parameters=model.parameters())
+    return model, dynbatch.GradientAccumulator(model, opt)
+
+
+def test_accumulator_refuses_a_bool_tensor_count() -> None:
+    """count=True is refused, and so is count=paddle.to_tensor(True) (it was taken as 1 token)."""
+    model, acc = _accumulator()
+    with pytest.raises(InputTypeError, match="count"):
+        acc.backward(model(paddle.ones([3, 2])).sum(), count=paddle.to_tensor(True))
+
+
+def test_accumulator_refuses_a_loss_sum_that_is_not_one_number() -> None:
+    """A per-token loss vector as loss_sum is named (it failed inside paddle's ReshapeOp)."""
+    model, acc = _accumulator()
+    with pytest.raises(InputError, match="loss_sum"):
+        acc.backward(model(paddle.ones([2, 2])).reshape([-1]), count=2)
+
+
+def test_accumulator_refuses_a_detached_loss_sum() -> None:
+    """A loss_sum off the graph would train nothing, yet the step was taken and counted (the
+    Trainer's loss_and_count refuses the same thing)."""
+    model, acc = _accumulator()
+    with pytest.raises(InputError, match="loss_sum"):
+        acc.backward(model(paddle.ones([2, 2])).sum().detach(), count=2)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._checks import InputError, InputTypeError
 from .collate import Dict, Pad, Stack, Tuple
 from .contract import Pass, PlanSource
 from .cost import LinearCost, MixedCost, QuadraticCost, WithinBudgets, resolve_cost
 from .epochs import plan_epoch
+from .errors import InputError, InputTypeError
 from .lengths import compute_lengths
 from .losses import loss_token_counts, token_loss
 from .memory import (

@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from .cli import main
 
+__all__: list[str] = []  # a script: nothing to import from it
+
 raise SystemExit(main())

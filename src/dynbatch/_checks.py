@@ -1,13 +1,11 @@
-"""Argument checks shared by every public entry point, and the library's error types.
+"""Argument checks shared by every public entry point.
 
 Each check names the argument, echoes the value and says what would be valid
 (``max_cost must be a positive finite number, got max_cost=0``). Plain ``if``
 statements, never ``assert``: input checks must survive ``python -O``.
 
-Every input error is an :class:`InputError` (a ``ValueError``), or an
-:class:`InputTypeError` (also a ``TypeError``) when the value has the wrong
-type, so a program can catch dynbatch's own complaints about its input and
-let real bugs keep their tracebacks (the ``dynbatch`` CLI does exactly that).
+They raise the public error types of :mod:`dynbatch.errors`, re-exported here
+for the modules that import them with the checks.
 """
 
 from __future__ import annotations
@@ -19,6 +17,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from .errors import InputError, InputTypeError
 
 __all__ = [
     "InputError",
@@ -40,14 +40,6 @@ __all__ = [
 MAX_LENGTH = 2**53
 
 
-class InputError(ValueError):
-    """A bad argument or input: the message names it, echoes it and says what is valid."""
-
-
-class InputTypeError(InputError, TypeError):
-    """A bad argument of the wrong type (also a ``TypeError``)."""
-
-
 def check_int(name: str, value: Any, *, minimum: int = 0, allow_none: bool = False) -> Any:
     """Return ``value`` as an ``int`` >= ``minimum``; ``bool`` is not an int here.
 
@@ -59,7 +51,7 @@ def check_int(name: str, value: Any, *, minimum: int = 0, allow_none: bool = Fal
     >>> check_int("seed", "3")
     Traceback (most recent call last):
     ...
-    dynbatch._checks.InputTypeError: seed must be an integer >= 0, got seed='3'
+    dynbatch.errors.InputTypeError: seed must be an integer >= 0, got seed='3'
     """
     if value is None and allow_none:
         return None
@@ -91,7 +83,7 @@ def check_positive_number(name: str, value: Any) -> float:
     >>> check_positive_number("max_cost", 0)
     Traceback (most recent call last):
     ...
-    dynbatch._checks.InputError: max_cost must be a positive finite number, got max_cost=0
+    dynbatch.errors.InputError: max_cost must be a positive finite number, got max_cost=0
     """
     wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
     if wrong_type or not math.isfinite(float(value)) or value <= 0:
@@ -108,7 +100,7 @@ def check_nonnegative_number(
     >>> check_nonnegative_number("a", -1, owner="MixedCost")
     Traceback (most recent call last):
     ...
-    dynbatch._checks.InputError: MixedCost a must be a finite number >= 0, got a=-1
+    dynbatch.errors.InputError: MixedCost a must be a finite number >= 0, got a=-1
     """
     wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
     if wrong_type or not (float(value) >= 0 and (finite is False or math.isfinite(value))):
@@ -144,7 +136,7 @@ def check_lengths(lengths: Any, name: str = "lengths", *, zero: bool = False) ->
     >>> check_lengths([3, 0])
     Traceback (most recent call last):
     ...
-    dynbatch._checks.InputError: lengths must be positive; lengths[1]=0
+    dynbatch.errors.InputError: lengths must be positive; lengths[1]=0
     """
     if isinstance(lengths, np.ma.MaskedArray):
         mask = np.asarray(lengths.mask, dtype=bool)
@@ -196,7 +188,7 @@ def check_loss_tokens(loss_tokens: Any, lengths: NDArray[np.int64]) -> NDArray[n
     >>> check_loss_tokens([4, 0], np.array([3, 4]))
     Traceback (most recent call last):
     ...
-    dynbatch._checks.InputError: loss_tokens[0]=4 is more than the sample's length lengths[0]=3: \
+    dynbatch.errors.InputError: loss_tokens[0]=4 is more than the sample's length lengths[0]=3: \
 a sample has at most as many loss tokens as tokens
     """
     if loss_tokens is None:
@@ -229,7 +221,7 @@ def check_dataset(name: str, value: Any) -> Any:
     >>> check_dataset("dataset", (x for x in [1]))
     Traceback (most recent call last):
     ...
-    dynbatch._checks.InputTypeError: dataset must be a sized, indexable dataset ...
+    dynbatch.errors.InputTypeError: dataset must be a sized, indexable dataset ...
     """
     if not (hasattr(value, "__len__") and hasattr(value, "__getitem__")):
         raise InputTypeError(
@@ -252,7 +244,7 @@ def check_batches(
     >>> check_batches([[0, 3]], 3)
     Traceback (most recent call last):
     ...
-    dynbatch._checks.InputError: batches[0] holds index 3, outside [0, 3) of lengths
+    dynbatch.errors.InputError: batches[0] holds index 3, outside [0, 3) of lengths
     """
     if isinstance(batches, (str, bytes)) or not hasattr(batches, "__iter__"):
         raise InputTypeError(

@@ -13,7 +13,7 @@ options as keywords (``max_cost=..., order=...``), but never both at once.
 >>> PlanOptions(max_cost=0)
 Traceback (most recent call last):
 ...
-dynbatch._checks.InputError: max_cost must be a positive finite number, got max_cost=0
+dynbatch.errors.InputError: max_cost must be a positive finite number, got max_cost=0
 """
 
 from __future__ import annotations
@@ -315,7 +315,7 @@ def resolve_options(
     >>> resolve_options(PlanOptions(max_cost=5), {"order": "none"}, "f")
     Traceback (most recent call last):
     ...
-    dynbatch._checks.InputError: f: give options=PlanOptions(...) or the options as keywords ...
+    dynbatch.errors.InputError: f: give options=PlanOptions(...) or the options as keywords ...
     """
     unknown = sorted(set(shortcuts) - FIELDS)
     if unknown:

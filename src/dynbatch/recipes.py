@@ -263,9 +263,6 @@ def _lengths(lengths: Any, fields: dict[str, Any], where: str) -> tuple[Any, int
             f"{where} got unknown option(s) {', '.join(unknown)}; the options are: "
             f"{', '.join(sorted(FIELDS))}"
         )
-    for name in ("max_cost", "cost"):
-        if name in fields:  # unreachable through the signature; kept for **dict calls
-            raise InputTypeError(f"{where}: {name} is an argument of its own")
     lens = check_lengths(lengths)
     multiple = check_int("pad_to_multiple_of", fields.get("pad_to_multiple_of", 1), minimum=1)
     return lens, int(padded_lengths(lens, multiple).max())

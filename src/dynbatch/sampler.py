@@ -3,6 +3,26 @@
 Each sampler is a cursor: the plans, passes and resume state (NOTE [ prefetch
 and resume ], NOTE [ resume fingerprint ]) live in :mod:`dynbatch.epochs`; the
 sampler adds its rank and paddle's base class, whose ``__init__`` runs.
+
+NOTE [ batch_size, read back ]
+    ``sampler.batch_size`` is the fixed batch the sampler was told to train like
+    (``batch_size=32`` reads back 32, per rank), and None when it was built
+    from a budget (``max_cost=...`` or ``options=``): batches then have no one
+    size. The cap on a batch's samples is ``sampler.max_batch_size``, as in
+    :class:`~dynbatch.PlanOptions` (None: no cap). Batches are the plan's:
+    neither attribute is a size every batch has.
+
+    What paddle does with ``batch_sampler.batch_size``: ``paddle.io.DataLoader``
+    given ``batch_sampler=`` ignores it (its own ``batch_size`` is None) and
+    iterates the sampler. Code that rebuilds the sampler reads it: the
+    DataLoader's ``num_workers`` autotuning (``paddle.incubate.autotune``) times
+    a plain ``BatchSampler`` of that size; auto-parallel's data-parallel mode and
+    ``shard_dataloader`` replace the sampler with a ``DistributedBatchSampler``
+    of ``batch_size / dp_world_size``, losing the dynamic batches; and
+    paddlenlp's ``Trainer.evaluation_loop`` logs it and sizes
+    ``max_eval_iters`` with it (``DynamicBatchTrainer`` evaluates dynamic
+    batches in a loop of its own). With None, those paths fail loudly (a
+    ``TypeError``) instead of sizing anything by a wrong number.
 """
 
 from __future__ import annotations
@@ -133,7 +153,9 @@ class _Cursor:
 
     num_replicas: int
     rank: int
-    batch_size: Any  # paddle's is an int; ours is max_batch_size, which may be None
+    batch_size: Any  # paddle's is an int; ours is the fixed batch told, or None (NOTE above)
+    max_batch_size: int | None
+    _fixed_batch: int | None
     _epochs: Epochs
 
     def _plan(
@@ -173,6 +195,7 @@ class _Cursor:
                 **shortcuts,
             )
             shortcuts = {}
+        self._fixed_batch = None if batch_size is None else int(batch_size)  # like_fixed checked it
         self.options = opts = resolve_options(options, shortcuts, type(self).__name__)
         self._epochs = Epochs(self.lengths, opts, self.num_replicas, loss_tokens=self.loss_tokens)
         # the options under the names paddle code reads (never assigned again)
@@ -187,7 +210,8 @@ class _Cursor:
     def _name_for_paddle(self, dataset: Any, opts: PlanOptions) -> None:
         """After paddle's ``__init__``: its attributes say what this sampler does."""
         self.dataset = dataset
-        self.batch_size = opts.max_batch_size
+        self.batch_size = self._fixed_batch  # NOTE [ batch_size, read back ]
+        self.max_batch_size = opts.max_batch_size
         self.drop_last, self.shuffle = opts.drop_last, opts.random_order
 
     @property
@@ -273,7 +297,7 @@ _SAMPLER_DOC = """
             oversize=..., drop_last=..., bucket_width=..., equal_epochs=...,
             balance=..., update_size=..., update_unit=...``), not both.
         batch_size: the fixed batch (per rank) to train like, instead of
-            ``options``: :meth:`PlanOptions.like_fixed` plans padding-free
+            ``options``: :func:`~dynbatch.like_fixed` plans padding-free
             micro-batches in updates of that many samples, lengths mixed
             (NOTE [ the fixed batch's recipe ]). Other keywords are options
             (``max_cost=`` then is a budget for the micro-batches).
@@ -291,6 +315,18 @@ class DynamicBatchSampler(_Cursor, BatchSampler):
     ``len_for_epochs(range(E))`` over a whole run; call ``set_epoch(e)`` each
     epoch for fresh random batches. ``state_dict`` / ``load_state_dict`` resume
     mid-epoch (NOTE [ prefetch and resume ]).
+
+    Attributes:
+        batch_size: the fixed batch given as ``batch_size=``, else None; what
+            paddle does with it: NOTE [ batch_size, read back ].
+        max_batch_size: the most samples a batch holds (None: no cap).
+        options: the :class:`~dynbatch.PlanOptions` the plans are made with.
+
+    >>> sampler = DynamicBatchSampler(lengths=[5, 9, 3, 12] * 50, batch_size=32)
+    >>> sampler.batch_size, sampler.max_batch_size
+    (32, 8)
+    >>> DynamicBatchSampler(lengths=[5, 9, 3, 12], max_cost=1000).batch_size is None
+    True
     """
 
     def __init__(
@@ -341,6 +377,10 @@ class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
 
     Args:
         num_replicas, rank: default to paddle's parallel environment.
+
+    ``batch_size`` reads back the fixed batch per rank given as ``batch_size=``
+    (else None), ``max_batch_size`` the cap on a batch (NOTE [ batch_size, read
+    back ]).
     """
 
     def __init__(

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ._checks import InputError, check_bool, check_epochs, check_int
+from ._checks import check_bool, check_epochs, check_int
 from ._optional import require
 from .contract import Pass
+from .errors import InputError
 from .options import resolve_options
 from .stream_sources import open_source
 from .stream_state import StreamCount, StreamProgress, Taken, count_epoch

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError
+from .errors import InputError, InputTypeError
 from .options import PlanOptions
 from .planning import Plan, padded_lengths, plan_draw
 from .sharding import TOLERANCE, ShardedPlan, shard_checked

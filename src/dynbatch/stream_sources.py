@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import InputError, InputTypeError
+from .errors import InputError, InputTypeError
 
 __all__ = ["Record", "Source", "open_source", "read_jsonl"]
 
@@ -185,7 +185,7 @@ def open_source(
     >>> open_source(x for x in [1])
     Traceback (most recent call last):
     ...
-    dynbatch._checks.InputTypeError: source is a generator, which can be read only once; ...
+    dynbatch.errors.InputTypeError: source is a generator, which can be read only once; ...
     """
     if reader is not None:
         if not callable(reader):

@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_int
+from ._checks import check_int
 from .contract import Pass
+from .errors import InputError, InputTypeError
 from .options import PlanOptions
 from .stats import PlanStats, plan_stats
 from .stream_sources import open_source

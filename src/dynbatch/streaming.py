@@ -2,7 +2,7 @@
 
 :class:`StreamPlanner` reads a source (:mod:`dynbatch.stream_sources`) in
 blocks and plans each block as :func:`~dynbatch.plan_epoch` plans an epoch;
-:class:`StreamProgress` is the main process's record of what training took,
+:class:`~dynbatch.stream_state.StreamProgress` is the main process's record of what training took,
 for resume. The paddle adapter is :class:`~dynbatch.DynamicBatchIterable`.
 
 NOTE [ a stream in blocks ]
@@ -50,7 +50,7 @@ NOTE [ resuming a stream ]
     Each batch carries a :class:`StepInfo`: its slot, block, step in the
     block and where the block starts and ends in the slot's stream. The
     main process records the info of every batch training took
-    (:class:`StreamProgress`), so a saved state says, per slot, the block
+    (:class:`~dynbatch.stream_state.StreamProgress`), so a saved state says, per slot, the block
     and step to go on from. A resumed worker starts reading at that block's
     first record (a shard source skips whole shards unread, and seeks
     inside the shard with a ``reader(path, start=...)``; other sources read the
@@ -74,7 +74,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_int, check_lengths
+from ._checks import check_int, check_lengths
+from .errors import InputError, InputTypeError
 from .options import PlanOptions
 from .planning import find_oversize, padded_lengths
 from .sharding import ShardedPlan

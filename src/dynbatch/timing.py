@@ -63,6 +63,7 @@ __all__ = [
     "check_time_model",
     "epoch_seconds",
     "plan_split_updates",
+    "shuffled",
     "split_update",
 ]
 
@@ -312,8 +313,7 @@ def plan_split_updates(
         keep[over] = False
         if not keep.any():
             raise InputError("every sample is over max_cost alone: nothing to train on")
-    rng = np.random.default_rng([options.seed, epoch, _SPLIT_STREAM])
-    order = rng.permutation(np.flatnonzero(keep))
+    order = shuffled(np.flatnonzero(keep), options.seed, epoch)
     size = max(1, round(float(options.update_size)))
     if options.drop_last:
         order = order[: order.size - order.size % size] if order.size >= size else order[:0]
@@ -341,6 +341,17 @@ def plan_split_updates(
     return ShardedPlan(
         plan, np.arange(len(plan)), np.asarray(padding, dtype=bool), replicas, np.asarray(ends)
     )
+
+
+def shuffled(indices: NDArray[Any], seed: int, epoch: int) -> NDArray[Any]:
+    """``indices`` in the order :func:`plan_split_updates` draws the updates of ``epoch`` from:
+    a fixed batch cut from this order holds the same samples in each update.
+
+    >>> shuffled(np.arange(5), seed=0, epoch=0).tolist() == shuffled(np.arange(5), 0, 0).tolist()
+    True
+    """
+    rng = np.random.default_rng([seed, epoch, _SPLIT_STREAM])
+    return rng.permutation(np.asarray(indices))
 
 
 def epoch_seconds(

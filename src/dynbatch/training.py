@@ -90,7 +90,7 @@ class GradientAccumulator:
         target: samples (or tokens) per optimizer step, summed over ranks,
             cut on the plan in its order. Default: the plan's own updates when
             its options ask for them (``update_size``, as
-            :meth:`~dynbatch.PlanOptions.like_fixed` and a sampler given
+            :func:`~dynbatch.like_fixed` and a sampler given
             ``batch_size=`` do: lengths mixed in each, NOTE [ mixed updates ]);
             otherwise **each micro-batch is an update of its own**.
         unit: ``"samples"`` or ``"tokens"``: what ``target`` counts (tokens are
@@ -197,9 +197,9 @@ class GradientAccumulator:
         sampler: PlanSource = self.sampler
         return sampler
 
-    def windows(self, epoch: int | None = None) -> EpochWindows:
+    def windows(self, epoch: int | None = None, what: str = "windows") -> EpochWindows:
         """The optimizer windows of ``epoch`` (default: the sampler's current one)."""
-        sampler = self._need_sampler("the windows")
+        sampler = self._need_sampler(what)
         if self._stream is not None:
             raise InputError(
                 "a stream has no epoch plan: its windows end as it is read (NOTE [ updates of a "
@@ -216,7 +216,7 @@ class GradientAccumulator:
             counted = self._stream.source.count(epoch)
             per_step = counted.samples if self.unit == "samples" else counted.tokens
             return np.asarray(per_step, dtype=np.float64)
-        return self.windows(epoch).counts
+        return self.windows(epoch, "step_counts").counts
 
     def steps_per_epoch(self, epoch: int | None = None) -> int:
         """Optimizer steps ``epoch`` will take (default: the sampler's current epoch).
@@ -227,7 +227,7 @@ class GradientAccumulator:
             counted = self._stream.source.count(epoch)
             plan = self._stream.plan_updates and self.target is None
             return int(counted.updates(self.target, self.unit, plan))
-        return len(self.windows(epoch))
+        return len(self.windows(epoch, "steps_per_epoch"))
 
     def steps_for_epochs(self, epochs: Iterable[int]) -> int:
         """Optimizer steps over ``epochs`` (e.g. ``range(E)``): exact, for LR schedules."""

@@ -1,6 +1,7 @@
 """Adapters for training frameworks; each imports its framework when it is itself imported.
 
-``dynbatch.integrations.paddlenlp``: :class:`DynamicBatchTrainer`, paddlenlp's
+``dynbatch.integrations.paddlenlp``:
+:class:`~dynbatch.integrations.paddlenlp.DynamicBatchTrainer`, paddlenlp's
 ``Trainer`` with dynamic batches (needs ``pip install "dynbatch[examples]"``).
 Importing this package imports no framework.
 """

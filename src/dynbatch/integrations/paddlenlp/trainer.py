@@ -87,13 +87,13 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         loss_fn: ``loss_fn(outputs, batch) -> losses``, one loss per sample
             (shape ``[n]``) or per token (``[n, ...]``, padding set to 0, only
             with ``accumulate="tokens"``), or ``(loss_sum, count)`` with the
-            count from the batch (:func:`token_cross_entropy` for language
+            count from the batch (:func:`~.losses.token_cross_entropy` for language
             models: the mean over the loss tokens); never a mean. The model is
             called with every field of the batch but the label fields
             (``args.label_names``, default ``["labels"]``). A per-sample loss
             under ``accumulate="tokens"`` weighs each sample by its length (its
             ``loss_tokens`` when given). Default:
-            :func:`per_sample_cross_entropy` (sequence classification), or
+            :func:`~.losses.per_sample_cross_entropy` (sequence classification), or
             ``criterion`` if given: a loss layer with a ``reduction`` (such as
             ``paddle.nn.CrossEntropyLoss()``), called on ``(logits, labels)``
             with ``reduction="none"`` on a copy of it.

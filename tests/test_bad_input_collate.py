@@ -1,0 +1,170 @@
+"""Bad input to the collators (Pad, Stack, Tuple, Dict) is a named error.
+
+One part of the bad-input table (tests/bad_input.py says how it works): the collators, at
+construction and on a batch.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import pytest
+from bad_input import (
+    POSITIVE_INT,
+    TYPE,
+    VALUE,
+    Case,
+    Cases,
+    int_family,
+    raises_as_the_table_says,
+)
+
+from dynbatch import Dict, InputError, Pad, Stack, Tuple
+
+CASES = Cases()
+case = CASES.add
+
+# -- collators ------------------------------------------------------------------------------------
+
+COLLATE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
+    *(
+        (
+            f"Pad-pad_to_multiple_of-{label}",
+            functools.partial(Pad, pad_to_multiple_of=value),
+            error,
+            match,
+        )
+        for label, value, error, match in int_family(
+            "pad_to_multiple_of", [x for x in POSITIVE_INT if x[0] != "None"], 1
+        )
+    ),
+    ("Pad-axis-str", lambda: Pad(axis="0"), TYPE, r"axis must be an integer, got axis='0'"),
+    ("Pad-axis-True", lambda: Pad(axis=True), TYPE, r"axis must be an integer, got axis=True"),
+    (
+        "Pad-axis-out-of-range",
+        lambda: Pad(axis=2)([[1, 2], [3]]),
+        VALUE,
+        r"Pad: axis=2 is out of range for samples of 1 dimension\(s\)",
+    ),
+    (
+        "Pad-pad_right",
+        lambda: Pad(pad_right="no"),
+        TYPE,
+        r"pad_right must be True or False, got pad_right='no'",
+    ),
+    (
+        "Pad-ret_mask",
+        lambda: Pad(ret_mask=1),
+        TYPE,
+        r"ret_mask must be True or False, got ret_mask=1",
+    ),
+    (
+        "Pad-ret_length-dtype",
+        lambda: Pad(ret_length="int65"),
+        TYPE,
+        r"ret_length must be None, True or an integer dtype such as 'int64', "
+        r"got ret_length='int65'",
+    ),
+    (
+        "Pad-ret_length-float",
+        lambda: Pad(ret_length="float32"),
+        TYPE,
+        r"ret_length must be None, True or an integer dtype.*got ret_length='float32'",
+    ),
+    (
+        "Pad-dtype",
+        lambda: Pad(dtype="nonsense"),
+        TYPE,
+        r"dtype must be None or a numpy dtype, got dtype='nonsense'",
+    ),
+    ("Pad-empty-batch", lambda: Pad()([]), VALUE, r"Pad got an empty batch: nothing to collate"),
+    (
+        "Pad-mixed-ndim",
+        lambda: Pad()([[1, 2], [[3]]]),
+        VALUE,
+        r"Pad: sample 1 has shape \(1, 1\), sample 0 has shape \(2,\); .*differ only along axis=0",
+    ),
+    (
+        "Pad-other-axis-differs",
+        lambda: Pad()([[[1, 2]], [[3]]]),
+        VALUE,
+        r"Pad: sample 1 has shape \(1, 1\), sample 0 has shape \(1, 2\)",
+    ),
+    ("Stack-axis", lambda: Stack(axis=1.5), TYPE, r"axis must be an integer, got axis=1.5"),
+    (
+        "Stack-dtype",
+        lambda: Stack(dtype="nonsense"),
+        TYPE,
+        r"dtype must be None or a numpy dtype, got dtype='nonsense'",
+    ),
+    ("Stack-empty-batch", lambda: Stack()([]), VALUE, r"Stack got an empty batch"),
+    (
+        "Stack-ragged",
+        lambda: Stack()([[1, 2], [3]]),
+        VALUE,
+        r"Stack: sample 1 has shape \(1,\), sample 0 has shape \(2,\); stacked samples must match",
+    ),
+    (
+        "Tuple-not-callable",
+        lambda: Tuple(Pad(), 3),
+        TYPE,
+        r"Tuple takes batchify functions; fn\[1\]=3 is not callable",
+    ),
+    (
+        "Tuple-list-and-args",
+        lambda: Tuple([Pad()], Stack()),
+        VALUE,
+        r"Tuple takes Tuple\(A, B, C\) or Tuple\(\[A, B, C\]\), not both",
+    ),
+    ("Tuple-no-functions", lambda: Tuple([]), VALUE, r"Tuple needs at least one batchify function"),
+    (
+        "Tuple-field-count",
+        lambda: Tuple(Pad(), Stack())([([1], 0, 5)]),
+        VALUE,
+        r"Tuple has 2 functions but samples have 3 fields",
+    ),
+    ("Tuple-empty-batch", lambda: Tuple(Pad(), Stack())([]), VALUE, r"Tuple got an empty batch"),
+    (
+        "Tuple-sample-not-sequence",
+        lambda: Tuple(Pad(), Stack())([5]),
+        TYPE,
+        r"Tuple: sample 0 must be a tuple or list of 2 fields, got 5",
+    ),
+    (
+        "Dict-not-mapping",
+        lambda: Dict([Pad()]),
+        TYPE,
+        r"Dict takes a dict of field name -> batchify function",
+    ),
+    (
+        "Dict-not-callable",
+        lambda: Dict({"ids": 3}),
+        TYPE,
+        r"Dict takes batchify functions; fn\['ids'\]=3 is not callable",
+    ),
+    (
+        "Dict-missing-key",
+        lambda: Dict({"ids": Pad()})([{"text": [1]}]),
+        VALUE,
+        r"Dict: sample 0 has no field 'ids' \(its fields: \['text'\]\)",
+    ),
+    (
+        "Dict-sample-not-mapping",
+        lambda: Dict({"ids": Pad()})([[1, 2]]),
+        TYPE,
+        r"Dict: sample 0 must be a dict with field 'ids', got \[1, 2\]",
+    ),
+    ("Dict-empty-batch", lambda: Dict({"ids": Pad()})([]), VALUE, r"Dict got an empty batch"),
+]
+for label, call, error, match in COLLATE_CASES:
+    case(label, call, error, match)
+
+
+def test_table_is_large() -> None:
+    CASES.check_size(30)
+
+
+@pytest.mark.parametrize("bad", CASES, ids=CASES.ids())
+def test_bad_input_is_a_named_error(bad: Case) -> None:
+    raises_as_the_table_says(bad)

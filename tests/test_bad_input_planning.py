@@ -1,0 +1,415 @@
+"""Bad input to the planner and its numpy neighbours is a named error.
+
+One part of the bad-input table (tests/bad_input.py says how it works): PlanOptions,
+the keyword shortcuts, lengths, plan_batches, shard_plan, plan_epoch, compute_lengths, the
+costs and the statistics.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from bad_input import (
+    A_DIRECTORY,
+    BAD_LENGTHS,
+    BUDGET,
+    COST_VALUES,
+    DATA,
+    LENS,
+    NON_NEGATIVE_INT,
+    OPTION_VALUES,
+    POSITIVE_INT,
+    TYPE,
+    VALUE,
+    Case,
+    Cases,
+    Rows,
+    int_family,
+    number_family,
+    options_with,
+    raises_as_the_table_says,
+    v,
+)
+
+from dynbatch import (
+    InputError,
+    MixedCost,
+    compute_lengths,
+    find_oversize,
+    plan_batches,
+    plan_epoch,
+    plan_stats,
+    resolve_cost,
+    shard_plan,
+)
+from dynbatch.stats import batch_table, compare_orders
+
+CASES = Cases()
+case = CASES.add
+
+# -- PlanOptions: every field ---------------------------------------------------------------------
+
+for field, values in OPTION_VALUES.items():
+    for label, value, error, match in values:
+        case(
+            f"PlanOptions-{field}-{label}",
+            functools.partial(options_with, **{field: value}),
+            error,
+            match,
+        )
+
+# the keyword shortcuts of every entry point that takes options
+SHORTCUT_ENTRIES: dict[str, Callable[..., object]] = {
+    "plan_batches": lambda **kw: plan_batches(LENS, **kw),
+    "find_oversize": lambda **kw: find_oversize(LENS, **kw),
+    "shard_plan": lambda **kw: shard_plan([[0, 1], [2, 3, 4, 5, 6, 7]], LENS, 2, **kw),
+}
+for entry, call in SHORTCUT_ENTRIES.items():
+    for field in ("max_cost", "cost", "order", "seed", "max_batch_size", "oversize"):
+        label, value, error, match = OPTION_VALUES[field][0]
+        kwargs = {"max_cost": BUDGET, field: value}
+        case(f"{entry}-{field}-{label}", functools.partial(call, **kwargs), error, match)
+    case(
+        f"{entry}-unknown-option",
+        functools.partial(call, max_cost=1, colour=3),
+        TYPE,
+        rf"{entry} got unknown option\(s\) colour; the options are: ",
+    )
+    case(
+        f"{entry}-options-and-keywords",
+        functools.partial(call, options=options_with(), order="none"),
+        VALUE,
+        rf"{entry}: give options=PlanOptions\(...\) or the options as keywords \(order=...\)",
+    )
+    case(
+        f"{entry}-options-not-PlanOptions",
+        functools.partial(call, options={"max_cost": 5}),
+        TYPE,
+        rf"{entry}: options must be a dynbatch.PlanOptions, got options=\{{'max_cost'",
+    )
+    if entry != "shard_plan":
+        case(f"{entry}-no-max_cost", call, VALUE, rf"{entry} needs max_cost")
+
+
+# -- lengths: every function that takes them ------------------------------------------------------
+
+LENGTH_ENTRIES: dict[str, Callable[[Any], object]] = {
+    "plan_batches": lambda x: plan_batches(x, BUDGET),
+    "find_oversize": lambda x: find_oversize(x, BUDGET),
+    "shard_plan": lambda x: shard_plan([[0]], x, 1, max_cost=BUDGET),
+    "plan_epoch": lambda x: plan_epoch(x, options_with(), 0),
+    "plan_stats": lambda x: plan_stats(x, [[0]]),
+    "batch_table": lambda x: batch_table(x, [[0]]),
+}
+for entry, call in LENGTH_ENTRIES.items():
+    for label, value, error, match in BAD_LENGTHS:
+        case(f"{entry}-lengths-{label}", functools.partial(call, value), error, match)
+
+# -- planning -------------------------------------------------------------------------------------
+
+for label, value, error, match in int_family("epoch", NON_NEGATIVE_INT, 0):
+    case(
+        f"plan_batches-epoch-{label}",
+        functools.partial(plan_batches, LENS, BUDGET, epoch=value),
+        error,
+        match,
+    )
+case(
+    "plan_batches-oversize-error",
+    lambda: plan_batches(LENS, 500),
+    VALUE,
+    r"sample 5 has length 30 .*over max_cost=500; 1 sample\(s\) are over budget",
+)
+case(
+    "plan_batches-all-oversize-skip",
+    lambda: plan_batches(LENS, 1, oversize="skip"),
+    VALUE,
+    r"all 8 samples are over max_cost=1 even alone.*oversize='skip' would leave nothing",
+)
+case(
+    # a batch of 5 costs more than one of 7: between the points the cost is probed at, and
+    # never tried by the bisection (0..7: 4, 6, 7), so the planner's own check finds it
+    "plan_batches-cost-not-monotone",
+    lambda: plan_batches(
+        [3] * 12, 100, cost=lambda n, L: 1e9 if n == 5 else float(n), order="none", max_batch_size=7
+    ),
+    VALUE,
+    r"cost .* is not nondecreasing in \(n, L\): a batch of 5 samples costs 1e\+09",
+)
+
+# -- sharding -------------------------------------------------------------------------------------
+
+BAD_PLANS: Rows = [
+    ("empty-batch", [[0], []], VALUE, r"plan\[1\] must be a non-empty 1-D list of indices"),
+    ("2-D-batch", [[[0, 1]]], VALUE, r"plan\[0\] must be a non-empty 1-D list of indices"),
+    ("float", [[0.5]], TYPE, r"plan\[0\] must hold integer indices, got dtype float64"),
+    ("bool", [[True]], TYPE, r"plan\[0\] must hold integer indices, got dtype bool"),
+    ("str", [["0"]], TYPE, r"plan\[0\] must hold integer indices, got dtype <U1"),
+    ("negative", [[0, -1]], VALUE, r"plan\[0\] holds index -1, outside \[0, 8\) of lengths"),
+    ("outside", [[1], [0, 8]], VALUE, r"plan\[1\] holds index 8, outside \[0, 8\) of lengths"),
+    ("duplicate", [[0, 1], [1]], VALUE, r"plan holds index 1 more than once"),
+    ("None", None, TYPE, r"plan must be a sequence of batches \(index lists\), got plan=None"),
+    ("int", 3, TYPE, r"plan must be a sequence of batches \(index lists\), got plan=3"),
+]
+for label, value, error, match in BAD_PLANS:
+    case(
+        f"shard_plan-plan-{label}",
+        functools.partial(shard_plan, value, LENS, 2, max_cost=BUDGET),
+        error,
+        match,
+    )
+SHARD_ARGS: dict[str, Rows] = {
+    "num_replicas": int_family("num_replicas", POSITIVE_INT, 1),
+    "epoch": int_family("epoch", NON_NEGATIVE_INT, 0),
+    "num_batches": [
+        *int_family("num_batches", [x for x in NON_NEGATIVE_INT if x[0] != "None"], 0),
+        ("not-multiple", 3, VALUE, r"num_batches must be a multiple of num_replicas=2.*=3"),
+        ("too-few", 0, VALUE, r"num_batches must be .*at least the plan's 2 batches.*=0"),
+    ],
+    "tolerance": [
+        ("below-1", 0.5, VALUE, r"tolerance must be a number >= 1 .*got tolerance=0.5"),
+        ("nan", math.nan, VALUE, r"tolerance must be a number >= 1 .*got tolerance=nan"),
+        ("str", "1.05", TYPE, r"tolerance must be a number >= 1 .*got tolerance='1.05'"),
+        ("True", True, TYPE, r"tolerance must be a number >= 1 .*got tolerance=True"),
+        ("None", None, TYPE, r"tolerance must be a number >= 1 .*got tolerance=None"),
+    ],
+}
+for arg, values in SHARD_ARGS.items():
+    for label, value, error, match in values:
+        kwargs = {"max_cost": BUDGET, arg: value}
+        if arg == "num_replicas":
+            call = functools.partial(shard_plan, [[0, 1], [2, 3]], LENS, value, max_cost=BUDGET)
+        else:
+            call = functools.partial(shard_plan, [[0, 1], [2, 3]], LENS, 2, **kwargs)
+        case(f"shard_plan-{arg}-{label}", call, error, match)
+
+PLAN_EPOCH_ARGS: dict[str, Rows] = {
+    "options": [
+        ("None", None, TYPE, r"options must be a dynbatch.PlanOptions, got options=None"),
+        ("dict", {"max_cost": 5}, TYPE, r"options must be a dynbatch.PlanOptions, got options=\{"),
+    ],
+    "epoch": int_family("epoch", NON_NEGATIVE_INT, 0),
+    "num_replicas": int_family("num_replicas", POSITIVE_INT, 1),
+}
+for arg, values in PLAN_EPOCH_ARGS.items():
+    for label, value, error, match in values:
+        args = {"lengths": LENS, "options": options_with(), "epoch": 0, "num_replicas": 1}
+        args[arg] = value
+        case(f"plan_epoch-{arg}-{label}", functools.partial(plan_epoch, **args), error, match)
+
+# -- compute_lengths ------------------------------------------------------------------------------
+
+COMPUTE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
+    (
+        "both",
+        lambda: compute_lengths(DATA, length_fn=len, ref_index=0),
+        VALUE,
+        r"give exactly one of length_fn or ref_index.*length_fn=<built-in function len>",
+    ),
+    (
+        "neither",
+        lambda: compute_lengths(DATA),
+        VALUE,
+        r"give exactly one of length_fn or ref_index",
+    ),
+    (
+        "length_fn-not-callable",
+        lambda: compute_lengths(DATA, length_fn=3),
+        TYPE,
+        r"length_fn must be callable\(sample\) -> int, got length_fn=3",
+    ),
+    (
+        "ref_index-missing",
+        lambda: compute_lengths(DATA, ref_index=5),
+        TYPE,
+        r"ref_index=5 does not select a field of the sample",
+    ),
+    (
+        "ref_index-no-size",
+        lambda: compute_lengths(DATA, ref_index=1),
+        TYPE,
+        r"the field at ref_index=1 has no size: got int 0",
+    ),
+    (
+        "ref_index-dict-key",
+        lambda: compute_lengths([{"ids": [1]}], ref_index="text"),
+        TYPE,
+        r"ref_index='text' does not select a field",
+    ),
+    (
+        "empty-field",
+        lambda: compute_lengths([([], 0)], ref_index=0),
+        VALUE,
+        r"lengths measured by ref_index=0 must be positive; .*\[0\]=0",
+    ),
+    (
+        "empty-dataset",
+        lambda: compute_lengths([], ref_index=0),
+        VALUE,
+        r"lengths measured by ref_index=0 is empty",
+    ),
+    (
+        "cache_path-directory",
+        lambda: compute_lengths(DATA, ref_index=0, cache_path=A_DIRECTORY),
+        VALUE,
+        rf"cache_path={re.escape(repr(A_DIRECTORY))} is a directory; give a file path",
+    ),
+    (
+        "dataset-None",
+        lambda: compute_lengths(None, ref_index=0),
+        TYPE,
+        r"dataset must be a sized, indexable dataset .*got dataset=None",
+    ),
+    (
+        "dataset-int",
+        lambda: compute_lengths(5, ref_index=0),
+        TYPE,
+        r"dataset must be a sized, indexable dataset .*got dataset=5",
+    ),
+    (
+        "dataset-generator",
+        lambda: compute_lengths((x for x in DATA), ref_index=0),
+        TYPE,
+        r"dataset must be a sized, indexable dataset .*generator",
+    ),
+]
+for label, result, error in [
+    ("str", "7", TYPE),
+    ("True", True, TYPE),
+    ("None", None, TYPE),
+    ("list", [1], TYPE),
+    ("fraction", 1.5, VALUE),
+    ("nan", math.nan, VALUE),
+]:
+    COMPUTE_CASES.append(
+        (
+            f"length_fn-returns-{label}",
+            functools.partial(compute_lengths, DATA, length_fn=lambda s, r=result: r),
+            error,
+            rf"length_fn=.*<lambda> of sample 0 must be a whole number, got {v(result)}",
+        )
+    )
+for label, result in [("zero", 0), ("negative", -3)]:
+    COMPUTE_CASES.append(
+        (
+            f"length_fn-returns-{label}",
+            functools.partial(compute_lengths, DATA, length_fn=lambda s, r=result: r),
+            VALUE,
+            rf"lengths measured by length_fn=.* must be positive; .*\[0\]={result}",
+        )
+    )
+for label, call, error, match in COMPUTE_CASES:
+    case(f"compute_lengths-{label}", call, error, match)
+
+# -- costs ----------------------------------------------------------------------------------------
+
+for label, value, error, match in COST_VALUES:
+    case(f"resolve_cost-{label}", functools.partial(resolve_cost, value), error, match)
+for name in ("a", "b"):
+    for label, value, error in [
+        ("negative", -1.0, VALUE),
+        ("nan", math.nan, VALUE),
+        ("inf", math.inf, VALUE),
+        ("str", "1", TYPE),
+        ("True", True, TYPE),
+        ("None", None, TYPE),
+    ]:
+        kwargs = {"a": 1.0, "b": 1.0, name: value}
+        case(
+            f"MixedCost-{name}-{label}",
+            functools.partial(MixedCost, **kwargs),
+            error,
+            rf"MixedCost {name} must be a finite number >= 0, got {name}={v(value)}",
+        )
+case("MixedCost-both-zero", lambda: MixedCost(0, 0), VALUE, r"MixedCost needs a > 0 or b > 0")
+
+# -- statistics -----------------------------------------------------------------------------------
+
+for entry, fn in (("plan_stats", plan_stats), ("batch_table", batch_table)):
+    for label, value, error, match in [
+        ("no-batches", [], VALUE, r"batches must be a non-empty list of non-empty index lists"),
+        ("empty-batch", [[0], []], VALUE, r"batches\[1\] must be a non-empty 1-D list of indices"),
+        ("outside", [[0, 8]], VALUE, r"batches\[0\] holds index 8, outside \[0, 8\)"),
+        ("negative", [[1], [-1]], VALUE, r"batches\[1\] holds index -1, outside \[0, 8\)"),
+        ("float", [[0.5]], TYPE, r"batches\[0\] must hold integer indices, got dtype float64"),
+        ("bool", [[True]], TYPE, r"batches\[0\] must hold integer indices, got dtype bool"),
+        ("2-D", [[[0, 1]]], VALUE, r"batches\[0\] must be a non-empty 1-D list of indices"),
+        (
+            "None",
+            None,
+            TYPE,
+            r"batches must be a sequence of batches \(index lists\), got batches=None",
+        ),
+    ]:
+        case(f"{entry}-batches-{label}", functools.partial(fn, LENS, value), error, match)
+    for label, value, error, match in number_family("max_cost"):
+        if value is None:
+            continue  # None: no budget, no utilisation
+        case(
+            f"{entry}-max_cost-{label}",
+            functools.partial(fn, LENS, [[0]], max_cost=value),
+            error,
+            match,
+        )
+    for label, value, error, match in int_family(
+        "pad_to_multiple_of", [x for x in POSITIVE_INT if x[0] != "None"], 1
+    ):
+        case(
+            f"{entry}-pad_to_multiple_of-{label}",
+            functools.partial(fn, LENS, [[0]], pad_to_multiple_of=value),
+            error,
+            match,
+        )
+    for label, value, error, match in COST_VALUES[:4]:
+        case(f"{entry}-cost-{label}", functools.partial(fn, LENS, [[0]], cost=value), error, match)
+
+case(
+    "compare_orders-options-a-budget",
+    lambda: compare_orders(LENS, BUDGET),
+    TYPE,
+    r"compare_orders: options must be a dynbatch.PlanOptions, got options=2000.0",
+)
+for label, value, error, match in int_family(
+    "fixed_batch_size", [x for x in POSITIVE_INT if x[0] != "None"], 1
+):
+    case(
+        f"compare_orders-fixed_batch_size-{label}",
+        functools.partial(compare_orders, LENS, options_with(), fixed_batch_size=value),
+        error,
+        match,
+    )
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"not an npz at all", "keyless"],
+    ids=["empty-file", "garbage", "npz-without-keys"],
+)
+def test_a_broken_lengths_cache_warns_and_is_measured_again(
+    tmp_path: Path, content: bytes | str
+) -> None:
+    cache = tmp_path / "lengths.npz"
+    if content == "keyless":
+        np.savez(cache, other=np.arange(3))
+    else:
+        cache.write_bytes(content)  # type: ignore[arg-type]
+    with pytest.warns(UserWarning, match=r"cache_path=.*lengths.npz' is not a readable lengths"):
+        lengths = compute_lengths(DATA, ref_index=0, cache_path=cache)
+    assert lengths.tolist() == [3, 1]
+    assert compute_lengths(DATA, ref_index=0, cache_path=cache).tolist() == [3, 1], "replaced"
+
+
+def test_table_is_large() -> None:
+    CASES.check_size(380)
+
+
+@pytest.mark.parametrize("bad", CASES, ids=CASES.ids())
+def test_bad_input_is_a_named_error(bad: Case) -> None:
+    raises_as_the_table_says(bad)

@@ -1,0 +1,187 @@
+"""Every cross-reference in the docstrings and the README names an object that exists.
+
+A Sphinx role in a docstring of ``src/dynbatch`` (``:func:``, ``:class:``, ``:meth:``,
+``:data:``, ``:mod:``, ``:attr:``, ``:exc:``, ``:obj:``) is resolved as Sphinx would look it
+up: a dotted ``dynbatch.x.y`` by import and getattr; a relative ``.x`` from the module's
+package; a bare name in the class the docstring belongs to, then its module, then the
+``dynbatch`` package. A backticked ``dynbatch.X`` in README.md is resolved the same way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dynbatch
+
+SRC = Path(dynbatch.__file__).parent
+README = Path(__file__).resolve().parents[1] / "README.md"
+ROLE = re.compile(r":(func|class|meth|data|mod|attr|exc|obj):`~?(?P<target>[\w.]+)(?:\(\))?`")
+README_NAME = re.compile(r"`(?P<target>dynbatch(?:\.\w+)+)")
+MISSING = object()
+
+
+def module_names() -> list[str]:
+    names = []
+    for path in sorted(SRC.rglob("*.py")):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        if parts[-1] != "__main__":  # importing it runs the CLI
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def lookup(target: str) -> Any:
+    """``dynbatch.a.b.c``: the longest importable module prefix, then attributes."""
+    parts = target.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr, MISSING)
+            if obj is MISSING:
+                return MISSING
+        return obj
+    return MISSING
+
+
+def attribute_path(scope: Any, dotted: str) -> Any:
+    obj = scope
+    for attr in dotted.split("."):
+        if inspect.ismodule(obj) and not hasattr(obj, attr):
+            try:  # a submodule not imported by its package
+                obj = importlib.import_module(f"{obj.__name__}.{attr}")
+                continue
+            except ImportError:
+                return MISSING
+        obj = getattr(obj, attr, MISSING)
+        if obj is MISSING:
+            return MISSING
+    return obj
+
+
+def resolve(target: str, module: types.ModuleType, owner: type | None, role: str = "obj") -> Any:
+    package = module.__name__ if hasattr(module, "__path__") else module.__package__
+    if role == "mod":  # a module by its name, even where a function shadows it as an attribute
+        name = f"{package}{target}" if target.startswith(".") else target
+        for candidate in (name, f"dynbatch.{name}"):
+            try:
+                return importlib.import_module(candidate)
+            except ImportError:
+                continue
+        return MISSING
+    if target.startswith("dynbatch."):
+        return lookup(target)
+    if target.startswith("."):
+        scopes: list[Any] = [owner, module, importlib.import_module(package or "dynbatch")]
+        target = target.lstrip(".")
+    else:
+        scopes = [owner, module, dynbatch]
+    for scope in scopes:
+        if scope is not None:
+            found = attribute_path(scope, target)
+            if found is not MISSING:
+                return found
+    return MISSING
+
+
+def docstrings(module: types.ModuleType) -> Iterator[tuple[str, type | None, str]]:
+    """``(where, owning class, docstring)`` of the module, its classes and their members."""
+    yield module.__name__, None, module.__doc__ or ""
+    for name, obj in vars(module).items():
+        if getattr(obj, "__module__", None) != module.__name__:
+            continue  # imported from elsewhere: checked in its own module
+        if inspect.isclass(obj):
+            yield f"{module.__name__}.{name}", obj, obj.__doc__ or ""
+            for attr, member in vars(obj).items():
+                func = member.fget if isinstance(member, property) else member
+                func = getattr(func, "__func__", func)  # classmethod, staticmethod
+                if callable(func) and getattr(func, "__doc__", None):
+                    yield f"{module.__name__}.{name}.{attr}", obj, func.__doc__
+        elif inspect.isfunction(obj):
+            yield f"{module.__name__}.{name}", None, obj.__doc__ or ""
+
+
+def kind_fits(role: str, obj: Any) -> bool:
+    if role == "mod":
+        return inspect.ismodule(obj)
+    if role in ("class", "exc"):
+        return inspect.isclass(obj)
+    if role in ("func", "meth"):
+        return callable(obj)
+    return True
+
+
+def references() -> list[tuple[str, str, str]]:
+    """``(where, role, target)`` of every role in every importable module's docstrings."""
+    found = []
+    for name in module_names():
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an optional dependency (paddlenlp) is not installed
+            continue
+        for where, _, doc in docstrings(module):
+            found.extend((where, m.group(1), m.group("target")) for m in ROLE.finditer(doc))
+    return found
+
+
+def broken(name: str) -> list[str]:
+    module = importlib.import_module(name)
+    bad = []
+    for where, owner, doc in docstrings(module):
+        for match in ROLE.finditer(doc):
+            role, target = match.group(1), match.group("target")
+            obj = resolve(target, module, owner, role)
+            if obj is MISSING:
+                bad.append(f"{where}: :{role}:`{target}` names nothing")
+            elif not kind_fits(role, obj):
+                bad.append(f"{where}: :{role}:`{target}` is a {type(obj).__name__}")
+    return bad
+
+
+@pytest.mark.parametrize("name", module_names())
+def test_every_role_in_the_docstrings_resolves(name: str) -> None:
+    try:
+        importlib.import_module(name)
+    except ImportError as exc:
+        pytest.skip(f"{name}: {exc}")
+    bad = broken(name)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_docstrings_are_read() -> None:
+    """The walk sees the roles, including those of methods and of a class's own names."""
+    found = references()
+    assert len(found) > 100, len(found)
+    assert ("dynbatch.recipes", "func", "like_fixed") in found
+
+
+def test_a_role_that_names_nothing_is_reported() -> None:
+    from dynbatch import sampler
+
+    assert resolve("PlanOptions.like_fixed", sampler, None) is MISSING
+    assert resolve("~dynbatch.like_fixed".lstrip("~"), sampler, None) is dynbatch.like_fixed
+    assert resolve("dynbatch.PlanOptions.from_args", sampler, None) is not MISSING
+    assert resolve("dynbatch.no_such_name", sampler, None) is MISSING
+    assert resolve("state_dict", sampler, sampler.DynamicBatchSampler) is not MISSING
+    assert not kind_fits("mod", dynbatch.like_fixed) and kind_fits("mod", sampler)
+    from dynbatch import memory
+
+    assert inspect.isfunction(memory.calibrate), "the package's name for the function"
+    assert resolve(".calibrate", memory, None, "mod").__name__ == "dynbatch.memory.calibrate"
+    assert resolve(".no_such_module", memory, None, "mod") is MISSING
+
+
+def test_every_dynbatch_name_in_the_readme_resolves() -> None:
+    names = sorted(set(README_NAME.findall(README.read_text(encoding="utf-8"))))
+    assert "dynbatch.like_fixed" in names, "the README's names are found"
+    missing = [name for name in names if lookup(name) is MISSING]
+    assert not missing, f"README.md names {missing}, which do not exist"
