@@ -208,3 +208,12 @@ def test_a_paddle_iterable_dataset_is_a_source() -> None:
     it = stream(Corpus(), num_replicas=1, rank=0)
     batches = ids_of(it.loader(collate, num_workers=2))
     assert sorted(i for b in batches for i in b) == list(range(N))
+
+
+def test_a_collate_without_an_array_loses_no_batch() -> None:
+    """paddle's DataLoader drops a batch whose collated value holds no array; the loader's
+    does not (texts for a tokenizer in the main process, say)."""
+    it = stream(num_replicas=1, rank=0)
+    for workers in (0, 2):
+        got = list(it.loader(lambda samples: [s["id"] for s in samples], num_workers=workers))
+        assert sorted(i for b in got for i in b) == list(range(N))

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
+
 from ._checks import check_bool, check_epochs, check_int
 from ._optional import require
 from .contract import Pass
@@ -175,9 +177,11 @@ class _Tagged:
     def __init__(self, collate_fn: Callable[[list[Any]], Any] | None) -> None:
         self.collate_fn = collate_fn
 
-    def __call__(self, batch: StreamBatch) -> tuple[Any, Any]:
+    def __call__(self, batch: StreamBatch) -> tuple[Any, Any, Any]:
         samples = list(batch)
-        return (self.collate_fn(samples) if self.collate_fn else samples), batch.info
+        collated = self.collate_fn(samples) if self.collate_fn else samples
+        # paddle's DataLoader silently drops a batch that holds no array: one rides along
+        return collated, batch.info, np.zeros(1, dtype=np.int8)
 
 
 class StreamLoader:
@@ -229,7 +233,7 @@ class StreamLoader:
         if upcoming is _END and stream.current_pass().start == 0:
             raise InputError(empty_epoch(stream.planner.source.describe(), stream.epoch))
         while upcoming is not _END:
-            batch, info = upcoming
+            batch, info, _ = upcoming
             upcoming = next(it, _END)
             stream.progress.took(info, last=upcoming is _END)
             yield batch
