@@ -32,6 +32,7 @@ from .planning import find_oversize, plan_batches
 from .recipes import fill_device, like_fixed
 from .sharding import ShardedPlan, shard_plan
 from .stats import PlanStats, plan_stats
+from .stream_sources import read_jsonl
 from .timing import StepTimeModel, StepTimeTable
 from .training import GradientAccumulator, scale_lr
 
@@ -42,6 +43,7 @@ _LAZY = {
     "DynamicBatchSampler": "sampler",
     "DistributedDynamicBatchSampler": "sampler",
     "DatasetForDBL": "compat",
+    "DynamicBatchIterable": "stream_loader",
     "get_dynamic_batch_loader": "compat",
     "VisualDLHook": "logging",
 }
@@ -51,6 +53,7 @@ __all__ = [
     "DatasetForDBL",
     "Dict",
     "DistributedDynamicBatchSampler",
+    "DynamicBatchIterable",
     "DynamicBatchSampler",
     "GradientAccumulator",
     "InputError",
@@ -86,6 +89,7 @@ __all__ = [
     "plan_epoch",
     "plan_stats",
     "preflight",
+    "read_jsonl",
     "resolve_cost",
     "scale_lr",
     "shard_plan",

@@ -24,7 +24,7 @@ from .options import PlanOptions
 from .plan import Plan
 from .sharding import ShardedPlan
 
-__all__ = ["Pass", "PlanSource", "counted_tokens"]
+__all__ = ["Pass", "PlanSource", "StreamSource", "counted_tokens"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,29 @@ class PlanSource(Protocol):
 
     def __len__(self) -> int:
         """Batches the next iteration yields."""
+        ...
+
+
+@runtime_checkable
+class StreamSource(Protocol):
+    """What the accumulator needs from a stream (:class:`~dynbatch.DynamicBatchIterable`):
+    the batch the loop holds and what its step holds over all ranks (NOTE [ updates of a
+    stream ] in :mod:`dynbatch.stream_state`), and first passes for the step counts."""
+
+    options: PlanOptions
+    num_replicas: int
+    rank: int
+
+    def taken(self) -> Any:
+        """The batch the loop took last (a ``stream_state.Taken``), or None before one."""
+        ...
+
+    def current_pass(self) -> Pass:
+        """The pass under way."""
+        ...
+
+    def count(self, epoch: int | None = None, num_workers: int | None = None) -> Any:
+        """A first pass over ``epoch``: a ``stream_state.StreamCount``."""
         ...
 
 

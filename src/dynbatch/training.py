@@ -41,7 +41,8 @@ from ._checks import (
     check_positive_number,
 )
 from ._optional import require
-from .contract import Pass, PlanSource, counted_tokens, describe
+from .contract import Pass, PlanSource, StreamSource, counted_tokens, describe
+from .stream_state import StreamFollower
 from .update import ExactMeanUpdate
 from .windows import UNITS, EpochWindows
 
@@ -88,6 +89,9 @@ class GradientAccumulator:
         model: the model (``paddle.DataParallel`` or a plain layer).
         optimizer: a paddle optimizer.
         sampler: a dynbatch sampler; its plan decides where windows end.
+            Or a :class:`~dynbatch.DynamicBatchIterable` iterated through its
+            ``loader()``: each step's counts over all ranks decide (NOTE
+            [ updates of a stream ] in :mod:`dynbatch.stream_state`).
             Without one, the optimizer steps after every micro-batch.
         target: samples (or tokens) per optimizer step, summed over ranks,
             cut on the plan in its order. Default: the plan's own updates when
@@ -146,11 +150,11 @@ class GradientAccumulator:
         self.paddle = require("paddle", "GradientAccumulator")
         _require_methods("model", model, ("parameters",), "a paddle.nn.Layer")
         _require_methods("optimizer", optimizer, ("step", "clear_grad"), "a paddle optimizer")
-        if sampler is not None and not isinstance(sampler, PlanSource):
+        if sampler is not None and not isinstance(sampler, (PlanSource, StreamSource)):
             raise InputTypeError(
                 "sampler must be a dynbatch sampler (DynamicBatchSampler or "
-                "DistributedDynamicBatchSampler), whose plan says where windows end; got "
-                f"{describe(sampler)}"
+                "DistributedDynamicBatchSampler), whose plan says where windows end, or a "
+                f"DynamicBatchIterable; got {describe(sampler)}"
             )
         if scaler is not None:
             _require_methods(
@@ -158,7 +162,8 @@ class GradientAccumulator:
             )
         if lr_scheduler is not None:
             _require_methods("lr_scheduler", lr_scheduler, ("step",), "an LR scheduler")
-        self.model, self.optimizer, self.sampler = model, optimizer, sampler
+        self.model, self.optimizer = model, optimizer
+        self.sampler: Any = sampler  # a PlanSource or a StreamSource
         planned = None if sampler is None else sampler.options
         if unit is None:
             unit = "samples" if planned is None else planned.update_unit
@@ -185,16 +190,27 @@ class GradientAccumulator:
         self._total = 0  # micro-batches in the followed epoch
         self._position = 0  # the next micro-batch's position in the epoch's plan
         self._carry = False  # a restored open window continues in the next pass
+        self._stream = (
+            StreamFollower(sampler, self.target, self.unit)
+            if isinstance(sampler, StreamSource)
+            else None
+        )
 
     # -- the plan ----------------------------------------------------------------------------
     def _need_sampler(self, what: str) -> PlanSource:
         if self.sampler is None:
             raise InputError(f"{what} needs the sampler whose plan the loop follows")
-        return self.sampler
+        sampler: PlanSource = self.sampler
+        return sampler
 
     def windows(self, epoch: int | None = None, what: str = "windows") -> EpochWindows:
         """The optimizer windows of ``epoch`` (default: the sampler's current one)."""
         sampler = self._need_sampler(what)
+        if self._stream is not None:
+            raise InputError(
+                "a stream has no epoch plan: its windows end as it is read (NOTE [ updates of a "
+                "stream ]); steps_per_epoch() counts them by a first pass"
+            )
         plan = sampler.epoch_plan(epoch)
         epoch = sampler.epoch if epoch is None else epoch
         counted = counted_tokens(sampler)
@@ -202,10 +218,21 @@ class GradientAccumulator:
 
     def step_counts(self, epoch: int | None = None) -> np.ndarray[Any, np.dtype[np.float64]]:
         """Samples (or tokens) of each micro-step of the epoch, summed over ranks."""
+        if self._stream is not None:  # a first pass over the stream
+            counted = self._stream.source.count(epoch)
+            per_step = counted.samples if self.unit == "samples" else counted.tokens
+            return np.asarray(per_step, dtype=np.float64)
         return self.windows(epoch, "step_counts").counts
 
     def steps_per_epoch(self, epoch: int | None = None) -> int:
-        """Optimizer steps ``epoch`` will take (default: the sampler's current epoch)."""
+        """Optimizer steps ``epoch`` will take (default: the sampler's current epoch).
+
+        For a stream, a first pass reads it (NOTE [ updates of a stream ]).
+        """
+        if self._stream is not None:
+            counted = self._stream.source.count(epoch)
+            plan = self._stream.plan_updates and self.target is None
+            return int(counted.updates(self.target, self.unit, plan))
         return len(self.windows(epoch, "steps_per_epoch"))
 
     def steps_for_epochs(self, epochs: Iterable[int]) -> int:
@@ -217,6 +244,10 @@ class GradientAccumulator:
         """Follow the sampler's current pass (NOTE [ the plan is the source of truth ])."""
         if self.sampler is None:
             return
+        if self._stream is not None:
+            if self._stream.new_pass():
+                self._begin_pass()
+            return
         current = self.sampler.current_pass()
         if current == self._pass:
             if self._position >= self._total:
@@ -226,22 +257,30 @@ class GradientAccumulator:
                     "next pass"
                 )
             return
-        if self.engine.open and not self._carry:
-            warnings.warn(
-                f"a new pass over the sampler began with {self.engine.open} micro-batch(es) of "
-                "an unfinished window; their gradients are discarded",
-                stacklevel=3,
-            )
-            self.optimizer.clear_grad()
-            self.engine.discard()
-        self._carry = False
+        self._begin_pass()
         self._pass = current
         self._windows = self.windows(current.epoch)
         self._padding = self.sampler.padding_mask(current.epoch)
         self._total = self._windows.num_steps
         self._position = current.start
 
+    def _begin_pass(self) -> None:
+        """A new pass: an unfinished window is discarded, unless restored to go on in it."""
+        if self.engine.open and not self._carry:
+            warnings.warn(
+                f"a new pass over the sampler began with {self.engine.open} micro-batch(es) of "
+                "an unfinished window; their gradients are discarded",
+                stacklevel=4,
+            )
+            self.optimizer.clear_grad()
+            self.engine.discard()
+        if self._stream is not None and not self._carry:
+            self._stream.running = 0.0
+        self._carry = False
+
     def _window_ends_here(self) -> bool:
+        if self._stream is not None:
+            return self._stream.ends_here()
         return self._windows is None or self._windows.ends_at(self._position)
 
     # -- the loop ------------------------------------------------------------------------------
@@ -258,10 +297,15 @@ class GradientAccumulator:
         Returns True when this call ended a window and the optimizer stepped (or skipped).
         """
         self._sync()
-        padding = bool(self._position < self._padding.size and self._padding[self._position])
+        if self._stream is not None:
+            padding = self._stream.padding()
+        else:
+            padding = bool(self._position < self._padding.size and self._padding[self._position])
         self.engine.backward(loss_sum, count, padding=padding)  # a repeat weighs 0
         ends = self._window_ends_here()
         self._position += 1
+        if self._stream is not None:
+            self._stream.advance(ends)
         if ends:
             update = self.engine.close()
             self.engine.step(self.optimizer, update, self.lr_scheduler)
@@ -280,6 +324,7 @@ class GradientAccumulator:
             window = {
                 "micro_batches": self.engine.open,
                 **self.engine.window_state(),
+                **({"stream_count": self._stream.running} if self._stream is not None else {}),
                 "grads": {
                     name: p.grad.numpy()
                     for name, p in self.model.named_parameters()
@@ -323,6 +368,8 @@ class GradientAccumulator:
             with no_sync() if no_sync is not None else contextlib.nullcontext():
                 paddle.add_n(terms).backward()
         self.engine.restore_window(window, int(window["micro_batches"]))
+        if self._stream is not None:
+            self._stream.running = float(window.get("stream_count", 0.0))
         self._carry = True
 
 

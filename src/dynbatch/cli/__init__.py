@@ -31,6 +31,7 @@ from .._checks import InputError
 from ..options import PlanOptions
 from ..planning import find_oversize
 from ..stats import compare_orders
+from ..stream_state import stream_stats
 from .args import UsageError, as_flags, check_flags, parser
 from .corpora import Corpus, read_corpus, read_lengths
 from .plot import plot
@@ -58,11 +59,15 @@ def _stats(args: argparse.Namespace) -> None:
     if note is not None and options.oversize == "error":
         raise UsageError(note)
     with warnings.catch_warnings():  # the skip warning is the note above
-        warnings.filterwarnings("ignore", message="skipping .* over max_cost")
+        warnings.filterwarnings("ignore", message="skipping .* over (max_cost|budget)")
         try:
             rows = compare_orders(
                 lengths, options, fixed_batch_size=args.fixed_batch_size, step_time=args.step_time
             )
+            if args.buffer_size is not None:  # the corpus as DynamicBatchIterable reads it
+                rows[f"stream {args.buffer_size}"] = stream_stats(
+                    lengths, options, args.buffer_size
+                )
         except InputError as exc:
             raise UsageError(as_flags(str(exc))) from None
     bound = lower_bound(lengths, over, options)

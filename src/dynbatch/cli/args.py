@@ -59,6 +59,13 @@ def parser() -> argparse.ArgumentParser:
         "time, and like fixed follows it (a --cost-file's time model does too)",
     )
     st.add_argument("--fixed-batch-size", type=int, default=20, help="the baseline row")
+    st.add_argument(
+        "--buffer-size",
+        type=int,
+        default=None,
+        help="add a row: the corpus read as a stream (DynamicBatchIterable), in file order, "
+        "planned this many samples at a time",
+    )
     st.add_argument("--column", help="text column of a CSV/TSV")
     st.add_argument("--field", help="text field of a JSONL file (text, or a list of tokens)")
     st.add_argument("--add", type=int, default=0, help="special tokens added to each sample")
@@ -120,6 +127,7 @@ def check_flags(args: argparse.Namespace) -> None:
     for flag, value, low in (
         ("--fixed-batch-size", args.fixed_batch_size, 1),
         ("--add", args.add, 0),
+        ("--buffer-size", 1 if args.buffer_size is None else args.buffer_size, 1),
     ):
         if value < low:
             raise UsageError(f"{flag} must be an integer >= {low}, got {flag}={value}")

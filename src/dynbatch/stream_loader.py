@@ -1,0 +1,239 @@
+"""Dynamic batches from a stream for paddle: the ``IterableDataset`` adapter and its loader.
+
+The planning is :mod:`dynbatch.streaming` (numpy); this module adds paddle's
+base class, the worker and rank from paddle, and :class:`StreamLoader`, the
+``paddle.io.DataLoader`` whose batches the main process records for resume
+and for the accumulator (NOTE [ resuming a stream ] in :mod:`dynbatch.streaming`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ._checks import check_bool, check_epochs, check_int
+from ._optional import require
+from .contract import Pass
+from .errors import InputError
+from .options import resolve_options
+from .stream_sources import open_source
+from .stream_state import StreamCount, StreamProgress, Taken, count_epoch
+from .streaming import BUFFER_SIZE, StreamBatch, StreamPlanner, empty_epoch
+
+paddle = require("paddle", "dynbatch.DynamicBatchIterable")
+from paddle.io import DataLoader, IterableDataset  # noqa: E402
+
+__all__ = ["DynamicBatchIterable", "StreamLoader"]
+
+
+class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
+    """A ``paddle.io.IterableDataset`` of dynamic batches from a stream, in bounded memory.
+
+    It yields lists of samples (:class:`~dynbatch.streaming.StreamBatch`),
+    each fitting ``max_cost``, for ``paddle.io.DataLoader(it, batch_size=None,
+    collate_fn=...)``; :meth:`loader` builds that DataLoader and records what
+    training takes, for :meth:`state_dict` and for a
+    :class:`~dynbatch.GradientAccumulator` given ``sampler=it``.
+
+    The stream is read in blocks of ``buffer_size`` records, each planned as
+    the in-memory planner plans an epoch (NOTE [ a stream in blocks ]);
+    every rank yields the same number of batches, each sample once per epoch
+    over the ranks and DataLoader workers (NOTE [ streams across ranks and
+    workers ]); a resume goes on from the block it stopped in (NOTE
+    [ resuming a stream ]). Call :meth:`set_epoch` before each epoch.
+
+    Args:
+        source: a re-iterable of samples, a callable ``source(epoch)``
+            returning one, or a list of shard paths read by ``reader``
+            (:mod:`dynbatch.stream_sources`).
+        length_fn: ``length_fn(sample) -> int``, the length the cost charges.
+        max_cost, cost, ...: the :class:`~dynbatch.PlanOptions` as keywords
+            (``drop_last`` and ``equal_epochs`` are refused), or ``options=``.
+        buffer_size: records planned at once; memory grows with it, not with
+            the corpus.
+        reader: ``reader(path)`` or ``reader(path, start=...)`` yielding a shard's
+            samples, e.g. :func:`dynbatch.read_jsonl`.
+        shuffle_shards: shuffle the shards' order with ``(seed, epoch)``.
+        num_replicas, rank: default to paddle's parallel environment.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        *,
+        length_fn: Callable[[Any], Any] | None = None,
+        max_cost: float | None = None,
+        buffer_size: int = BUFFER_SIZE,
+        reader: Callable[..., Iterable[Any]] | None = None,
+        shuffle_shards: bool = True,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        options: Any = None,
+        **shortcuts: Any,
+    ) -> None:
+        super().__init__()
+        if num_replicas is None or rank is None:
+            env = paddle.distributed.ParallelEnv()
+            num_replicas = env.world_size if num_replicas is None else num_replicas
+            rank = env.rank if rank is None else rank
+        self.num_replicas = check_int("num_replicas", num_replicas, minimum=1)
+        self.rank = check_int("rank", rank)
+        if self.rank >= self.num_replicas:
+            raise InputError(f"rank must be in [0, {self.num_replicas - 1}], got rank={rank}")
+        if length_fn is None:
+            raise InputError(
+                "a stream does not say how long its samples are: pass length_fn=callable(sample) "
+                "-> int (e.g. lambda s: len(s['input_ids']))"
+            )
+        if max_cost is not None:
+            shortcuts["max_cost"] = max_cost
+        self.options = resolve_options(options, shortcuts, "DynamicBatchIterable")
+        opened = open_source(
+            source,
+            reader,
+            shuffle_shards=check_bool("shuffle_shards", shuffle_shards),
+            seed=self.options.seed,
+        )
+        self.planner = StreamPlanner(
+            opened, length_fn, self.options, buffer_size, self.num_replicas
+        )
+        self.buffer_size = self.planner.buffer_size
+        self.progress = StreamProgress(self.planner)
+        self.num_workers = 0  # set by loader(): the slots of a sharded source depend on it
+        self._start = self.progress.upcoming()  # what the workers of the next pass start from
+
+    # -- epochs ---------------------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self.progress.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read ``epoch`` next; a state loaded for that epoch is kept."""
+        self.progress.set_epoch(epoch)
+        self._start = self.progress.upcoming()
+
+    def __iter__(self) -> Iterator[StreamBatch]:
+        info = paddle.io.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 0)
+        start = self._start
+        return self.planner.worker_batches(start.epoch, self.rank, worker, workers, start)
+
+    # -- the loader that records what training takes ------------------------------------------
+    def loader(
+        self,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        num_workers: int = 0,
+        **kwargs: Any,
+    ) -> StreamLoader:
+        """A ``paddle.io.DataLoader`` over this stream whose batches the stream records."""
+        return StreamLoader(self, collate_fn, num_workers, **kwargs)
+
+    def begin_pass(self, workers: int) -> None:
+        """Start a pass read by `workers` DataLoader workers (what :class:`StreamLoader` does)."""
+        self.num_workers = workers
+        self._start = self.progress.begin(workers)
+
+    def taken(self) -> Taken | None:
+        """The batch the loop took last from :meth:`loader` (None before one)."""
+        return self.progress.taken()
+
+    def current_pass(self) -> Pass:
+        """The pass under way (its epoch and first step); before any, the next one."""
+        return self.progress.current_pass()
+
+    # -- counts, for learning-rate schedules (NOTE [ updates of a stream ]) --------------------
+    def count(self, epoch: int | None = None, num_workers: int | None = None) -> StreamCount:
+        """A first pass over ``epoch``: reads the stream, plans it, trains nothing; exact."""
+        epoch = self.epoch if epoch is None else check_int("epoch", epoch)
+        workers = self.num_workers if num_workers is None else check_int("num_workers", num_workers)
+        return count_epoch(self.planner, epoch, workers)
+
+    def steps_for_epochs(
+        self, epochs: Iterable[int], target: float | None = None, unit: str = "samples"
+    ) -> int:
+        """Optimizer updates over ``epochs`` by first passes (one read of the stream each)."""
+        plan = self.options.update_size is not None and target is None
+        return sum(self.count(e).updates(target, unit, plan) for e in check_epochs(epochs))
+
+    # -- resume (NOTE [ resuming a stream ]) -------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Where the epoch stands, after the batches the loop took from :meth:`loader`."""
+        return self.progress.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """The next pass goes on where the saved one stood (checked before anything changes)."""
+        self.progress.load_state_dict(state)
+        self._start = self.progress.upcoming()
+
+
+_END = object()
+
+
+class _Tagged:
+    """The collate function of a :class:`StreamLoader`: the batch collated, and its info."""
+
+    def __init__(self, collate_fn: Callable[[list[Any]], Any] | None) -> None:
+        self.collate_fn = collate_fn
+
+    def __call__(self, batch: StreamBatch) -> tuple[Any, Any, Any]:
+        samples = list(batch)
+        collated = self.collate_fn(samples) if self.collate_fn else samples
+        # paddle's DataLoader silently drops a batch that holds no array: one rides along
+        return collated, batch.info, np.zeros(1, dtype=np.int8)
+
+
+class StreamLoader:
+    """``paddle.io.DataLoader(stream, batch_size=None, ...)`` that records each batch taken.
+
+    Iterate it as the DataLoader; each batch is ``collate_fn(samples)``. The
+    stream then knows which batch training holds: its ``state_dict`` resumes
+    after it, and a :class:`~dynbatch.GradientAccumulator` following the
+    stream ends updates where every rank does (NOTE [ updates of a stream ]).
+    """
+
+    def __init__(
+        self,
+        stream: DynamicBatchIterable,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        num_workers: int = 0,
+        **kwargs: Any,
+    ) -> None:
+        self.num_workers = check_int("num_workers", num_workers)
+        if kwargs.get("persistent_workers"):
+            raise InputError(
+                "persistent_workers=True keeps the workers of the first pass, which would not "
+                "see set_epoch() or load_state_dict(); leave it False"
+            )
+        for name in ("batch_size", "batch_sampler", "shuffle", "drop_last"):
+            if name in kwargs:
+                raise InputError(
+                    f"{name} is the stream's business (it yields whole batches): remove "
+                    f"{name}={kwargs[name]!r}"
+                )
+        if collate_fn is not None and not callable(collate_fn):
+            raise InputError(f"collate_fn must be callable(samples), got {collate_fn!r}")
+        self.stream = stream
+        stream.num_workers = self.num_workers  # a first pass counts the slots this loader reads
+        make: Any = DataLoader  # paddle types batch_size as int; None is its iterable mode
+        self.dataloader = make(
+            stream,
+            batch_size=None,
+            collate_fn=_Tagged(collate_fn),
+            num_workers=self.num_workers,
+            **kwargs,
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        stream = self.stream
+        stream.begin_pass(self.num_workers)
+        it = iter(self.dataloader)
+        upcoming: Any = next(it, _END)
+        if upcoming is _END and stream.current_pass().start == 0:
+            raise InputError(empty_epoch(stream.planner.source.describe(), stream.epoch))
+        while upcoming is not _END:
+            batch, info, _ = upcoming
+            upcoming = next(it, _END)
+            stream.progress.took(info, last=upcoming is _END)
+            yield batch

@@ -1,0 +1,177 @@
+"""The plan of one block of a stream: an epoch's plan, sparse batches cut, steps mixed.
+
+Numpy only; :class:`~dynbatch.streaming.StreamPlanner` plans each block with
+:func:`plan_block` (NOTE [ a stream in blocks ] in :mod:`dynbatch.streaming`).
+
+NOTE [ mixed steps in a stream ]
+    An update whose micro-batches hold one length is a biased draw (NOTE
+    [ mixed updates ] in :mod:`dynbatch.windows`). With ``update_size`` each
+    block groups its steps into updates across its lengths, as an epoch
+    does. Without, the block's steps are interleaved by length: sorted by
+    their longest sample and cut into :data:`STRATA` strata, they are taken
+    one from each stratum in turn (the strata in a random order each round,
+    a random step within each), so any :data:`STRATA` consecutive steps span
+    the block's lengths and a ``target=`` update of a few micro-batches
+    mixes short and long samples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .errors import InputError, InputTypeError
+from .options import PlanOptions
+from .planning import Plan, padded_lengths, plan_draw
+from .sharding import TOLERANCE, ShardedPlan, shard_checked
+from .windows import mix_updates
+
+__all__ = [
+    "BUFFER_SIZE",
+    "STRATA",
+    "block_key",
+    "check_stream_options",
+    "interleave_steps",
+    "plan_block",
+    "tighten",
+]
+
+#: The default block: 10,000 records, planned at once (NOTE [ a stream in blocks ]).
+BUFFER_SIZE = 10_000
+#: Length strata a block's steps are interleaved from (NOTE [ mixed steps in a stream ]).
+STRATA = 4
+#: The options a stream cannot honour: they need the epoch's batch count before it is read.
+UNSUPPORTED = {"drop_last": False, "equal_epochs": False}
+#: Orders of a block; the sorted ones would sort each block, not the stream.
+STREAM_ORDERS = ("bucket", "shuffle", "none")
+#: The random stream of :func:`interleave_steps`, apart from the planner's.
+_MIX_STREAM = 2
+
+
+def block_key(epoch: int, slot: int, block: int) -> int:
+    """The ``epoch`` argument a block is planned with: its own random streams."""
+    state = np.random.SeedSequence([epoch, slot, block]).generate_state(1, np.uint64)
+    return int(state[0] >> np.uint64(1))
+
+
+def interleave_steps(
+    sharded: ShardedPlan, lengths: NDArray[np.int64], rng: np.random.Generator
+) -> ShardedPlan:
+    """The steps taken one from each length stratum in turn (NOTE [ mixed steps in a stream ]).
+
+    >>> from dynbatch.epochs import plan_epoch
+    >>> lens = np.repeat([4, 8, 16, 32], 8)
+    >>> sp = plan_epoch(lens, PlanOptions(max_cost=64, cost="linear", max_batch_size=2), 0)
+    >>> mixed = interleave_steps(sp, lens, np.random.default_rng(0))
+    >>> longest = mixed.longest(lens)
+    >>> all(sorted(longest[k:k + 4].tolist()) == [4, 8, 16, 32] for k in range(0, 16, 4))
+    True
+    """
+    steps = sharded.num_steps
+    strata = min(STRATA, steps)
+    if strata < 2:
+        return sharded
+    longest = sharded.longest(lengths).reshape(-1, sharded.num_replicas).max(axis=1)
+    by_length = np.lexsort((rng.random(steps), longest))
+    groups = [rng.permutation(g) for g in np.array_split(by_length, strata)]
+    order: list[int] = []
+    for r in range(len(groups[0])):
+        for g in rng.permutation(strata).tolist():
+            if r < len(groups[g]):
+                order.append(int(groups[g][r]))
+    replicas = sharded.num_replicas
+    rows = sharded.order.reshape(-1, replicas)[order].reshape(-1)
+    padding = sharded.is_padding.reshape(-1, replicas)[order].reshape(-1)
+    return ShardedPlan(sharded.base, rows, padding, replicas)
+
+
+def tighten(plan: Plan, plens: NDArray[np.int64], least: float, multiple: int = 1) -> Plan:
+    """Cut each batch padded below ``least`` where its padding drops most, until none is.
+
+    NOTE [ a sparse block ]
+        A block too sparse to fill a batch from one bucket (short samples under
+        a quadratic budget, whose batches hold thousands; a long tail) packs a
+        batch across many buckets, padding its short members far up. Such a
+        batch is cut in two, its members sorted, at the cut that saves the most
+        padded tokens (parts stay multiples of ``multiple`` where the batch
+        holds two), and again while a part pads below ``least`` (the stream
+        uses ``1 - 2 * bucket_width``). Both parts fit the budget (fewer
+        samples, none longer); a block of 10,000 then pads within a few
+        percent of an epoch planned whole, for a few percent more batches
+        (README: measured).
+
+    >>> plens = np.array([2, 2, 2, 2, 16, 16])
+    >>> [b.tolist() for b in tighten(Plan.from_batches([[0, 1, 2, 3, 4, 5]]), plens, 0.9)]
+    [[0, 1, 2, 3], [4, 5]]
+    """
+    if not len(plan):
+        return plan
+    starts = plan.offsets[:-1]
+    real = np.add.reduceat(plens[plan.indices], starts)
+    padded = plan.sizes * np.maximum.reduceat(plens[plan.indices], starts)
+    low = np.flatnonzero(real < least * padded)
+    if not low.size:
+        return plan
+    out: list[NDArray[np.int64]] = []
+    cut_these = set(low.tolist())
+    for k, batch in enumerate(plan):
+        if k not in cut_these:
+            out.append(batch)
+            continue
+        todo = [batch[np.argsort(plens[batch], kind="stable")]]
+        while todo:
+            part = todo.pop()
+            lens = plens[part]
+            n = part.size
+            cuts = np.arange(1, n)
+            if multiple > 1:
+                cuts = cuts[cuts % multiple == 0] if n >= 2 * multiple else cuts[:0]
+            if not cuts.size or int(lens.sum()) >= least * n * int(lens[-1]):
+                out.append(part)
+                continue
+            cost = cuts * lens[cuts - 1] + (n - cuts) * lens[-1]
+            cut = int(cuts[int(np.argmin(cost))])
+            todo += [part[cut:], part[:cut]]
+    return Plan.from_batches(out)
+
+
+def check_stream_options(options: PlanOptions) -> PlanOptions:
+    """Refuse the options a stream cannot honour (NOTE [ a stream in blocks ])."""
+    if not isinstance(options, PlanOptions):
+        raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
+    for name, ok in UNSUPPORTED.items():
+        if getattr(options, name) != ok:
+            raise InputError(
+                f"{name}={getattr(options, name)!r} needs the epoch's batch count before the "
+                f"epoch is read, which a stream cannot give; pass {name}={ok!r}"
+            )
+    if options.order not in STREAM_ORDERS:
+        raise InputError(
+            f"order={options.order!r} would sort each block, not the stream; a stream takes "
+            f"order {', '.join(repr(o) for o in STREAM_ORDERS)}"
+        )
+    return options
+
+
+def plan_block(
+    lengths: NDArray[np.int64], options: PlanOptions, num_replicas: int, key: int
+) -> ShardedPlan:
+    """A block planned as :func:`~dynbatch.plan_epoch` plans an epoch (``key`` in place of
+    the epoch), its widely padded batches cut (NOTE [ a sparse block ]) and, without
+    ``update_size``, its steps mixed by length (NOTE [ mixed steps in a stream ]).
+
+    >>> sp = plan_block(np.array([3, 1, 4, 1, 5, 9, 2, 6]), PlanOptions(max_cost=12,
+    ...                 cost="linear"), num_replicas=2, key=0)
+    >>> sp.num_steps, sorted(sp.plan.indices.tolist())
+    (3, [0, 1, 2, 3, 4, 5, 6, 7])
+    """
+    plan = plan_draw(lengths, options, key, shuffle_batches=False)  # sharding orders them
+    plens = padded_lengths(lengths, options.pad_to_multiple_of)
+    plan = tighten(plan, plens, 1.0 - 2.0 * options.bucket_width, options.batch_size_multiple)
+    sharded = shard_checked(plan, lengths, num_replicas, key, None, TOLERANCE, options, True)
+    if options.update_size is not None:
+        return mix_updates(sharded, lengths, options, key)
+    if options.random_order:
+        rng = np.random.default_rng([options.seed, key, _MIX_STREAM])
+        sharded = interleave_steps(sharded, lengths, rng)
+    return sharded

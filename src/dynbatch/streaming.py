@@ -1,0 +1,416 @@
+"""Dynamic batches from a stream, in bounded memory: numpy only, no paddle.
+
+:class:`StreamPlanner` reads a source (:mod:`dynbatch.stream_sources`) in
+blocks and plans each block as :func:`~dynbatch.plan_epoch` plans an epoch;
+:class:`~dynbatch.stream_state.StreamProgress` is the main process's record of what training took,
+for resume. The paddle adapter is :class:`~dynbatch.DynamicBatchIterable`.
+
+NOTE [ a stream in blocks ]
+    A stream cannot be planned whole: its lengths are not known before it is
+    read, and holding them all is what a stream is for avoiding. So the
+    stream is cut into blocks of ``buffer_size`` records, and each block is
+    planned on its own, exactly as the in-memory planner plans an epoch:
+    buckets of lengths that differ by less than ``bucket_width`` (edges
+    moved by a random phase per block, so the batches are new every epoch),
+    a batch leaving when it fills the budget (``cost``, ``max_cost``,
+    ``max_batch_size``, ``batch_size_multiple``, ``pad_to_multiple_of``,
+    ``oversize``, all of :class:`~dynbatch.PlanOptions`' checks), steps of
+    similar compute across ranks, and the block's batches shuffled with
+    ``(seed, epoch, slot, block)``. A block holds a bucket per length range,
+    so the bucket edges need no estimate from the first samples: they are
+    the in-memory planner's, on any corpus, and a block of 10,000 pads like
+    an epoch of 10,000. What a block costs is one batch per bucket that the
+    block's end cut short. Memory is one block of samples and its plan,
+    whatever the corpus's size. ``drop_last`` and ``equal_epochs`` need the
+    epoch's count before it is read, and are refused.
+
+NOTE [ streams across ranks and workers ]
+    Data-parallel training needs the same number of steps on every rank,
+    else a rank waits in an all-reduce that never comes. Every rank
+    therefore reads the same stream and plans the same blocks, and each
+    block is shared out in steps of one batch per rank (split, never
+    dropped, as :func:`~dynbatch.shard_plan` does; a flagged repeat only
+    where a block holds fewer samples than ranks), so the counts are equal
+    by construction, with no communication: "shard planned batches, not
+    samples". A rank keeps only its own batches' samples. DataLoader
+    workers share the reading: a sharded source's shards are split among
+    the workers (worker ``w`` reads every ``W``-th shard of the epoch's
+    order, its own *slot*), which every rank's worker ``w`` reads alike; a
+    source without shards is one slot that every worker reads, each worker
+    yielding every ``W``-th step. paddle's DataLoader takes one batch from
+    each worker in turn, so a rank's batches come in a known order, the
+    same on every rank. Splitting shards by rank as well would read each
+    shard once, but a rank would then learn how many batches the others
+    have only by asking them every step; reading every shard on every rank
+    is the price of needing no communication (lhotse's samplers read the
+    whole stream on every rank too). With shards the batches depend on the
+    number of workers (their slots), so a resume needs the same number.
+
+NOTE [ resuming a stream ]
+    Each batch carries a :class:`StepInfo`: its slot, block, step in the
+    block and where the block starts and ends in the slot's stream. The
+    main process records the info of every batch training took
+    (:class:`~dynbatch.stream_state.StreamProgress`), so a saved state says, per slot, the block
+    and step to go on from. A resumed worker starts reading at that block's
+    first record (a shard source skips whole shards unread, and seeks
+    inside the shard with a ``reader(path, start=...)``; other sources read the
+    records before it again without measuring them), plans the block again
+    — the same plan, as a block's plan is a function of its records and
+    ``(seed, epoch, slot, block)`` — and yields its batches after the
+    recorded step. The rest of the epoch is then the uninterrupted run's:
+    the same batches in the same order, on every rank. With shards, the
+    resumed DataLoader's first worker takes the slot the uninterrupted run
+    would have served next, so that the turns of the workers go on as they
+    were.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._checks import check_int, check_lengths
+from .errors import InputError, InputTypeError
+from .options import PlanOptions
+from .planning import find_oversize, padded_lengths
+from .sharding import ShardedPlan
+from .stream_plan import BUFFER_SIZE, block_key, check_stream_options, plan_block
+from .stream_sources import Source
+from .windows import micro_step_counts
+
+__all__ = [
+    "BUFFER_SIZE",
+    "Block",
+    "SlotCursor",
+    "StepInfo",
+    "StreamBatch",
+    "StreamPlanner",
+    "empty_epoch",
+]
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """What a yielded batch is: where it comes from and what its step holds over all ranks.
+
+    Attributes:
+        epoch: the epoch.
+        slot: the reading slot (NOTE [ streams across ranks and workers ]).
+        slot_step: the step's index among the slot's steps of the epoch.
+        block, block_step, block_steps: the block, the step's index in it, its steps.
+        start, end: where the block starts and the next one starts, ``(shard, record)``.
+        samples, tokens: real samples and real tokens of the step, summed over ranks.
+        update_end: the block's plan ends an update after this step (``update_size``).
+        padding: this rank's batch only repeats samples to even out the ranks' steps.
+        slot_last: the slot's last step of the epoch.
+    """
+
+    epoch: int
+    slot: int
+    slot_step: int
+    block: int
+    block_step: int
+    block_steps: int
+    start: tuple[int, int]
+    end: tuple[int, int]
+    samples: int
+    tokens: int
+    update_end: bool
+    padding: bool
+    slot_last: bool
+
+
+class StreamBatch(list):  # type: ignore[type-arg]
+    """A batch of samples (a plain ``list`` to a collate function) with its :class:`StepInfo`."""
+
+    __slots__ = ("info",)
+
+    def __init__(self, samples: list[Any], info: StepInfo) -> None:
+        super().__init__(samples)
+        self.info = info
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StreamBatch, (list(self), self.info))
+
+
+@dataclass(frozen=True)
+class SlotCursor:
+    """Where a slot goes on: the block (its first record) and the step in it to yield next."""
+
+    block: int = 0
+    start: tuple[int, int] = (0, 0)
+    block_step: int = 0
+    slot_step: int = 0
+    done: bool = False
+
+    def after(self, info: StepInfo) -> SlotCursor:
+        """The cursor once the batch of ``info`` was taken."""
+        if info.slot_last:
+            return SlotCursor(info.block, info.start, info.block_step + 1, info.slot_step + 1, True)
+        if info.block_step + 1 < info.block_steps:
+            return SlotCursor(info.block, info.start, info.block_step + 1, info.slot_step + 1)
+        return SlotCursor(info.block + 1, info.end, 0, info.slot_step + 1)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a pass starts: per slot a cursor, and the slot the first worker serves."""
+
+    epoch: int
+    steps: int = 0
+    rotation: int = 0
+    cursors: tuple[SlotCursor, ...] = field(default_factory=tuple)
+
+    def cursor(self, slot: int) -> SlotCursor:
+        return self.cursors[slot] if slot < len(self.cursors) else SlotCursor()
+
+
+@dataclass
+class Block:
+    """``buffer_size`` records of a slot: samples, lengths and where they were."""
+
+    index: int
+    start: tuple[int, int]
+    end: tuple[int, int]
+    final: bool
+    samples: list[Any]
+    lengths: NDArray[np.int64]
+
+
+class StreamPlanner:
+    """A source read in blocks, each planned like an epoch, shared out to ranks and workers.
+
+    Args:
+        source: a checked :class:`~dynbatch.stream_sources.Source`.
+        length_fn: ``length_fn(sample) -> int``, the length the cost is charged on.
+        options: the :class:`~dynbatch.PlanOptions` (``drop_last`` and
+            ``equal_epochs`` refused).
+        buffer_size: records per block (NOTE [ a stream in blocks ]).
+        num_replicas: data-parallel ranks.
+
+    >>> from dynbatch.stream_sources import open_source
+    >>> planner = StreamPlanner(open_source([[1] * n for n in (3, 1, 4, 1, 5, 9, 2, 6)]), len,
+    ...                         PlanOptions(max_cost=12, cost="linear"), buffer_size=4)
+    >>> [[len(s) for s in batch] for batch in planner.sequence(0)]
+    [[1, 1], [3], [4], [6], [9], [5], [2]]
+    >>> [batch.info.block for batch in planner.sequence(0)]  # blocks of 4 samples
+    [0, 0, 0, 1, 1, 1, 1]
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        length_fn: Callable[[Any], Any],
+        options: PlanOptions,
+        buffer_size: int = BUFFER_SIZE,
+        num_replicas: int = 1,
+    ) -> None:
+        if not callable(length_fn):
+            raise InputTypeError(
+                f"length_fn must be callable(sample) -> int (the length the budget is charged "
+                f"on), got length_fn={length_fn!r}"
+            )
+        self.source = source
+        self.length_fn = length_fn
+        self.options = check_stream_options(options)
+        self.buffer_size = check_int("buffer_size", buffer_size, minimum=1)
+        self.num_replicas = check_int("num_replicas", num_replicas, minimum=1)
+
+    def slots(self, workers: int) -> int:
+        """Reading slots for ``workers`` DataLoader workers (0: the main process)."""
+        return max(1, workers) if self.source.sharded else 1
+
+    # -- blocks -------------------------------------------------------------------------------
+    def blocks(
+        self, epoch: int, slot: int = 0, slots: int = 1, cursor: SlotCursor | None = None
+    ) -> Iterator[Block]:
+        """The blocks of a slot from ``cursor`` (its block and first record) on."""
+        cursor = cursor or SlotCursor()
+        records = self.source.records(epoch, slot, slots, cursor.start)
+        index, start = cursor.block, cursor.start
+        pending = next(records, None)
+        while pending is not None:
+            positions: list[tuple[int, int]] = []
+            samples: list[Any] = []
+            values: list[Any] = []
+            measure = self.length_fn
+            while pending is not None and len(samples) < self.buffer_size:
+                position, sample = pending
+                positions.append(position)
+                samples.append(sample)
+                values.append(measure(sample))
+                pending = next(records, None)
+            end = pending[0] if pending is not None else _after(positions[-1])
+            lengths = self._checked(values, positions, epoch, slot, slots)
+            block = Block(index, start, end, pending is None, samples, lengths)
+            yield self._without_oversize(block, positions, epoch, slot, slots)
+            index, start = index + 1, end
+
+    def _where(self, position: tuple[int, int], epoch: int, slot: int, slots: int) -> str:
+        shard, record = position
+        if self.source.sharded:
+            return f"record {record} of shard {self.source.shards(epoch, slot, slots)[shard]}"
+        return f"record {record} of the stream (epoch {epoch})"
+
+    def _checked(
+        self,
+        values: list[Any],
+        positions: list[tuple[int, int]],
+        epoch: int,
+        slot: int,
+        slots: int,
+    ) -> NDArray[np.int64]:
+        """The measured lengths as int64, each bad one named by where it is in the stream."""
+        try:
+            if not {bool, np.bool_}.isdisjoint(map(type, values)):
+                raise TypeError("a bool is not a length")
+            arr = np.asarray(values)
+            ok = arr.dtype.kind in "iu" or (
+                arr.dtype.kind == "f" and bool(np.all(np.isfinite(arr) & (arr == np.round(arr))))
+            )
+        except (TypeError, ValueError):
+            ok = False
+        if ok and arr.ndim == 1 and arr.size and (arr > 0).all() and (arr < 2**53).all():
+            return arr.astype(np.int64)
+        for value, position in zip(values, positions, strict=True):
+            try:
+                check_lengths([value], "length")
+            except InputError:
+                raise (InputTypeError if not _is_number(value) else InputError)(
+                    f"length_fn must return a whole number >= 1 (below 2**53) for every sample, "
+                    f"got {value!r} for the sample at {self._where(position, epoch, slot, slots)}"
+                ) from None
+        raise InputError(f"length_fn returned lengths that cannot be counted: {values[:5]!r}")
+
+    def _without_oversize(
+        self,
+        block: Block,
+        positions: list[tuple[int, int]],
+        epoch: int,
+        slot: int,
+        slots: int,
+    ) -> Block:
+        opts = self.options
+        over = find_oversize(block.lengths, options=opts)
+        if not over.size or opts.oversize == "alone":
+            return block
+        i = int(over[0])
+        length = int(block.lengths[i])
+        padded = int(padded_lengths(np.array([length]), opts.pad_to_multiple_of)[0])
+        head = (
+            f"the sample at {self._where(positions[i], epoch, slot, slots)} has length {length} "
+            f"(padded {padded}) and costs {float(opts.cost(1, padded)):g} alone, over "
+            f"max_cost={opts.max_cost:g}"
+        )
+        if opts.oversize == "error":
+            raise InputError(
+                f"{head}. Raise max_cost, truncate it, or pass oversize='skip' or 'alone'"
+            )
+        warnings.warn(f"skipping {over.size} sample(s) over budget: {head}", stacklevel=2)
+        keep = np.ones(block.lengths.size, dtype=bool)
+        keep[over] = False
+        kept = [s for s, k in zip(block.samples, keep.tolist(), strict=True) if k]
+        return replace(block, samples=kept, lengths=block.lengths[keep])
+
+    def plan(self, block: Block, epoch: int, slot: int = 0) -> ShardedPlan:
+        """The plan of a block: an epoch's plan of its lengths (NOTE [ a stream in blocks ])."""
+        key = block_key(epoch, slot, block.index)
+        return plan_block(block.lengths, self.options, self.num_replicas, key)
+
+    # -- a worker's batches -------------------------------------------------------------------
+    def worker_batches(
+        self,
+        epoch: int,
+        rank: int = 0,
+        worker: int = 0,
+        workers: int = 0,
+        resume: Resume | None = None,
+    ) -> Iterator[StreamBatch]:
+        """What DataLoader worker ``worker`` of ``workers`` on ``rank`` yields in ``epoch``.
+
+        NOTE [ streams across ranks and workers ]: the worker reads slot
+        ``(worker + rotation) % slots`` and yields, of its steps, every one if
+        it reads the slot alone, or every ``workers``-th from the resumed step.
+        """
+        slots = self.slots(workers)
+        readers = max(1, workers) // slots
+        resume = resume or Resume(epoch)
+        slot = (worker + resume.rotation) % slots
+        cursor = resume.cursor(slot)
+        if cursor.done:
+            return
+        first_step, mine = cursor.slot_step, worker // slots
+        step = first_step
+        read = False
+        for block in self.blocks(epoch, slot, slots, cursor):
+            read = True
+            if not block.lengths.size:
+                continue
+            sharded = self.plan(block, epoch, slot)
+            skip = cursor.block_step if block.index == cursor.block else 0
+            indices, offsets = sharded.for_rank(rank).lists()
+            samples = micro_step_counts(sharded, block.lengths, "samples").astype(np.int64)
+            tokens = micro_step_counts(sharded, block.lengths, "tokens").astype(np.int64)
+            ends = set() if sharded.window_ends is None else set(sharded.window_ends.tolist())
+            padding = sharded.padding_for_rank(rank).tolist()
+            total = sharded.num_steps
+            for j in range(skip, total):
+                if (step - first_step) % readers == mine:
+                    info = StepInfo(
+                        epoch=epoch,
+                        slot=slot,
+                        slot_step=step,
+                        block=block.index,
+                        block_step=j,
+                        block_steps=total,
+                        start=block.start,
+                        end=block.end,
+                        samples=int(samples[j]),
+                        tokens=int(tokens[j]),
+                        update_end=j + 1 in ends or j + 1 == total,
+                        padding=bool(padding[j]),
+                        slot_last=block.final and j + 1 == total,
+                    )
+                    members = indices[offsets[j] : offsets[j + 1]]
+                    yield StreamBatch([block.samples[i] for i in members], info)
+                step += 1
+        if not read and cursor == SlotCursor() and not self.source.sharded:
+            raise InputError(empty_epoch(self.source.describe(), epoch))
+
+    def sequence(
+        self, epoch: int, rank: int = 0, workers: int = 0, resume: Resume | None = None
+    ) -> Iterator[StreamBatch]:
+        """A rank's batches in the order a DataLoader with ``workers`` workers yields them.
+
+        paddle's DataLoader asks its workers in turn and passes over the ones
+        that are done, so this is the workers' batches taken round-robin.
+        """
+        its = [self.worker_batches(epoch, rank, w, workers, resume) for w in range(max(1, workers))]
+        while its:
+            alive = []
+            for it in its:
+                batch = next(it, None)
+                if batch is not None:
+                    yield batch
+                    alive.append(it)
+            its = alive
+
+
+def empty_epoch(what: str, epoch: int) -> str:
+    """Why an epoch of a stream has nothing to train on."""
+    return f"the source ({what}) yielded no samples in epoch {epoch}: there is nothing to batch"
+
+
+def _after(position: tuple[int, int]) -> tuple[int, int]:
+    return (position[0], position[1] + 1)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )

@@ -1,0 +1,219 @@
+"""DynamicBatchIterable under real paddle DataLoaders: workers, ranks, resume, the accumulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import paddle
+import pytest
+
+import dynbatch
+from dynbatch import DynamicBatchIterable, InputError, InputTypeError
+
+N = 600
+LENS = np.minimum(np.ceil(np.random.default_rng(0).lognormal(3.2, 0.8, N)), 120).astype(int)
+SAMPLES = [{"id": i, "ids": list(range(1, int(n) + 1))} for i, n in enumerate(LENS)]
+
+
+def length(sample: dict) -> int:
+    return len(sample["ids"])
+
+
+def collate(samples: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    ids = dynbatch.Pad(pad_val=0)([np.asarray(s["ids"], dtype="int64") for s in samples])
+    return ids, np.asarray([s["id"] for s in samples], dtype="int64")
+
+
+def stream(source: object = SAMPLES, **kw: object) -> DynamicBatchIterable:
+    args = {"length_fn": length, "max_cost": 2000, "cost": "linear", "buffer_size": 128}
+    args.update(kw)
+    return DynamicBatchIterable(source, **args)  # type: ignore[arg-type]
+
+
+def write_shards(tmp: Path, count: int = 5) -> list[Path]:
+    paths = []
+    for k, part in enumerate(np.array_split(np.arange(N), count)):
+        path = tmp / f"part{k}.jsonl"
+        path.write_text("".join(json.dumps(SAMPLES[i]) + "\n" for i in part))
+        paths.append(path)
+    return paths
+
+
+def ids_of(loader: object) -> list[list[int]]:
+    return [index.numpy().tolist() for _, index in loader]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("sharded", [False, True], ids=["iterable", "shards"])
+def test_a_real_dataloader_yields_the_planned_batches_in_order(
+    tmp_path: Path, workers: int, sharded: bool
+) -> None:
+    source = write_shards(tmp_path) if sharded else SAMPLES
+    kw = {"reader": dynbatch.read_jsonl} if sharded else {}
+    it = stream(source, num_replicas=1, rank=0, **kw)
+    got = ids_of(it.loader(collate, num_workers=workers))
+    planned = [[s["id"] for s in b] for b in it.planner.sequence(0, 0, workers)]
+    assert got == planned, "paddle's DataLoader takes the workers' batches in turn, as planned"
+    assert sorted(i for b in got for i in b) == list(range(N)), "every sample exactly once"
+    plain = paddle.io.DataLoader(it, batch_size=None, num_workers=workers, collate_fn=collate)
+    assert ids_of(plain) == planned, "a DataLoader built by hand yields the same lists of samples"
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_two_ranks_share_every_sample_in_equal_steps(workers: int) -> None:
+    ranks = [
+        ids_of(stream(num_replicas=2, rank=r, seed=5).loader(collate, num_workers=workers))
+        for r in range(2)
+    ]
+    assert len(ranks[0]) == len(ranks[1]) > 0, "the same number of steps on both ranks"
+    assert sorted(i for r in ranks for b in r for i in b) == list(range(N))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("sharded", [False, True], ids=["iterable", "shards"])
+def test_resume_mid_epoch_under_workers_yields_the_rest(
+    tmp_path: Path, workers: int, sharded: bool
+) -> None:
+    source = write_shards(tmp_path) if sharded else SAMPLES
+    kw = {"reader": dynbatch.read_jsonl} if sharded else {}
+    first = stream(source, seed=3, num_replicas=1, rank=0, **kw)
+    first.set_epoch(2)
+    whole = ids_of(first.loader(collate, num_workers=workers))
+    first.set_epoch(2)
+    taken = []
+    for k, (_, index) in enumerate(first.loader(collate, num_workers=workers)):
+        taken.append(index.numpy().tolist())
+        if k == 6:
+            state = first.state_dict()  # after the 7th batch was trained
+            break
+    again = stream(source, seed=3, num_replicas=1, rank=0, **kw)
+    again.load_state_dict(json.loads(json.dumps(state)))
+    again.set_epoch(2)
+    rest = ids_of(again.loader(collate, num_workers=workers))
+    assert taken + rest == whole, "the same remaining batches as the uninterrupted run"
+    assert again.current_pass().start == 7
+
+
+def test_the_accumulator_follows_a_stream_to_its_target() -> None:
+    paddle.seed(0)
+    model = paddle.nn.Sequential(paddle.nn.Embedding(200, 4), paddle.nn.Linear(4, 1))
+    opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
+    it = stream(num_replicas=1, rank=0)
+    acc = dynbatch.GradientAccumulator(model, opt, sampler=it, target=64)
+    expected = acc.steps_for_epochs([0])  # a first pass
+    counted = it.count(0)
+    assert expected == counted.updates(target=64) > 1
+    sizes, window = [], 0
+    for ids, _ in it.loader(collate):
+        with acc.accumulate():
+            loss = model(ids).sum(axis=[1, 2])
+            window += ids.shape[0]
+            if acc.backward(loss.sum(), count=ids.shape[0]):
+                sizes.append(window)
+                window = 0
+    assert acc.optimizer_steps == expected, "the first pass counted the updates taken"
+    assert all(s >= 64 for s in sizes[:-1]) and sum(sizes) == N
+    assert acc.last_count == sizes[-1], "the epoch's last step ends the last update"
+
+
+def sizes(samples: list[dict]) -> np.ndarray:
+    return np.asarray([len(samples)])  # paddle's DataLoader drops a batch that holds no array
+
+
+def test_the_accumulator_follows_the_plans_updates_and_refuses_a_hand_built_loader() -> None:
+    model = paddle.nn.Linear(2, 1)
+    opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
+    it = stream(update_size=40, max_batch_size=8, num_replicas=1, rank=0)
+    acc = dynbatch.GradientAccumulator(model, opt, sampler=it)
+    with pytest.raises(InputError, match=r"iterate stream.loader\(...\)"), acc.accumulate():
+        pass
+    for size in it.loader(sizes):
+        n = int(size[0])
+        with acc.accumulate():
+            acc.backward(model(paddle.ones([n, 2])).sum(), count=n)
+    assert acc.optimizer_steps == it.count(0).updates(plan=True) == acc.steps_per_epoch(0) > 1
+    size = next(iter(it.loader(sizes)))
+    n = int(size[0])
+    acc.backward(model(paddle.ones([n, 2])).sum(), count=n)
+    with pytest.raises(InputError, match="backward was already called for step 0"):
+        acc.backward(model(paddle.ones([n, 2])).sum(), count=n)
+
+
+def test_a_jsonl_corpus_read_line_by_line(tmp_path: Path) -> None:
+    (path,) = write_shards(tmp_path, 1)
+    it = DynamicBatchIterable(
+        [path], reader=dynbatch.read_jsonl, length_fn=length, max_cost=1500, cost="linear"
+    )
+    batches = ids_of(it.loader(collate, num_workers=2))
+    assert sorted(i for b in batches for i in b) == list(range(N))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: stream(length_fn=None), InputError, r"pass length_fn=callable\(sample\)"),
+        (lambda: stream(max_cost=None), InputError, r"DynamicBatchIterable needs max_cost"),
+        (lambda: stream(iter(SAMPLES)), InputTypeError, r"can be read only once"),
+        (lambda: stream([]), InputError, r"source is empty"),
+        (lambda: stream(rank=2, num_replicas=2), InputError, r"rank must be in \[0, 1\]"),
+        (lambda: stream(drop_last=True), InputError, r"drop_last=True needs the epoch's"),
+        (lambda: stream(buffer_size=0), InputError, r"buffer_size must be an integer >= 1"),
+        (
+            lambda: stream().loader(collate, persistent_workers=True),
+            InputError,
+            r"persistent_workers=True keeps the workers",
+        ),
+        (
+            lambda: stream().loader(collate, batch_size=4),
+            InputError,
+            r"batch_size is the stream's business",
+        ),
+    ],
+)
+def test_bad_streams_are_named(call: object, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        call()  # type: ignore[operator]
+
+
+def test_an_empty_stream_and_a_bad_length_fail_when_read(tmp_path: Path) -> None:
+    with pytest.raises(InputTypeError, match=r"got '3' for the sample at record 1 of the stream"):
+        next(iter(stream([{"n": 2}, {"n": "3"}], length_fn=lambda s: s["n"])))
+    with pytest.raises(InputError, match=r"yielded no samples in epoch 0: there is nothing"):
+        next(iter(stream(lambda epoch: [])))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    shards = stream([empty, empty], reader=dynbatch.read_jsonl)
+    with pytest.raises(InputError, match=r"source \(2 shard\(s\)\) yielded no samples"):
+        next(iter(shards.loader(collate, num_workers=2)))
+
+
+def test_a_first_pass_counts_the_loaders_workers_before_it_runs(tmp_path: Path) -> None:
+    it = stream(write_shards(tmp_path, 6), reader=dynbatch.read_jsonl, num_replicas=1, rank=0)
+    loader = it.loader(collate, num_workers=3)  # three slots of two shards each
+    counted = it.count(0)
+    steps = ids_of(loader)
+    assert counted.steps == len(steps) and counted.samples.tolist() == [len(b) for b in steps]
+
+
+class Corpus(paddle.io.IterableDataset):  # type: ignore[misc]
+    """A paddle IterableDataset read anew each pass (its len() raises, as paddle's does)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        yield from SAMPLES
+
+
+def test_a_paddle_iterable_dataset_is_a_source() -> None:
+    it = stream(Corpus(), num_replicas=1, rank=0)
+    batches = ids_of(it.loader(collate, num_workers=2))
+    assert sorted(i for b in batches for i in b) == list(range(N))
+
+
+def test_a_collate_without_an_array_loses_no_batch() -> None:
+    """paddle's DataLoader drops a batch whose collated value holds no array; the loader's
+    does not (texts for a tokenizer in the main process, say)."""
+    it = stream(num_replicas=1, rank=0)
+    for workers in (0, 2):
+        got = list(it.loader(lambda samples: [s["id"] for s in samples], num_workers=workers))
+        assert sorted(i for b in got for i in b) == list(range(N))
