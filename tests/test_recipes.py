@@ -285,3 +285,18 @@ def test_the_recipe_makes_the_fixed_batch_s_updates_every_epoch(n: int, batch: i
     lengths = np.random.default_rng(n).integers(1, 200, n)
     sampler = dynbatch.DynamicBatchSampler(lengths=lengths, batch_size=batch, seed=1)
     assert sampler.steps_for_epochs(range(3)) == 3 * -(-n // batch)
+
+
+@pytest.mark.parametrize(
+    ("n", "batch", "replicas", "steps"), [(200, 8, 4, 3), (192, 32, 1, 3), (150, 96, 1, 1)]
+)
+def test_with_drop_last_the_recipe_makes_the_fixed_batchs_floor_n_over_b_updates(
+    n: int, batch: int, replicas: int, steps: int
+) -> None:
+    lens = np.random.default_rng(n).integers(5, 300, n)
+    opts = dynbatch.like_fixed(
+        lens, batch, num_replicas=replicas, accumulation_steps=steps, drop_last=True
+    )
+    fixed = n // (batch * replicas * steps)  # the fixed batch drops its short last update
+    for epoch in range(3):
+        assert len(plan_epoch(lens, opts, epoch, replicas).window_ends) == max(1, fixed), epoch

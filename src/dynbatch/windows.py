@@ -18,7 +18,8 @@ NOTE [ mixed updates ]
     lengths: the number of updates is the epoch's samples (or tokens) over
     ``update_size``, rounded up, as a fixed batch's last, partial batch is an
     update of its own (so an epoch has the fixed batch's ``ceil(N / B)``, and
-    a run of E epochs its ``E * ceil(N / B)``); the steps, sorted by their longest sample, are
+    a run of E epochs its ``E * ceil(N / B)``; with ``drop_last``, as the fixed
+    batch drops that last update, ``floor(N / B)``); the steps, sorted by their longest sample, are
     cut into strata of that many consecutive steps, and each update takes one
     step of every stratum (the largest count to the update holding least so
     far, so that updates come out even). The updates, and the steps in each,
@@ -303,8 +304,13 @@ def mix_updates(
     steps = counts.size
     if steps == 0:
         return sharded.reorder_steps(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    # rounded up (NOTE [ mixed updates ]); the tolerance keeps N/B = 400.0000001 at 400
-    updates = int(min(steps, max(1, math.ceil(float(counts.sum()) / target - 1e-9))))
+    # rounded up (NOTE [ mixed updates ]); the tolerance keeps N/B = 400.0000001 at 400. With
+    # drop_last the fixed batch drops its short last update: floor(N / B) of the whole epoch
+    if options.drop_last and options.update_unit == "samples":
+        whole = math.floor(float(lengths.size) / target + 1e-9)
+    else:
+        whole = math.ceil(float(counts.sum()) / target - 1e-9)
+    updates = int(min(steps, max(1, whole)))
     if not options.random_order:
         return sharded.reorder_steps(np.arange(steps), even_windows(counts, updates))
     rng = np.random.default_rng([options.seed, epoch, sharded.num_replicas, _MIX_STREAM])
