@@ -109,6 +109,18 @@ def resolve_lengths(
     return compute_lengths(dataset, length_fn=length_fn, ref_index=ref_index, cache_path=cache_path)
 
 
+def resolve_rank(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """``(num_replicas, rank)``, each from paddle's parallel environment where None; checked."""
+    if num_replicas is None or rank is None:
+        env = paddle.distributed.ParallelEnv()
+        num_replicas = env.world_size if num_replicas is None else num_replicas
+        rank = env.rank if rank is None else rank
+    replicas, index = check_int("num_replicas", num_replicas, minimum=1), check_int("rank", rank)
+    if index >= replicas:
+        raise InputError(f"rank must be in [0, {replicas - 1}], got rank={rank}")
+    return replicas, index
+
+
 def default_time_model(where: str) -> StepTimeModel | None:
     """None on a CPU; on an accelerator, :data:`~dynbatch.timing.FLAT_STEP` and a warning.
 
@@ -399,14 +411,7 @@ class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
         loss_tokens: Any = None,
         **shortcuts: Any,
     ) -> None:
-        if num_replicas is None or rank is None:
-            env = paddle.distributed.ParallelEnv()
-            num_replicas = env.world_size if num_replicas is None else num_replicas
-            rank = env.rank if rank is None else rank
-        self.num_replicas = check_int("num_replicas", num_replicas, minimum=1)
-        self.rank = check_int("rank", rank)
-        if self.rank >= self.num_replicas:
-            raise InputError(f"rank must be in [0, {self.num_replicas - 1}], got rank={rank}")
+        self.num_replicas, self.rank = resolve_rank(num_replicas, rank)
         opts = self._plan(
             dataset,
             lengths,

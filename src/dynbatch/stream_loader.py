@@ -25,6 +25,8 @@ from .streaming import BUFFER_SIZE, StreamBatch, StreamPlanner, empty_epoch
 paddle = require("paddle", "dynbatch.DynamicBatchIterable")
 from paddle.io import DataLoader, IterableDataset  # noqa: E402
 
+from .sampler import resolve_rank  # noqa: E402
+
 __all__ = ["DynamicBatchIterable", "StreamLoader"]
 
 
@@ -74,14 +76,7 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         **shortcuts: Any,
     ) -> None:
         super().__init__()
-        if num_replicas is None or rank is None:
-            env = paddle.distributed.ParallelEnv()
-            num_replicas = env.world_size if num_replicas is None else num_replicas
-            rank = env.rank if rank is None else rank
-        self.num_replicas = check_int("num_replicas", num_replicas, minimum=1)
-        self.rank = check_int("rank", rank)
-        if self.rank >= self.num_replicas:
-            raise InputError(f"rank must be in [0, {self.num_replicas - 1}], got rank={rank}")
+        self.num_replicas, self.rank = resolve_rank(num_replicas, rank)
         if length_fn is None:
             raise InputError(
                 "a stream does not say how long its samples are: pass length_fn=callable(sample) "
