@@ -13,11 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import check_bool, check_epochs, check_int
+from ._checks import (
+    check_bool,
+    check_choice,
+    check_epochs,
+    check_int,
+    check_positive_number,
+)
 from ._optional import require
 from .contract import Pass
 from .errors import InputError
-from .options import resolve_options
+from .options import UNITS, resolve_options
 from .stream_sources import open_source
 from .stream_state import StreamCount, StreamProgress, Taken, count_epoch
 from .streaming import BUFFER_SIZE, StreamBatch, StreamPlanner, empty_epoch
@@ -154,6 +160,9 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         self, epochs: Iterable[int], target: float | None = None, unit: str = "samples"
     ) -> int:
         """Optimizer updates over ``epochs`` by first passes (one read of the stream each)."""
+        unit = check_choice("unit", unit, UNITS)
+        if target is not None:
+            target = check_positive_number("target", target)
         plan = self.options.update_size is not None and target is None
         return sum(self.count(e).updates(target, unit, plan) for e in check_epochs(epochs))
 
