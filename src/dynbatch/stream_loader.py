@@ -107,7 +107,8 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         )
         self.buffer_size = self.planner.buffer_size
         self.progress = StreamProgress(self.planner)
-        self.num_workers = 0  # set by loader(): the slots of a sharded source depend on it
+        # set by loader(): the slots of a sharded source depend on it (None: not known yet)
+        self.num_workers: int | None = None
         self._start = self.progress.upcoming()  # what the workers of the next pass start from
 
     # -- epochs ---------------------------------------------------------------------------------
@@ -154,6 +155,15 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         """A first pass over ``epoch``: reads the stream, plans it, trains nothing; exact."""
         epoch = self.epoch if epoch is None else check_int("epoch", epoch)
         workers = self.num_workers if num_workers is None else check_int("num_workers", num_workers)
+        if workers is None:
+            if self.planner.source.sharded:
+                raise InputError(
+                    "a sharded source's batches depend on the DataLoader's num_workers (each "
+                    "worker reads its own shards), which this stream does not know yet: pass "
+                    "count(num_workers=...) or make stream.loader(collate, num_workers=...) "
+                    "before counting (steps_for_epochs counts through count())"
+                )
+            workers = 0  # a stream without shards plans alike under any number of workers
         return count_epoch(self.planner, epoch, workers)
 
     def steps_for_epochs(
