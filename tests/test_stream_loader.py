@@ -217,3 +217,48 @@ def test_a_collate_without_an_array_loses_no_batch() -> None:
     for workers in (0, 2):
         got = list(it.loader(lambda samples: [s["id"] for s in samples], num_workers=workers))
         assert sorted(i for b in got for i in b) == list(range(N))
+
+
+def test_a_first_pass_before_the_loader_exists_asks_for_its_workers(tmp_path: Path) -> None:
+    """The slots of a sharded source depend on the loader's workers: a count made before
+    stream.loader(...) would silently count for another number of workers."""
+    it = stream(write_shards(tmp_path, 6), reader=dynbatch.read_jsonl, num_replicas=1, rank=0)
+    with pytest.raises(InputError, match=r"count\(num_workers=\.\.\.\).*stream.loader"):
+        it.count(0)
+    with pytest.raises(InputError, match=r"num_workers"):
+        it.steps_for_epochs(range(2))
+    assert it.count(0, num_workers=3).steps == it.count(0, num_workers=3).steps > 0
+    loader = it.loader(collate, num_workers=3)
+    assert it.count(0).steps == len(ids_of(loader)), "once the loader exists, its workers count"
+    assert stream(num_replicas=1, rank=0).count(0).steps > 0, "a stream without shards: any"
+
+
+def test_steps_for_epochs_checks_its_unit() -> None:
+    it = stream(num_replicas=1, rank=0)
+    with pytest.raises(InputError, match=r"unit must be one of .*samples.*tokens.*got unit='x'"):
+        it.steps_for_epochs(range(1), target=64, unit="x")
+    tokens = it.steps_for_epochs(range(1), target=4000, unit="tokens")
+    assert tokens == it.count(0).updates(4000, "tokens") > 0
+
+
+def test_a_source_that_reads_differently_each_time_is_named() -> None:
+    """Every DataLoader worker reads a stream without shards in full, so a source that yields
+    another order on every read (an unseeded shuffle) would duplicate and drop samples."""
+    import random
+
+    def shuffled(epoch: int) -> list[dict]:
+        samples = list(SAMPLES)
+        random.Random().shuffle(samples)  # a new order on every read: not a function of epoch
+        return samples
+
+    it = stream(shuffled, num_replicas=1, rank=0)
+    with pytest.raises(InputError, match=r"source .* yielded other samples .* epoch 0.*seed"):
+        ids_of(it.loader(collate, num_workers=2))
+
+    def seeded(epoch: int) -> list[dict]:
+        samples = list(SAMPLES)
+        random.Random(epoch).shuffle(samples)
+        return samples
+
+    got = ids_of(stream(seeded, num_replicas=1, rank=0).loader(collate, num_workers=2))
+    assert sorted(i for b in got for i in b) == list(range(N))

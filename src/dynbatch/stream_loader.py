@@ -13,11 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import check_bool, check_epochs, check_int
+from ._checks import (
+    check_bool,
+    check_choice,
+    check_epochs,
+    check_int,
+    check_positive_number,
+)
 from ._optional import require
 from .contract import Pass
 from .errors import InputError
-from .options import resolve_options
+from .options import UNITS, resolve_options
 from .stream_sources import open_source
 from .stream_state import StreamCount, StreamProgress, Taken, count_epoch
 from .streaming import BUFFER_SIZE, StreamBatch, StreamPlanner, empty_epoch
@@ -96,7 +102,8 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         )
         self.buffer_size = self.planner.buffer_size
         self.progress = StreamProgress(self.planner)
-        self.num_workers = 0  # set by loader(): the slots of a sharded source depend on it
+        # set by loader(): the slots of a sharded source depend on it (None: not known yet)
+        self.num_workers: int | None = None
         self._start = self.progress.upcoming()  # what the workers of the next pass start from
 
     # -- epochs ---------------------------------------------------------------------------------
@@ -143,12 +150,24 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         """A first pass over ``epoch``: reads the stream, plans it, trains nothing; exact."""
         epoch = self.epoch if epoch is None else check_int("epoch", epoch)
         workers = self.num_workers if num_workers is None else check_int("num_workers", num_workers)
+        if workers is None:
+            if self.planner.source.sharded:
+                raise InputError(
+                    "a sharded source's batches depend on the DataLoader's num_workers (each "
+                    "worker reads its own shards), which this stream does not know yet: pass "
+                    "count(num_workers=...) or make stream.loader(collate, num_workers=...) "
+                    "before counting (steps_for_epochs counts through count())"
+                )
+            workers = 0  # a stream without shards plans alike under any number of workers
         return count_epoch(self.planner, epoch, workers)
 
     def steps_for_epochs(
         self, epochs: Iterable[int], target: float | None = None, unit: str = "samples"
     ) -> int:
         """Optimizer updates over ``epochs`` by first passes (one read of the stream each)."""
+        unit = check_choice("unit", unit, UNITS)
+        if target is not None:
+            target = check_positive_number("target", target)
         plan = self.options.update_size is not None and target is None
         return sum(self.count(e).updates(target, unit, plan) for e in check_epochs(epochs))
 

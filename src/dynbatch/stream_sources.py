@@ -85,6 +85,21 @@ def _takes_start(reader: Callable[..., Any]) -> bool:
         return False
 
 
+def _takes_one_argument(function: Callable[..., Any]) -> bool:
+    """Whether ``function(epoch)`` binds (True where the signature cannot be read).
+
+    >>> _takes_one_argument(lambda epoch: []), _takes_one_argument(lambda: [])
+    (True, False)
+    """
+    try:
+        inspect.signature(function).bind(0)
+    except TypeError:
+        return False
+    except ValueError:  # a builtin without a signature
+        return True
+    return True
+
+
 @dataclass(frozen=True)
 class Source:
     """A checked source: :meth:`records` of one reading slot of an epoch, from a position.
@@ -225,6 +240,12 @@ def open_source(
             raise InputError("source is empty: there is nothing to batch")
         return Source("iterable", source, None, shuffle_shards, seed)
     if callable(source):
+        if not _takes_one_argument(source):
+            raise InputTypeError(
+                f"source must be called as source(epoch) (a callable source returns the epoch's "
+                f"samples), but source={source!r:.80} cannot take an epoch; wrap it, e.g. "
+                "lambda epoch: my_generator()"
+            )
         return Source("callable", source, None, shuffle_shards, seed)
     raise InputTypeError(
         "source must be a re-iterable of samples, a callable source(epoch) returning one, or a "

@@ -171,6 +171,7 @@ class StreamProgress:
         self._rotation = 0
         self._taken: Taken | None = None
         self._under_way = False  # a pass began since the last set_epoch / load_state_dict
+        self._seen: dict[int, tuple[int, int]] = {}  # per slot: the last block, its checksum
 
     def set_epoch(self, epoch: int) -> None:
         """The next pass reads ``epoch``; a state loaded for that epoch is kept."""
@@ -205,10 +206,12 @@ class StreamProgress:
         self._rotation = resume.rotation
         self._taken = None
         self._under_way = True
+        self._seen = {}
         return resume
 
     def took(self, info: StepInfo, last: bool) -> None:
         """The loop took the batch of ``info``; ``last``: no batch follows it this pass."""
+        self._check_block(info)
         self._taken = Taken(info, self._steps, last, self.serial)
         self._steps += 1
         self._cursors[info.slot] = self._cursors[info.slot].after(info)
@@ -216,6 +219,20 @@ class StreamProgress:
         if live:  # the slot the next worker in turn serves (NOTE [ resuming a stream ])
             later = [s for s in live if s > info.slot]
             self._rotation = later[0] if later else live[0]
+
+    def _check_block(self, info: StepInfo) -> None:
+        """Two batches of one block must come from the same read of the stream
+        (NOTE [ streams across ranks and workers ])."""
+        block, checksum = self._seen.get(info.slot, (-1, info.checksum))
+        if block == info.block and checksum != info.checksum:
+            raise InputError(
+                f"the source ({self.planner.source.describe()}) yielded other samples to two "
+                f"DataLoader workers in epoch {info.epoch} (block {info.block} of the stream "
+                "differs between them): every read of an epoch must yield the same samples in "
+                "the same order, else samples are repeated and lost; seed any shuffling with "
+                "the epoch (source(epoch) using random.Random(epoch)), not anew on each read"
+            )
+        self._seen[info.slot] = (info.block, info.checksum)
 
     def taken(self) -> Taken | None:
         """The batch the loop took last in the pass under way (None before one)."""

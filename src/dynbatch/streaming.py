@@ -45,6 +45,13 @@ NOTE [ streams across ranks and workers ]
     is the price of needing no communication (lhotse's samplers read the
     whole stream on every rank too). With shards the batches depend on the
     number of workers (their slots), so a resume needs the same number.
+    All of this asks one thing of a source: every read of an epoch yields
+    the same samples in the same order (a shuffle seeded with the epoch,
+    not an unseeded one), else the readers plan different blocks and
+    samples are repeated and lost. The main process checks the workers of
+    a rank (each batch carries its block's checksum; two batches of one
+    block that disagree are named); the ranks it cannot check without
+    communication.
 
 NOTE [ resuming a stream ]
     Each batch carries a :class:`StepInfo`: its slot, block, step in the
@@ -67,6 +74,7 @@ NOTE [ resuming a stream ]
 from __future__ import annotations
 
 import warnings
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -108,6 +116,9 @@ class StepInfo:
         update_end: the block's plan ends an update after this step (``update_size``).
         padding: this rank's batch only repeats samples to even out the ranks' steps.
         slot_last: the slot's last step of the epoch.
+        checksum: a checksum of the block's lengths, for the main process to see that every
+            worker reading the slot read the same block (NOTE [ streams across ranks and
+            workers ]).
     """
 
     epoch: int
@@ -123,6 +134,7 @@ class StepInfo:
     update_end: bool
     padding: bool
     slot_last: bool
+    checksum: int = 0
 
 
 class StreamBatch(list):  # type: ignore[type-arg]
@@ -359,6 +371,7 @@ class StreamPlanner:
             ends = set() if sharded.window_ends is None else set(sharded.window_ends.tolist())
             padding = sharded.padding_for_rank(rank).tolist()
             total = sharded.num_steps
+            checksum = zlib.crc32(block.lengths.tobytes())
             for j in range(skip, total):
                 if (step - first_step) % readers == mine:
                     info = StepInfo(
@@ -375,6 +388,7 @@ class StreamPlanner:
                         update_end=j + 1 in ends or j + 1 == total,
                         padding=bool(padding[j]),
                         slot_last=block.final and j + 1 == total,
+                        checksum=checksum,
                     )
                     members = indices[offsets[j] : offsets[j + 1]]
                     yield StreamBatch([block.samples[i] for i in members], info)
