@@ -262,3 +262,13 @@ def test_a_source_that_reads_differently_each_time_is_named() -> None:
 
     got = ids_of(stream(seeded, num_replicas=1, rank=0).loader(collate, num_workers=2))
     assert sorted(i for b in got for i in b) == list(range(N))
+
+
+def test_updates_of_a_sharded_source_read_by_several_workers_are_refused(tmp_path: Path) -> None:
+    shards = write_shards(tmp_path, 4)
+    it = stream(shards, reader=dynbatch.read_jsonl, num_replicas=1, rank=0, update_size=16)
+    it.loader(num_workers=1)  # one reader: the plan's updates hold
+    with pytest.raises(dynbatch.InputError, match=r"update_size=16 with a sharded source read by"):
+        it.loader(num_workers=2)
+    plain = stream(shards, reader=dynbatch.read_jsonl, num_replicas=1, rank=0)
+    plain.loader(num_workers=2)  # no update_size: GradientAccumulator(target=...) closes them

@@ -457,17 +457,10 @@ def update_sizes(p: StreamPlanner, workers: int) -> list[int]:
     return sizes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the DataLoader interleaves the slots' steps, so an update spans two slots' plans "
-    "and ends at whichever plan ends one first (not fixed yet)",
-)
-def test_update_size_holds_when_workers_read_the_shards(tmp_path: Path) -> None:
+def test_update_size_holds_with_one_reader_of_the_shards(tmp_path: Path) -> None:
     lens = np.random.default_rng(0).integers(1, 200, 4000)
     p = planner(lens, shards=write_shards(tmp_path, lens, 4), buffer_size=500, update_size=64)
     one = update_sizes(p, 1)
     assert max(one) <= 1.25 * 64 and min(one[:-1]) >= 0.75 * 64, "one reader: the plan's updates"
-    for workers in (2, 3):
-        sizes = update_sizes(p, workers)
-        inner = sizes[:-workers]  # each slot's last update may be short
-        assert max(sizes) <= 1.25 * 64 and min(inner) >= 0.75 * 64, (workers, sorted(sizes))
+    several = update_sizes(p, 2)  # what a loader of 2 workers would take: refused there
+    assert max(several) > 1.25 * 64 or min(several[:-2]) < 0.75 * 64, "interleaved plans"

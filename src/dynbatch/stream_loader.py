@@ -129,7 +129,22 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         num_workers: int = 0,
         **kwargs: Any,
     ) -> StreamLoader:
-        """A ``paddle.io.DataLoader`` over this stream whose batches the stream records."""
+        """A ``paddle.io.DataLoader`` over this stream whose batches the stream records.
+
+        A sharded source read by several workers cannot make the plan's updates
+        (``update_size``): each worker plans its own shards and the DataLoader
+        interleaves their steps, so an update would span two plans. That is
+        refused; ``GradientAccumulator(target=...)`` closes updates on the
+        running count instead, whoever planned the steps.
+        """
+        workers = check_int("num_workers", num_workers)
+        if workers > 1 and self.planner.source.sharded and self.options.update_size is not None:
+            raise InputError(
+                f"update_size={self.options.update_size:g} with a sharded source read by "
+                f"num_workers={workers}: each worker plans its own shards and the DataLoader "
+                "interleaves their steps, so updates would span two plans. Use num_workers <= 1, "
+                "or leave update_size out and give GradientAccumulator(target=...) instead"
+            )
         return StreamLoader(self, collate_fn, num_workers, **kwargs)
 
     def begin_pass(self, workers: int) -> None:
