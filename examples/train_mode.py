@@ -3,16 +3,22 @@
 A mode is how batches are made: ``fixed`` (a shuffled batch of --batch-size, the study's
 baseline); ``dynamic``, dynbatch's default recipe: the sampler is told the fixed batch
 (``batch_size=``) and plans padding-free micro-batches in updates of as many samples,
-lengths mixed (NOTE [ the fixed batch's recipe ]); ``fill``: micro-batches at the knee of
-the step time fitted by :func:`dynbatch.calibrate`, within the fixed batch's worst-batch
-memory (fewer, larger updates); ``shuffle``, ``ascending`` and ``bucket`` (dynbatch orders
+lengths mixed (NOTE [ the fixed batch's recipe ]); ``group``: Hugging Face's
+``group_by_length`` (:class:`LengthGroupedBatchSampler`, a peer, not a dynbatch feature:
+batches of --batch-size of near-equal lengths, every batch an update); ``fill``:
+micro-batches at the knee of the step time fitted by :func:`dynbatch.calibrate`, within the
+fixed batch's worst-batch memory, or with --time-table at the knee of a device's measured
+step times, within its largest measured batch (fewer, larger updates: the plan that device
+would train); ``shuffle``, ``ascending`` and ``bucket`` (dynbatch orders
 under the cost given by --cost / --max-cost, the study's way: one batch, one update), and
 ``calibrated``: bucket order under a :class:`dynbatch.MemoryCost` calibrated on this model,
 with the fixed mode's worst-batch peak as the memory target, so both get the same memory.
 
 Every mode starts from the same weights with the same seed, makes each update the mean over
-its samples (:class:`dynbatch.GradientAccumulator`), and records per step the loss, the batch
-size, the training time so far and the allocator's peak memory. With a time budget (the
+its samples (:class:`dynbatch.GradientAccumulator`), records per step the loss, the batch
+size, the training time so far and the allocator's peak memory, and takes the dev accuracy
+after every epoch; with --target-accuracy it stops after the first epoch that reaches it
+(--epochs is the cap, and the rate's schedule spans --epochs). With a time budget (the
 fixed mode's training time, by default) a dynamic mode keeps training, epoch after epoch,
 until the fixed mode's time is used: the same compute for both. Its dev accuracy is taken
 both when it has seen as many samples as the fixed mode and at the end of the budget.
@@ -31,7 +37,11 @@ from typing import Any
 import numpy as np
 from corpus import TokenIds
 
-MODES = ("fixed", "dynamic", "fill", "shuffle", "ascending", "bucket", "calibrated")
+MODES = ("fixed", "dynamic", "fill", "shuffle", "ascending", "bucket", "calibrated", "group")
+#: the modes run when --modes is not given (``group`` is a peer, run on request)
+DEFAULT_MODES = MODES[:-1]
+#: the modes whose every batch is an update of --batch-size samples: no lr scaling
+FIXED_SIZE = ("fixed", "group")
 #: the modes that calibrate the model's memory against the fixed mode's worst batch
 CALIBRATED = ("fill", "calibrated")
 #: a BERT with BERT-base's head width (64), small enough for a CPU: memory grows with the
@@ -42,6 +52,47 @@ TINY = {
     "num_attention_heads": 2,
     "intermediate_size": 512,
 }
+
+
+class LengthGroupedBatchSampler:
+    """Hugging Face's ``group_by_length``, as a paddle batch sampler: the peer a GPU user picks.
+
+    Each epoch a permutation of the samples from ``(seed, epoch)`` is cut into mega-batches
+    of ``mega_batch_mult * batch_size``; each is sorted by length, longest first, and cut into
+    batches of ``batch_size`` (transformers' ``LengthGroupedSampler``; it also swaps the
+    longest sample into the first batch, to run out of memory early, and on fewer than
+    ``200 * batch_size`` samples it shrinks the mega-batch to a quarter of the data: both
+    left out here). Every batch is an update, as in the fixed mode: the same update count,
+    each of near-equal lengths.
+
+    >>> s = LengthGroupedBatchSampler([3, 1, 6, 2, 5, 4], batch_size=2, mega_batch_mult=3)
+    >>> [s.lengths[b].tolist() for b in s], len(s)
+    ([[6, 5], [4, 3], [2, 1]], 3)
+    """
+
+    def __init__(
+        self, lengths: Any, batch_size: int, seed: int = 0, mega_batch_mult: int = 50
+    ) -> None:
+        self.lengths = np.asarray(lengths)
+        self.batch_size = batch_size
+        self.seed = seed
+        self.mega = mega_batch_mult * batch_size
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Any:
+        perm = np.random.default_rng([self.seed, self.epoch]).permutation(self.lengths.size)
+        for start in range(0, perm.size, self.mega):
+            chunk = perm[start : start + self.mega]
+            chunk = chunk[np.argsort(-self.lengths[chunk], kind="stable")]
+            for j in range(0, chunk.size, self.batch_size):
+                yield chunk[j : j + self.batch_size].tolist()
+
+    def __len__(self) -> int:
+        n, mega, b = self.lengths.size, self.mega, self.batch_size
+        return sum(-(-min(mega, n - start) // b) for start in range(0, n, mega))
 
 
 def build_model(meta: dict[str, Any], recompute: bool = False) -> Any:
@@ -141,6 +192,29 @@ def plan_options(args: argparse.Namespace, mode: str, cost: Any = None, target: 
     return options if cost is None else options.replace(cost=cost)
 
 
+def table_fill_options(args: argparse.Namespace, train: TokenIds) -> tuple[Any, dict[str, Any]]:
+    """``fill`` planned for the device whose step times --time-table holds, not for this CPU.
+
+    The knee is the table's fitted step time at --fill of the best tokens/s; the memory bound
+    is the table's largest measured batch in tokens (``n * L``, linear cost): the plan that
+    device would train, trained here.
+    """
+    import dynbatch
+
+    table = dynbatch.StepTimeTable.load(args.time_table)
+    largest = float((table.n * table.lengths).max())
+    options = dynbatch.fill_device(
+        train.lengths,
+        table.fit(),
+        max_cost=largest,
+        cost="linear",
+        fraction=args.fill,
+        batch_size=args.batch_size,
+        seed=args.seed,
+    )
+    return options, {"time_table": str(args.time_table), "fill_max_cost": largest}
+
+
 def calibrated_options(
     args: argparse.Namespace, model: Any, meta: dict[str, Any], train: TokenIds, work: Path
 ) -> tuple[Any, dict[str, Any]]:
@@ -212,17 +286,21 @@ def run_mode(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
     if mode == "fixed":
         sampler: Any = paddle.io.BatchSampler(train, shuffle=True, batch_size=args.batch_size)
+    elif mode == "group":
+        sampler = LengthGroupedBatchSampler(train.lengths, args.batch_size, args.seed)
     elif mode == "dynamic":  # the default recipe: say the batch you would have used
         sampler = dynbatch.DynamicBatchSampler(
             train, lengths=train.lengths, batch_size=args.batch_size, seed=args.seed
         )
     else:
-        if mode in CALIBRATED:
+        if mode == "fill" and args.time_table:
+            options, extra = table_fill_options(args, train)
+        elif mode in CALIBRATED:
             options, extra = calibrated_options(args, model, meta, train, work)
         else:
             options = plan_options(args, mode)
         sampler = dynbatch.DynamicBatchSampler(train, lengths=train.lengths, options=options)
-    dynamic = mode != "fixed"
+    dynamic = mode not in FIXED_SIZE  # a dynbatch sampler: its plan, its updates
     loader = paddle.io.DataLoader(
         train, batch_sampler=sampler, num_workers=args.num_workers, collate_fn=collate
     )
@@ -234,7 +312,7 @@ def run_mode(args: argparse.Namespace) -> int:
             optimizer_steps(sampler.epoch_plan(e), train.lengths, target, "tokens")
             for e in range(args.epochs)
         ]
-        if args.lr_scaling != "none":
+        if args.lr_scaling != "none":  # fill included: its updates are larger than the batch
             mean_batch = len(train) / per_epoch[0]  # samples per optimizer step
             lr = dynbatch.scale_lr(lr, mean_batch, args.batch_size, rule=args.lr_scaling)
     else:
@@ -263,13 +341,18 @@ def run_mode(args: argparse.Namespace) -> int:
     trained: list[np.ndarray] = []
     first_epoch: list[int] = []
     same_data: float | None = None
+    by_epoch: list[float] = []  # dev accuracy after each whole epoch
+    reached: int | None = None  # the first epoch whose dev accuracy is --target-accuracy's
     train_seconds = 0.0
     epoch = finished = 0  # epochs begun, epochs run to their end
-    stop = False
+    stop = whole = False
     while not stop:
         hook.on_epoch_begin(epoch)
-        if not dynamic:
+        if mode == "fixed":
             np.random.seed([args.seed, epoch])
+        elif mode == "group":
+            sampler.set_epoch(epoch)
+        whole = False
         for step, (ids, labels, index) in enumerate(loader):
             start = time.perf_counter()
             hook.on_train_batch_begin(step)  # resets the allocator's peak
@@ -299,16 +382,22 @@ def run_mode(args: argparse.Namespace) -> int:
                 break
         else:
             finished += 1
+            whole = True
         hook.on_epoch_end(epoch)
         epoch += 1
+        if whole:  # the dev accuracy of every whole epoch, off the clock
+            by_epoch.append(evaluate(model, dev, collate, args.max_len))
+            goal = args.target_accuracy
+            if reached is None and goal is not None and by_epoch[-1] >= goal:
+                reached, stop = epoch, True  # time to accuracy: --epochs was the cap
         if epoch == args.epochs:
             if budget is None or stop:
                 stop = True
-            else:  # as many samples as the fixed mode has seen: evaluate, off the clock
-                same_data = evaluate(model, dev, collate, args.max_len)
+            else:  # as many samples as the fixed mode has seen
+                same_data = by_epoch[-1]
     hook.close()
     stats = dynbatch.plan_stats(train.lengths, trained, cost="linear")
-    dev_accuracy = evaluate(model, dev, collate, args.max_len)
+    dev_accuracy = by_epoch[-1] if whole else evaluate(model, dev, collate, args.max_len)
     memory = np.asarray(history["memory"])
     result = {
         "mode": mode,
@@ -330,6 +419,9 @@ def run_mode(args: argparse.Namespace) -> int:
         "every_sample_once": len(set(first_epoch)) == len(first_epoch)
         and (finished == 0 or sorted(first_epoch) == list(range(len(train)))),
         "lr": lr,
+        "dev_accuracy_by_epoch": by_epoch,
+        "target_accuracy": args.target_accuracy,
+        "epochs_to_target": reached,
         "history": history,
         **extra,
     }

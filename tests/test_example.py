@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
+import numpy as np
 import pytest
-from example_runs import run_example
+from example_runs import EXAMPLES, run_example
+
+from conftest import shared_file
 
 pytest.importorskip("paddlenlp")
 pytestmark = pytest.mark.slow
@@ -42,6 +48,14 @@ def run(
     *args: str, timeout: int = 900, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return run_example("bert_chnsenticorp.py", *args, timeout=timeout, env=env)
+
+
+def example_module(name: str) -> ModuleType:
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(EXAMPLES))
 
 
 def test_every_mode_on_the_shared_corpus(
@@ -156,6 +170,11 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
         (["--fill", "1"], "--fill must be a fraction in (0, 1)"),
         (["--warmup", "2"], "--warmup must be a fraction of an epoch in [0, 1]"),
         (["--memory-target", "-5"], "--memory-target must be positive MiB, got -5.0"),
+        (["--target-accuracy", "1.5"], "--target-accuracy must be a dev accuracy in (0, 1]"),
+        (["--target-accuracy", "0"], "got --target-accuracy=0.0"),
+        (["--time-table", "no/such.json"], "--time-table: 'no/such.json' is not a step-time"),
+        (["--time-table", "{bad}"], "--time-table: '"),
+        (["--modes", "group,fill"], "modes fill need a memory target"),
     ],
 )
 def test_bad_input_exits_2_without_a_traceback(
@@ -201,3 +220,69 @@ def test_recompute_amp_and_accumulation_flags_run(tmp_path: Path, chnsenticorp_c
     assert done.returncode == 0, done.stderr[-3000:]
     row = json.loads((tmp_path / "results.json").read_text())["rows"][0]
     assert row["steps"] >= 1 and row["every_sample_once"]
+
+
+def test_group_sampler_groups_lengths_like_hugging_face() -> None:
+    sampler_class = example_module("train_mode").LengthGroupedBatchSampler
+    lengths = np.random.default_rng(0).integers(1, 200, size=1003)
+    sampler = sampler_class(lengths, batch_size=8, seed=3, mega_batch_mult=5)
+    epochs = []
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        epochs.append(batches)
+        flat = [i for b in batches for i in b]
+        assert len(batches) == len(sampler) == 126, "125 full batches and the short last one"
+        assert sorted(flat) == list(range(1003)), "every sample once an epoch"
+        assert [len(b) for b in batches] == [8] * 125 + [3]
+        for start in range(0, 1003, 40):  # a mega-batch of 5 batches: longest first throughout
+            assert (np.diff(lengths[flat[start : start + 40]]) <= 0).all(), f"mega at {start}"
+    assert epochs[0] != epochs[1], "a new shuffle each epoch"
+    sampler.set_epoch(0)
+    assert list(sampler) == epochs[0], "the same (seed, epoch), the same batches"
+
+
+def test_group_and_fill_planned_for_a_device_with_a_target(
+    tmp_path: Path, chnsenticorp_csv: Path, bert_vocab: Path
+) -> None:
+    table = shared_file("h100_bert_base_step_times.json")
+    common = (
+        *("--data-file", str(chnsenticorp_csv), "--vocab", str(bert_vocab), "--model", "tiny"),
+        *("--max-train-samples", "160", "--max-len", "64", "--batch-size", "16"),
+        *("--time-table", str(table), "--fill", "0.5", "--lr", "0.001"),
+    )
+    never = run(
+        *common,
+        *("--modes", "fixed,group,fill", "--lr-scaling", "linear", "--epochs", "2"),
+        *("--target-accuracy", "1", "--output-dir", str(tmp_path / "never")),
+    )
+    assert never.returncode == 0, never.stderr[-3000:]
+    results = json.loads((tmp_path / "never" / "results.json").read_text())
+    rows = {r["mode"]: r for r in results["rows"]}
+    assert list(rows) == ["fixed", "group", "fill"], "fixed first, the others as asked"
+    for mode, row in rows.items():
+        assert row["epochs"] == 2.0 and row["epochs_to_target"] is None, f"{mode}: never reached"
+        by_epoch = row["dev_accuracy_by_epoch"]
+        assert len(by_epoch) == 2 and by_epoch[-1] == row["dev_accuracy"], f"{mode}: per epoch"
+        assert row["target_accuracy"] == 1.0 and row["every_sample_once"]
+    group, fixed, fill = rows["group"], rows["fixed"], rows["fill"]
+    assert group["steps"] == fixed["steps"] == 2 * 10, "group: the fixed batch's updates"
+    assert group["padding_efficiency"] > fixed["padding_efficiency"], "near-equal lengths"
+    assert group["lr"] == fixed["lr"] == 0.001, "a batch of --batch-size: no lr scaling"
+    assert "target_mb" not in fill and fill["time_table"] == str(table), "not calibrated here"
+    assert fill["fill_max_cost"] == 512 * 128, "the table's largest measured batch"
+    per_update = 160 / (fill["steps"] / 2)  # samples per update (every epoch has as many)
+    assert per_update > 16, "filling the device: fewer, larger updates"
+    assert fill["lr"] == pytest.approx(0.001 * per_update / 16), "linear: the mean update / B"
+    summary = (tmp_path / "never" / "results.md").read_text()
+    assert "Epochs to dev accuracy 1 (at most 2): fixed never, group never, fill never" in summary
+
+    reached = run(
+        *common,
+        *("--modes", "fill", "--epochs", "3", "--target-accuracy", "0.01"),
+        *("--output-dir", str(tmp_path / "reached")),
+    )
+    assert reached.returncode == 0, reached.stderr[-3000:]  # fill with a table: no memory target
+    (row,) = json.loads((tmp_path / "reached" / "results.json").read_text())["rows"]
+    assert row["epochs_to_target"] == 1 and row["epochs"] == 1.0, "stops at the first epoch"
+    assert len(row["dev_accuracy_by_epoch"]) == 1 and row["lr"] == 0.001, "--lr-scaling none"
