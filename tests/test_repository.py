@@ -197,7 +197,7 @@ def test_a_machines_path_is_named_with_its_line(line: str, what: str, shown: str
         "#!/usr/bin/env bash",
         "https://github.com/home/work/blob/main/README.md",
         "https://example.com/Users/alice/root/",
-        "~/work/dynbatch and ~/.venv/bin/python: relative to a home, whoever's",
+        "~/projects/dynbatch and ~/.venv/bin/python: relative to a home, whoever's",
         "a framework's/work/ of its own",
     ],
 )
