@@ -609,7 +609,7 @@ def test_help_explains_every_column_and_how_to_pick_the_budget(
         main(["stats", "--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    epilog = text[text.index("columns:") :]
+    epilog = text[text.index("rows (") :]
     for column in columns:
         assert re.search(rf"^\s+{re.escape(column)}\s{{2,}}\S", epilog, re.M), column
     for row in ("bucket", "shuffle", "fixed", "like fixed", "grouped", "stream N"):
