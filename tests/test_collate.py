@@ -33,6 +33,7 @@ def same(a: object, b: object) -> None:
         ({"axis": 1}, [np.zeros((2, k)) for k in (1, 4)]),
         ({"ret_length": True}, SEQS),
         ({}, [3, 4, 5]),  # scalars are stacked as int64
+        ({}, [tuple(s) for s in SEQS]),  # a sample may be a tuple of ids
     ],
 )
 def test_pad_matches_paddlenlp(kwargs: dict, data: list) -> None:
