@@ -109,6 +109,12 @@ COLLATE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         VALUE,
         r"Pad: data\[0\]=\[\[1, 2\], \[3\]\] is ragged",
     ),
+    (
+        "Pad-scalar-and-list",
+        lambda: Pad()([3, [1, 2]]),
+        VALUE,
+        r"Pad: sample 1 has shape \(2,\), sample 0 has shape \(\)",
+    ),
     ("Stack-str", lambda: Stack()(["abc", "def"]), TYPE, r"Stack: data\[0\]='abc' is text"),
     ("Stack-dict", lambda: Stack()([{"a": 1}]), TYPE, r"Stack: data\[0\]=\{'a': 1\} is not"),
     ("Stack-None", lambda: Stack()([1, None]), TYPE, r"Stack: data\[1\]=None is not numbers"),
