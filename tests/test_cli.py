@@ -615,3 +615,18 @@ def test_help_explains_every_column_and_how_to_pick_the_budget(
     for row in ("bucket", "shuffle", "fixed", "like fixed", "grouped", "stream N"):
         assert re.search(rf"^\s+{re.escape(row)}\s{{2,}}\S", epilog, re.M), row
     assert "B·L²" in epilog and "--max-cost" in epilog
+
+
+def test_like_fixed_follows_a_time_table_within_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A flat step time asks for whole updates of the fixed batch; the budget still caps them."""
+    path = corpus(tmp_path)
+    flat = write_table(
+        tmp_path / "flat.json", [[n, L, 1.0] for n in (1, 64, 4096) for L in (8, 256)]
+    )
+    argv = [str(path), "--cost", "linear", "--max-cost", "2000", "--fixed-batch-size", "32"]
+    rows = rows_of(run_json(capsys, *argv, "--time-table", str(flat)))
+    assert rows["fixed"]["cost_max"] > 2000
+    assert rows["like fixed"]["cost_max"] <= 2000
+    assert rows["like fixed"]["updates"] == rows["fixed"]["updates"]
