@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 EXTRAS ?= cpu,visualdl,examples,test
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint dist bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest
+
+# The install the README gives, from a wheel: build sdist and wheel, twine check, install the
+# wheel into a fresh venv and run dynbatch from it (.ci/dist says what it checks). CI runs it.
+dist: $(STAMP)
+	bash .ci/dist $(PY)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

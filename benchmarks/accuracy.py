@@ -73,7 +73,7 @@ def spread(values: list[float], fmt: str) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--max-lens", default="128,256")
     p.add_argument("--modes", default="fixed,dynamic,fill")

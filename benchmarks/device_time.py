@@ -120,7 +120,7 @@ def replay(batches: Batches, lens: np.ndarray, table: StepTimeTable) -> tuple[fl
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--time-table", default=str(SHARED / "h100_bert_base_step_times.json"))
     parser.add_argument("--data-file", default=str(SHARED / "chnsenticorp_htl_all.csv"))
     parser.add_argument("--vocab", default=str(SHARED / "bert-base-chinese-vocab.txt"))

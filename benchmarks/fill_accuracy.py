@@ -129,7 +129,7 @@ def spread(values: list[float], fmt: str) -> str:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--max-len", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=32)

@@ -96,7 +96,7 @@ def chosen(table: dict[str, np.ndarray], predicted: np.ndarray, rng: Any, sample
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--sample", type=int, default=24, help="random batches per plan")
     parser.add_argument("--all", action="store_true", help="measure every batch of every plan")
     parser.add_argument("--seed", type=int, default=0)

@@ -37,7 +37,7 @@ def epoch_timer(lens: np.ndarray, options: PlanOptions):  # type: ignore[no-unty
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000_000, 20_000_000])
     parser.add_argument("--helper-size", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)

@@ -66,7 +66,7 @@ def counters(vocab: Path) -> dict[str, Counter | str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--passes", type=int, default=10, help="passes over the reviews each")
     args = parser.parse_args()
     with open(shared("chnsenticorp_htl_all.csv"), encoding="utf-8", newline="") as fh:

@@ -20,7 +20,9 @@ from dynbatch.stats import compare_orders, lower_bound_batches
 
 def main() -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--data-file", help="label,review CSV or ChnSentiCorp TSV")
     parser.add_argument("--max-len", type=int, default=512)

@@ -65,6 +65,7 @@ class UsageError(Exception):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
+        allow_abbrev=False,
         description=__doc__.split("\n\n")[0],
         epilog="Without --max-cost the dynamic mode trains like the fixed batch (dynbatch's "
         "recipe); with it, --max-batch-size defaults to 4 x --batch-size.",

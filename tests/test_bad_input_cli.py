@@ -118,7 +118,7 @@ FLAG_VALUES: dict[str, list[tuple[str, str]]] = {
     "--fixed-batch-size": [
         ("0", r"--fixed-batch-size must be an integer >= 1, got --fixed-batch-size=0"),
         ("-1", r"--fixed-batch-size must be an integer >= 1, got --fixed-batch-size=-1"),
-        ("x", r"argument --fixed-batch-size: invalid int value: 'x'"),
+        ("x", r"argument --fixed-batch-size/--batch-size: invalid int value: 'x'"),
     ],
     "--add": [
         ("-1", r"--add must be an integer >= 0, got --add=-1"),

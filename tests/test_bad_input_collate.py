@@ -91,6 +91,33 @@ COLLATE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         VALUE,
         r"Pad: sample 1 has shape \(1, 1\), sample 0 has shape \(1, 2\)",
     ),
+    # samples that are not numbers: text, mappings, None, ragged nesting
+    ("Pad-str", lambda: Pad()(["abc"]), TYPE, r"Pad: data\[0\]='abc' is text \(a str\)"),
+    ("Pad-bytes", lambda: Pad()([[1], b"ab"]), TYPE, r"Pad: data\[1\]=b'ab' is text \(a bytes\)"),
+    (
+        "Pad-list-of-str",
+        lambda: Pad()([[1, 2], ["a", "b"]]),
+        TYPE,
+        r"Pad: data\[1\]=\['a', 'b'\] is not numbers \(dtype <U1\).*tokenize",
+    ),
+    ("Pad-dict", lambda: Pad()([{"ids": 1}]), TYPE, r"Pad: data\[0\]=\{'ids': 1\} is not"),
+    ("Pad-None", lambda: Pad()([None, 3]), TYPE, r"Pad: data\[0\]=None is not numbers"),
+    ("Pad-None-inside", lambda: Pad()([[1], [None]]), TYPE, r"Pad: data\[1\]=\[None\] is not"),
+    (
+        "Pad-ragged-sample",
+        lambda: Pad()([[[1, 2], [3]]]),
+        VALUE,
+        r"Pad: data\[0\]=\[\[1, 2\], \[3\]\] is ragged",
+    ),
+    (
+        "Pad-scalar-and-list",
+        lambda: Pad()([3, [1, 2]]),
+        VALUE,
+        r"Pad: sample 1 has shape \(2,\), sample 0 has shape \(\)",
+    ),
+    ("Stack-str", lambda: Stack()(["abc", "def"]), TYPE, r"Stack: data\[0\]='abc' is text"),
+    ("Stack-dict", lambda: Stack()([{"a": 1}]), TYPE, r"Stack: data\[0\]=\{'a': 1\} is not"),
+    ("Stack-None", lambda: Stack()([1, None]), TYPE, r"Stack: data\[1\]=None is not numbers"),
     ("Stack-axis", lambda: Stack(axis=1.5), TYPE, r"axis must be an integer, got axis=1.5"),
     (
         "Stack-dtype",

@@ -376,6 +376,12 @@ case(
     TYPE,
     r"compare_orders: options must be a dynbatch.PlanOptions, got options=2000.0",
 )
+case(
+    "compare_orders-group_by_length-str",
+    lambda: compare_orders(LENS, options_with(), group_by_length="yes"),
+    TYPE,
+    r"group_by_length must be True or False, got group_by_length='yes'",
+)
 for label, value, error, match in int_family(
     "fixed_batch_size", [x for x in POSITIVE_INT if x[0] != "None"], 1
 ):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -407,3 +408,225 @@ def test_stats_refuses_a_time_table_cell_that_is_not_a_number_in_one_line(
     assert main(["stats", str(lengths), "--max-cost", "1e6", "--time-table", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "--time-table" in err and "row 1" in err and len(err.strip().splitlines()) == 1
+
+
+# -- issue 28: every flag works, every row fits the budget, the output can be piped -------------
+def corpus(tmp_path: Path, n: int = 600, seed: int = 0) -> Path:
+    path = tmp_path / "lengths.npy"
+    np.save(path, np.random.default_rng(seed).integers(5, 200, n))
+    return path
+
+
+def rows_of(out: dict) -> dict[str, dict]:
+    return {r["name"]: r for r in out["rows"]}
+
+
+def test_a_time_model_alone_prices_every_row_and_drives_like_fixed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--time-model`` needs no ``--update-size``: it is a step time, as ``--time-table`` is."""
+    path = corpus(tmp_path)
+    argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--fixed-batch-size", "32"]
+    rows = rows_of(run_json(capsys, *argv, "--time-model", "1,0,0"))  # 1 s a step, any shape
+    assert all(r["seconds"] == pytest.approx(r["batches"]) for r in rows.values())
+    like = rows["like fixed"]
+    assert like["batches"] == like["updates"] == rows["fixed"]["updates"], "one batch an update"
+
+
+def test_the_fixed_batch_flag_has_its_own_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--batch-size`` is the fixed batch (``like_fixed``'s ``batch_size``), never an
+    abbreviation of ``--batch-size-multiple``."""
+    path = corpus(tmp_path)
+    argv = [str(path), "--cost", "linear", "--max-cost", "6400"]
+    short = rows_of(run_json(capsys, *argv, "--batch-size", "32"))
+    named = rows_of(run_json(capsys, *argv, "--fixed-batch-size", "32"))
+    assert short == named
+    assert short["fixed"]["batch_size_max"] == 32
+
+
+@pytest.mark.parametrize("flag", ["--batch-size-m", "--max-c", "--fixed", "--no-prog"])
+def test_abbreviated_flags_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    path = corpus(tmp_path)
+    assert main(["stats", str(path), "--max-cost", "6400", flag, "8"]) == 2
+    assert f"unrecognized arguments: {flag}" in capsys.readouterr().err
+
+
+def test_every_argument_parser_refuses_abbreviations() -> None:
+    """argparse reads an unknown prefix as the flag it abbreviates (``--batch-size 32`` as
+    ``--batch-size-multiple 32``): every parser of the repository turns that off."""
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for path in sorted(root.glob("*/**/*.py")):
+        if ".venv" in path.parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        for call in re.finditer(r"(?<!class )\b(ArgumentParser|add_parser|_Parser)\(", text):
+            depth, end = 1, call.end()
+            while depth:
+                depth += {"(": 1, ")": -1}.get(text[end], 0)
+                end += 1
+            found.append(path.name)
+            assert "allow_abbrev=False" in text[call.end() : end], (
+                f"{path.relative_to(root)}: {text[call.start() : end]} without allow_abbrev=False"
+            )
+    assert "args.py" in found and "bert_chnsenticorp.py" in found
+
+
+def test_group_by_length_adds_the_grouped_recipe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = corpus(tmp_path)
+    argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--fixed-batch-size", "32"]
+    rows = rows_of(run_json(capsys, *argv, "--group-by-length"))
+    grouped = rows["grouped"]
+    assert grouped["updates"] == rows["fixed"]["updates"], "the fixed batch's update count"
+    assert grouped["padding_efficiency"] > rows["fixed"]["padding_efficiency"] + 0.2
+    timed = rows_of(run_json(capsys, *argv, "--group-by-length", "--time-model", "1,0,0"))
+    assert timed["grouped"]["seconds"] == pytest.approx(timed["grouped"]["batches"])
+
+
+@pytest.mark.parametrize("step", [["--time-model", "0.01,1e-6,0"], ["--time-model", "1,0,0"], []])
+@pytest.mark.parametrize("extra", [[], ["--group-by-length"], ["--buffer-size", "50"]])
+def test_every_row_but_the_fixed_baseline_fits_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], step: list[str], extra: list[str]
+) -> None:
+    """Each planned row is a sampler's plan, and a sampler keeps every batch within
+    ``--max-cost``; the fixed row is the batch used today, whatever it costs."""
+    path = corpus(tmp_path)
+    budget = 2000  # below cost(32, 199) = 6368 of the fixed batch's worst
+    argv = [str(path), "--cost", "linear", "--max-cost", str(budget), "--fixed-batch-size", "32"]
+    rows = rows_of(run_json(capsys, *argv, *step, *extra))
+    assert rows["fixed"]["cost_max"] > budget, "the case that matters"
+    for name, row in rows.items():
+        if name != "fixed":
+            assert row["cost_max"] <= budget, (name, row["cost_max"])
+
+
+def test_the_stream_row_is_priced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = corpus(tmp_path)
+    argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--buffer-size", "100"]
+    rows = rows_of(run_json(capsys, *argv, "--time-model", "1,0,0"))
+    stream = rows["stream 100"]
+    assert stream["seconds"] == pytest.approx(stream["batches"]), "1 s a step"
+    rows = rows_of(run_json(capsys, *argv, "--time-model", "0,1e-3,0"))  # padded tokens
+    assert rows["stream 100"]["seconds"] == pytest.approx(
+        rows["stream 100"]["batches"] * rows["stream 100"]["cost_mean"] * 1e-3
+    )
+    assert main(["stats", *argv, "--time-model", "1,0,0"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("stream"))
+    assert line.split()[-2] == str(stream["batches"]), line
+
+
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
+
+#: argv that reach each kind of refusal: argparse's, the flag checks', the options' own
+BAD_ARGV = [
+    ["--max-cost", "0"],
+    ["--max-cost", "10", "--cost", "cubic"],
+    ["--max-cost", "10", "--max-batch-size", "4", "--batch-size-multiple", "8"],
+    ["--max-cost", "10", "--bucket-width", "7"],
+    ["--max-cost", "10", "--update-size", "-1"],
+    ["--max-cost", "10", "--update-unit", "tokens", "--update-size", "5", "--time-model", "1,0,0"],
+    ["--max-cost", "10", "--time-model", "fast"],
+    ["--max-cost", "10", "--time-model", "1,0,0", "--time-table", "missing.json"],
+    ["--max-cost", "10", "--fixed-batch-size", "0"],
+    ["--max-cost", "10", "--pad-to-multiple-of", "0"],
+    ["--max-cost", "10", "--seed", "x"],
+    ["--max-cost", "10", "--oversize", "drop"],
+    ["--max-cost", "10", "--buffer-size", "0"],
+    ["--max-cost", "10", "--truncate", "0"],
+    ["--max-cost", "10", "--plot", "x.gif"],
+    ["--max-cost", "10", "--cost", "linear", "--cost-file", "c.json"],
+    ["--max-cost", "10", "--unknown"],
+    [],
+]
+
+
+@pytest.mark.parametrize("argv", BAD_ARGV, ids=lambda a: " ".join(a) or "nothing")
+def test_errors_name_only_flags_that_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    from dynbatch.cli.args import parser
+
+    stats = parser()._subparsers._group_actions[0].choices["stats"]  # type: ignore[union-attr]
+    flags = {s for action in stats._actions for s in action.option_strings}
+    path = corpus(tmp_path, n=50)
+    assert main(["stats", str(path), *argv]) == 2
+    err = capsys.readouterr().err
+    named = set(FLAG.findall(err))
+    assert named <= flags | {"--unknown"}, (named - flags, err)
+
+
+def test_the_sources_name_only_flags_that_exist() -> None:
+    """Every ``--flag`` written in the command's sources (messages, help) is a flag of it."""
+    from dynbatch.cli.args import parser
+
+    stats = parser()._subparsers._group_actions[0].choices["stats"]  # type: ignore[union-attr]
+    flags = {s for action in stats._actions for s in action.option_strings}
+    src = Path(__file__).resolve().parents[1] / "src" / "dynbatch"
+    for path in [*sorted((src / "cli").glob("*.py")), src / "stats.py"]:
+        named = set(FLAG.findall(path.read_text(encoding="utf-8")))
+        assert named <= flags, (path.name, sorted(named - flags))
+
+
+def test_piping_into_head_exits_quietly(tmp_path: Path) -> None:
+    """The reader of the pipe is gone before the table is written: no traceback."""
+    path = corpus(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dynbatch", "stats", str(path), "--max-cost", "1e6"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # as `head` does once it has its lines
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) in (0, 141), err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    shell = subprocess.run(
+        f'"{sys.executable}" -m dynbatch stats "{path}" --max-cost 1e6 | head -n 1',
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shell.stdout.startswith("600 samples") and "Traceback" not in shell.stderr
+
+
+def test_help_explains_every_column_and_how_to_pick_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = corpus(tmp_path)
+    argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--buffer-size", "100"]
+    assert main(["stats", *argv, "--time-model", "0.01,1e-6,0", "--group-by-length"]) == 0
+    head = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("order"))
+    columns = re.split(r"\s{2,}", head.strip())
+    assert len(columns) == 13, columns
+    with pytest.raises(SystemExit) as exit_:
+        main(["stats", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    epilog = text[text.index("rows (") :]
+    for column in columns:
+        assert re.search(rf"^\s+{re.escape(column)}\s{{2,}}\S", epilog, re.M), column
+    for row in ("bucket", "shuffle", "fixed", "like fixed", "grouped", "stream N"):
+        assert re.search(rf"^\s+{re.escape(row)}\s{{2,}}\S", epilog, re.M), row
+    assert "B·L²" in epilog and "--max-cost" in epilog
+
+
+def test_like_fixed_follows_a_time_table_within_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A flat step time asks for whole updates of the fixed batch; the budget still caps them."""
+    path = corpus(tmp_path)
+    flat = write_table(
+        tmp_path / "flat.json", [[n, L, 1.0] for n in (1, 64, 4096) for L in (8, 256)]
+    )
+    argv = [str(path), "--cost", "linear", "--max-cost", "2000", "--fixed-batch-size", "32"]
+    rows = rows_of(run_json(capsys, *argv, "--time-table", str(flat)))
+    assert rows["fixed"]["cost_max"] > 2000
+    assert rows["like fixed"]["cost_max"] <= 2000
+    assert rows["like fixed"]["updates"] == rows["fixed"]["updates"]

@@ -56,6 +56,11 @@ def test_stack_tuple_dict_match_paddlenlp() -> None:
     )
 
 
+def test_pad_pads_tuples_as_lists() -> None:
+    """paddlenlp's Pad fails on tuples of ids (a bare numpy ValueError); a tuple is a sample."""
+    same(Pad(ret_length=True)([tuple(s) for s in SEQS]), Pad(ret_length=True)(SEQS))
+
+
 def test_ret_length_honours_its_dtype_and_mask_marks_data() -> None:
     ids, lens, mask = Pad(ret_length="int64", ret_mask=True, pad_right=False)(SEQS)
     assert lens.dtype == np.int64 and lens.tolist() == [3, 1, 2]

@@ -224,7 +224,7 @@ def test_within_budgets_is_the_tightest_and_describes_itself() -> None:
 
 
 def test_update_options_are_fields_with_flags() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     dynbatch.PlanOptions.add_arguments(parser)
     args = parser.parse_args(
         ["--max-cost", "100", "--update-size", "32", "--update-unit", "tokens", "--drop-last"]

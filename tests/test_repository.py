@@ -227,3 +227,23 @@ def test_the_check_fails_on_files_planted_in_a_checkout(tmp_path: Path) -> None:
 
 def test_a_directory_that_is_not_a_checkout_is_not_checked(tmp_path: Path) -> None:
     assert tracked(tmp_path) is None
+
+
+def test_the_readme_install_works_today_and_ci_runs_it() -> None:
+    """dynbatch is not on PyPI yet: the README installs from the source tree or from the wheel
+    ``make dist`` builds, twine-checks and installs in a fresh venv, which CI runs."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    install = readme[readme.index("## Install") :]
+    install = install[: install.index("\n## ", 3)]
+    lines = [x for x in install.splitlines() if "pip install" in x]
+    assert any('pip install ".[cpu]"' in x for x in lines), "from the source tree"
+    assert any("dist/dynbatch-" in x and ".whl" in x for x in lines), "from the wheel"
+    for line in lines:
+        if re.search(r'pip install "dynbatch\[', line):
+            assert "once published" in line, f"PyPI has no dynbatch yet: {line}"
+    assert "make dist" in install
+    assert re.search(r"^make .*\bdist\b", (ROOT / ".ci/run").read_text(), re.M), "CI runs it"
+    assert re.search(r"^dist:.*\n\tbash \.ci/dist", (ROOT / "Makefile").read_text(), re.M)
+    extra = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    extra = extra[extra.index("test = [") : extra.index("]", extra.index("test = ["))]
+    assert '"build' in extra and '"twine' in extra, "make dist's tools are in the test extra"

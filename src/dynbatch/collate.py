@@ -53,6 +53,36 @@ def _check_dtype(name: str, dtype: Any) -> Any:
     return dtype
 
 
+def _numbers(value: Any, who: str, i: int) -> NDArray[Any]:
+    """Sample ``data[i]`` as an array of numbers (bool, int, float, complex), or a named error.
+
+    NOTE [ collators take numbers ]
+        numpy makes an array of anything: text becomes a unicode array, a dict
+        or None an object array, and Pad then fails on ``int('abc')`` or, worse,
+        returns an array paddle cannot hold. A collator batches token ids,
+        labels and features: numbers, or (nested) sequences and arrays of them.
+        Anything else is refused here, naming the sample and its value.
+    """
+    if isinstance(value, (str, bytes)):
+        raise InputTypeError(
+            f"{who}: data[{i}]={value!r} is text (a {type(value).__name__}); {who} takes numbers, "
+            "or sequences or arrays of numbers: tokenize text to ids first"
+        )
+    try:
+        arr = np.asarray(value)
+    except ValueError:  # nested sequences of unequal lengths
+        raise InputError(
+            f"{who}: data[{i}]={value!r} is ragged: its inner sequences differ in length; a "
+            "sample is one array, of numbers"
+        ) from None
+    if arr.dtype.kind not in "biufc":
+        raise InputTypeError(
+            f"{who}: data[{i}]={value!r} is not numbers (dtype {arr.dtype}); {who} takes "
+            "numbers, or sequences or arrays of numbers: tokenize text to ids first"
+        )
+    return arr
+
+
 def _same_shapes(arrs: Sequence[NDArray[Any]], who: str, axis: int | None) -> None:
     """Every sample's shape is the first one's (along ``axis`` they may differ)."""
     first = arrs[0].shape
@@ -83,8 +113,9 @@ class Stack:
 
     def __call__(self, data: Sequence[Any]) -> NDArray[Any]:
         _non_empty(data, "Stack")
-        _same_shapes([np.asarray(x) for x in data], "Stack", None)
-        out = np.stack(data, axis=self._axis)
+        arrs = [_numbers(x, "Stack", i) for i, x in enumerate(data)]
+        _same_shapes(arrs, "Stack", None)
+        out = np.stack(arrs, axis=self._axis)
         return np.asarray(out.astype(self._dtype) if self._dtype else out)
 
 
@@ -134,9 +165,10 @@ class Pad:
 
     def __call__(self, data: Sequence[Any]) -> Any:
         _non_empty(data, "Pad")
-        if not isinstance(data[0], (list, np.ndarray)):  # scalars: paddlenlp stacks them
+        arrs = [_numbers(x, "Pad", i) for i, x in enumerate(data)]
+        if arrs[0].ndim == 0:  # scalars: paddlenlp stacks them
+            _same_shapes(arrs, "Pad", None)
             return np.asarray(data, dtype=self._dtype if self._dtype is not None else np.int64)
-        arrs = [np.asarray(x) for x in data]
         axis = self._axis
         ndim = arrs[0].ndim
         if not -ndim <= axis < ndim:

@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from ._checks import (
     InputTypeError,
     check_batches,
+    check_bool,
     check_int,
     check_lengths,
     check_positive_number,
@@ -44,6 +45,7 @@ __all__ = [
     "fixed_batches",
     "lower_bound_batches",
     "plan_stats",
+    "predicted_seconds",
 ]
 
 
@@ -332,6 +334,7 @@ def compare_orders(
     *,
     fixed_batch_size: int | None = 20,
     step_time: Any = None,
+    group_by_length: bool = False,
 ) -> dict[str, PlanStats]:
     """Stats of every order of :func:`~dynbatch.plan_batches` and of a fixed batch size.
 
@@ -349,6 +352,15 @@ def compare_orders(
     follows the step time (``like_fixed(..., time_model=...)``, the model
     fitted to a table). ``options.time_model`` is such a step time (when
     ``step_time`` is None): each order's row is still that order's plan.
+
+    With ``group_by_length`` (or ``options.group_by_length``) and
+    ``fixed_batch_size``, a row ``grouped`` shows ``like_fixed(...,
+    group_by_length=True)``: the fixed batch's updates of near-equal lengths.
+
+    The ``like fixed`` and ``grouped`` rows are recipes told the fixed batch,
+    and keep within ``options.max_cost`` as every other planned row does: their
+    micro-batches fit ``min(max_cost, cost(fixed_batch_size, L_max))``, the
+    lower of the budget and the fixed batch's worst batch.
     """
     lens = check_lengths(lengths)
     if not isinstance(options, PlanOptions):
@@ -356,9 +368,10 @@ def compare_orders(
             f"compare_orders: options must be a dynbatch.PlanOptions, got options={options!r}; "
             "e.g. PlanOptions(max_cost=...)"
         )
+    grouped = check_bool("group_by_length", group_by_length) or options.group_by_length
     if options.time_model is not None:  # it prices the orders; it would replace each by its split
         step_time = options.time_model if step_time is None else step_time
-        options = options.replace(time_model=None)
+        options = options.replace(time_model=None, group_by_length=False)
 
     def summary(batches: Sequence[Any]) -> PlanStats:
         return plan_stats(
@@ -370,10 +383,7 @@ def compare_orders(
         )
 
     def seconds(batches: Sequence[Any]) -> float | None:
-        if step_time is None:
-            return None
-        table = batch_table(lens, batches, pad_to_multiple_of=options.pad_to_multiple_of)
-        return float(np.asarray(step_time(table["batch_size"], table["max_len"])).sum())
+        return predicted_seconds(lens, batches, step_time, options.pad_to_multiple_of)
 
     def planned(opts: PlanOptions) -> PlanStats:
         sharded = plan_epoch(lens, opts, 0)
@@ -386,14 +396,39 @@ def compare_orders(
         fixed = summary(batches)
         rows["fixed"] = replace(fixed, updates=fixed.batches, seconds=seconds(batches))
         fit = getattr(step_time, "fit", None)
-        recipe = like_fixed(
-            lens,
-            fixed_batch_size,
-            cost=options.cost,
-            seed=options.seed,
-            pad_to_multiple_of=options.pad_to_multiple_of,
-            update_unit=options.update_unit,
-            time_model=fit() if callable(fit) else step_time,
-        )
-        rows["like fixed"] = planned(recipe)
+        longest = int(padded_lengths(lens, options.pad_to_multiple_of).max())
+        worst = float(options.cost(fixed_batch_size, longest))  # the fixed batch's worst batch
+
+        def recipe(**extra: Any) -> PlanOptions:
+            return like_fixed(
+                lens,
+                fixed_batch_size,
+                max_cost=min(options.max_cost, worst),  # within the budget, as every row
+                cost=options.cost,
+                seed=options.seed,
+                pad_to_multiple_of=options.pad_to_multiple_of,
+                oversize=options.oversize,
+                update_unit=options.update_unit,
+                time_model=fit() if callable(fit) else step_time,
+                **extra,
+            )
+
+        rows["like fixed"] = planned(recipe())
+        if grouped:
+            rows["grouped"] = planned(recipe(group_by_length=True))
     return rows
+
+
+def predicted_seconds(
+    lengths: Any, batches: Sequence[Any], step_time: Any, pad_to_multiple_of: int = 1
+) -> float | None:
+    """An epoch's predicted seconds: the sum of every batch's ``step_time(n, L)`` (None
+    without a step time), ``L`` the batch's longest length padded to ``pad_to_multiple_of``.
+
+    >>> predicted_seconds([4, 8, 2], [[0, 1], [2]], lambda n, L: n * L)
+    18.0
+    """
+    if step_time is None:
+        return None
+    table = batch_table(lengths, batches, pad_to_multiple_of=pad_to_multiple_of)
+    return float(np.asarray(step_time(table["batch_size"], table["max_len"])).sum())

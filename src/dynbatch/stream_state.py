@@ -34,7 +34,7 @@ from ._checks import check_int
 from .contract import Pass
 from .errors import InputError, InputTypeError
 from .options import PlanOptions
-from .stats import PlanStats, plan_stats
+from .stats import PlanStats, plan_stats, predicted_seconds
 from .stream_sources import open_source
 from .streaming import Resume, SlotCursor, StepInfo, StreamPlanner
 from .windows import accumulation_windows
@@ -123,10 +123,15 @@ def count_epoch(planner: StreamPlanner, epoch: int, workers: int = 0) -> StreamC
 
 
 def stream_stats(
-    lengths: NDArray[np.int64], options: PlanOptions, buffer_size: int, epoch: int = 0
+    lengths: NDArray[np.int64],
+    options: PlanOptions,
+    buffer_size: int,
+    epoch: int = 0,
+    step_time: Any = None,
 ) -> PlanStats:
     """What a stream of these lengths, in this order, makes of an epoch: ``dynbatch stats``'
-    row for ``--buffer-size`` (one rank, no workers).
+    row for ``--buffer-size`` (one rank, no workers); with ``step_time`` (a device's seconds
+    by ``(n, L)``), the epoch's predicted ``seconds`` too.
 
     >>> s = stream_stats(np.array([3, 1, 4, 1, 5, 9, 2, 6]), PlanOptions(max_cost=12,
     ...                  cost="linear"), buffer_size=4)
@@ -147,7 +152,8 @@ def stream_stats(
         pad_to_multiple_of=options.pad_to_multiple_of,
     )
     updates = int(np.sum(ends)) if options.update_size is not None else len(batches)
-    return replace(stats, updates=updates)
+    seconds = predicted_seconds(lengths, batches, step_time, options.pad_to_multiple_of)
+    return replace(stats, updates=updates, seconds=seconds)
 
 
 class StreamProgress:

@@ -25,7 +25,7 @@ EPOCH = 3
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("workers", type=int)
     parser.add_argument("--kill-at", type=int, default=None)

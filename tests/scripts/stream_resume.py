@@ -28,7 +28,7 @@ N = 257
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("workers", type=int)
     parser.add_argument("mode", choices=["iterable", "shards"])

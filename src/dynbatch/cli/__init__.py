@@ -23,6 +23,7 @@ NOTE [ stats agrees with the sampler ]
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -62,11 +63,15 @@ def _stats(args: argparse.Namespace) -> None:
         warnings.filterwarnings("ignore", message="skipping .* over (max_cost|budget)")
         try:
             rows = compare_orders(
-                lengths, options, fixed_batch_size=args.fixed_batch_size, step_time=args.step_time
+                lengths,
+                options,
+                fixed_batch_size=args.fixed_batch_size,
+                step_time=args.step_time,
+                group_by_length=args.group_by_length,
             )
             if args.buffer_size is not None:  # the corpus as DynamicBatchIterable reads it
                 rows[f"stream {args.buffer_size}"] = stream_stats(
-                    lengths, options, args.buffer_size
+                    lengths, options, args.buffer_size, step_time=args.step_time
                 )
         except InputError as exc:
             raise UsageError(as_flags(str(exc))) from None
@@ -81,6 +86,23 @@ def _stats(args: argparse.Namespace) -> None:
             print(f"wrote {args.plot}")
 
 
+def _closed_pipe() -> int:
+    """The reader of stdout left (``dynbatch stats ... | head``): exit quietly, as ``cat`` does.
+
+    NOTE [ a closed pipe ]
+        Python ignores SIGPIPE, so a write to a pipe whose reader has gone
+        raises BrokenPipeError, and the interpreter's last flush of stdout
+        raises it again at exit. Point stdout at devnull so that flush writes
+        nowhere, and return 128 + SIGPIPE (141), the status the shell gives a
+        writer killed by the signal (``set -o pipefail`` sees it; ``head``'s own
+        status is what a plain pipeline returns).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # SIGPIPE; signal.SIGPIPE does not exist on Windows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dynbatch`` console script; returns the exit code.
 
@@ -93,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser().parse_args(argv)
         prog = f"dynbatch {args.command}"
         _stats(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+    except BrokenPipeError:
+        return _closed_pipe()
     except UsageError as exc:
         print(f"{exc.prog or prog}: error: {exc}", file=sys.stderr)
         return 2

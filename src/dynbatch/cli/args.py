@@ -15,11 +15,15 @@ from .._checks import MAX_LENGTH, InputError
 from ..cost import resolve_cost
 from ..memory import MemoryCost
 from ..options import FIELDS, PlanOptions
-from ..timing import StepTimeTable
+from ..timing import StepTimeTable, check_time_model
+from .help import EPILOG
 
-__all__ = ["PLOT_FORMATS", "UsageError", "as_flags", "check_flags", "parser"]
+__all__ = ["EXCLUDED", "PLOT_FORMATS", "UsageError", "as_flags", "check_flags", "parser"]
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+#: the options ``stats`` has no flag for: each row is one order's plan, one rank, one epoch
+EXCLUDED = ("order", "drop_last", "equal_epochs", "balance")
 
 
 class UsageError(InputError):
@@ -40,16 +44,25 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     """The ``dynbatch`` command and its ``stats`` subcommand, with the sampler's defaults."""
-    top = _Parser(prog="dynbatch", description="Dynamic batching for PaddlePaddle.")
+    # NOTE [ no abbreviated flags ]
+    #     argparse reads a prefix as the one flag it starts (allow_abbrev): ``--batch-size 32``
+    #     was read as ``--batch-size-multiple 32``, silently. Every parser of the repository
+    #     turns that off, so a flag is spelled in full or refused.
+    top = _Parser(
+        prog="dynbatch", description="Dynamic batching for PaddlePaddle.", allow_abbrev=False
+    )
     sub = top.add_subparsers(dest="command", required=True)
     st = sub.add_parser(
-        "stats", help="padding, batch counts and cost swings of each order on a corpus"
+        "stats",
+        help="padding, batch counts and cost swings of each order on a corpus",
+        description="What batching will do to a corpus, before training: one row per plan.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     st.add_argument("input", help=".npy of lengths, text file (a sample a line), CSV/TSV, or JSONL")
     # the sampler's defaults, oversize="error" included (NOTE [ stats agrees with the sampler ])
-    PlanOptions.add_arguments(
-        st, exclude=("order", "drop_last", "equal_epochs", "balance"), defaults={"cost": None}
-    )
+    PlanOptions.add_arguments(st, exclude=EXCLUDED, defaults={"cost": None})
     st.add_argument(
         "--cost-file", help="a MemoryCost saved by dynbatch.calibrate (JSON): --max-cost in MiB"
     )
@@ -58,7 +71,13 @@ def parser() -> argparse.ArgumentParser:
         help="a device's measured step times (JSON: columns n, L, step_s): each plan's epoch "
         "time, and like fixed follows it (a --cost-file's time model does too)",
     )
-    st.add_argument("--fixed-batch-size", type=int, default=20, help="the baseline row")
+    st.add_argument(
+        "--fixed-batch-size",
+        "--batch-size",
+        type=int,
+        default=20,
+        help="the batch you use today: the fixed row, and like fixed's (and grouped's) B",
+    )
     st.add_argument(
         "--buffer-size",
         type=int,
@@ -95,7 +114,7 @@ def as_flags(message: str) -> str:
     >>> as_flags("max_cost must be positive, got max_cost=0; the cost of a batch")
     '--max-cost must be positive, got --max-cost=0; the cost of a batch'
     """
-    for name in sorted(FIELDS, key=len, reverse=True):
+    for name in sorted(FIELDS - set(EXCLUDED), key=len, reverse=True):  # no flag: stays a name
         flag = "--" + name.replace("_", "-")
         message = re.sub(rf"(?<![\w-]){name}(?=\s+must\b|\s+needs\b|=)", flag, message)
     return message
@@ -119,6 +138,16 @@ def check_flags(args: argparse.Namespace) -> None:
     elif args.cost is None:
         args.cost = "quadratic"
     args.step_time = getattr(args.cost, "time_model", None)
+    if args.time_model is not None:  # a step time, as a table is: it prices, it splits no row
+        if args.time_table is not None:
+            raise UsageError(
+                f"give --time-model or --time-table, not both; got --time-model {args.time_model} "
+                f"and --time-table {args.time_table}"
+            )
+        try:
+            args.step_time = check_time_model(args.time_model, "time_model")
+        except InputError as exc:
+            raise UsageError(as_flags(str(exc))) from None
     if args.time_table is not None:
         try:
             args.step_time = StepTimeTable.load(args.time_table)
@@ -153,6 +182,7 @@ def check_flags(args: argparse.Namespace) -> None:
             message if "--cost" in message else f"--cost={args.cost}: {message}"
         ) from None
     try:
-        args.options = PlanOptions.from_args(args)
+        # the step time and the grouping are rows' (like fixed, grouped), not every order's
+        args.options = PlanOptions.from_args(args, time_model=None, group_by_length=False)
     except InputError as exc:
         raise UsageError(as_flags(str(exc))) from None

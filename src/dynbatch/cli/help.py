@@ -1,0 +1,50 @@
+"""The end of ``dynbatch stats --help``: what each row and column of its table means, and how
+to pick ``--max-cost``. A test checks that every column ``stats`` prints is explained here."""
+
+from __future__ import annotations
+
+__all__ = ["EPILOG"]
+
+EPILOG = """\
+rows (one per plan of one epoch, one rank):
+  bucket        the sampler's default order: near-equal lengths in a batch, batches shuffled
+  shuffle       batches filled in a random order of samples (lengths mixed)
+  ascending     shortest samples first (the same plan every epoch)
+  descending    longest samples first (the same plan every epoch)
+  none          the file's order
+  fixed         the baseline: a shuffled fixed batch of --fixed-batch-size, whatever it costs
+  like fixed    like_fixed(): the fixed batch's updates without its padding, within
+                --max-cost; with a step time (--time-model, --time-table or a --cost-file's),
+                the split the step time predicts faster
+  grouped       with --group-by-length: like_fixed(group_by_length=True), updates of
+                near-equal lengths as Hugging Face's group_by_length draws them
+  stream N      with --buffer-size N: the corpus read as a stream (DynamicBatchIterable),
+                in file order, planned N samples at a time
+
+columns:
+  order         the plan the row describes (see rows)
+  batches       micro-batches (forward and backward passes) in the epoch
+  updates       optimizer updates in the epoch: --update-size's groups, else one per batch
+  pad eff       padding efficiency: real tokens / padded tokens (1 = no padding)
+  bs min        the fewest samples in a batch
+  bs med        the median samples in a batch
+  bs max        the most samples in a batch
+  cost max      the largest batch cost, cost(n, L) with L the batch's padded length: at most
+                --max-cost in every row but fixed (the memory high-water mark), but for a
+                sample over it even alone under --oversize alone
+  cost mean     the mean batch cost
+  cost cv       the batch cost's coefficient of variation (std / mean): how much memory
+                swings from step to step (0 = every batch costs the same)
+  util          utilisation: the mean of batch cost / --max-cost (1 = every batch fills the
+                budget)
+  epoch s       with a step time: the epoch's predicted seconds, the sum of every batch's
+                predicted step time
+  vs fixed      the fixed row's epoch s / this row's: above 1.00x is faster than the fixed batch
+
+picking --max-cost:
+  Start from the batch you use today. A fixed batch of B samples at max length L costs
+  B·L² under --cost quadratic (the default) and B·L under --cost linear: pass that, e.g.
+  B=32 at L=512 is --max-cost 8388608 (quadratic) or 16384 (linear), and every batch costs
+  at most what your worst fixed batch did. Raise it while the device's memory allows; with
+  a --cost-file from dynbatch.calibrate, --max-cost is the memory target in MiB.
+"""
