@@ -334,6 +334,10 @@ def _checked_state(state: Any, planner: StreamPlanner) -> Resume:
             )
         block, shard, record, block_step, slot_step, done = (int(v) for v in row)
         cursors.append(SlotCursor(block, (shard, record), block_step, slot_step, bool(done)))
+    if steps == 0 and rotation == 0 and all(c == SlotCursor() for c in cursors):
+        # the start of an epoch (saved before its pass or after set_epoch) holds no slot's
+        # position: it loads under any num_workers
+        return Resume(epoch)
     return Resume(epoch, steps, rotation, tuple(cursors))
 
 
