@@ -255,7 +255,14 @@ class StreamPlanner:
                 position, sample = pending
                 positions.append(position)
                 samples.append(sample)
-                values.append(measure(sample))
+                try:
+                    values.append(measure(sample))
+                except Exception as exc:  # the user's function: named by the sample's place
+                    where = self._where(position, epoch, slot, slots)
+                    raise InputError(
+                        f"length_fn raised {exc!r} on the sample at {where}: it must return the "
+                        f"sample's length (a whole number >= 1) for every sample"
+                    ) from exc
                 pending = next(records, None)
             end = pending[0] if pending is not None else _after(positions[-1])
             lengths = self._checked(values, positions, epoch, slot, slots)
@@ -358,11 +365,12 @@ class StreamPlanner:
             return
         first_step, mine = cursor.slot_step, worker // slots
         step = first_step
-        read = False
+        read = kept = 0  # records read (a stream without shards: the last block's end), blocks kept
         for block in self.blocks(epoch, slot, slots, cursor):
-            read = True
+            read = block.end[1]
             if not block.lengths.size:
                 continue
+            kept += 1
             sharded = self.plan(block, epoch, slot)
             skip = cursor.block_step if block.index == cursor.block else 0
             indices, offsets = sharded.for_rank(rank).lists()
@@ -393,7 +401,14 @@ class StreamPlanner:
                     members = indices[offsets[j] : offsets[j + 1]]
                     yield StreamBatch([block.samples[i] for i in members], info)
                 step += 1
-        if not read and cursor == SlotCursor() and not self.source.sharded:
+        if cursor == SlotCursor() and not self.source.sharded and not kept:
+            if read:  # every block emptied by oversize="skip"
+                raise InputError(
+                    f"all {read} samples of epoch {epoch} are over "
+                    f"max_cost={self.options.max_cost:g} alone, and oversize='skip' skipped "
+                    "every one: there is nothing to train on. Raise max_cost, truncate the "
+                    "samples, or pass oversize='alone' (each its own batch)"
+                )
             raise InputError(empty_epoch(self.source.describe(), epoch))
 
     def sequence(
