@@ -300,8 +300,11 @@ def test_a_hand_built_loader_then_state_dict_is_refused() -> None:
     it = stream(num_replicas=1, rank=0)
     plain = paddle.io.DataLoader(it, batch_size=None, num_workers=0, collate_fn=collate)
     next(iter(plain))
-    with pytest.raises(InputError, match=r"state_dict\(\).*DataLoader built by hand.*"
-                       r"stream.loader\(collate_fn, num_workers=...\)"):
+    with pytest.raises(
+        InputError,
+        match=r"state_dict\(\).*DataLoader built by hand.*"
+        r"stream.loader\(collate_fn, num_workers=...\)",
+    ):
         it.state_dict()
     it.set_epoch(1)  # a new epoch starts from its beginning: known again
     assert it.state_dict()["steps"] == 0
@@ -338,5 +341,7 @@ def test_an_error_in_length_fn_is_raised_by_the_loader_not_hung(workers: int) ->
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, check=False
     )
-    assert "RAISED InputError length_fn raised KeyError('ids') on the sample at record 300 of " \
-        "the stream" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert (
+        "RAISED InputError length_fn raised KeyError('ids') on the sample at record 300 of "
+        "the stream" in done.stdout
+    ), done.stdout + done.stderr[-2000:]

@@ -152,8 +152,12 @@ class Source:
                 return
             stream = self._iterable(epoch)
             skipped = itertools.islice(stream, offset, None)  # read again, not measured
-            yield from _named(skipped, 0, offset, f"the source raised {{}} at record {{}} of the "
-                              f"stream (epoch {epoch})")
+            yield from _named(
+                skipped,
+                0,
+                offset,
+                f"the source raised {{}} at record {{}} of the stream (epoch {epoch})",
+            )
             return
         reader = self.reader
         if reader is None:  # open_source gives every shard source its reader
