@@ -108,6 +108,8 @@ def stream_case(draw: st.DrawFn) -> dict:
         "update_size": draw(st.none() | st.integers(1, 64)),
         "pad": draw(st.sampled_from([1, 1, 8])),
         "multiple": draw(st.sampled_from([1, 1, 2, 4])),
+        "time_model": draw(st.sampled_from([None, None, "1,0,0", "0.001,1e-6,1e-8"])),
+        "group_by_length": draw(st.booleans()),
     }
 
 
@@ -126,7 +128,16 @@ def build(case: dict, tmp: Path) -> StreamPlanner:
         update_size=case["update_size"],
         pad_to_multiple_of=case["pad"],
         batch_size_multiple=case["multiple"],
+        **time_split(case),
     )
+
+
+def time_split(case: dict) -> dict:
+    """``time_model`` (and ``group_by_length``) where the case allows them: update_size in
+    samples and a random order (NOTE [ a stream at the step time ])."""
+    if case["time_model"] is None or case["update_size"] is None or case["order"] == "none":
+        return {}
+    return {"time_model": case["time_model"], "group_by_length": case["group_by_length"]}
 
 
 @settings(max_examples=60)
@@ -192,7 +203,8 @@ def test_a_resume_needs_the_same_slots_and_options(tmp_path: Path) -> None:
     lens = np.arange(1, 60)
     p = planner(lens, shards=write_shards(tmp_path, lens, 4))
     progress = StreamProgress(p)
-    progress.begin(2)
+    first = next(p.sequence(0, 0, 2, progress.begin(2)))
+    progress.took(first.info, last=False)  # mid-epoch: the slots' positions are the state
     state = progress.state_dict()
     other = StreamProgress(p)
     other.load_state_dict(state)
