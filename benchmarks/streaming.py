@@ -46,6 +46,14 @@ def corpora() -> dict[str, np.ndarray]:
             [rng.normal(20, 5, SIZE // 2), rng.normal(300, 60, SIZE - SIZE // 2)]
         ).clip(2, 512)[rng.permutation(SIZE)],
         "pareto tail <= 4096": np.minimum(np.ceil(8 * (1 + rng.pareto(1.2, SIZE))), 4096),
+        # held out: short texts (queries, tweets), a spread of short and long, long documents
+        "held out: short lognormal(2.5, 0.5) <= 64": np.minimum(
+            np.ceil(rng.lognormal(2.5, 0.5, SIZE)), 64
+        ),
+        "held out: geometric(0.02) <= 2048": np.minimum(rng.geometric(0.02, SIZE) + 1, 2048),
+        "held out: long lognormal(6, 0.6) <= 4096": np.minimum(
+            np.ceil(rng.lognormal(6, 0.6, SIZE)), 4096
+        ),
     }
 
 

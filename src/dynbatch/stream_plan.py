@@ -112,9 +112,10 @@ def tighten(plan: Plan, plens: NDArray[np.int64], least: float, multiple: int = 
         padded tokens (parts stay multiples of ``multiple`` where the batch
         holds two), and again while a part pads below ``least`` (the stream
         uses ``1 - 2 * bucket_width``). Both parts fit the budget (fewer
-        samples, none longer); a block of 10,000 then pads within a few
-        percent of an epoch planned whole, for a few percent more batches
-        (README: measured).
+        samples, none longer); a block of 10,000 then pads within 4.5% of an
+        epoch planned whole, for more batches: 2–17% on the corpora measured
+        first, 0.98–1.45x on held-out ones, and 7.4x for short samples under
+        a quadratic budget, whose batches hold thousands (README: measured).
 
     >>> plens = np.array([2, 2, 2, 2, 16, 16])
     >>> [b.tolist() for b in tighten(Plan.from_batches([[0, 1, 2, 3, 4, 5]]), plens, 0.9)]

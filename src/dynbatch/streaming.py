@@ -20,7 +20,10 @@ NOTE [ a stream in blocks ]
     so the bucket edges need no estimate from the first samples: they are
     the in-memory planner's, on any corpus, and a block of 10,000 pads like
     an epoch of 10,000. What a block costs is one batch per bucket that the
-    block's end cut short. Memory is one block of samples and its plan,
+    block's end cut short: few where a block holds many batches, many where
+    a batch holds a sizable share of the block (short samples under a
+    quadratic budget: 7.4x the in-memory batches at 10,000; README,
+    measured). Memory is one block of samples and its plan,
     whatever the corpus's size. ``drop_last`` and ``equal_epochs`` need the
     epoch's count before it is read, and are refused.
 
