@@ -134,6 +134,30 @@ def padding_table() -> None:
     )
 
 
+def buffer_table() -> None:
+    """Where a batch holds thousands of samples, a block of 10,000 holds few batches: the
+    short held-out corpus under n*L^2 at a larger buffer."""
+    lengths = np.asarray(corpora()["held out: short lognormal(2.5, 0.5) <= 64"], dtype=np.int64)
+    options = PlanOptions(max_cost=BUDGET, cost="quadratic", oversize="alone")
+    memory = len(list(plan_batches(lengths, options=options)))
+    rows = []
+    for buffer in (10_000, 100_000):
+        planner = StreamPlanner(
+            open_source(range(lengths.size)), lengths.__getitem__, options, buffer
+        )
+        batches = [np.asarray(b) for b in planner.sequence(0)]
+        rows.append(
+            [
+                f"{buffer:,}",
+                f"{efficiency(lengths, batches):.3f}",
+                f"{len(batches):,}",
+                f"{len(batches) / memory:.2f}",
+            ]
+        )
+    print(f"\nshort lognormal(2.5, 0.5) <= 64 under n*L^2: in memory {memory} batches")
+    print_table(["buffer", "padding efficiency", "batches", "batches / in-memory"], rows)
+
+
 def best(fn: Callable[[], int], repeat: int = 3) -> tuple[float, int]:
     times, n = [], 0
     for _ in range(repeat):
@@ -235,6 +259,7 @@ def estimate_table() -> None:
 
 if __name__ == "__main__":
     padding_table()
+    buffer_table()
     speed_table()
     memory_table()
     estimate_table()
