@@ -295,9 +295,12 @@ def test_a_stream_iterated_directly_resumes_after_what_it_yielded(how: str) -> N
     assert taken + [[s["id"] for s in b] for b in again] == whole
 
 
-def test_a_hand_built_loader_then_state_dict_is_refused() -> None:
+@pytest.mark.parametrize("before", ["nothing", "list(stream)"])
+def test_a_hand_built_loader_then_state_dict_is_refused(before: str) -> None:
     """Its thread reads ahead of the loop, so what training took is not known."""
     it = stream(num_replicas=1, rank=0)
+    if before == "list(stream)":
+        list(it)
     plain = paddle.io.DataLoader(it, batch_size=None, num_workers=0, collate_fn=collate)
     next(iter(plain))
     with pytest.raises(
