@@ -151,8 +151,7 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
             start = self._start
             yield from self.planner.worker_batches(start.epoch, self.rank, 0, 0, start)
             return
-        self.begin_pass(0)
-        start = self._start
+        start = self._start = self.progress.begin(0)  # not begin_pass: no loader reads it
         batches = self.planner.worker_batches(start.epoch, self.rank, 0, 0, start)
         pending = next(batches, None)
         while pending is not None:
