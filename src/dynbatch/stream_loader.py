@@ -61,7 +61,9 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
             (:mod:`dynbatch.stream_sources`).
         length_fn: ``length_fn(sample) -> int``, the length the cost charges.
         max_cost, cost, ...: the :class:`~dynbatch.PlanOptions` as keywords
-            (``drop_last`` and ``equal_epochs`` are refused), or ``options=``.
+            (``drop_last`` and ``equal_epochs`` are refused; ``time_model`` and
+            ``group_by_length`` cut each block's updates at the step time, NOTE
+            [ a stream at the step time ] in :mod:`dynbatch.stream_plan`), or ``options=``.
         buffer_size: records planned at once; memory grows with it, not with
             the corpus.
         reader: ``reader(path)`` or ``reader(path, start=...)`` yielding a shard's
@@ -227,7 +229,9 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
 
     # -- resume (NOTE [ resuming a stream ]) -------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Where the epoch stands, after the batches the loop took from :meth:`loader`."""
+        """Where the epoch stands, after the batches the loop took from :meth:`loader` (or from
+        the stream itself, iterated in the main thread); refused after a hand-built
+        DataLoader's thread read it (NOTE [ who reads a stream ])."""
         return self.progress.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -25,7 +25,9 @@ NOTE [ a stream in blocks ]
     quadratic budget: 7.4x the in-memory batches at 10,000; README,
     measured). Memory is one block of samples and its plan,
     whatever the corpus's size. ``drop_last`` and ``equal_epochs`` need the
-    epoch's count before it is read, and are refused.
+    epoch's count before it is read, and are refused. With ``time_model``
+    a block is planned as the in-memory time split plans an epoch (NOTE
+    [ a stream at the step time ] in :mod:`dynbatch.stream_plan`).
 
 NOTE [ streams across ranks and workers ]
     Data-parallel training needs the same number of steps on every rank,
