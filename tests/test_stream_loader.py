@@ -348,3 +348,10 @@ def test_an_error_in_length_fn_is_raised_by_the_loader_not_hung(workers: int) ->
         "RAISED InputError length_fn raised KeyError('ids') on the sample at record 300 of "
         "the stream" in done.stdout
     ), done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.filterwarnings("ignore:skipping")
+def test_shards_whose_every_sample_is_skipped_over_budget_say_so(tmp_path: Path) -> None:
+    it = stream(write_shards(tmp_path, 2), reader=dynbatch.read_jsonl, max_cost=1, oversize="skip")
+    with pytest.raises(InputError, match=r"yielded no batch in epoch 0: .*oversize='skip' skipped"):
+        next(iter(it.loader(collate, num_workers=2)))
