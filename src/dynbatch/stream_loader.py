@@ -357,7 +357,9 @@ class StreamLoader:
             stream._managed = False  # with workers, only their copies read it
         upcoming: Any = next(it, _END)
         if upcoming is _END and stream.current_pass().start == 0:
-            raise InputError(empty_epoch(stream.planner.source.describe(), stream.epoch))
+            raise InputError(
+                empty_epoch(stream.planner.source.describe(), stream.epoch, stream.options)
+            )
         while upcoming is not _END:
             batch, info, _ = upcoming
             if isinstance(info, Failure):

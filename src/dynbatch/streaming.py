@@ -435,8 +435,14 @@ class StreamPlanner:
             its = alive
 
 
-def empty_epoch(what: str, epoch: int) -> str:
-    """Why an epoch of a stream has nothing to train on."""
+def empty_epoch(what: str, epoch: int, options: PlanOptions | None = None) -> str:
+    """Why an epoch of a stream has nothing to train on (``options``: it may have skipped)."""
+    if options is not None and options.oversize == "skip":
+        return (
+            f"the source ({what}) yielded no batch in epoch {epoch}: it is empty, or "
+            f"oversize='skip' skipped every sample as over max_cost={options.max_cost:g} alone. "
+            "Raise max_cost, truncate the samples, or pass oversize='alone'"
+        )
     return f"the source ({what}) yielded no samples in epoch {epoch}: there is nothing to batch"
 
 
