@@ -46,6 +46,14 @@ def corpora() -> dict[str, np.ndarray]:
             [rng.normal(20, 5, SIZE // 2), rng.normal(300, 60, SIZE - SIZE // 2)]
         ).clip(2, 512)[rng.permutation(SIZE)],
         "pareto tail <= 4096": np.minimum(np.ceil(8 * (1 + rng.pareto(1.2, SIZE))), 4096),
+        # held out: short texts (queries, tweets), a spread of short and long, long documents
+        "held out: short lognormal(2.5, 0.5) <= 64": np.minimum(
+            np.ceil(rng.lognormal(2.5, 0.5, SIZE)), 64
+        ),
+        "held out: geometric(0.02) <= 2048": np.minimum(rng.geometric(0.02, SIZE) + 1, 2048),
+        "held out: long lognormal(6, 0.6) <= 4096": np.minimum(
+            np.ceil(rng.lognormal(6, 0.6, SIZE)), 4096
+        ),
     }
 
 
@@ -124,6 +132,30 @@ def padding_table() -> None:
         ],
         rows,
     )
+
+
+def buffer_table() -> None:
+    """Where a batch holds thousands of samples, a block of 10,000 holds few batches: the
+    short held-out corpus under n*L^2 at a larger buffer."""
+    lengths = np.asarray(corpora()["held out: short lognormal(2.5, 0.5) <= 64"], dtype=np.int64)
+    options = PlanOptions(max_cost=BUDGET, cost="quadratic", oversize="alone")
+    memory = len(list(plan_batches(lengths, options=options)))
+    rows = []
+    for buffer in (10_000, 100_000):
+        planner = StreamPlanner(
+            open_source(range(lengths.size)), lengths.__getitem__, options, buffer
+        )
+        batches = [np.asarray(b) for b in planner.sequence(0)]
+        rows.append(
+            [
+                f"{buffer:,}",
+                f"{efficiency(lengths, batches):.3f}",
+                f"{len(batches):,}",
+                f"{len(batches) / memory:.2f}",
+            ]
+        )
+    print(f"\nshort lognormal(2.5, 0.5) <= 64 under n*L^2: in memory {memory} batches")
+    print_table(["buffer", "padding efficiency", "batches", "batches / in-memory"], rows)
 
 
 def best(fn: Callable[[], int], repeat: int = 3) -> tuple[float, int]:
@@ -227,6 +259,7 @@ def estimate_table() -> None:
 
 if __name__ == "__main__":
     padding_table()
+    buffer_table()
     speed_table()
     memory_table()
     estimate_table()

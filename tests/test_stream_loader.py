@@ -272,3 +272,86 @@ def test_updates_of_a_sharded_source_read_by_several_workers_are_refused(tmp_pat
         it.loader(num_workers=2)
     plain = stream(shards, reader=dynbatch.read_jsonl, num_replicas=1, rank=0)
     plain.loader(num_workers=2)  # no update_size: GradientAccumulator(target=...) closes them
+
+
+@pytest.mark.parametrize("how", ["for batch in stream", "list(stream)"])
+def test_a_stream_iterated_directly_resumes_after_what_it_yielded(how: str) -> None:
+    it = stream(num_replicas=1, rank=0, seed=4)
+    whole = [[s["id"] for s in b] for b in it.planner.sequence(0)]
+    if how == "list(stream)":
+        taken = [[s["id"] for s in b] for b in list(it)]
+        assert taken == whole
+        k = len(whole)
+    else:
+        taken, k = [], 5
+        for batch in it:
+            taken.append([s["id"] for s in batch])
+            if len(taken) == k:
+                break
+    state = it.state_dict()
+    assert state["steps"] == k, "the state records the batches the loop took"
+    again = stream(num_replicas=1, rank=0, seed=4)
+    again.load_state_dict(state)
+    assert taken + [[s["id"] for s in b] for b in again] == whole
+
+
+@pytest.mark.parametrize("before", ["nothing", "list(stream)"])
+def test_a_hand_built_loader_then_state_dict_is_refused(before: str) -> None:
+    """Its thread reads ahead of the loop, so what training took is not known."""
+    it = stream(num_replicas=1, rank=0)
+    if before == "list(stream)":
+        list(it)
+    plain = paddle.io.DataLoader(it, batch_size=None, num_workers=0, collate_fn=collate)
+    next(iter(plain))
+    with pytest.raises(
+        InputError,
+        match=r"state_dict\(\).*DataLoader built by hand.*"
+        r"stream.loader\(collate_fn, num_workers=...\)",
+    ):
+        it.state_dict()
+    it.set_epoch(1)  # a new epoch starts from its beginning: known again
+    assert it.state_dict()["steps"] == 0
+
+
+FAILING = """
+import sys
+sys.path.insert(0, {tests!r})
+import dynbatch
+from test_stream_loader import SAMPLES, collate, stream
+
+def length_fn(sample):
+    if sample["id"] == 300:
+        raise KeyError("ids")
+    return len(sample["ids"])
+
+it = stream(length_fn=length_fn, num_replicas=1, rank=0)
+try:
+    for _ in it.loader(collate, num_workers={workers}):
+        pass
+except dynbatch.InputError as exc:
+    print("RAISED", type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_error_in_length_fn_is_raised_by_the_loader_not_hung(workers: int) -> None:
+    """paddle's loader thread prints an error in the dataset and waits forever; its workers
+    turn it into a bare SystemError. The stream hands the error to the loader to raise."""
+    import subprocess
+    import sys
+
+    code = FAILING.format(tests=str(Path(__file__).parent), workers=workers)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, check=False
+    )
+    assert (
+        "RAISED InputError length_fn raised KeyError('ids') on the sample at record 300 of "
+        "the stream" in done.stdout
+    ), done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.filterwarnings("ignore:skipping")
+def test_shards_whose_every_sample_is_skipped_over_budget_say_so(tmp_path: Path) -> None:
+    it = stream(write_shards(tmp_path, 2), reader=dynbatch.read_jsonl, max_cost=1, oversize="skip")
+    with pytest.raises(InputError, match=r"yielded no batch in epoch 0: .*oversize='skip' skipped"):
+        next(iter(it.loader(collate, num_workers=2)))

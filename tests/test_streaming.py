@@ -108,6 +108,8 @@ def stream_case(draw: st.DrawFn) -> dict:
         "update_size": draw(st.none() | st.integers(1, 64)),
         "pad": draw(st.sampled_from([1, 1, 8])),
         "multiple": draw(st.sampled_from([1, 1, 2, 4])),
+        "time_model": draw(st.sampled_from([None, None, "1,0,0", "0.001,1e-6,1e-8"])),
+        "group_by_length": draw(st.booleans()),
     }
 
 
@@ -126,7 +128,16 @@ def build(case: dict, tmp: Path) -> StreamPlanner:
         update_size=case["update_size"],
         pad_to_multiple_of=case["pad"],
         batch_size_multiple=case["multiple"],
+        **time_split(case),
     )
+
+
+def time_split(case: dict) -> dict:
+    """``time_model`` (and ``group_by_length``) where the case allows them: update_size in
+    samples and a random order (NOTE [ a stream at the step time ])."""
+    if case["time_model"] is None or case["update_size"] is None or case["order"] == "none":
+        return {}
+    return {"time_model": case["time_model"], "group_by_length": case["group_by_length"]}
 
 
 @settings(max_examples=60)
@@ -192,7 +203,8 @@ def test_a_resume_needs_the_same_slots_and_options(tmp_path: Path) -> None:
     lens = np.arange(1, 60)
     p = planner(lens, shards=write_shards(tmp_path, lens, 4))
     progress = StreamProgress(p)
-    progress.begin(2)
+    first = next(p.sequence(0, 0, 2, progress.begin(2)))
+    progress.took(first.info, last=False)  # mid-epoch: the slots' positions are the state
     state = progress.state_dict()
     other = StreamProgress(p)
     other.load_state_dict(state)
@@ -464,3 +476,129 @@ def test_update_size_holds_with_one_reader_of_the_shards(tmp_path: Path) -> None
     assert max(one) <= 1.25 * 64 and min(one[:-1]) >= 0.75 * 64, "one reader: the plan's updates"
     several = update_sizes(p, 2)  # what a loader of 2 workers would take: refused there
     assert max(several) > 1.25 * 64 or min(several[:-2]) < 0.75 * 64, "interleaved plans"
+
+
+@pytest.mark.parametrize("when", ["before the first pass", "after set_epoch(e + 1)"])
+def test_a_state_saved_between_passes_loads_under_the_workers_that_saved_it(
+    tmp_path: Path, when: str
+) -> None:
+    """A state at the start of an epoch holds no slot's position: it loads under any
+    num_workers, and the next pass is the whole epoch."""
+    lens = np.random.default_rng(2).integers(1, 200, 300)
+    p = planner(lens, buffer_size=40, shards=write_shards(tmp_path, lens, 4))
+    progress = StreamProgress(p)
+    if when == "after set_epoch(e + 1)":
+        for batch in p.sequence(0, 0, 2, progress.begin(2)):
+            progress.took(batch.info, last=False)
+        progress.set_epoch(1)
+    state = json.loads(json.dumps(progress.state_dict()))
+    epoch = state["epoch"]
+    for workers in (2, 0, 3):
+        fresh = StreamProgress(p)
+        fresh.load_state_dict(state)
+        got = list(p.sequence(epoch, 0, workers, fresh.begin(workers)))
+        assert [ids(b) for b in got] == [ids(b) for b in p.sequence(epoch, 0, workers)], workers
+
+
+def test_the_steps_of_a_block_come_in_rounds_that_span_its_quartiles() -> None:
+    """NOTE [ mixed steps in a stream ] promises the rounds (steps 4k..4k+3 of a block), not
+    any 4 consecutive steps: a window across two rounds may miss a quartile."""
+    caps = {10: 128, 40: 32, 160: 8, 640: 2}
+    lens = np.concatenate([np.full(cap * 25, length) for length, cap in caps.items()])
+    np.random.default_rng(0).shuffle(lens)
+    p = planner(lens, buffer_size=lens.size, max_cost=1280.0)
+    longest = [max(s[1] for s in b) for b in p.sequence(0)]
+    rounds = [sorted(longest[k : k + 4]) for k in range(0, 100, 4)]
+    assert all(r == [10, 40, 160, 640] for r in rounds), "every round spans the quartiles"
+    across = [sorted(set(longest[k : k + 4])) for k in range(100 - 3) if k % 4]
+    assert any(len(w) < 4 for w in across), "a window across rounds is not promised to"
+
+
+def test_a_length_fn_that_raises_names_the_sample(tmp_path: Path) -> None:
+    lens = np.array([3, 4, 5, 6])
+    shards = write_shards(tmp_path, lens, 2)
+    source = open_source(shards, read_jsonl, shuffle_shards=False)
+
+    def length_fn(sample: list) -> int:
+        return {3: 3, 4: 4, 6: 6}[sample[1]]  # no 5: a KeyError on the third record
+
+    p = StreamPlanner(source, length_fn, PlanOptions(max_cost=100, cost="linear"))
+    with pytest.raises(
+        InputError,
+        match=r"length_fn raised KeyError\(5\) on the sample at record 0 of shard "
+        r".*shard1.jsonl",
+    ):
+        list(p.sequence(0))
+
+
+def test_a_reader_that_raises_is_named_with_its_shard(tmp_path: Path) -> None:
+    lens = np.array([3, 4, 5, 6])
+    shards = write_shards(tmp_path, lens, 2)
+
+    def reader(path: Path) -> list:
+        rows = list(read_jsonl(path))
+        if path.name == "shard1.jsonl":
+            raise OSError("disk gone")
+        return rows
+
+    p = StreamPlanner(
+        open_source(shards, reader, shuffle_shards=False),
+        lambda s: s[1],
+        PlanOptions(max_cost=100, cost="linear"),
+    )
+    with pytest.raises(
+        InputError,
+        match=r"reader raised OSError\('disk gone'\) reading shard "
+        r".*shard1.jsonl at record 0 \(epoch 0\)",
+    ):
+        list(p.sequence(0))
+
+
+def test_a_stream_whose_every_sample_is_over_budget_says_so() -> None:
+    opts = PlanOptions(max_cost=10, cost="linear", oversize="skip")
+    p = StreamPlanner(open_source([[1] * 20, [1] * 30, [1] * 40]), len, opts, buffer_size=2)
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(
+            InputError,
+            match=r"all 3 samples of epoch 0 are over max_cost=10 alone.*oversize='skip'",
+        ),
+    ):
+        list(p.sequence(0))
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["random", "group_by_length"])
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_time_model_splits_each_blocks_updates_as_in_memory(grouped: bool, replicas: int) -> None:
+    """time_model and group_by_length are honoured: a block's plan is plan_split_updates' plan
+    of the block's lengths, so each update is the fixed batch's, cut at the step time."""
+    from dynbatch.stream_plan import block_key
+    from dynbatch.timing import plan_split_updates
+
+    lens = np.random.default_rng(5).integers(1, 300, 1000)
+    model = "0.01,1e-6,1e-8"
+    p = planner(
+        lens,
+        buffer_size=256,
+        replicas=replicas,
+        max_cost=300.0 * 16,
+        update_size=16,
+        time_model=model,
+        group_by_length=grouped,
+    )
+    ranks = run_epoch(p, 0, 0)
+    check_epoch(p, lens, ranks)
+    plain = planner(lens, buffer_size=256, replicas=replicas, max_cost=300.0 * 16, update_size=16)
+    assert [ids(b) for b in ranks[0]] != [ids(b) for b in plain.sequence(0)], "not ignored"
+    block = lens[256:512]
+    expected = plan_split_updates(block, p.options, block_key(0, 0, 1), replicas)
+    got = [b for b in ranks[0] if b.info.block == 1]
+    mine = expected.for_rank(0)
+    assert [ids(b) for b in got] == [[256 + int(i) for i in batch] for batch in mine]
+    sizes, running = [], 0
+    for b in ranks[0]:
+        running += b.info.samples
+        if b.info.update_end:
+            sizes.append(running)
+            running = 0
+    assert set(sizes[:-1]) == {16}, "every update but a block's last holds update_size samples"

@@ -8,8 +8,11 @@ and for the accumulator (NOTE [ resuming a stream ] in :mod:`dynbatch.streaming`
 
 from __future__ import annotations
 
+import threading
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -22,7 +25,7 @@ from ._checks import (
 )
 from ._optional import require
 from .contract import Pass
-from .errors import InputError
+from .errors import InputError, InputTypeError
 from .options import UNITS, resolve_options
 from .stream_sources import open_source
 from .stream_state import StreamCount, StreamProgress, Taken, count_epoch
@@ -58,7 +61,9 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
             (:mod:`dynbatch.stream_sources`).
         length_fn: ``length_fn(sample) -> int``, the length the cost charges.
         max_cost, cost, ...: the :class:`~dynbatch.PlanOptions` as keywords
-            (``drop_last`` and ``equal_epochs`` are refused), or ``options=``.
+            (``drop_last`` and ``equal_epochs`` are refused; ``time_model`` and
+            ``group_by_length`` cut each block's updates at the step time, NOTE
+            [ a stream at the step time ] in :mod:`dynbatch.stream_plan`), or ``options=``.
         buffer_size: records planned at once; memory grows with it, not with
             the corpus.
         reader: ``reader(path)`` or ``reader(path, start=...)`` yielding a shard's
@@ -105,6 +110,7 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         # set by loader(): the slots of a sharded source depend on it (None: not known yet)
         self.num_workers: int | None = None
         self._start = self.progress.upcoming()  # what the workers of the next pass start from
+        self._managed = False  # the next __iter__ is StreamLoader's (NOTE [ who reads a stream ])
 
     # -- epochs ---------------------------------------------------------------------------------
     @property
@@ -116,11 +122,45 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         self.progress.set_epoch(epoch)
         self._start = self.progress.upcoming()
 
+    def __len__(self) -> NoReturn:
+        raise InputTypeError(
+            "a stream has no len() before it is read (its batches are planned as it is read): "
+            "count an epoch with stream.count(epoch).steps, a first pass over the stream"
+        )
+
     def __iter__(self) -> Iterator[StreamBatch]:
+        """The batches of the pass (NOTE [ who reads a stream ])."""
         info = paddle.io.get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 0)
+        managed, self._managed = self._managed, False
         start = self._start
-        return self.planner.worker_batches(start.epoch, self.rank, worker, workers, start)
+        if info is not None:  # a DataLoader worker process
+            batches = self.planner.worker_batches(
+                start.epoch, self.rank, info.id, info.num_workers, start
+            )
+            return _handed_over(batches) if managed else batches
+        if managed:  # StreamLoader's single-process loader: its thread reads, the loader records
+            return _handed_over(self.planner.worker_batches(start.epoch, self.rank, 0, 0, start))
+        return self._read_here()
+
+    def _read_here(self) -> Iterator[StreamBatch]:
+        """Iterated in this process: recorded batch by batch in the main thread; in another
+        thread (a DataLoader built by hand reads ahead of the loop) not knowable."""
+        if threading.current_thread() is not threading.main_thread():
+            self.progress.unknown(
+                "its batches were read by a paddle.io.DataLoader built by hand, whose thread "
+                "reads ahead of the training loop"
+            )
+            start = self._start
+            yield from self.planner.worker_batches(start.epoch, self.rank, 0, 0, start)
+            return
+        start = self._start = self.progress.begin(0)  # not begin_pass: no loader reads it
+        batches = self.planner.worker_batches(start.epoch, self.rank, 0, 0, start)
+        pending = next(batches, None)
+        while pending is not None:
+            following = next(batches, None)
+            self.progress.took(pending.info, last=following is None)
+            yield pending
+            pending = following
 
     # -- the loader that records what training takes ------------------------------------------
     def loader(
@@ -151,6 +191,7 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         """Start a pass read by `workers` DataLoader workers (what :class:`StreamLoader` does)."""
         self.num_workers = workers
         self._start = self.progress.begin(workers)
+        self._managed = True
 
     def taken(self) -> Taken | None:
         """The batch the loop took last from :meth:`loader` (None before one)."""
@@ -188,7 +229,9 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
 
     # -- resume (NOTE [ resuming a stream ]) -------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Where the epoch stands, after the batches the loop took from :meth:`loader`."""
+        """Where the epoch stands, after the batches the loop took from :meth:`loader` (or from
+        the stream itself, iterated in the main thread); refused after a hand-built
+        DataLoader's thread read it (NOTE [ who reads a stream ])."""
         return self.progress.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -200,6 +243,51 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
 _END = object()
 
 
+@dataclass(frozen=True)
+class Failure:
+    """An error in reading or planning the stream, handed to the loader in place of a batch.
+
+    NOTE [ who reads a stream ]
+        paddle's single-process DataLoader reads the dataset in a thread that
+        prints an error and leaves the loop waiting forever; its workers turn
+        one into a bare ``SystemError``. So in a pass that :class:`StreamLoader`
+        runs, the stream hands an error to the loader as a batch, and the loader
+        raises it in the main process, named as the stream named it (the
+        sample's record and shard). Iterated in the main thread (``for batch in
+        stream``, ``list(stream)``), the stream raises it itself and records
+        each batch as it hands it over, so :meth:`DynamicBatchIterable.state_dict`
+        resumes after the last one. A ``paddle.io.DataLoader`` built by hand
+        reads ahead of the loop (a thread or workers), so what training took is
+        not known there: after its thread read the stream, ``state_dict()`` is
+        refused (its workers the main process cannot see: use ``stream.loader``
+        to resume).
+    """
+
+    kind: str
+    message: str
+
+    def error(self) -> InputError:
+        if self.kind == "InputTypeError":
+            return InputTypeError(self.message)
+        if self.kind == "InputError":
+            return InputError(self.message)
+        return InputError(f"the stream raised {self.kind} in the DataLoader: {self.message}")
+
+
+def _handed_over(batches: Iterator[StreamBatch]) -> Iterator[StreamBatch]:
+    """``batches``, an error in making them handed to the loader as a :class:`Failure`."""
+    try:
+        yield from batches
+    except Exception as exc:  # NOTE [ who reads a stream ]
+        if isinstance(exc, InputError):
+            kind, message = type(exc).__name__, str(exc)
+            if kind not in ("InputError", "InputTypeError"):
+                kind = "InputError"
+        else:
+            kind, message = type(exc).__name__, "".join(traceback.format_exception(exc))
+        yield StreamBatch([], Failure(kind, message))  # type: ignore[arg-type]
+
+
 class _Tagged:
     """The collate function of a :class:`StreamLoader`: the batch collated, and its info."""
 
@@ -207,6 +295,8 @@ class _Tagged:
         self.collate_fn = collate_fn
 
     def __call__(self, batch: StreamBatch) -> tuple[Any, Any, Any]:
+        if isinstance(batch.info, Failure):  # the loader raises it in the main process
+            return np.zeros(1, dtype=np.int8), batch.info, np.zeros(1, dtype=np.int8)
         samples = list(batch)
         collated = self.collate_fn(samples) if self.collate_fn else samples
         # paddle's DataLoader silently drops a batch that holds no array: one rides along
@@ -235,6 +325,10 @@ class StreamLoader:
                 "persistent_workers=True keeps the workers of the first pass, which would not "
                 "see set_epoch() or load_state_dict(); leave it False"
             )
+        if "prefetch_factor" in kwargs:
+            kwargs["prefetch_factor"] = check_int(
+                "prefetch_factor", kwargs["prefetch_factor"], minimum=1
+            )
         for name in ("batch_size", "batch_sampler", "shuffle", "drop_last"):
             if name in kwargs:
                 raise InputError(
@@ -257,12 +351,19 @@ class StreamLoader:
     def __iter__(self) -> Iterator[Any]:
         stream = self.stream
         stream.begin_pass(self.num_workers)
-        it = iter(self.dataloader)
+        try:
+            it = iter(self.dataloader)
+        finally:
+            stream._managed = False  # with workers, only their copies read it
         upcoming: Any = next(it, _END)
         if upcoming is _END and stream.current_pass().start == 0:
-            raise InputError(empty_epoch(stream.planner.source.describe(), stream.epoch))
+            raise InputError(
+                empty_epoch(stream.planner.source.describe(), stream.epoch, stream.options)
+            )
         while upcoming is not _END:
             batch, info, _ = upcoming
+            if isinstance(info, Failure):
+                raise info.error()
             upcoming = next(it, _END)
             stream.progress.took(info, last=upcoming is _END)
             yield batch

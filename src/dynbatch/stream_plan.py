@@ -10,9 +10,24 @@ NOTE [ mixed steps in a stream ]
     does. Without, the block's steps are interleaved by length: sorted by
     their longest sample and cut into :data:`STRATA` strata, they are taken
     one from each stratum in turn (the strata in a random order each round,
-    a random step within each), so any :data:`STRATA` consecutive steps span
-    the block's lengths and a ``target=`` update of a few micro-batches
-    mixes short and long samples.
+    a random step within each). So the block's steps come in rounds of
+    :data:`STRATA` (steps ``4k`` to ``4k + 3`` of the block), each spanning the
+    block's lengths, and a ``target=`` update of a few micro-batches mixes
+    short and long samples. A window of 4 steps across two rounds is not
+    promised to (the strata's order is drawn anew each round), nor is the
+    block's last round, where the strata may hold one step fewer.
+
+NOTE [ a stream at the step time ]
+    With ``time_model`` (and ``group_by_length``), a block is planned as
+    :func:`~dynbatch.timing.plan_split_updates` plans an epoch: the block's
+    samples are drawn into the fixed batch's updates of ``update_size``
+    samples (or grouped by length, as Hugging Face's sampler groups them),
+    and each update is cut into micro-batches at the least predicted time
+    (NOTE [ splitting updates at the step time ] in :mod:`dynbatch.timing`).
+    So each update is predicted no slower than the fixed batch's step of the
+    same samples, as in memory. The draws are the block's, not the epoch's:
+    a block of ``buffer_size`` records ends with a short update unless
+    ``buffer_size`` is a multiple of ``update_size``.
 """
 
 from __future__ import annotations
@@ -24,6 +39,7 @@ from .errors import InputError, InputTypeError
 from .options import PlanOptions
 from .planning import Plan, padded_lengths, plan_draw
 from .sharding import TOLERANCE, ShardedPlan, shard_checked
+from .timing import plan_split_updates
 from .windows import mix_updates
 
 __all__ = [
@@ -96,9 +112,10 @@ def tighten(plan: Plan, plens: NDArray[np.int64], least: float, multiple: int = 
         padded tokens (parts stay multiples of ``multiple`` where the batch
         holds two), and again while a part pads below ``least`` (the stream
         uses ``1 - 2 * bucket_width``). Both parts fit the budget (fewer
-        samples, none longer); a block of 10,000 then pads within a few
-        percent of an epoch planned whole, for a few percent more batches
-        (README: measured).
+        samples, none longer); a block of 10,000 then pads within 4.5% of an
+        epoch planned whole, for more batches: 2–17% on the corpora measured
+        first, 0.98–1.45x on held-out ones, and 7.4x for short samples under
+        a quadratic budget, whose batches hold thousands (README: measured).
 
     >>> plens = np.array([2, 2, 2, 2, 16, 16])
     >>> [b.tolist() for b in tighten(Plan.from_batches([[0, 1, 2, 3, 4, 5]]), plens, 0.9)]
@@ -165,6 +182,8 @@ def plan_block(
     >>> sp.num_steps, sorted(sp.plan.indices.tolist())
     (3, [0, 1, 2, 3, 4, 5, 6, 7])
     """
+    if options.time_model is not None:  # NOTE [ a stream at the step time ]
+        return plan_split_updates(lengths, options, key, num_replicas)
     plan = plan_draw(lengths, options, key, shuffle_batches=False)  # sharding orders them
     plens = padded_lengths(lengths, options.pad_to_multiple_of)
     plan = tighten(plan, plens, 1.0 - 2.0 * options.bucket_width, options.batch_size_multiple)

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ._checks import check_int
 from .errors import InputError, InputTypeError
 
 __all__ = ["Record", "Source", "open_source", "read_jsonl"]
@@ -56,6 +57,16 @@ def read_jsonl(path: str | os.PathLike[str], start: int = 0) -> Iterator[Any]:
     >>> [r["t"] for r in read_jsonl(p)], [r["t"] for r in read_jsonl(p, start=1)]
     (['ab', 'c', 'def'], ['c', 'def'])
     """
+    if not _is_path(path):  # an int would open, and then close, the caller's descriptor
+        raise InputTypeError(
+            f"path must be a file path (str or os.PathLike) of a JSON-lines file, got "
+            f"path={path!r:.80} ({type(path).__name__})"
+        )
+    start = check_int("start", start)
+    return _read_jsonl(path, start)
+
+
+def _read_jsonl(path: str | os.PathLike[str], start: int) -> Iterator[Any]:
     index = 0
     with open(path, encoding="utf-8-sig") as fh:
         for number, line in enumerate(fh, 1):
@@ -141,7 +152,12 @@ class Source:
                 return
             stream = self._iterable(epoch)
             skipped = itertools.islice(stream, offset, None)  # read again, not measured
-            yield from (((0, offset + i), s) for i, s in enumerate(skipped))
+            yield from _named(
+                skipped,
+                0,
+                offset,
+                f"the source raised {{}} at record {{}} of the stream (epoch {epoch})",
+            )
             return
         reader = self.reader
         if reader is None:  # open_source gives every shard source its reader
@@ -151,19 +167,43 @@ class Source:
             if k < shard0:
                 continue  # never opened: a shard source seeks by shard
             first = offset if k == shard0 else 0
-            if seeks:
-                rows: Iterable[Any] = reader(path, start=first)
-            else:
-                rows = itertools.islice(
-                    _iterable_of(reader(path), f"reader({path!r})"), first, None
-                )
-            yield from (((k, first + i), s) for i, s in enumerate(rows))
+            what = f"reader raised {{}} reading shard {path} at record {{}} (epoch {epoch})"
+            try:
+                if seeks:
+                    rows: Iterable[Any] = reader(path, start=first)
+                else:
+                    rows = itertools.islice(
+                        _iterable_of(reader(path), f"reader({path!r})"), first, None
+                    )
+            except InputError:
+                raise
+            except Exception as exc:  # the user's reader: named by its shard
+                raise InputError(what.format(repr(exc), first)) from exc
+            yield from _named(rows, k, first, what)
 
     def _iterable(self, epoch: int) -> Iterator[Any]:
         if self.kind == "callable":
             made = self.obj(epoch)
             return _iterable_of(made, f"source({epoch})")
         return iter(self.obj)
+
+
+def _named(rows: Iterable[Any], shard: int, first: int, what: str) -> Iterator[Record]:
+    """``rows`` as records from ``(shard, first)`` on; an error in reading them is an
+    :class:`~dynbatch.InputError` that says where (``what.format(error, record)``)."""
+    it = iter(rows)
+    index = first
+    while True:
+        try:
+            sample = next(it)
+        except StopIteration:
+            return
+        except InputError:
+            raise
+        except Exception as exc:  # the user's source or reader
+            raise InputError(what.format(repr(exc), index)) from exc
+        yield (shard, index), sample
+        index += 1
 
 
 def _iterable_of(value: Any, what: str) -> Iterator[Any]:

@@ -178,6 +178,12 @@ class StreamProgress:
         self._taken: Taken | None = None
         self._under_way = False  # a pass began since the last set_epoch / load_state_dict
         self._seen: dict[int, tuple[int, int]] = {}  # per slot: the last block, its checksum
+        self._unknown: str | None = None  # why what training took is not known
+
+    def unknown(self, why: str) -> None:
+        """What training took of the pass under way cannot be known: :meth:`state_dict` refuses
+        until the next pass begins or a state is loaded."""
+        self._unknown = why
 
     def set_epoch(self, epoch: int) -> None:
         """The next pass reads ``epoch``; a state loaded for that epoch is kept."""
@@ -186,6 +192,7 @@ class StreamProgress:
             self._pending = None
         self.epoch = epoch
         self._under_way = False  # the state is the coming pass's until it begins
+        self._unknown = None
 
     def upcoming(self) -> Resume:
         """Where the next pass starts: a loaded state of this epoch, or its beginning."""
@@ -213,6 +220,7 @@ class StreamProgress:
         self._taken = None
         self._under_way = True
         self._seen = {}
+        self._unknown = None
         return resume
 
     def took(self, info: StepInfo, last: bool) -> None:
@@ -254,6 +262,13 @@ class StreamProgress:
     # -- resume ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Where the pass stands: per slot, the block and step to go on from."""
+        if self._unknown is not None:
+            raise InputError(
+                f"state_dict() cannot say where epoch {self.epoch} stands: {self._unknown}, so "
+                "which batch training holds is not known. Iterate stream.loader(collate_fn, "
+                "num_workers=...) (or the stream itself, in the main process) to resume "
+                "mid-epoch; after set_epoch() the state is the next epoch's start"
+            )
         if not self._under_way:
             resume = self.upcoming()
             cursors = [resume.cursor(s) for s in range(max(1, len(resume.cursors)))]
@@ -286,6 +301,7 @@ class StreamProgress:
         self._pending = resume
         self.epoch = resume.epoch
         self._under_way = False
+        self._unknown = None
 
 
 def _checked_state(state: Any, planner: StreamPlanner) -> Resume:
@@ -340,6 +356,10 @@ def _checked_state(state: Any, planner: StreamPlanner) -> Resume:
             )
         block, shard, record, block_step, slot_step, done = (int(v) for v in row)
         cursors.append(SlotCursor(block, (shard, record), block_step, slot_step, bool(done)))
+    if steps == 0 and rotation == 0 and all(c == SlotCursor() for c in cursors):
+        # the start of an epoch (saved before its pass or after set_epoch) holds no slot's
+        # position: it loads under any num_workers
+        return Resume(epoch)
     return Resume(epoch, steps, rotation, tuple(cursors))
 
 

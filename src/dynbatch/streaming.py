@@ -20,9 +20,14 @@ NOTE [ a stream in blocks ]
     so the bucket edges need no estimate from the first samples: they are
     the in-memory planner's, on any corpus, and a block of 10,000 pads like
     an epoch of 10,000. What a block costs is one batch per bucket that the
-    block's end cut short. Memory is one block of samples and its plan,
+    block's end cut short: few where a block holds many batches, many where
+    a batch holds a sizable share of the block (short samples under a
+    quadratic budget: 7.4x the in-memory batches at 10,000; README,
+    measured). Memory is one block of samples and its plan,
     whatever the corpus's size. ``drop_last`` and ``equal_epochs`` need the
-    epoch's count before it is read, and are refused.
+    epoch's count before it is read, and are refused. With ``time_model``
+    a block is planned as the in-memory time split plans an epoch (NOTE
+    [ a stream at the step time ] in :mod:`dynbatch.stream_plan`).
 
 NOTE [ streams across ranks and workers ]
     Data-parallel training needs the same number of steps on every rank,
@@ -255,7 +260,14 @@ class StreamPlanner:
                 position, sample = pending
                 positions.append(position)
                 samples.append(sample)
-                values.append(measure(sample))
+                try:
+                    values.append(measure(sample))
+                except Exception as exc:  # the user's function: named by the sample's place
+                    where = self._where(position, epoch, slot, slots)
+                    raise InputError(
+                        f"length_fn raised {exc!r} on the sample at {where}: it must return the "
+                        f"sample's length (a whole number >= 1) for every sample"
+                    ) from exc
                 pending = next(records, None)
             end = pending[0] if pending is not None else _after(positions[-1])
             lengths = self._checked(values, positions, epoch, slot, slots)
@@ -358,11 +370,12 @@ class StreamPlanner:
             return
         first_step, mine = cursor.slot_step, worker // slots
         step = first_step
-        read = False
+        read = kept = 0  # records read (a stream without shards: the last block's end), blocks kept
         for block in self.blocks(epoch, slot, slots, cursor):
-            read = True
+            read = block.end[1]
             if not block.lengths.size:
                 continue
+            kept += 1
             sharded = self.plan(block, epoch, slot)
             skip = cursor.block_step if block.index == cursor.block else 0
             indices, offsets = sharded.for_rank(rank).lists()
@@ -393,7 +406,14 @@ class StreamPlanner:
                     members = indices[offsets[j] : offsets[j + 1]]
                     yield StreamBatch([block.samples[i] for i in members], info)
                 step += 1
-        if not read and cursor == SlotCursor() and not self.source.sharded:
+        if cursor == SlotCursor() and not self.source.sharded and not kept:
+            if read:  # every block emptied by oversize="skip"
+                raise InputError(
+                    f"all {read} samples of epoch {epoch} are over "
+                    f"max_cost={self.options.max_cost:g} alone, and oversize='skip' skipped "
+                    "every one: there is nothing to train on. Raise max_cost, truncate the "
+                    "samples, or pass oversize='alone' (each its own batch)"
+                )
             raise InputError(empty_epoch(self.source.describe(), epoch))
 
     def sequence(
@@ -415,8 +435,14 @@ class StreamPlanner:
             its = alive
 
 
-def empty_epoch(what: str, epoch: int) -> str:
-    """Why an epoch of a stream has nothing to train on."""
+def empty_epoch(what: str, epoch: int, options: PlanOptions | None = None) -> str:
+    """Why an epoch of a stream has nothing to train on (``options``: it may have skipped)."""
+    if options is not None and options.oversize == "skip":
+        return (
+            f"the source ({what}) yielded no batch in epoch {epoch}: it is empty, or "
+            f"oversize='skip' skipped every sample as over max_cost={options.max_cost:g} alone. "
+            "Raise max_cost, truncate the samples, or pass oversize='alone'"
+        )
     return f"the source ({what}) yielded no samples in epoch {epoch}: there is nothing to batch"
 
 
