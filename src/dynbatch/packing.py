@@ -28,9 +28,11 @@ NOTE [ packing windows ]
     part-filled rows only at its end, and those rows are carried into the next
     window (at most ``window`` of the roomiest, none whose room no sample can
     fill), whose longest samples fill them first. Then only the epoch's last
-    rows are part-filled. Without the carry, a window of 50 updates reaches
-    0.996 on ChnSentiCorp and one of 12, 0.992; the window is a count of
-    samples, so it scales with ``batch_size``. Windows are equal slices of
+    rows are part-filled. On ChnSentiCorp at 512 (B = 32) windows of 12, 50
+    and 100 updates reach 0.9962, 0.9973 and 0.9978, the last as much as
+    best-fit decreasing over the whole epoch (0.992 and 0.996 for 12 and 50
+    without the carry); the window is a count of samples, so it scales with
+    ``batch_size``. Windows are equal slices of
     the shuffled order (the last is not a remnant); ``window >= N`` is
     best-fit decreasing over the epoch.
 
