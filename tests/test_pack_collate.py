@@ -55,6 +55,9 @@ def test_the_collators_rows_are_the_plans_rows(args: dict[str, Any], causal: boo
             got = out["input_ids"][r][out["sample_ids"][r] >= 0]
             want = np.concatenate([samples[i]["input_ids"] for i in planned.tolist()])
             assert np.array_equal(got, want), "row r holds the planned samples, in order"
+        labels = [samples[i]["labels"] for i in batch.tolist()]
+        packed_loss = int((out["labels"][:, 1:] != -100).sum())
+        assert packed_loss == dynbatch.loss_token_counts(labels).sum(), "the same loss tokens"
         mask = out["attention_mask"]
         assert mask.any(axis=-1).all(), "every token attends to something (no NaN softmax)"
         dense = dense_from_startend(out["attn_mask_startend_row_indices"], causal)

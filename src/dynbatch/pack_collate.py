@@ -19,8 +19,9 @@ NOTE [ one sample, alone in its row ]
       at every sample's first position (alone, the shift drops it anyway), and
       on fill. With ``shift=False`` (paddlenlp's own causal-LM data, whose
       labels each sample already moved left by one) the labels are kept as
-      given, fill aside. The loss tokens of a packed row are then exactly those
-      of its samples alone.
+      given, fill aside (paddlenlp 3.0.0b4's ``Qwen2PretrainingCriterion``
+      does not shift: its data is of that kind). The loss tokens of a packed
+      row are then exactly those of its samples alone.
     * **FlashMask**: ``attn_mask_startend_row_indices`` is FlashMask's column
       form of the same mask (``paddle.nn.functional.flashmask_attention``),
       int32: causal ``[R, 1, P, 1]``, for key column ``k`` the row where its
