@@ -43,9 +43,9 @@ NOTE [ packing windows ]
     about a second on an idle core.
 
 NOTE [ rows by next-fit ]
-    A micro-batch's samples are emitted row by row, each row's samples longest
-    first. :class:`~dynbatch.PackCollator` sees only samples: it packs them by
-    next-fit in the order given (a new row when the next sample does not fit
+    A micro-batch's samples are emitted row by row, each row's samples in the
+    order they were placed. :class:`~dynbatch.PackCollator` sees only samples:
+    it packs them by next-fit in the order given (a new row when the next sample does not fit
     the current one). Next-fit over consecutive groups that each fit a row
     never makes more rows than groups (a row started inside a group holds the
     rest of that group), but it may move the head of a group into the room the
@@ -308,7 +308,7 @@ def _best_fit_windows(
 ) -> tuple[Indices, Indices]:
     """Rows of best-fit decreasing per window of ``order``: ``(indices, offsets)``.
 
-    A row's samples are longest first.
+    A row's samples are in the order placed: longest first within each window.
     """
     n = order.size
     if n == 0:
@@ -354,7 +354,7 @@ def _best_fit_windows(
             if room:
                 ins(rooms, room * big + row)
     row_of = np.repeat(np.asarray(row_ids, dtype=np.int64), row_counts)
-    by_row = np.argsort(row_of, kind="stable")  # stable: longest first within a row
+    by_row = np.argsort(row_of, kind="stable")  # stable: in the order placed
     offsets = np.searchsorted(row_of[by_row], np.arange(n_rows + 1))
     return items[by_row], offsets.astype(np.int64)
 
