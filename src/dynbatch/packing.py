@@ -330,7 +330,8 @@ def _best_fit_windows(
     put_row, put_count = row_ids.append, row_counts.append
     n_rows = 0
     rooms: list[int] = []
-    floor = int(lens.min()) * big
+    shortest = int(lens.min())  # a room below it can never be filled
+    floor = shortest * big
     for length, m, fresh in zip(
         sl[starts].tolist(), runs.tolist(), new_window.tolist(), strict=True
     ):
@@ -351,7 +352,7 @@ def _best_fit_windows(
             room -= k * length
             put_row(row)
             put_count(k)
-            if room:
+            if room >= shortest:
                 ins(rooms, room * big + row)
     row_of = np.repeat(np.asarray(row_ids, dtype=np.int64), row_counts)
     by_row = np.argsort(row_of, kind="stable")  # stable: in the order placed
