@@ -51,3 +51,30 @@ def planner_args(draw: st.DrawFn) -> dict[str, object]:
         "batch_size_multiple": multiple,
         "pad_to_multiple_of": pad,
     }
+
+
+@st.composite
+def pack_args(draw: st.DrawFn) -> dict[str, object]:
+    """Keyword arguments for ``dynbatch.packing.plan_packs``; oversize samples only when allowed."""
+    lens = draw(lengths(max_size=400, max_len=700))
+    oversize = draw(st.sampled_from(["error", "skip", "alone"]))
+    longest = int(lens.max())
+    low = longest if oversize == "error" else max(1, min(longest, int(np.median(lens))))
+    pack_len = draw(st.integers(low, max(low, 2 * longest)))
+    if oversize == "skip" and (lens <= pack_len).sum() == 0:
+        pack_len = longest
+    unit = draw(st.sampled_from(["samples", "tokens"]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    loss = np.random.default_rng(seed).integers(0, lens + 1) if unit == "tokens" else None
+    return {
+        "lengths": lens,
+        "pack_len": pack_len,
+        "batch_size": draw(st.integers(1, 64)),
+        "loss_tokens": loss,
+        "update_unit": unit,
+        "window": draw(st.none() | st.integers(1, 500)),
+        "max_rows": draw(st.none() | st.integers(1, 8)),
+        "oversize": oversize,
+        "seed": draw(st.integers(0, 2**31)),
+        "epoch": draw(st.integers(0, 50)),
+    }

@@ -115,6 +115,9 @@ def test_planning_and_stats_import_no_paddle(tmp_path: Path) -> None:
         dynbatch.plan_stats([5, 3, 9, 2], plan, cost="linear", max_cost=200)
         dynbatch.shard_plan(plan, [5, 3, 9, 2], 2, max_cost=200, cost="linear")
         dynbatch.Pad()([[1, 2], [3]])
+        packs = dynbatch.plan_packs([5, 3, 9, 2], 12, batch_size=2)
+        dynbatch.PackCollator(12)([[1] * 5, [2] * 3])
+        assert sorted(i for b in packs for i in b) == [0, 1, 2, 3]
         from dynbatch.epochs import Epochs
 
         epochs = Epochs([5, 3, 9, 2], dynbatch.PlanOptions(max_cost=10, cost="linear"), 2)

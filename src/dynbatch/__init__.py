@@ -27,6 +27,8 @@ from .memory import (
     preflight,
 )
 from .options import PlanOptions
+from .pack_collate import PackCollator
+from .packing import PackPlan, plan_packs
 from .plan import Plan
 from .planning import find_oversize, plan_batches
 from .recipes import fill_device, like_fixed
@@ -62,6 +64,8 @@ __all__ = [
     "MemoryBudgetError",
     "MemoryCost",
     "MixedCost",
+    "PackCollator",
+    "PackPlan",
     "Pad",
     "Pass",
     "Plan",
@@ -87,6 +91,7 @@ __all__ = [
     "memory_target",
     "plan_batches",
     "plan_epoch",
+    "plan_packs",
     "plan_stats",
     "preflight",
     "read_jsonl",

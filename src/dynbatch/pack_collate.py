@@ -1,0 +1,237 @@
+"""A collator that packs one micro-batch's samples into rows: numpy only.
+
+NOTE [ one sample, alone in its row ]
+    A packed row holds several samples, and each must be trained as if alone:
+
+    * **attention**: ``attention_mask[r, q, k]`` is True only when tokens ``q``
+      and ``k`` belong to the same sample (and ``k <= q`` for a decoder).
+      paddlenlp's causal LMs (``Qwen2ForCausalLM``, ``LlamaForCausalLM``) take
+      the bool ``[R, P, P]`` mask as it is (a 3-D mask is used as given, with
+      no causal mask added: so it is causal here); BERT takes an additive
+      ``[R, 1, P, P]`` one, :func:`additive_mask`. A fill token attends to
+      itself only: a row of the softmax with nothing to attend to would be NaN.
+    * **positions**: ``position_ids`` restart at 0 at each sample, as the
+      sample alone would see them (transformers #47496).
+    * **labels**: the labels line up with ``input_ids`` (Hugging Face's
+      convention, ``dynbatch.token_loss(shift=True)``): the logits at ``t``
+      predict the label at ``t + 1``, so a sample's first label would be
+      predicted from the previous sample's last token. It is ``ignore_index``
+      at every sample's first position (alone, the shift drops it anyway), and
+      on fill. With ``shift=False`` (paddlenlp's own causal-LM data, whose
+      labels each sample already moved left by one) the labels are kept as
+      given, fill aside (paddlenlp 3.0.0b4's ``Qwen2PretrainingCriterion``
+      does not shift: its data is of that kind). The loss tokens of a packed
+      row are then exactly those of its samples alone.
+    * **FlashMask**: ``attn_mask_startend_row_indices`` is FlashMask's column
+      form of the same mask (``paddle.nn.functional.flashmask_attention``),
+      int32: causal ``[R, 1, P, 1]``, for key column ``k`` the row where its
+      masking starts (the end of ``k``'s sample: rows below it are another
+      sample's); bidirectional ``[R, 1, P, 2]``, the end and the start of
+      ``k``'s sample (rows above the start are masked too). A fill column
+      ``k`` holds ``k + 1`` (and ``k``): fill attends to itself. FlashMask runs
+      on a GPU only (float16/bfloat16), so this form is built and checked
+      against the dense mask on the CPU, not run there.
+
+    The rows are next-fit of the samples in the order given (a new row when
+    the next sample does not fit), which is how :func:`dynbatch.plan_packs`
+    defines its rows: the collator's rows are the plan's rows.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._checks import InputError, InputTypeError, check_bool, check_int
+from .packing import next_fit_rows
+
+__all__ = ["PackCollator", "additive_mask"]
+
+
+class PackCollator:
+    """Pack one micro-batch's samples into rows of ``pack_len`` tokens.
+
+    Called on a list of samples (dicts with ``input_ids`` and optional
+    ``labels``, ``token_type_ids``; tuples ``(input_ids, labels)``; or bare
+    id sequences), it returns a dict of numpy arrays (``R`` rows of width
+    ``P = pack_len``, or the longest sample's length if that is more):
+
+    * ``input_ids``, ``labels``, ``position_ids``, ``token_type_ids``: ``[R, P]``
+      int64 (NOTE [ one sample, alone in its row ]);
+    * ``attention_mask``: ``[R, P, P]`` bool, True where a token may attend;
+    * ``attn_mask_startend_row_indices``: FlashMask's form, int32;
+    * ``sample_starts``: ``[R, S]`` int64, each row's sample starts (a
+      sample's first token: ``[CLS]`` for an encoder that pools it), -1 past
+      the row's last sample; ``sample_ids`` ``[R, P]``: each token's sample
+      within its row, -1 on fill.
+
+    >>> out = PackCollator(6)([{"input_ids": [5, 6, 7]}, {"input_ids": [8, 9]}, [4, 4]])
+    >>> out["input_ids"].tolist(), out["position_ids"].tolist()
+    ([[5, 6, 7, 8, 9, 0], [4, 4, 0, 0, 0, 0]], [[0, 1, 2, 0, 1, 0], [0, 1, 0, 0, 0, 0]])
+    >>> out["labels"].tolist()[0], out["sample_starts"].tolist()
+    ([-100, 6, 7, -100, 9, -100], [[0, 3], [0, -1]])
+    >>> out["attention_mask"][0].astype(int).tolist()[3:]
+    [[0, 0, 0, 1, 0, 0], [0, 0, 0, 1, 1, 0], [0, 0, 0, 0, 0, 1]]
+    """
+
+    def __init__(
+        self,
+        pack_len: int,
+        *,
+        causal: bool = True,
+        pad_val: int = 0,
+        ignore_index: int = -100,
+        shift: bool = True,
+        return_mask: bool = True,
+        return_startend: bool = True,
+    ) -> None:
+        self.pack_len = check_int("pack_len", pack_len, minimum=1)
+        self.causal = check_bool("causal", causal)
+        self.pad_val = _check_label("pad_val", pad_val)
+        self.ignore_index = _check_label("ignore_index", ignore_index)
+        self.shift = check_bool("shift", shift)
+        self.return_mask = check_bool("return_mask", return_mask)
+        self.return_startend = check_bool("return_startend", return_startend)
+
+    def __repr__(self) -> str:
+        return (
+            f"PackCollator(pack_len={self.pack_len}, causal={self.causal}, "
+            f"shift={self.shift}, ignore_index={self.ignore_index})"
+        )
+
+    def __call__(self, samples: Sequence[Any]) -> dict[str, NDArray[Any]]:
+        if isinstance(samples, (str, bytes, Mapping)) or not isinstance(samples, Sequence):
+            raise InputTypeError(
+                f"PackCollator takes the list of one micro-batch's samples, got {samples!r:.80}"
+            )
+        if len(samples) == 0:
+            raise InputError("PackCollator got an empty micro-batch: nothing to pack")
+        ids, labels, types = zip(*(_fields(s, k) for k, s in enumerate(samples)), strict=True)
+        lens = np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids))
+        offsets = next_fit_rows(lens, self.pack_len)
+        n_rows, width = offsets.size - 1, max(self.pack_len, int(lens.max()))
+        row_of = np.repeat(np.arange(n_rows), np.diff(offsets))
+        # each sample's first column in its row
+        ends = np.cumsum(lens)
+        col = ends - lens - (ends - lens)[offsets[row_of]]
+        out_ids = np.full((n_rows, width), self.pad_val, dtype=np.int64)
+        out_labels = np.full((n_rows, width), self.ignore_index, dtype=np.int64)
+        out_pos = np.zeros((n_rows, width), dtype=np.int64)
+        out_types = np.zeros((n_rows, width), dtype=np.int64)
+        sample_ids = np.full((n_rows, width), -1, dtype=np.int64)
+        per_row = np.diff(offsets)
+        starts = np.full((n_rows, int(per_row.max())), -1, dtype=np.int64)
+        for k in range(lens.size):
+            r, c, n = int(row_of[k]), int(col[k]), int(lens[k])
+            out_ids[r, c : c + n] = ids[k]
+            lab = ids[k] if labels[k] is None else labels[k]
+            out_labels[r, c : c + n] = lab
+            if self.shift:
+                out_labels[r, c] = self.ignore_index
+            out_pos[r, c : c + n] = np.arange(n)
+            if types[k] is not None:
+                out_types[r, c : c + n] = types[k]
+            sample_ids[r, c : c + n] = k - offsets[r]
+            starts[r, k - offsets[r]] = c
+        out = {
+            "input_ids": out_ids,
+            "labels": out_labels,
+            "position_ids": out_pos,
+            "token_type_ids": out_types,
+            "sample_starts": starts,
+            "sample_ids": sample_ids,
+        }
+        seq = np.arange(width)
+        # a fill token is a sample of its own, alone: it attends to itself
+        owner = np.where(sample_ids >= 0, sample_ids, width + seq)
+        if self.return_mask:
+            mask = owner[:, :, None] == owner[:, None, :]
+            if self.causal:
+                mask &= seq[None, :, None] >= seq[None, None, :]
+            out["attention_mask"] = mask
+        if self.return_startend:
+            out["attn_mask_startend_row_indices"] = self._startend(owner, seq)
+        return out
+
+    def _startend(self, owner: NDArray[Any], seq: NDArray[Any]) -> NDArray[Any]:
+        """FlashMask's columns: each column's sample end (and start), fill alone."""
+        new = np.ones_like(owner, dtype=bool)
+        new[:, 1:] = owner[:, 1:] != owner[:, :-1]
+        start = np.maximum.accumulate(np.where(new, seq[None, :], 0), axis=1)
+        last = np.ones_like(new)
+        last[:, :-1] = new[:, 1:]
+        rev = np.where(last, seq[None, :] + 1, owner.shape[1])[:, ::-1]
+        end = np.minimum.accumulate(rev, axis=1)[:, ::-1]
+        cols = [end] if self.causal else [end, start]
+        out: NDArray[Any] = np.stack(cols, axis=-1)[:, None].astype(np.int32)
+        return out
+
+
+def additive_mask(mask: Any, dtype: Any = np.float32, neg: float = -1e4) -> NDArray[Any]:
+    """A bool ``[R, P, P]`` mask as BERT's additive ``[R, 1, P, P]``: 0 to attend, ``neg`` not.
+
+    >>> additive_mask(np.array([[[True, False], [False, True]]])).tolist()
+    [[[[0.0, -10000.0], [-10000.0, 0.0]]]]
+    """
+    arr = np.asarray(mask)
+    if arr.dtype != np.bool_ or arr.ndim != 3 or arr.shape[1] != arr.shape[2]:
+        raise InputTypeError(
+            f"mask must be a bool array [rows, P, P] (PackCollator's attention_mask), got "
+            f"dtype {arr.dtype} and shape {arr.shape}"
+        )
+    out: NDArray[Any] = np.where(arr, 0.0, neg).astype(dtype)[:, None]
+    return out
+
+
+def _check_label(name: str, value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise InputTypeError(f"{name} must be an integer token id or label, got {name}={value!r}")
+    return int(value)
+
+
+def _ids(value: Any, what: str) -> NDArray[np.int64]:
+    arr = np.asarray(value)
+    if arr.ndim != 1 or arr.size == 0:
+        raise InputError(f"{what} must be a non-empty 1-D sequence of token ids, got {value!r:.80}")
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise InputTypeError(f"{what} must hold integer token ids, got dtype {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+def _fields(
+    sample: Any, k: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64] | None, NDArray[np.int64] | None]:
+    """``(input_ids, labels or None, token_type_ids or None)`` of one sample."""
+    if isinstance(sample, Mapping):
+        if "input_ids" not in sample:
+            raise InputError(
+                f"samples[{k}] has no input_ids: a dict sample needs input_ids (and may have "
+                f"labels, token_type_ids), got keys {sorted(sample)}"
+            )
+        parts = [sample["input_ids"], sample.get("labels"), sample.get("token_type_ids")]
+    elif isinstance(sample, (tuple, list)) and sample and not isinstance(sample[0], numbers.Number):
+        if len(sample) > 2:
+            raise InputError(
+                f"samples[{k}] must be (input_ids,) or (input_ids, labels), got {len(sample)} parts"
+            )
+        parts = [sample[0], sample[1] if len(sample) == 2 else None, None]
+    else:
+        parts = [sample, None, None]
+    ids = _ids(parts[0], f"samples[{k}] input_ids")
+    out: list[NDArray[np.int64] | None] = [ids]
+    for name, value in (("labels", parts[1]), ("token_type_ids", parts[2])):
+        if value is None:
+            out.append(None)
+            continue
+        arr = np.asarray(value)
+        if arr.shape != ids.shape or not np.issubdtype(arr.dtype, np.integer):
+            raise InputError(
+                f"samples[{k}] {name} must be integers of input_ids' length {ids.size}, got "
+                f"{value!r:.80}"
+            )
+        out.append(arr.astype(np.int64, copy=False))
+    return ids, out[1], out[2]

@@ -1,0 +1,122 @@
+"""PackCollator: rows as the plan's, each sample alone in its row (numpy only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import pack_args
+
+import dynbatch
+from dynbatch.pack_collate import PackCollator, additive_mask
+from dynbatch.packing import plan_packs
+
+
+def samples_of(lens: Any, seed: int = 0) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in np.asarray(lens).tolist():
+        ids = rng.integers(1, 1000, n)
+        labels = np.where(rng.random(n) < 0.3, -100, ids)
+        out.append({"input_ids": ids, "labels": labels, "token_type_ids": rng.integers(0, 2, n)})
+    return out
+
+
+def dense_from_startend(startend: Any, causal: bool) -> Any:
+    """FlashMask's columns as the dense mask they mean (paddle's flashmask_attention docs)."""
+    rows = np.arange(startend.shape[2])[None, :, None]  # [1, q, 1]
+    down = startend[:, 0, :, 0][:, None, :]  # [R, 1, k]: rows >= it are masked
+    keep = rows < down
+    if causal:
+        keep &= rows >= np.arange(startend.shape[2])[None, None, :]
+    else:
+        keep &= rows >= startend[:, 0, :, 1][:, None, :]  # rows above the start masked
+    return keep
+
+
+@settings(max_examples=80, deadline=None)
+@given(pack_args(), st.booleans())
+def test_the_collators_rows_are_the_plans_rows(args: dict[str, Any], causal: bool) -> None:
+    args["lengths"] = args["lengths"][:120]
+    args["loss_tokens"] = None if args["loss_tokens"] is None else args["loss_tokens"][:120]
+    plan = plan_packs(**args)
+    samples = samples_of(args["lengths"])
+    collate = PackCollator(args["pack_len"], causal=causal)
+    rows = plan.rows
+    for m, batch in enumerate(plan):
+        out = collate([samples[i] for i in batch.tolist()])
+        first = int(plan.micro_row_offsets[m])
+        assert out["input_ids"].shape[0] == plan.rows_per_micro_batch[m], "R as planned"
+        for r in range(out["input_ids"].shape[0]):
+            planned = rows[first + r]
+            got = out["input_ids"][r][out["sample_ids"][r] >= 0]
+            want = np.concatenate([samples[i]["input_ids"] for i in planned.tolist()])
+            assert np.array_equal(got, want), "row r holds the planned samples, in order"
+        labels = [samples[i]["labels"] for i in batch.tolist()]
+        packed_loss = int((out["labels"][:, 1:] != -100).sum())
+        assert packed_loss == dynbatch.loss_token_counts(labels).sum(), "the same loss tokens"
+        mask = out["attention_mask"]
+        assert mask.any(axis=-1).all(), "every token attends to something (no NaN softmax)"
+        dense = dense_from_startend(out["attn_mask_startend_row_indices"], causal)
+        assert np.array_equal(dense, mask), "FlashMask's columns mean the dense mask"
+
+
+def test_each_sample_sees_only_itself_from_position_zero() -> None:
+    samples = samples_of([4, 3, 5, 2], seed=1)
+    out = PackCollator(8, causal=False)(samples)
+    sid, pos = out["sample_ids"], out["position_ids"]
+    assert out["input_ids"].shape == (2, 8) and out["attention_mask"].shape == (2, 8, 8)
+    for r in range(2):
+        for k in range(sid[r].max() + 1):
+            cols = np.flatnonzero(sid[r] == k)
+            assert pos[r, cols].tolist() == list(range(cols.size)), "positions restart"
+            block = out["attention_mask"][r][np.ix_(cols, cols)]
+            assert block.all(), "an encoder's sample sees all of itself"
+            assert out["attention_mask"][r][cols].sum() == cols.size * cols.size, "and no more"
+    assert out["sample_starts"].tolist() == [[0, 4], [0, 5]], "where each [CLS] is"
+
+
+def test_labels_hide_each_samples_first_token_and_the_fill() -> None:
+    samples = [{"input_ids": [1, 2, 3], "labels": [1, 2, 3]}, ([4, 5], [-100, 5])]
+    out = PackCollator(6)(samples)
+    assert out["labels"].tolist() == [[-100, 2, 3, -100, 5, -100]]
+    kept = PackCollator(6, shift=False)(samples)  # labels already moved left by one per sample
+    assert kept["labels"].tolist() == [[1, 2, 3, -100, 5, -100]]
+    assert PackCollator(6)([[7, 8]])["labels"].tolist() == [[-100, 8, -100, -100, -100, -100]]
+
+
+def test_token_types_pass_through_and_fill_is_pad_val() -> None:
+    out = PackCollator(5, pad_val=9)([{"input_ids": [1, 2], "token_type_ids": [0, 1]}])
+    assert out["token_type_ids"].tolist() == [[0, 1, 0, 0, 0]]
+    assert out["input_ids"].tolist() == [[1, 2, 9, 9, 9]]
+
+
+def test_an_oversize_sample_is_a_wider_row_of_its_own() -> None:
+    out = PackCollator(4)([[1, 2, 3, 4, 5, 6]])
+    assert out["input_ids"].shape == (1, 6) and out["attention_mask"].shape == (1, 6, 6)
+
+
+def test_the_additive_mask_is_berts() -> None:
+    mask = PackCollator(4, causal=False)([[1, 2], [3]])["attention_mask"]
+    add = additive_mask(mask)
+    assert add.shape == (1, 1, 4, 4) and add.dtype == np.float32
+    assert np.array_equal(add[:, 0] == 0, mask)
+
+
+def test_bad_samples_are_named() -> None:
+    collate = PackCollator(8)
+    with pytest.raises(dynbatch.InputError, match="empty micro-batch"):
+        collate([])
+    with pytest.raises(dynbatch.InputError, match=r"samples\[1\] has no input_ids"):
+        collate([[1], {"ids": [2]}])
+    with pytest.raises(dynbatch.InputError, match=r"samples\[0\] labels must be integers"):
+        collate([{"input_ids": [1, 2], "labels": [1]}])
+    with pytest.raises(dynbatch.InputTypeError, match=r"samples\[0\] input_ids must hold integer"):
+        collate([[[0.5, 1.5]]])
+    with pytest.raises(dynbatch.InputTypeError, match="pack_len must be an integer >= 1"):
+        PackCollator(0.5)  # type: ignore[arg-type]
+    with pytest.raises(dynbatch.InputTypeError, match="list of one micro-batch"):
+        collate({"input_ids": [1]})  # type: ignore[arg-type]
