@@ -458,6 +458,25 @@ def test_the_probe_leaves_the_random_stream_as_it_found_it(tmp_path: Path) -> No
     assert np.array_equal(draws[0], draws[1]), "the same draws after the probe as without it"
 
 
+def test_the_probe_leaves_paddles_names_as_it_found_them(tmp_path: Path) -> None:
+    """paddle names an optimizer's accumulators by a process-wide counter, and a checkpoint
+    keeps those names: a probe whose own optimizer moved it saved ``..._moment1_1`` where a
+    resumed run, which reads the step time back, looked for ``..._moment1_0`` (its resume
+    failed with "Optimizer set error"). Each run here starts from fresh names, as a process
+    does."""
+    from paddle.utils import unique_name
+
+    ds = Reviews(40)
+    names = []
+    for out, time_model in ((tmp_path / "probed", "measure"), (tmp_path / "given", "0.01,0,0")):
+        with unique_name.guard():
+            trainer = recipe_trainer(out, ds, make_args(out), time_model=time_model)
+            first = trainer.model.parameters()[0].name
+            names.append(unique_name.generate(f"{first}_moment1"))
+    assert (tmp_path / "probed" / integration.probe.TIME_MODEL_FILE).exists(), "precondition"
+    assert names[0] == names[1], "the optimizer's accumulators get the names a resume expects"
+
+
 def test_the_probe_takes_the_batches_training_takes(tmp_path: Path) -> None:
     """A collator's list field (the DataLoader passes it on as a list) trains, so it probes;
     one that returns no dict is refused as training refuses it, not with an AttributeError."""
