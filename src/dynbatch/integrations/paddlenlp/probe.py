@@ -10,7 +10,12 @@ NOTE [ the Trainer measures the step time ]
     made from the longest training samples, tiled or cut to each probed shape,
     and fits ``c + n·L·(a + b·L)`` with its error. The weights and paddle's
     random state are put back afterwards, so a run that probes draws the
-    dropout masks of one that reads the step time back. Every rank probes
+    dropout masks of one that reads the step time back. The probe's optimizer
+    takes its accumulators' names in a scope of its own
+    (``paddle.utils.unique_name.guard``): paddle numbers them by a
+    process-wide counter and a checkpoint keeps them, so a probe that moved it
+    saved names a resumed run, which reads the step time back and does not
+    probe, would not find. Every rank probes
     and the ranks average the coefficients, so all plan alike. The model is
     written to ``output_dir`` and read back by a later Trainer of the same
     ``output_dir`` (a resume plans the same batches); ``time_model=None``
@@ -103,7 +108,6 @@ def measure_time_model(
         {(n, max(1, top // d)) for d in (4, 1) for n in (1, max(1, batch_size // 2), batch_size)}
     )
     net = trainer.model
-    optimizer = paddle.optimizer.AdamW(learning_rate=0.0, parameters=net.parameters())
     device = str(paddle.device.get_device())
 
     def step(n: int, length: int) -> None:
@@ -126,9 +130,11 @@ def measure_time_model(
     start = time.perf_counter()
     random_state = paddle.get_rng_state()  # dropout draws: training's stream stays the seed's
     try:
-        runs = measure(
-            step, shapes * 2, counter=check_counter(None), restore=[net], warmup=shapes[0]
-        )
+        with paddle.utils.unique_name.guard():  # training's optimizer keeps its names
+            optimizer = paddle.optimizer.AdamW(learning_rate=0.0, parameters=net.parameters())
+            runs = measure(
+                step, shapes * 2, counter=check_counter(None), restore=[net], warmup=shapes[0]
+            )
     finally:
         paddle.set_rng_state(random_state)
     # each shape's faster run (the first may pay once-per-shape costs, kernel selection); a
