@@ -209,10 +209,9 @@ def test_killed_twice_at_random_steps_the_defaults_resume_to_the_same_samples_an
     assert starts == [0, save * ((first - 1) // save), starts[-1]], (
         f"{where}: each run resumed from the newest checkpoint before the kill"
     )
-    trained = [
-        i for run, stop in zip(runs, starts[1:]) for w in run["batches"][: stop - run["start"]]
-        for i in w
-    ]  # fmt: skip
+    stops = zip(runs, starts[1:], strict=True)
+    saved = [run["batches"][: stop - run["start"]] for run, stop in stops]  # by checkpoints
+    trained = [i for batches in saved for window in batches for i in window]
     assert trained + resumed["batches"] == full["batches"], (
         f"{where}: the batches kept by the checkpoints, then the resumed run's, are the "
         "uninterrupted run's"

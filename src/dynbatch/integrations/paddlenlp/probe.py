@@ -35,13 +35,15 @@ import paddle
 from numpy.typing import NDArray
 from paddlenlp.utils.log import logger
 
+from ..._checks import InputError
+from ..._files import write_text_atomic
 from ...memory.counters import check_counter
 from ...memory.fit import fit_polynomial
 from ...memory.probe import measure
 from ...timing import StepTimeModel, check_time_model
 from .run import check_fields, split_batch
 
-__all__ = ["TIME_MODEL_FILE", "measure_time_model", "probe_batch"]
+__all__ = ["TIME_MODEL_FILE", "measure_time_model", "probe_batch", "read_time_model"]
 
 #: Where the measured step time is kept in ``output_dir``.
 TIME_MODEL_FILE = "dynbatch_time_model.json"
@@ -93,8 +95,7 @@ def measure_time_model(
     """The step time of ``trainer``'s model on its device (NOTE [ the Trainer measures ... ])."""
     path = os.path.join(trainer.args.output_dir, TIME_MODEL_FILE)
     if _on_every_rank(trainer, os.path.isfile(path)):  # else every rank probes: none waits
-        with open(path, encoding="utf-8") as f:
-            model = check_time_model(json.load(f), f"{path}'s time model")
+        model = read_time_model(path)
         if model is not None:
             logger.info(f"dynbatch: step time read from {path}: {model}")
             return model
@@ -169,8 +170,22 @@ def measure_time_model(
     logger.info(
         f"dynbatch: step time measured on {device} in {took:.1f} s ({len(runs)} steps): {model}"
     )
-    if trainer.args.should_save:
+    if trainer.args.should_save:  # NOTE [ atomic writes ]: a killed run leaves none or all
         os.makedirs(trainer.args.output_dir, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump({"c": c, "a": a, "b": b, "error": error}, f)
+        write_text_atomic(path, json.dumps({"c": c, "a": a, "b": b, "error": error}))
     return model
+
+
+def read_time_model(path: str) -> StepTimeModel | None:
+    """The step time kept at ``path``, checked; a torn or garbled file is named, not half-read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise InputError(f"a JSON object with c, a, b and error, got {data!r}")
+        return check_time_model(data, f"{path}'s time model")
+    except (ValueError, OSError) as exc:  # InputError is a ValueError
+        raise InputError(
+            f"{path} is not a step time this Trainer kept ({exc}): delete it to measure the "
+            "step time again, or pass time_model= (an object, 'c,a,b' or None)"
+        ) from None
