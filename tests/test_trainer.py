@@ -540,6 +540,36 @@ def test_the_probe_leaves_paddles_names_as_it_found_them(tmp_path: Path) -> None
     assert names[0] == names[1], "the optimizer's accumulators get the names a resume expects"
 
 
+def test_the_log_says_once_which_split_the_step_time_chose_and_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user whose updates stay whole (or are cut) learns why from the log: the step time and
+    the predicted epoch of each split, at info level, once."""
+    import logging
+
+    from dynbatch.timing import check_time_model
+
+    ds = Reviews(80)
+    for i, time_model in enumerate(("0.05,0,0", "0,1e-5,1e-6")):  # a fixed cost a step; none
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            args = make_args(tmp_path / str(i))
+            trainer = recipe_trainer(tmp_path, ds, args, time_model=time_model)
+        lines = [r.getMessage() for r in caplog.records if " s an epoch " in r.getMessage()]
+        assert len(lines) == 1, lines
+        assert lines[0].startswith(f"dynbatch: step time {check_time_model(time_model)}: ")
+        plan = trainer.train_sampler.epoch_plan(0)
+        updates = len(plan.window_ends)
+        assert f"{plan.num_steps} micro-batch(es) a rank for {updates} update(s)" in lines[0]
+        if trainer.options.time_model is None:
+            assert "planning the padding-free split: predicted" in lines[0]
+        else:
+            assert "planning whole updates cut at the step time: predicted" in lines[0]
+            assert "s for the padding-free split" in lines[0]
+        if i == 0:  # every cut costs a whole step: none pays
+            assert plan.num_steps == updates and "each update whole" in lines[0], lines[0]
+
+
 def test_a_torn_kept_step_time_is_named_never_half_read(tmp_path: Path) -> None:
     """NOTE [ atomic writes ]: the step time kept in output_dir, cut short or garbled, is an
     InputError naming the file and saying to delete it to measure again."""

@@ -37,13 +37,22 @@ from paddlenlp.utils.log import logger
 
 from ..._checks import InputError
 from ..._files import write_text_atomic
+from ...epochs import plan_epoch
 from ...memory.counters import check_counter
 from ...memory.fit import fit_polynomial
 from ...memory.probe import measure
-from ...timing import StepTimeModel, check_time_model
+from ...options import PlanOptions
+from ...recipes import like_fixed
+from ...timing import StepTimeModel, check_time_model, epoch_seconds
 from .run import check_fields, split_batch
 
-__all__ = ["TIME_MODEL_FILE", "measure_time_model", "probe_batch", "read_time_model"]
+__all__ = [
+    "TIME_MODEL_FILE",
+    "measure_time_model",
+    "probe_batch",
+    "read_time_model",
+    "split_reason",
+]
 
 #: Where the measured step time is kept in ``output_dir``.
 TIME_MODEL_FILE = "dynbatch_time_model.json"
@@ -189,3 +198,36 @@ def read_time_model(path: str) -> StepTimeModel | None:
             f"{path} is not a step time this Trainer kept ({exc}): delete it to measure the "
             "step time again, or pass time_model= (an object, 'c,a,b' or None)"
         ) from None
+
+
+def split_reason(sampler: Any, time_model: Any, recipe: Mapping[str, Any]) -> str:
+    """One line for the log: the split the step time chose for the recipe, and why.
+
+    ``sampler`` plans the recipe ``like_fixed(lengths, **recipe, time_model=time_model)``;
+    the line gives the step time, the micro-batches and updates of epoch 0, and its predicted
+    seconds against those of the padding-free split (the recipe without a step time).
+    """
+    model = check_time_model(time_model)
+    lengths, tokens, replicas = sampler.lengths, sampler.loss_tokens, sampler.num_replicas
+
+    def seconds(options: PlanOptions) -> float:
+        plan = plan_epoch(lengths, options, 0, replicas, loss_tokens=tokens)
+        return epoch_seconds(plan, lengths, model, options.pad_to_multiple_of)
+
+    chosen = sampler.options
+    padding_free = like_fixed(lengths, num_replicas=replicas, loss_tokens=tokens, **recipe)
+    plan = sampler.epoch_plan(0)
+    updates = plan.num_steps if plan.window_ends is None else len(plan.window_ends)
+    shape = f"{plan.num_steps} micro-batch(es) a rank for {updates} update(s) in epoch 0"
+    if chosen == padding_free:
+        return (
+            f"dynbatch: step time {model}: planning the padding-free split: predicted "
+            f"{seconds(chosen):.3g} s an epoch ({shape}); cutting whole updates at the step "
+            "time was predicted no faster"
+        )
+    whole = ", each update whole" if plan.num_steps == updates else ""
+    return (
+        f"dynbatch: step time {model}: planning whole updates cut at the step time: predicted "
+        f"{seconds(chosen):.3g} s an epoch ({shape}{whole}), against "
+        f"{seconds(padding_free):.3g} s for the padding-free split"
+    )
