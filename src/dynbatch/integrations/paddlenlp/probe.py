@@ -215,17 +215,17 @@ def split_reason(sampler: Any, time_model: Any, recipe: Mapping[str, Any]) -> st
         return epoch_seconds(plan, lengths, model, options.pad_to_multiple_of)
 
     chosen = sampler.options
-    padding_free = like_fixed(lengths, num_replicas=replicas, loss_tokens=tokens, **recipe)
     plan = sampler.epoch_plan(0)
     updates = plan.num_steps if plan.window_ends is None else len(plan.window_ends)
     shape = f"{plan.num_steps} micro-batch(es) a rank for {updates} update(s) in epoch 0"
-    if chosen == padding_free:
+    if chosen.time_model is None:  # like_fixed kept the padding-free split
         return (
             f"dynbatch: step time {model}: planning the padding-free split: predicted "
             f"{seconds(chosen):.3g} s an epoch ({shape}); cutting whole updates at the step "
             "time was predicted no faster"
         )
     whole = ", each update whole" if plan.num_steps == updates else ""
+    padding_free = like_fixed(lengths, num_replicas=replicas, loss_tokens=tokens, **recipe)
     return (
         f"dynbatch: step time {model}: planning whole updates cut at the step time: predicted "
         f"{seconds(chosen):.3g} s an epoch ({shape}{whole}), against "
