@@ -129,6 +129,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--vocab-size", type=int, default=1000, help="characters and specials")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (AdamW)")
     p.add_argument("--seed", type=int, default=0, help="split, weights and order")
+    p.add_argument(
+        "--time-model",
+        dest="step_time",  # not a PlanOptions field: the recipe's, given to the Trainer
+        default="measure",
+        help="--runner trainer's step time: measure (the Trainer times the model), none (the "
+        "CPU's padding-free split), or c,a,b seconds",
+    )
     p.add_argument("--output-dir", default="runs/sft_causal_lm")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: train one mode here
     args = p.parse_args(argv)

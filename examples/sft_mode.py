@@ -353,6 +353,7 @@ def train_trainer(
             loss_fn=token_cross_entropy,
             labels_to_model=False,
             cost=cost,
+            time_model=None if args.step_time == "none" else args.step_time,
         )
         extra["max_cost_mb"] = float(trainer.train_sampler.max_cost)
         extra["planned_steps"] = trainer.total_steps()

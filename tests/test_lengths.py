@@ -102,3 +102,31 @@ def test_a_captured_value_is_part_of_the_cache_key(tmp_path: Path) -> None:
 def test_cache_path_must_be_a_path() -> None:
     with pytest.raises(TypeError, match="cache_path must be a file path, got cache_path=123"):
         compute_lengths([[1]], length_fn=len, cache_path=123)  # type: ignore[arg-type]
+
+
+def test_a_torn_cache_is_measured_again_and_a_failed_write_keeps_the_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NOTE [ atomic writes ]: a cache cut off mid-file is named and measured again, never
+    half read; a write that cannot reach the disk leaves the cache written before."""
+    import os
+
+    cache = tmp_path / "lens.npz"
+    data = [[1] * n for n in range(1, 10)]
+    compute_lengths(data, length_fn=len, cache_path=cache)
+    whole = cache.read_bytes()
+    cache.write_bytes(whole[: len(whole) // 2])
+    with pytest.warns(UserWarning, match="lens.npz' is not a readable lengths cache"):
+        assert compute_lengths(data, length_fn=len, cache_path=cache).tolist() == list(range(1, 10))
+    with np.load(cache) as again:
+        assert again["lengths"].tolist() == list(range(1, 10)), "replaced by a whole cache"
+    whole = cache.read_bytes()
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        compute_lengths(data[:5], length_fn=len, cache_path=cache)  # another fingerprint
+    assert cache.read_bytes() == whole, "the cache written before, whole"
+    assert [p.name for p in tmp_path.iterdir()] == ["lens.npz"], "no partial file left"

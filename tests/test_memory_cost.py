@@ -324,3 +324,29 @@ def test_a_report_without_probes_is_refused(tmp_path: Path) -> None:
     data["report"]["probes"] = []
     with pytest.raises(dynbatch.InputError, match=r"report\.probes must be Probe records"):
         MemoryCost.load(write(tmp_path, json.dumps(data)))
+
+
+def test_a_torn_save_is_named_on_load_and_a_failed_one_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NOTE [ atomic writes ]: a cost cut off mid-file is an InputError naming it, never half
+    a cost; a save that cannot reach the disk leaves the cost saved before."""
+    import os
+
+    path = tmp_path / "cost.json"
+    MemoryCost(c=1.0, a=0.5, b=0.25).save(path)
+    whole = path.read_bytes()
+    for cut in (len(whole) // 2, len(whole) - 3):
+        path.write_bytes(whole[:cut])
+        with pytest.raises(dynbatch.InputError, match=r"cost\.json is not valid JSON"):
+            MemoryCost.load(path)
+    path.write_bytes(whole)
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        MemoryCost(c=2.0, a=0.5, b=0.25).save(path)
+    assert MemoryCost.load(path).c == 1.0, "the cost saved before, whole"
+    assert [p.name for p in tmp_path.iterdir()] == ["cost.json"], "no partial file left"

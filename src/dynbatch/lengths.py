@@ -12,6 +12,7 @@ import hashlib
 import numbers
 import os
 import warnings
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._checks import InputError, InputTypeError, check_dataset, check_lengths
+from ._files import atomic_write
 
 __all__ = ["compute_lengths", "dataset_fingerprint", "field_length"]
 
@@ -113,7 +115,7 @@ def _read_cache(path: Path, key: str) -> NDArray[Any] | None:
             if str(cached["fingerprint"]) != key:
                 return None
             return check_lengths(cached["lengths"], name=f"lengths cached in {path}")
-    except (OSError, ValueError, KeyError, EOFError) as exc:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         warnings.warn(
             f"cache_path={str(path)!r} is not a readable lengths cache ({exc}); measuring again "
             "and replacing it",
@@ -159,7 +161,6 @@ def compute_lengths(
     lengths = check_lengths(np.asarray(values, dtype=np.int64), name=f"lengths measured by {how}")
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, lengths=lengths, fingerprint=np.array(key))
-        os.replace(tmp, path)
+        with atomic_write(path) as fh:  # NOTE [ atomic writes ]
+            np.savez(fh, lengths=lengths, fingerprint=np.array(key))
     return lengths

@@ -2,19 +2,26 @@
 
     python trainer_resume.py KIND OUT_DIR full           # uninterrupted, 2 epochs
     python trainer_resume.py KIND OUT_DIR cut STEP       # os._exit(3) right after checkpoint-STEP
+    python trainer_resume.py KIND OUT_DIR kill STEP      # SIGKILL itself at the end of step STEP
     python trainer_resume.py KIND OUT_DIR resume         # train(resume_from_checkpoint=True)
 
-KIND is ``cls`` (the tiny BERT of trainer_toy.py, per-sample losses, 2 micro-batches a step)
-or ``lm`` (the tiny causal LM of lm_toy.py: updates planned in loss tokens, each the exact
-mean over them). Each run that finishes writes OUT_DIR/<mode>.json (its batches, steps,
-loss, epoch) and OUT_DIR/<mode>.npz (final weights); ``cut`` writes its batches as it goes to
-cut.json. Dropout is on, so the resumed run only matches if the RNG state is restored too.
+KIND is ``cls`` (the tiny BERT of trainer_toy.py, per-sample losses, 2 micro-batches a step),
+``lm`` (the tiny causal LM of lm_toy.py: updates planned in loss tokens, each the exact
+mean over them) or ``recipe`` (the tiny BERT with the Trainer's defaults: no plan options, the
+step time probed on the model and kept in the output dir, 2 loader workers). Each run that
+finishes writes OUT_DIR/<mode>.json (its batches, steps, loss, epoch) and OUT_DIR/<mode>.npz
+(final weights); ``cut`` writes its batches as it goes to cut.json. ``kill`` resumes from the
+newest checkpoint of OUT_DIR/cut when it has one, and writes kill-STEP.json (the step it
+started from, its batches and the planned steps) before it kills itself: nothing else is
+cleaned up or saved. Dropout is on, so the resumed run only matches if the RNG state is
+restored too.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +33,7 @@ from trainer_toy import PLAN, Reviews, collate, make_args, make_recorder, tiny_b
 from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
 
 #: Where each kind saves: every SAVE_STEPS steps, so a cut at that step is mid-epoch.
-SAVE_STEPS = {"cls": 4, "lm": 3}
+SAVE_STEPS = {"cls": 4, "lm": 3, "recipe": 3}
 
 
 class ExitAfterSave(TrainerCallback):  # type: ignore[misc]
@@ -48,6 +55,27 @@ class ExitAfterSave(TrainerCallback):  # type: ignore[misc]
             os._exit(3)  # no clean-up, no final save: as if the job was killed
 
 
+class KillAtStep(TrainerCallback):  # type: ignore[misc]
+    """``kill -9`` at the end of step ``step``, before any checkpoint of that step is saved."""
+
+    def __init__(self, out: Path, step: int, rec: Any, trainer: list[Any]) -> None:
+        self.out, self.step, self.rec, self.trainer = out, step, rec, trainer
+
+    def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        if state.global_step == self.step:
+            trainer = self.trainer[0]
+            (self.out / f"kill-{self.step}.json").write_text(
+                json.dumps(
+                    {
+                        "start": trainer.resumed_step or 0,
+                        "batches": [[i.tolist() for i in w.indices] for w in self.rec.windows],
+                        "planned": trainer.total_steps(),
+                    }
+                )
+            )
+            os.killpg(os.getpgid(0), signal.SIGKILL)  # the job: this process and its workers
+
+
 def make_trainer(kind: str, run_dir: Path, callbacks: list[Any]) -> DynamicBatchTrainer:
     saves = {"save_strategy": "steps", "save_steps": SAVE_STEPS[kind]}
     if kind == "lm":
@@ -55,6 +83,17 @@ def make_trainer(kind: str, run_dir: Path, callbacks: list[Any]) -> DynamicBatch
 
         return lm_trainer(run_dir, Pairs(64, seed=12), args=saves, callbacks=callbacks, dropout=0.1)
     ds = Reviews(60)
+    if kind == "recipe":  # the defaults: the step time probed, then read back on resume
+        return DynamicBatchTrainer(
+            model=tiny_bert(dropout=0.1),
+            args=make_args(
+                run_dir, per_device_train_batch_size=6, dataloader_num_workers=2, **saves
+            ),
+            train_dataset=ds,
+            data_collator=collate,
+            lengths=ds.lengths,
+            callbacks=callbacks,
+        )
     return DynamicBatchTrainer(
         model=tiny_bert(dropout=0.1),
         args=make_args(run_dir, gradient_accumulation_steps=2, **saves),
@@ -70,10 +109,17 @@ def main() -> None:
     kind, out, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     rec = make_recorder()
     callbacks = [rec]
+    made: list[Any] = []
     if mode == "cut":
         callbacks.append(ExitAfterSave(out, int(sys.argv[4]), rec))
-    trainer = make_trainer(kind, out / ("full" if mode == "full" else "cut"), callbacks)
-    result = trainer.train(resume_from_checkpoint=True if mode == "resume" else None)
+    if mode == "kill":
+        os.setpgid(0, 0)  # a group of its own, the loader's workers to come in it
+        callbacks.append(KillAtStep(out, int(sys.argv[4]), rec, made))
+    run_dir = out / ("full" if mode == "full" else "cut")
+    trainer = make_trainer(kind, run_dir, callbacks)
+    made.append(trainer)
+    resume = mode == "resume" or (mode == "kill" and any(run_dir.glob("checkpoint-*")))
+    result = trainer.train(resume_from_checkpoint=True if resume else None)
     (out / f"{mode}.json").write_text(
         json.dumps(
             {

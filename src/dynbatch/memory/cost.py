@@ -16,7 +16,6 @@ the :class:`~dynbatch.cost.PolynomialCost` of :mod:`dynbatch.cost` in MiB.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +28,7 @@ from .._checks import (
     check_nonnegative_number,
     check_positive_number,
 )
+from .._files import write_text_atomic
 from ..cost import PolynomialCost
 from ..timing import StepTimeModel, check_time_model
 
@@ -192,10 +192,7 @@ class MemoryCost(PolynomialCost):
             "time_model": None if self.time_model is None else _init_fields(self.time_model),
             "report": None if self.report is None else asdict(self.report),
         }
-        path = Path(path)  # written beside, then renamed: a reader never sees half a file
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        partial.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        os.replace(partial, path)
+        write_text_atomic(path, json.dumps(data, indent=1) + "\n")  # NOTE [ atomic writes ]
 
     @classmethod
     def load(cls, path: str | Path) -> MemoryCost:

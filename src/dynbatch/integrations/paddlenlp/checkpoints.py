@@ -24,6 +24,7 @@ from typing import Any
 from paddlenlp.trainer.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..._checks import InputError, InputTypeError
+from ..._files import write_text_atomic
 from .logs import RunLog
 
 __all__ = [
@@ -92,10 +93,8 @@ def resolve_checkpoint(value: Any, output_dir: str) -> str | None:
 
 def write_state(folder: str, state: Mapping[str, Any]) -> None:
     """Write ``state`` (with this release's version) to ``folder``'s state file, atomically."""
-    path = os.path.join(folder, STATE_FILE)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump({"version": _STATE_VERSION, **state}, fh, indent=1)
-    os.replace(path + ".tmp", path)
+    text = json.dumps({"version": _STATE_VERSION, **state}, indent=1)
+    write_text_atomic(os.path.join(folder, STATE_FILE), text)  # NOTE [ atomic writes ]
 
 
 def read_state(checkpoint: str, windows: Mapping[str, Any]) -> dict[str, Any]:
@@ -105,7 +104,11 @@ def read_state(checkpoint: str, windows: Mapping[str, Any]) -> dict[str, Any]:
         with open(path, encoding="utf-8") as fh:
             state = json.load(fh)
     except (OSError, ValueError) as exc:
-        raise InputError(f"{path} cannot be read as a DynamicBatchTrainer state: {exc}") from None
+        raise InputError(
+            f"{path} cannot be read as a DynamicBatchTrainer state ({exc}): it is torn or "
+            "not one; resume from another checkpoint folder, or delete this one (True then "
+            "takes the newest left)"
+        ) from None
     keys = {"version", "windows", "sampler"}
     if not isinstance(state, Mapping) or not keys <= set(state):
         raise InputError(

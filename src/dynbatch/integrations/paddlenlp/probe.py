@@ -10,7 +10,12 @@ NOTE [ the Trainer measures the step time ]
     made from the longest training samples, tiled or cut to each probed shape,
     and fits ``c + n·L·(a + b·L)`` with its error. The weights and paddle's
     random state are put back afterwards, so a run that probes draws the
-    dropout masks of one that reads the step time back. Every rank probes
+    dropout masks of one that reads the step time back. The probe's optimizer
+    takes its accumulators' names in a scope of its own
+    (``paddle.utils.unique_name.guard``): paddle numbers them by a
+    process-wide counter and a checkpoint keeps them, so a probe that moved it
+    saved names a resumed run, which reads the step time back and does not
+    probe, would not find. Every rank probes
     and the ranks average the coefficients, so all plan alike. The model is
     written to ``output_dir`` and read back by a later Trainer of the same
     ``output_dir`` (a resume plans the same batches); ``time_model=None``
@@ -30,13 +35,24 @@ import paddle
 from numpy.typing import NDArray
 from paddlenlp.utils.log import logger
 
+from ..._checks import InputError
+from ..._files import write_text_atomic
+from ...epochs import plan_epoch
 from ...memory.counters import check_counter
 from ...memory.fit import fit_polynomial
 from ...memory.probe import measure
-from ...timing import StepTimeModel, check_time_model
+from ...options import PlanOptions
+from ...recipes import like_fixed
+from ...timing import StepTimeModel, check_time_model, epoch_seconds
 from .run import check_fields, split_batch
 
-__all__ = ["TIME_MODEL_FILE", "measure_time_model", "probe_batch"]
+__all__ = [
+    "TIME_MODEL_FILE",
+    "measure_time_model",
+    "probe_batch",
+    "read_time_model",
+    "split_reason",
+]
 
 #: Where the measured step time is kept in ``output_dir``.
 TIME_MODEL_FILE = "dynbatch_time_model.json"
@@ -88,8 +104,7 @@ def measure_time_model(
     """The step time of ``trainer``'s model on its device (NOTE [ the Trainer measures ... ])."""
     path = os.path.join(trainer.args.output_dir, TIME_MODEL_FILE)
     if _on_every_rank(trainer, os.path.isfile(path)):  # else every rank probes: none waits
-        with open(path, encoding="utf-8") as f:
-            model = check_time_model(json.load(f), f"{path}'s time model")
+        model = read_time_model(path)
         if model is not None:
             logger.info(f"dynbatch: step time read from {path}: {model}")
             return model
@@ -103,7 +118,6 @@ def measure_time_model(
         {(n, max(1, top // d)) for d in (4, 1) for n in (1, max(1, batch_size // 2), batch_size)}
     )
     net = trainer.model
-    optimizer = paddle.optimizer.AdamW(learning_rate=0.0, parameters=net.parameters())
     device = str(paddle.device.get_device())
 
     def step(n: int, length: int) -> None:
@@ -126,9 +140,11 @@ def measure_time_model(
     start = time.perf_counter()
     random_state = paddle.get_rng_state()  # dropout draws: training's stream stays the seed's
     try:
-        runs = measure(
-            step, shapes * 2, counter=check_counter(None), restore=[net], warmup=shapes[0]
-        )
+        with paddle.utils.unique_name.guard():  # training's optimizer keeps its names
+            optimizer = paddle.optimizer.AdamW(learning_rate=0.0, parameters=net.parameters())
+            runs = measure(
+                step, shapes * 2, counter=check_counter(None), restore=[net], warmup=shapes[0]
+            )
     finally:
         paddle.set_rng_state(random_state)
     # each shape's faster run (the first may pay once-per-shape costs, kernel selection); a
@@ -163,8 +179,55 @@ def measure_time_model(
     logger.info(
         f"dynbatch: step time measured on {device} in {took:.1f} s ({len(runs)} steps): {model}"
     )
-    if trainer.args.should_save:
+    if trainer.args.should_save:  # NOTE [ atomic writes ]: a killed run leaves none or all
         os.makedirs(trainer.args.output_dir, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump({"c": c, "a": a, "b": b, "error": error}, f)
+        write_text_atomic(path, json.dumps({"c": c, "a": a, "b": b, "error": error}))
     return model
+
+
+def read_time_model(path: str) -> StepTimeModel | None:
+    """The step time kept at ``path``, checked; a torn or garbled file is named, not half-read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise InputError(f"a JSON object with c, a, b and error, got {data!r}")
+        return check_time_model(data, f"{path}'s time model")
+    except (ValueError, OSError) as exc:  # InputError is a ValueError
+        raise InputError(
+            f"{path} is not a step time this Trainer kept ({exc}): delete it to measure the "
+            "step time again, or pass time_model= (an object, 'c,a,b' or None)"
+        ) from None
+
+
+def split_reason(sampler: Any, time_model: Any, recipe: Mapping[str, Any]) -> str:
+    """One line for the log: the split the step time chose for the recipe, and why.
+
+    ``sampler`` plans the recipe ``like_fixed(lengths, **recipe, time_model=time_model)``;
+    the line gives the step time, the micro-batches and updates of epoch 0, and its predicted
+    seconds against those of the padding-free split (the recipe without a step time).
+    """
+    model = check_time_model(time_model)
+    lengths, tokens, replicas = sampler.lengths, sampler.loss_tokens, sampler.num_replicas
+
+    def seconds(options: PlanOptions) -> float:
+        plan = plan_epoch(lengths, options, 0, replicas, loss_tokens=tokens)
+        return epoch_seconds(plan, lengths, model, options.pad_to_multiple_of)
+
+    chosen = sampler.options
+    plan = sampler.epoch_plan(0)
+    updates = plan.num_steps if plan.window_ends is None else len(plan.window_ends)
+    shape = f"{plan.num_steps} micro-batch(es) a rank for {updates} update(s) in epoch 0"
+    if chosen.time_model is None:  # like_fixed kept the padding-free split
+        return (
+            f"dynbatch: step time {model}: planning the padding-free split: predicted "
+            f"{seconds(chosen):.3g} s an epoch ({shape}); cutting whole updates at the step "
+            "time was predicted no faster"
+        )
+    whole = ", each update whole" if plan.num_steps == updates else ""
+    padding_free = like_fixed(lengths, num_replicas=replicas, loss_tokens=tokens, **recipe)
+    return (
+        f"dynbatch: step time {model}: planning whole updates cut at the step time: predicted "
+        f"{seconds(chosen):.3g} s an epoch ({shape}{whole}), against "
+        f"{seconds(padding_free):.3g} s for the padding-free split"
+    )

@@ -34,7 +34,7 @@ from .checkpoints import PlanCheckpoints, resolve_checkpoint
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
 from .logs import RunLog
 from .losses import loss_fn_for
-from .probe import measure_time_model
+from .probe import measure_time_model, split_reason
 from .run import RealEpochs, RunLoader, RunPlan, Window
 from .step import train_window
 
@@ -230,6 +230,11 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
             loss_tokens=loss_tokens,
         )
         self.options = self.train_sampler.options
+        if planned is None and self.accumulate == "samples" and time_model is not None:
+            recipe = {k: v for k, v in kwargs.items() if k not in ("max_cost", "time_model")}
+            batch = {"batch_size": args.per_device_train_batch_size}
+            steps = {"accumulation_steps": args.gradient_accumulation_steps}
+            logger.info(split_reason(self.train_sampler, time_model, {**batch, **steps, **recipe}))
         self.run = RunPlan(
             self.train_sampler,
             unit=self.accumulate,
