@@ -112,6 +112,15 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def curves(rows: list[dict[str, Any]], path: Path) -> None:
+    """curves.png: :func:`figure`, saved."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(rows)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def figure(rows: list[dict[str, Any]]) -> Any:
     """Loss, peak memory and batch size against training time: modes take different steps."""
     import matplotlib
 
@@ -137,5 +146,4 @@ def curves(rows: list[dict[str, Any]], path: Path) -> None:
     for ax in (ax_loss, ax_mem, ax_bs):
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
