@@ -98,7 +98,7 @@ def tighten(plan: Plan, plens: NDArray[np.int64], least: float, multiple: int = 
         uses ``1 - 2 * bucket_width``). Both parts fit the budget (fewer
         samples, none longer); a block of 10,000 then pads within a few
         percent of an epoch planned whole, for a few percent more batches
-        (README: measured).
+        (docs/benchmarks.md: measured).
 
     >>> plens = np.array([2, 2, 2, 2, 16, 16])
     >>> [b.tolist() for b in tighten(Plan.from_batches([[0, 1, 2, 3, 4, 5]]), plens, 0.9)]
