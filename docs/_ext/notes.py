@@ -148,7 +148,10 @@ def _source_pages(app: Sphinx) -> Iterator[tuple[str, dict[str, Any], str]]:
 
 
 class PublicApi(SphinxDirective):
-    """``public-api``: autodoc of every name in ``dynbatch.__all__``, grouped by kind."""
+    """``public-api``: autodoc of every name in ``dynbatch.__all__``, grouped by kind.
+
+    For MyST pages: the rST it generates is read through MyST's ``eval-rst``.
+    """
 
     def run(self) -> list[nodes.Node]:
         import inspect
@@ -166,7 +169,8 @@ class PublicApi(SphinxDirective):
                 groups["function"].append(name)
             else:
                 groups["data"].append(name)
-        lines: list[str] = []
+        # autodoc writes rST, and a MyST page reads nested text as Markdown: one eval-rst fence
+        lines = ["```{eval-rst}"]
         titles = {"class": "Classes", "function": "Functions", "exception": "Errors"}
         titles["data"] = "Data"
         for kind in ("class", "function", "exception", "data"):
@@ -178,6 +182,7 @@ class PublicApi(SphinxDirective):
                 if kind in ("class", "exception"):
                     lines.append("   :members:")
                 lines.append("")
+        lines.append("```")
         node = nodes.section()
         node.document = self.state.document
         self.state.nested_parse(StringList(lines, source="dynbatch.__all__"), 0, node)
