@@ -144,7 +144,14 @@ def figure(rows: list[dict[str, Any]]) -> Any:
         (line,) = ax_loss.plot(t[window - 1 :], smooth, label=r["mode"], lw=1.2)
         accuracy = r.get("dev_accuracy_by_epoch") or []
         epochs = list(range(1, len(accuracy) + 1))
-        ax_acc.plot(epochs, accuracy, marker="o", label=r["mode"], color=line.get_color())
+        ax_acc.plot(
+            epochs,
+            accuracy,
+            marker="o",
+            label=r["mode"],
+            ls=styles[i % len(styles)],
+            color=line.get_color(),
+        )
         ax_upd.plot(
             h.get("update_time", []),
             h.get("update_size", []),
