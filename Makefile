@@ -1,4 +1,4 @@
-# Quick start: `make demo` (the main job) and `make test` (the whole suite).
+# Quick start: `make demo` (the main job) and `make test` (the whole suite, the docs' build too).
 # Both make their own virtual environment in .venv and install what they need.
 
 PYTHON ?= python3
@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 EXTRAS ?= cpu,visualdl,examples,test
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint dist bench clean
+.PHONY: demo test lint docs dist bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests examples benchmarks
 	$(VENV)/bin/mypy
 
-test: lint
+# The manual (docs/, Sphinx + MyST): warnings are errors, so a broken reference, a NOTE no
+# file holds or a docstring autodoc cannot read fails the build. Output: docs/_build/html.
+docs: $(STAMP)
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+
+test: lint docs
 	$(PY) -m pytest
 
 # The install the README gives, from a wheel: build sdist and wheel, twine check, install the
@@ -40,4 +45,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) docs/_build .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -73,7 +73,7 @@ def best_of(fn: Callable[[], Any], repeat: int = 3) -> tuple[float, Any]:
 
 
 def print_table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A GitHub-flavoured Markdown table, so the README can take it as printed."""
+    """A GitHub-flavoured Markdown table, so the docs can take it as printed."""
     text = [[str(c) for c in r] for r in [head, *rows]]
     widths = [max(len(r[i]) for r in text) for i in range(len(head))]
     for k, r in enumerate(text):

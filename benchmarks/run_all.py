@@ -1,9 +1,9 @@
-"""Run every benchmark in turn and print their tables (the README quotes them).
+"""Run every benchmark in turn and print their tables (docs/benchmarks.md quotes them).
 
     python benchmarks/run_all.py
 
 The examples' throughput and accuracy tables are not in here (they train for many minutes on
-CPU); the README gives their commands.
+CPU); docs/benchmarks.md gives their commands.
 """
 
 from __future__ import annotations

@@ -112,30 +112,72 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def curves(rows: list[dict[str, Any]], path: Path) -> None:
-    """Loss, peak memory and batch size against training time: modes take different steps."""
+    """curves.png: :func:`figure`, saved."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(rows)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def figure(rows: list[dict[str, Any]]) -> Any:
+    """Four panels, one line per mode: the training loss and the dev accuracy of every epoch
+    side by side, then the samples of each optimizer update and the peak memory of each step.
+
+    Time is training seconds (modes take different steps); the update size is what a mode
+    changes for the optimizer, so it is drawn rather than the micro-batch size. Every axis is
+    linear with plain tick labels.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
-    fig, (ax_loss, ax_mem, ax_bs) = plt.subplots(1, 3, figsize=(17, 4.5))
-    for r in rows:
+    fig, ((ax_loss, ax_acc), (ax_upd, ax_mem)) = plt.subplots(2, 2, figsize=(13, 8))
+    styles = ("-", "--", ":", "-.")  # equal update sizes of two modes stay visible
+    for i, r in enumerate(rows):
         h = r["history"]
         t, loss = np.asarray(h["time"]), np.asarray(h["loss"])
         window = max(1, len(loss) // 40)
         smooth = np.convolve(loss, np.ones(window) / window, mode="valid")
-        ax_loss.plot(t[window - 1 :], smooth, label=r["mode"], lw=1.2)
-        ax_mem.plot(t, h["memory"], label=r["mode"], lw=0.8)
-        ax_bs.plot(t, h["batch_size"], label=r["mode"], lw=0.7)
+        (line,) = ax_loss.plot(t[window - 1 :], smooth, label=r["mode"], lw=1.2)
+        accuracy = r.get("dev_accuracy_by_epoch") or []
+        epochs = list(range(1, len(accuracy) + 1))
+        ax_acc.plot(
+            epochs,
+            accuracy,
+            marker="o",
+            label=r["mode"],
+            ls=styles[i % len(styles)],
+            color=line.get_color(),
+        )
+        ax_upd.plot(
+            h.get("update_time", []),
+            h.get("update_size", []),
+            label=r["mode"],
+            lw=1.2,
+            ls=styles[i % len(styles)],
+            color=line.get_color(),
+        )
+        ax_mem.plot(t, h["memory"], label=r["mode"], lw=0.8, color=line.get_color())
         if "target_mb" in r:
             ax_mem.axhline(r["target_mb"], color="k", ls="--", lw=0.8, label="target")
     ax_loss.set(title="training loss (moving average)", xlabel="training seconds", ylabel="loss")
-    ax_mem.set(title="peak allocated memory per step", xlabel="training seconds", ylabel="MiB")
-    ax_bs.set(
-        title="samples per batch", xlabel="training seconds", ylabel="batch size", yscale="log"
+    ax_acc.set(title="dev accuracy after each epoch", xlabel="epoch", ylabel="accuracy")
+    ax_acc.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_upd.set(
+        title="update size (samples per optimizer update)",
+        xlabel="training seconds",
+        ylabel="samples per update",
     )
-    for ax in (ax_loss, ax_mem, ax_bs):
+    ax_upd.set_ylim(bottom=0)
+    ax_mem.set(title="peak allocated memory per step", xlabel="training seconds", ylabel="MiB")
+    for ax in (ax_loss, ax_acc, ax_upd, ax_mem):
+        for scale in (ax.xaxis, ax.yaxis):
+            plain = ScalarFormatter(useOffset=False)
+            plain.set_scientific(False)
+            scale.set_major_formatter(plain)
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -338,6 +338,9 @@ def run_mode(args: argparse.Namespace) -> int:
     elif args.time_budget not in ("auto", "none"):
         budget = float(args.time_budget)
     history: dict[str, list[float]] = {"time": [], "loss": [], "batch_size": [], "memory": []}
+    # an optimizer update's samples, and when it ended: what the curves compare between modes
+    history |= {"update_time": [], "update_size": []}
+    pending = 0  # samples of the update still open
     trained: list[np.ndarray] = []
     first_epoch: list[int] = []
     same_data: float | None = None
@@ -375,8 +378,13 @@ def run_mode(args: argparse.Namespace) -> int:
             history["loss"].append(mean_loss)
             history["batch_size"].append(float(ids.shape[0]))
             history["memory"].append(peak)
+            pending += int(ids.shape[0])
             hook.on_train_batch_end(step, {"loss": mean_loss, "batch_size": ids.shape[0]})
             done = acc.optimizer_steps + acc.skipped_steps
+            if done > len(history["update_size"]):  # this micro-batch ended an update
+                history["update_time"].append(train_seconds)
+                history["update_size"].append(float(pending))
+                pending = 0
             if (args.max_steps and done >= args.max_steps) or (budget and train_seconds >= budget):
                 stop = True
                 break

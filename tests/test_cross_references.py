@@ -1,17 +1,21 @@
-"""Every cross-reference in the docstrings and the README names an object that exists.
+"""Every cross-reference in the docstrings, the README and the docs names something that exists.
 
 A Sphinx role in a docstring of ``src/dynbatch`` (``:func:``, ``:class:``, ``:meth:``,
 ``:data:``, ``:mod:``, ``:attr:``, ``:exc:``, ``:obj:``) is resolved as Sphinx would look it
 up: a dotted ``dynbatch.x.y`` by import and getattr; a relative ``.x`` from the module's
 package; a bare name in the class the docstring belongs to, then its module, then the
-``dynbatch`` package. A backticked ``dynbatch.X`` in README.md is resolved the same way.
+``dynbatch`` package. A backticked ``dynbatch.X`` in README.md or a page of ``docs/`` is
+resolved the same way. A NOTE the docs cite is written ``{note}`name``` (NOTE [ NOTE links
+found at build time ] in ``docs/_ext/notes.py``), and some source file opens it.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import re
+import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +26,10 @@ import pytest
 import dynbatch
 
 SRC = Path(dynbatch.__file__).parent
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+NOTE_ROLE = re.compile(r"\{note\}`(?P<name>[^`]+)`")
 ROLE = re.compile(r":(func|class|meth|data|mod|attr|exc|obj):`~?(?P<target>[\w.]+)(?:\(\))?`")
 README_NAME = re.compile(r"`(?P<target>dynbatch(?:\.\w+)+)")
 MISSING = object()
@@ -180,8 +187,62 @@ def test_a_role_that_names_nothing_is_reported() -> None:
     assert resolve(".no_such_module", memory, None, "mod") is MISSING
 
 
-def test_every_dynbatch_name_in_the_readme_resolves() -> None:
-    names = sorted(set(README_NAME.findall(README.read_text(encoding="utf-8"))))
-    assert "dynbatch.like_fixed" in names, "the README's names are found"
+def prose() -> dict[str, str]:
+    """The README and every page of the docs, by path from the repository root."""
+    files = [README, *sorted(DOCS.glob("*.md"))]
+    return {path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8") for path in files}
+
+
+def notes_extension() -> types.ModuleType:
+    """``docs/_ext/notes.py``, the Sphinx extension that links a cited NOTE to its file."""
+    pytest.importorskip("sphinx")
+    spec = importlib.util.spec_from_file_location("dynbatch_docs_notes", DOCS / "_ext/notes.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", sorted(prose()))
+def test_every_dynbatch_name_in_the_readme_and_the_docs_resolves(path: str) -> None:
+    names = sorted(set(README_NAME.findall(prose()[path])))
     missing = [name for name in names if lookup(name) is MISSING]
-    assert not missing, f"README.md names {missing}, which do not exist"
+    assert not missing, f"{path} names {missing}, which do not exist"
+
+
+def test_the_dynbatch_names_of_the_readme_and_the_docs_are_found() -> None:
+    names = {name for text in prose().values() for name in README_NAME.findall(text)}
+    assert {"dynbatch.like_fixed", "dynbatch.calibrate", "dynbatch.PlanOptions"} <= names
+
+
+def test_the_docs_cite_notes_only_through_the_note_role() -> None:
+    """A bare ``NOTE [ ... ]`` would be text with no file to find it in: the role links it."""
+    bare = [
+        f"{path}:{text.count(chr(10), 0, match.start()) + 1}"
+        for path, text in prose().items()
+        for match in re.finditer(r"NOTE\s*\[", text)
+    ]
+    assert not bare, f"write {{note}}`name` instead of NOTE [ name ] at {bare}"
+
+
+def test_every_note_the_docs_cite_is_opened_by_a_source_file() -> None:
+    find_note = notes_extension().find_note
+    cited = {m["name"] for text in prose().values() for m in NOTE_ROLE.finditer(text)}
+    assert len(cited) >= 10, cited
+    unopened = sorted(name for name in cited if find_note(ROOT, name) is None)
+    assert not unopened, f"no file opens NOTE [ {unopened} ]"
+
+
+def test_a_note_is_found_where_it_opens_not_where_it_is_cited(tmp_path: Path) -> None:
+    find_note = notes_extension().find_note
+    package = tmp_path / "src" / "dynbatch"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text('"""Cites it (NOTE [ the why ]).\n\nNOTE [ the why ]: aside"""\n')
+    (package / "b.py").write_text('"""Module.\n\nNOTE [ the why ]\n    Opens it.\n"""\n')
+    site = find_note(tmp_path, "the  why")
+    assert site is not None and (site.path, site.line) == ("src/dynbatch/b.py", 3), site
+    assert find_note(tmp_path, "the how") is None, "a note no file opens is not found"
+    (package / "b.py").unlink()
+    site = find_note(tmp_path, "the why")
+    assert site is not None and (site.path, site.line) == ("src/dynbatch/a.py", 3), "a comment's"

@@ -1,5 +1,7 @@
-"""Every Python block of the README runs as written, in order, in one session (as a reader
-pastes them), on CPU. A block right after the line ``<!-- gpu-only -->`` is left out."""
+"""Every Python block of the README and of each page of the docs (``docs/*.md``) runs as
+written, on CPU: a file's blocks in order, in one fresh session of their own (as a reader
+pastes them), so no page leans on a name another page defined. A block right after the line
+``<!-- gpu-only -->`` is left out."""
 
 from __future__ import annotations
 
@@ -12,43 +14,94 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 GPU_ONLY = "<!-- gpu-only -->"
 BLOCK = re.compile(r"(?P<before>[^\n]*)\n```python\n(?P<code>.*?)\n```", re.DOTALL)
 
 
 def python_blocks(text: str) -> list[tuple[int, str]]:
     """(line number, code) of each Python block not marked GPU-only."""
+    text = "\n" + text  # a block on the first line has a line before it too
     blocks = []
     for match in BLOCK.finditer(text):
         if match.group("before").strip() == GPU_ONLY:
             continue
-        line = text.count("\n", 0, match.start("code")) + 1
+        line = text.count("\n", 0, match.start("code"))
         blocks.append((line, match.group("code")))
     return blocks
 
 
-def test_the_block_finder_sees_blocks_and_the_gpu_mark() -> None:
-    text = "a\n```python\nx = 1\n```\n<!-- gpu-only -->\n```python\ny = 2\n```\n"
-    assert python_blocks(text) == [(3, "x = 1")]
+def doc_pages() -> list[Path]:
+    """The pages of the docs site, in name order."""
+    return sorted(DOCS.glob("*.md"))
 
 
-@pytest.mark.slow
-def test_every_python_block_of_the_readme_runs(tmp_path: Path) -> None:
-    blocks = python_blocks(README.read_text(encoding="utf-8"))
-    assert len(blocks) >= 5, "the README's examples are found"
+def run_blocks(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the file's Python blocks in order in one new interpreter started in ``cwd``."""
+    name = path.relative_to(ROOT).as_posix()
+    blocks = python_blocks(path.read_text(encoding="utf-8"))
     session = "\n".join(
-        f"print('--- README line {line}', flush=True)\n"
-        f"exec(compile({code!r}, 'README.md:{line}', 'exec'), ns)"
+        f"print('--- {name} line {line}', flush=True)\n"
+        f"exec(compile({code!r}, '{name}:{line}', 'exec'), ns)"
         for line, code in blocks
     )
-    script = "ns = {'__name__': '__readme__'}\n" + session
-    done = subprocess.run(
+    script = "ns = {'__name__': '__docs__'}\n" + session
+    return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
-        cwd=tmp_path,  # what the blocks write (runs/, calib.json) lands here
+        cwd=cwd,  # what the blocks write (runs/, calib.json, train.jsonl) lands here
         capture_output=True,
         text=True,
         timeout=900,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
+
+
+def test_the_block_finder_sees_blocks_and_the_gpu_mark() -> None:
+    text = "a\n```python\nx = 1\n```\n<!-- gpu-only -->\n```python\ny = 2\n```\n"
+    assert python_blocks(text) == [(3, "x = 1")]
+    assert python_blocks("```python\nz = 3\n```\n") == [(2, "z = 3")], "a block on line 1"
+
+
+def test_the_docs_pages_and_their_blocks_are_found() -> None:
+    names = {page.stem for page in doc_pages()}
+    guides = {"loop", "trainer", "sft", "multicard", "streams", "memory", "gpu", "stats"}
+    assert guides | {"study", "design", "benchmarks", "api", "index"} <= names, names
+    counts = {
+        page.stem: len(python_blocks(page.read_text(encoding="utf-8"))) for page in doc_pages()
+    }
+    assert sum(counts.values()) >= 15, counts
+    assert all(counts[page] >= 1 for page in guides - {"stats"}), counts
+
+
+def test_a_page_runs_in_a_session_of_its_own(tmp_path: Path) -> None:
+    """A page that uses a name only another page defined fails: pages share nothing."""
+    (tmp_path / "a.md").write_text("```python\nshared = 1\n```\n")
+    (tmp_path / "b.md").write_text("```python\nprint(shared)\n```\n")
+    global ROOT
+    root, ROOT = ROOT, tmp_path
+    try:
+        assert run_blocks(tmp_path / "a.md", tmp_path).returncode == 0
+        done = run_blocks(tmp_path / "b.md", tmp_path)
+    finally:
+        ROOT = root
+    assert done.returncode != 0 and "NameError" in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_every_python_block_of_the_readme_runs(tmp_path: Path) -> None:
+    assert python_blocks(README.read_text(encoding="utf-8")), "the README's example is found"
+    done = run_blocks(README, tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "page",
+    [p for p in doc_pages() if python_blocks(p.read_text(encoding="utf-8"))],
+    ids=lambda p: p.name,
+)
+def test_every_python_block_of_a_docs_page_runs_on_its_own(page: Path, tmp_path: Path) -> None:
+    done = run_blocks(page, tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]

@@ -117,7 +117,7 @@ def like_fixed(
             ``group_by_length`` draws them, split at the step time (each whole
             without a ``time_model``): the fixed batch's update count with
             almost no padding, at the price of updates that are not random
-            draws ("On a GPU" in the README has what that cost in accuracy).
+            draws ("On a GPU" in the docs, docs/gpu.md, has what that cost in accuracy).
         time_model: the step's seconds, ``c + n·L·(a + b·L)``: an object with
             ``c``, ``a``, ``b`` (``MemoryCost.time_model``,
             :meth:`~dynbatch.timing.StepTimeTable.fit`) or ``"c,a,b"``.
@@ -191,7 +191,7 @@ def fill_device(
         decides. With ``batch_size``, micro-batches are grouped into mixed
         updates of at least that many samples per rank (NOTE [ mixed
         updates ]); a micro-batch larger than that is an update alone.
-        Larger micro-batches mean fewer updates an epoch: the README shows
+        Larger micro-batches mean fewer updates an epoch: docs/gpu.md shows
         what that costs in accuracy.
 
     Args:

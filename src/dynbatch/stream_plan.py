@@ -115,7 +115,7 @@ def tighten(plan: Plan, plens: NDArray[np.int64], least: float, multiple: int = 
         samples, none longer); a block of 10,000 then pads within 4.5% of an
         epoch planned whole, for more batches: 2–17% on the corpora measured
         first, 0.98–1.45x on held-out ones, and 7.4x for short samples under
-        a quadratic budget, whose batches hold thousands (README: measured).
+        a quadratic budget, whose batches hold thousands (docs/benchmarks.md: measured).
 
     >>> plens = np.array([2, 2, 2, 2, 16, 16])
     >>> [b.tolist() for b in tighten(Plan.from_batches([[0, 1, 2, 3, 4, 5]]), plens, 0.9)]

@@ -17,7 +17,7 @@ NOTE [ updates of a stream ]
     always ends one. For a learning-rate schedule, :func:`count_epoch` (a
     first pass: the stream read once, its blocks planned, nothing trained)
     gives the exact updates of an epoch; ``estimate`` scales the first
-    block's by a declared sample count (README: its error, measured).
+    block's by a declared sample count (docs/benchmarks.md: its error, measured).
 """
 
 from __future__ import annotations

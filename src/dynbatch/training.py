@@ -58,8 +58,8 @@ def scale_lr(base_lr: float, batch: float, reference_batch: float, rule: str = "
 
     ``"linear"`` (Goyal et al.: lr grows with the batch, for SGD), ``"sqrt"``
     (often better for Adam) or ``"none"`` (the rate as tuned). Pair a scaled
-    rate with a warm-up; the README's "On a GPU" section has what each rule
-    cost in accuracy for updates larger than the fixed batch's.
+    rate with a warm-up; the docs' "On a GPU" page (docs/gpu.md) has what each
+    rule cost in accuracy for updates larger than the fixed batch's.
 
     >>> scale_lr(1e-4, 64, 16), scale_lr(1e-4, 64, 16, rule="sqrt"), scale_lr(1e-4, 64, 16, "none")
     (0.0004, 0.0002, 0.0001)

@@ -1,0 +1,37 @@
+"""Sphinx configuration of dynbatch's documentation: ``make docs`` builds it, warnings as errors."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))  # document this tree's sources, not an install
+sys.path.insert(0, str(HERE / "_ext"))
+
+import dynbatch  # noqa: E402
+
+project = "dynbatch"
+author = "dynbatch maintainers"
+copyright = "dynbatch maintainers, Apache-2.0"
+release = dynbatch.__version__
+version = release
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "notes",  # _ext/notes.py: the {note} role and the public-api directive
+]
+source_suffix = {".md": "markdown"}
+exclude_patterns = ["_build"]
+myst_heading_anchors = 3
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"show-inheritance": True}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+
+html_theme = "alabaster"
+html_title = f"dynbatch {release}"
