@@ -233,8 +233,63 @@ def resume_equality(b: Built, data: st.DataObject) -> None:
     assert rest == [r[k:] for r in whole], "a resume yields exactly the rest, on every rank"
 
 
-def fixed_seconds(plan: ShardedPlan, lengths: np.ndarray, model: Any) -> float:
-    """The fixed batch of the same updates: each update one step per rank, padded."""
+def resume_on_other_ranks(b: Built, data: st.DataObject) -> None:
+    """NOTE [ resume on another number of ranks ]: the global update kept, the rest dealt anew."""
+    combo = b.combo
+    if combo["source"] == "stream" or b.options.update_size is None:
+        return
+    ranks = data.draw(st.integers(1, 4), label="resume on ranks")
+    other = {**combo, "ranks": ranks}
+    if combo["batch_size"] is not None:
+        global_batch = combo["batch_size"] * combo["ranks"]
+        if global_batch % ranks:
+            return
+        other["batch_size"] = global_batch // ranks
+    epoch = data.draw(st.integers(0, EPOCHS - 1), label="resume epoch")
+    whole = b.ranks[epoch]
+    k = data.draw(st.integers(0, len(whole[0])), label="resume at")
+    saved = b.remake()
+    for s in saved:
+        s.set_epoch(epoch)
+    state = json.loads(json.dumps(saved[0].state_dict(consumed_batches=k)))
+    try:
+        fresh = memory_samplers(other, b.lengths)
+    except InputError:
+        return  # the options refused on these ranks (their own named refusal)
+    if fresh[0].options.update_size != b.options.update_size:
+        return
+    for s in fresh:
+        s.load_state_dict(state)
+        s.set_epoch(epoch)
+    rest = [[list(batch) for batch in s] for s in fresh]
+    masks = [s.padding_mask()[-len(r) :] if r else [] for s, r in zip(fresh, rest, strict=True)]
+    assert len({len(r) for r in rest}) == 1, "equal steps on the new ranks"
+    done = [
+        i
+        for rank, pad in zip(whole, b.padding[epoch], strict=True)
+        for batch, is_pad in list(zip(rank, pad, strict=True))[:k]
+        if not is_pad
+        for i in batch
+    ]
+    left = [
+        i
+        for rank, pad in zip(rest, masks, strict=True)
+        for batch, is_pad in zip(rank, pad, strict=True)
+        if not is_pad
+        for i in batch
+    ]
+    planned = [
+        i
+        for rank, pad in zip(whole, b.padding[epoch], strict=True)
+        for batch, is_pad in zip(rank, pad, strict=True)
+        if not is_pad
+        for i in batch
+    ]
+    assert sorted(done + left) == sorted(planned), "the rest of the epoch, every sample once"
+
+
+def fixed_seconds(plan: ShardedPlan, lengths: np.ndarray, model: Any, pad: int = 1) -> float:
+    """The fixed batch of the same updates: each update one step per rank, padded (to ``pad``)."""
     ends = np.r_[0, plan.window_ends] * plan.num_replicas
     total = 0.0
     for a, e in itertools.pairwise(ends):
@@ -242,7 +297,7 @@ def fixed_seconds(plan: ShardedPlan, lengths: np.ndarray, model: Any) -> float:
         if not members:
             continue
         per_rank = -(-sum(m.size for m in members) // plan.num_replicas)
-        longest = max(int(lengths[m].max()) for m in members)
+        longest = -(-max(int(lengths[m].max()) for m in members) // pad) * pad
         total += float(np.asarray(model(per_rank, longest)))
     return total
 
@@ -253,7 +308,7 @@ def never_slower_than_fixed(b: Built, data: st.DataObject) -> None:
         return  # under a budget of its own the fixed batch may not fit: nothing to compare
     for epoch, plan in enumerate(b.plans):
         assert plan is not None and plan.window_ends is not None
-        fixed = fixed_seconds(plan, b.lengths, model)
+        fixed = fixed_seconds(plan, b.lengths, model, b.options.pad_to_multiple_of)
         predicted = epoch_seconds(plan, b.lengths, model, b.options.pad_to_multiple_of)
         assert predicted <= fixed * (1 + 1e-9) + 1e-12, (
             f"epoch {epoch}: predicted {predicted:.6g}s, the fixed batch {fixed:.6g}s"
@@ -273,6 +328,7 @@ INVARIANTS = (
     Invariant("budget", within_budget),
     Invariant("exact step counts", exact_step_counts),
     Invariant("resume equality", resume_equality),
+    Invariant("resume on another number of ranks", resume_on_other_ranks),
     Invariant("never slower than the fixed batch", never_slower_than_fixed),
 )
 
