@@ -112,3 +112,19 @@ def test_a_torn_rest_is_refused_by_name() -> None:
     state["rest"] = {**state["rest"], "indices": state["rest"]["indices"][:-1]}
     with pytest.raises(InputError, match=r"state\['rest'\]"):
         samplers(1)[0].load_state_dict(state)
+
+
+def test_a_rest_cut_short_at_a_batch_is_refused_by_name() -> None:
+    """A torn state that still adds up (its last batch gone) must not resume short."""
+    state = samplers(2)[0].state_dict(consumed_batches=1)
+    rest = state["rest"]
+    last = rest["sizes"][-1]
+    updates = rest["updates"][:-1] + ([rest["updates"][-1] - 1] if rest["updates"][-1] > 1 else [])
+    state["rest"] = {
+        **rest,
+        "sizes": rest["sizes"][:-1],
+        "indices": rest["indices"][:-last],
+        "updates": updates,
+    }
+    with pytest.raises(InputError, match=r"state\['rest'\]"):
+        samplers(1)[0].load_state_dict(state)
