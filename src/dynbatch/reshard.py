@@ -25,6 +25,7 @@ NOTE [ resume on another number of ranks ]
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,18 +66,28 @@ def rest_of(sharded: ShardedPlan, position: int) -> dict[str, list[int]]:
     counts = np.bincount(update_of[keep], minlength=ends.size)
     sizes = plan.sizes[keep]
     indices = plan.indices[np.repeat(keep, plan.sizes)]
+    updates = counts[counts > 0]
     return {
         "sizes": sizes.tolist(),
         "indices": indices.tolist(),
-        "updates": counts[counts > 0].tolist(),
+        "updates": updates.tolist(),
+        "digest": _digest(sizes, indices, updates),
     }
+
+
+def _digest(sizes: NDArray[Any], indices: NDArray[Any], updates: NDArray[Any]) -> str:
+    """A hash of a rest: a torn or edited one that still adds up is caught by it."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (sizes, indices, updates):
+        h.update(np.asarray(part, dtype=np.int64).tobytes() + b"|")
+    return h.hexdigest()
 
 
 def check_rest(rest: Any, samples: int) -> tuple[NDArray[np.int64], NDArray[np.int64], list[int]]:
     """A saved :func:`rest_of`, checked: every index in range and once, the counts adding up."""
-    if not isinstance(rest, Mapping) or {"sizes", "indices", "updates"} - set(rest):
+    if not isinstance(rest, Mapping) or {"sizes", "indices", "updates", "digest"} - set(rest):
         raise InputTypeError(
-            "state['rest'] must be the dict of 'sizes', 'indices' and 'updates' that "
+            "state['rest'] must be the dict of 'sizes', 'indices', 'updates' and 'digest' that "
             f"state_dict() saved, got {type(rest).__name__}"
         )
     try:
@@ -92,12 +103,13 @@ def check_rest(rest: Any, samples: int) -> tuple[NDArray[np.int64], NDArray[np.i
         or min(updates, default=1) < 1
         or ((indices < 0) | (indices >= samples)).any()
         or np.unique(indices).size != indices.size
+        or rest["digest"] != _digest(sizes, indices, np.asarray(updates, dtype=np.int64))
     )
     if bad:
         raise InputError(
             f"state['rest'] is not the rest of an epoch of these {samples} samples (sizes, "
-            "indices and updates do not add up, or an index is out of range or repeated): "
-            "the state was changed or torn"
+            "indices and updates do not add up, an index is out of range or repeated, or the "
+            "digest differs): the state was changed or torn"
         )
     return sizes, indices, updates
 
