@@ -20,7 +20,10 @@ NOTE [ resume on another number of ranks ]
     A plan without updates (no ``update_size``) makes each step of ``N``
     batches an update, which ``M`` ranks cannot keep: it is refused by name.
     Later epochs are planned by the new sampler, as a fresh run on ``M``
-    ranks would plan them.
+    ranks would plan them. Save at the end of an update to resume on other
+    ranks: the rest of an update cut by the save becomes an update of its
+    own, so a :class:`~dynbatch.GradientAccumulator`'s open window (its
+    ``state_dict`` mid-update) would not average with it as one update.
 """
 
 from __future__ import annotations
