@@ -357,8 +357,7 @@ def refused_by_name(err: InputError, combo: dict[str, Any]) -> None:
     assert named, f"the refusal names the option it refuses: {message!r}"
 
 
-@settings(
-    max_examples=150,
+@settings(  # examples: the profile's (150 in CI)
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],  # explaining takes minutes
