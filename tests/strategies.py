@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 from hypothesis import strategies as st
 
 import dynbatch
+from dynbatch.options import OVERSIZE, UNITS
 from dynbatch.planning import ORDERS
 
 orders = st.sampled_from(ORDERS)
@@ -78,3 +82,41 @@ def pack_args(draw: st.DrawFn) -> dict[str, object]:
         "seed": draw(st.integers(0, 2**31)),
         "epoch": draw(st.integers(0, 50)),
     }
+
+
+# -- the option table (tests/test_options_table.py; STYLE 26) -------------------------------------
+@dataclass(frozen=True)
+class OptionRow:
+    """One public option: its name and the values a random combination draws for it."""
+
+    name: str
+    values: st.SearchStrategy[Any]
+
+
+#: One row per public option; a new option joins the random combinations as one more row.
+OPTION_ROWS = (
+    OptionRow("order", orders),
+    OptionRow("seed", st.integers(0, 2**31)),
+    OptionRow("batch_size", st.none() | st.integers(1, 24)),  # like_fixed; None: a budget
+    OptionRow("update_size", st.none() | st.integers(1, 64)),  # with a budget only
+    OptionRow("update_unit", st.sampled_from(UNITS)),
+    OptionRow("batch_size_multiple", st.sampled_from([1, 1, 2, 8])),
+    OptionRow("pad_to_multiple_of", st.sampled_from([1, 1, 8])),
+    OptionRow("oversize", st.sampled_from(OVERSIZE)),
+    OptionRow("drop_last", st.sampled_from([False, False, True])),
+    OptionRow("time_model", st.sampled_from([None, None, "flat", "linear", "h100"])),
+    OptionRow("group_by_length", st.sampled_from([False, False, False, True])),
+    OptionRow("loss_tokens", st.booleans()),
+    OptionRow("ranks", st.integers(1, 4)),
+    OptionRow("workers", st.sampled_from([0, 1, 2])),
+    OptionRow("source", st.sampled_from(["memory", "stream"])),
+    OptionRow("budget", st.floats(0.5, 30.0)),  # max_cost over the longest sample's cost
+    OptionRow("buffer_size", st.integers(1, 80)),  # streams only
+)
+
+
+@st.composite
+def option_combinations(draw: st.DrawFn) -> dict[str, Any]:
+    """A combination of every row's option and small lengths to plan with it."""
+    combo = draw(st.fixed_dictionaries({row.name: row.values for row in OPTION_ROWS}))
+    return {"combo": combo, "lengths": draw(lengths(max_size=120, max_len=200))}

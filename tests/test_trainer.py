@@ -375,6 +375,14 @@ def test_bad_losses_and_checkpoints_are_named(tmp_path: Path) -> None:
     with pytest.raises(dynbatch.InputError, match="other optimizer windows"):
         make_trainer(saved, ds, args=args).train(resume_from_checkpoint=checkpoint)
     args = make_args(saved, max_steps=1, save_strategy="steps", save_steps=1)
+    state_file = saved / "checkpoint-1" / STATE_FILE
+    state = json.loads(state_file.read_text())
+    good = state_file.read_text()
+    state["sampler"]["num_replicas"] = 2  # as if saved on two cards
+    state_file.write_text(json.dumps(state))
+    with pytest.raises(dynbatch.InputError, match=r"num_replicas=2 ranks.*number of cards"):
+        make_trainer(saved, ds, args=args).train(resume_from_checkpoint=checkpoint)
+    state_file.write_text(good)
     (saved / "checkpoint-1" / STATE_FILE).write_text("{not json")
     with pytest.raises(dynbatch.InputError, match=f"{STATE_FILE} cannot be read"):
         make_trainer(saved, ds, args=args).train(resume_from_checkpoint=checkpoint)

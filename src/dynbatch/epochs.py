@@ -51,6 +51,7 @@ from .contract import Pass
 from .options import UNDESCRIBED, PlanOptions
 from .plan import Plan
 from .planning import find_oversize, plan_draw
+from .reshard import check_global_update, deal_rest, rest_of
 from .sharding import TOLERANCE, ShardedPlan, shard_checked
 from .timing import plan_split_updates
 from .windows import mix_updates, optimizer_steps
@@ -293,12 +294,15 @@ class Epochs:
         self._pass = Pass(epoch=0, start=0, serial=0)
         self._plans: Recent[int, ShardedPlan] = Recent(2)
         self._count: int | None = None  # the batch count of every epoch, with equal_epochs
+        self._dealt: tuple[int, ShardedPlan] | None = None  # NOTE [ resume on another ... ]
         self.plan(0)  # plans now: bad options fail here, not at the first batch
 
     # -- plans ------------------------------------------------------------------------------------
     def plan(self, epoch: int | None = None) -> ShardedPlan:
         """Every rank's batches of ``epoch`` (default: the current one), step-major; kept."""
         epoch = self.epoch if epoch is None else check_int("epoch", epoch)
+        if self._dealt is not None and self._dealt[0] == epoch:
+            return self._dealt[1]  # the rest of a state saved on other ranks
         return self._plans.get(epoch, self._make)
 
     def _make(self, epoch: int) -> ShardedPlan:
@@ -315,6 +319,8 @@ class Epochs:
 
     def _sized(self, epoch: int) -> ShardedPlan:
         """``epoch``'s plan, kept or not (sizing a run must not evict the epochs in use)."""
+        if self._dealt is not None and self._dealt[0] == epoch:
+            return self._dealt[1]
         kept = self._plans.peek(epoch)
         return self._make(epoch) if kept is None else kept
 
@@ -414,6 +420,7 @@ class Epochs:
                 )
         if self._advance and position >= total:  # an unasked pass is done: the next epoch's
             epoch, position = self._upcoming()
+        sharded = self.plan(epoch)
         return {
             "version": _STATE_VERSION,
             "epoch": epoch,
@@ -421,7 +428,10 @@ class Epochs:
             "num_replicas": self.num_replicas,
             "lengths": _lengths_digest(self.lengths, self.loss_tokens),
             "options": self.options.fingerprint(),
-            "plan": self.plan(epoch).digest(),
+            "plan": sharded.digest(),
+            # NOTE [ resume on another number of ranks ] in dynbatch.reshard
+            "rest": rest_of(sharded, position),
+            "dealt": self._dealt is not None and self._dealt[0] == epoch,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -429,13 +439,16 @@ class Epochs:
 
         Everything is checked before anything is changed (NOTE [ resume fingerprint ]).
         """
-        epoch, position = _check_state(state, self.num_replicas)
+        epoch, position, replicas = _check_state(state)
         if state["lengths"] != _lengths_digest(self.lengths, self.loss_tokens):
             raise InputError(
                 "this sampler state was saved for different lengths or loss_tokens (another "
                 "dataset, or lengths measured differently): resuming from it would feed the wrong "
                 "samples"
             )
+        if replicas != self.num_replicas or state.get("dealt") is True:
+            self._load_rest(state, epoch, replicas)
+            return
         _check_options(state["options"], self.options.fingerprint())
         sharded = self.plan(epoch)
         if state["plan"] != sharded.digest():
@@ -452,6 +465,26 @@ class Epochs:
         self.epoch = epoch
         self._resume = self._yielded = position
         self._advance = False  # the next pass is the loaded epoch
+        self._dealt = None
+
+    def _load_rest(self, state: Mapping[str, Any], epoch: int, replicas: int) -> None:
+        """Resume a state saved on ``replicas`` ranks (NOTE [ resume on another number of
+        ranks ] in :mod:`dynbatch.reshard`): the saved rest of its epoch, dealt to these."""
+        saved = state["options"]
+        if not isinstance(saved, Mapping):
+            raise InputTypeError(f"state['options'] must be a dict, got {saved!r}")
+        check_global_update(saved, replicas, self.options, self.num_replicas)
+        if "rest" not in state:
+            raise InputError(
+                f"this sampler state was saved with num_replicas={replicas} by a dynbatch "
+                "release that kept no rest of its epoch: it resumes only on "
+                f"num_replicas={replicas}, this sampler has num_replicas={self.num_replicas}"
+            )
+        dealt = deal_rest(state["rest"], self.lengths, self.options, self.num_replicas, epoch)
+        self.epoch = epoch
+        self._resume = self._yielded = 0
+        self._advance = False
+        self._dealt = (epoch, dealt)
 
 
 def _lengths_digest(lengths: NDArray[np.int64], loss_tokens: NDArray[np.int64] | None) -> str:
@@ -461,8 +494,8 @@ def _lengths_digest(lengths: NDArray[np.int64], loss_tokens: NDArray[np.int64] |
     return h.hexdigest()
 
 
-def _check_state(state: Any, num_replicas: int) -> tuple[int, int]:
-    """The saved epoch and position, once the state's form and rank count are checked."""
+def _check_state(state: Any) -> tuple[int, int, int]:
+    """The saved epoch, position and rank count, once the state's form is checked."""
     if not isinstance(state, Mapping):
         raise InputTypeError(
             f"state must be the dict that state_dict() returned, got {type(state).__name__}"
@@ -489,18 +522,13 @@ def _check_state(state: Any, num_replicas: int) -> tuple[int, int]:
             f"state['num_replicas'] must be an integer >= 1, got "
             f"state['num_replicas']={replicas!r} ({type(replicas).__name__})"
         )
-    if replicas != num_replicas:
-        raise InputError(
-            f"this sampler state was saved with num_replicas={int(replicas)}, "
-            f"this sampler has num_replicas={num_replicas}"
-        )
     for key in ("lengths", "plan"):
         if not isinstance(state[key], str):
             raise InputTypeError(
                 f"state['{key}'] must be a str (a digest), got state['{key}']="
                 f"{state[key]!r} ({type(state[key]).__name__})"
             )
-    return epoch, position
+    return epoch, position, int(replicas)
 
 
 def _check_options(saved: Any, here: Mapping[str, Any]) -> None:

@@ -174,6 +174,14 @@ class PlanCheckpoints:
         if self.run is None:
             return False
         state = read_state(checkpoint, self._window_settings())
+        saved = state["sampler"].get("num_replicas") if isinstance(state["sampler"], dict) else None
+        if saved != self.run.sampler.num_replicas:  # the Trainer skips by its saved position
+            raise InputError(
+                f"{checkpoint} was saved on num_replicas={saved!r} ranks, this run has "
+                f"num_replicas={self.run.sampler.num_replicas}: DynamicBatchTrainer resumes on "
+                "the number of cards it saved on (a sampler's own load_state_dict resumes on "
+                "another: NOTE [ resume on another number of ranks ] in dynbatch.reshard)"
+            )
         self.run.sampler.load_state_dict(state["sampler"])  # checks lengths, options, plan
         self.run.position = (int(state["sampler"]["epoch"]), int(state["sampler"]["position"]))
         self.run_log.loss_total = float(state["loss_total"])

@@ -1,0 +1,186 @@
+"""Resume an epoch on another number of ranks: the rest of the saved plan, dealt anew. numpy only.
+
+NOTE [ resume on another number of ranks ]
+    Preempted jobs come back on fewer or more cards. Every rank plans the same
+    *global* updates and takes its share of them (NOTE [ equal steps without
+    dropping or repeating ] in :mod:`dynbatch.sharding`), so the updates do
+    not belong to a rank count: a state saved on ``N`` ranks records the rest
+    of its epoch, update by update, as global batches (:func:`rest_of`), and
+    a sampler on ``M`` ranks deals each remaining update out to its own ranks
+    (:func:`deal_rest`). Every remaining sample then runs once, in the same
+    updates (the same samples average into each optimizer step), only cut
+    into ``M`` shares instead of ``N``. A batch over this sampler's budget
+    (``max_cost``, ``max_batch_size``: one card's memory) is halved until it
+    fits, and an update whose batches do not divide among ``M`` ranks has its
+    heaviest batch split, as the sharding does; neither changes which samples
+    make an update. This holds when the global update is kept
+    (``batch_size`` times ranks the same, i.e. the same ``update_size``);
+    otherwise the updates of the rest of the epoch would not be the saved
+    run's, and :func:`check_global_update` says which ``batch_size`` keeps it.
+    A plan without updates (no ``update_size``) makes each step of ``N``
+    batches an update, which ``M`` ranks cannot keep: it is refused by name.
+    Later epochs are planned by the new sampler, as a fresh run on ``M``
+    ranks would plan them. Save at the end of an update to resume on other
+    ranks: the rest of an update cut by the save becomes an update of its
+    own, so a :class:`~dynbatch.GradientAccumulator`'s open window (its
+    ``state_dict`` mid-update) would not average with it as one update.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._checks import InputError, InputTypeError
+from .options import PlanOptions
+from .plan import Plan
+from .planning import padded_lengths
+from .sharding import TOLERANCE, ShardedPlan, shard_checked
+
+__all__ = ["check_global_update", "deal_rest", "rest_of"]
+
+
+def rest_of(sharded: ShardedPlan, position: int) -> dict[str, list[int]]:
+    """The global batches of ``sharded`` after ``position`` steps, update by update, JSON-safe.
+
+    ``updates`` counts the batches of each remaining update (the rest of a cut
+    update is an update of its own); batches that only repeat samples to even
+    out the ranks are left out (a new deal makes its own).
+
+    >>> from dynbatch.epochs import plan_epoch
+    >>> opts = PlanOptions(max_cost=8, cost="linear", max_batch_size=2, update_size=4, order="none")
+    >>> rest = rest_of(plan_epoch([1, 1, 2, 2, 3, 3, 4, 4], opts, 0, 2), 1)
+    >>> rest["updates"], sorted(rest["indices"])
+    ([2], [4, 5, 6, 7])
+    """
+    replicas = sharded.num_replicas
+    steps = sharded.num_steps
+    ends = sharded.window_ends
+    if ends is None:
+        ends = np.arange(1, steps + 1, dtype=np.int64)
+    plan = sharded.plan
+    step_of = np.arange(steps * replicas, dtype=np.int64) // replicas
+    keep = (step_of >= position) & ~sharded.is_padding
+    update_of = np.searchsorted(ends, step_of, side="right")
+    counts = np.bincount(update_of[keep], minlength=ends.size)
+    sizes = plan.sizes[keep]
+    indices = plan.indices[np.repeat(keep, plan.sizes)]
+    updates = counts[counts > 0]
+    return {
+        "sizes": sizes.tolist(),
+        "indices": indices.tolist(),
+        "updates": updates.tolist(),
+        "digest": _digest(sizes, indices, updates),
+    }
+
+
+def _digest(sizes: NDArray[Any], indices: NDArray[Any], updates: NDArray[Any]) -> str:
+    """A hash of a rest: a torn or edited one that still adds up is caught by it."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (sizes, indices, updates):
+        h.update(np.asarray(part, dtype=np.int64).tobytes() + b"|")
+    return h.hexdigest()
+
+
+def check_rest(rest: Any, samples: int) -> tuple[NDArray[np.int64], NDArray[np.int64], list[int]]:
+    """A saved :func:`rest_of`, checked: every index in range and once, the counts adding up."""
+    if not isinstance(rest, Mapping) or {"sizes", "indices", "updates", "digest"} - set(rest):
+        raise InputTypeError(
+            "state['rest'] must be the dict of 'sizes', 'indices', 'updates' and 'digest' that "
+            f"state_dict() saved, got {type(rest).__name__}"
+        )
+    try:
+        sizes = np.asarray(rest["sizes"], dtype=np.int64).reshape(-1)
+        indices = np.asarray(rest["indices"], dtype=np.int64).reshape(-1)
+        updates = [int(u) for u in rest["updates"]]
+    except (TypeError, ValueError) as err:
+        raise InputTypeError(f"state['rest'] holds values that are not integers: {err}") from None
+    bad = (
+        (sizes < 1).any()
+        or int(sizes.sum()) != indices.size
+        or sum(updates) != sizes.size
+        or min(updates, default=1) < 1
+        or ((indices < 0) | (indices >= samples)).any()
+        or np.unique(indices).size != indices.size
+        or rest["digest"] != _digest(sizes, indices, np.asarray(updates, dtype=np.int64))
+    )
+    if bad:
+        raise InputError(
+            f"state['rest'] is not the rest of an epoch of these {samples} samples (sizes, "
+            "indices and updates do not add up, an index is out of range or repeated, or the "
+            "digest differs): the state was changed or torn"
+        )
+    return sizes, indices, updates
+
+
+def check_global_update(
+    saved: Mapping[str, Any], saved_replicas: int, options: PlanOptions, num_replicas: int
+) -> None:
+    """Refuse a rest whose updates this sampler's would not be (NOTE [ resume on another ...
+    number of ranks ]), saying which ``batch_size`` keeps the saved update."""
+    size, unit = saved.get("update_size"), saved.get("update_unit", "samples")
+    if size is None:
+        raise InputError(
+            f"this sampler state was saved with num_replicas={saved_replicas}, this sampler has "
+            f"num_replicas={num_replicas}; no update_size: each step of {saved_replicas} "
+            f"batch(es) was one update, which {num_replicas} rank(s) cannot keep. Resume with "
+            f"num_replicas={saved_replicas}, "
+            "or train with batch_size= (or update_size=) to resume on another number of ranks"
+        )
+    if size == options.update_size and unit == options.update_unit:
+        return
+    per_rank = float(size) / num_replicas
+    if unit == "samples" and per_rank == int(per_rank):
+        valid = f"with num_replicas={num_replicas} use batch_size={int(per_rank)}"
+    else:
+        valid = f"with num_replicas={num_replicas} use update_size={size:g}"
+    raise InputError(
+        f"this sampler state was saved with num_replicas={saved_replicas} x "
+        f"{float(size) / saved_replicas:g} = {size:g} {unit} per update, this sampler makes "
+        f"updates of {options.update_size!r} {options.update_unit} on num_replicas="
+        f"{num_replicas}: the rest of the epoch would train other updates. Keep the global "
+        f"update: {valid} (update_unit={unit!r})"
+    )
+
+
+def _fit(batch: NDArray[np.int64], plens: NDArray[Any], options: PlanOptions) -> list[Any]:
+    """``batch`` halved (alternating lengths) until each part fits ``options``' budget."""
+    cap = options.max_batch_size
+    n = batch.size
+    over = n > 1 and (
+        (cap is not None and n > cap)
+        or float(np.asarray(options.cost(n, int(plens[batch].max())))) > options.max_cost
+    )
+    if not over:
+        return [batch]
+    ordered = batch[np.argsort(plens[batch], kind="stable")]
+    return _fit(ordered[0::2], plens, options) + _fit(ordered[1::2], plens, options)
+
+
+def deal_rest(
+    rest: Any, lengths: NDArray[np.int64], options: PlanOptions, num_replicas: int, epoch: int
+) -> ShardedPlan:
+    """The saved rest of an epoch as a plan for ``num_replicas`` ranks, update by update."""
+    sizes, indices, updates = check_rest(rest, lengths.size)
+    plens = padded_lengths(lengths, options.pad_to_multiple_of)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    parts: list[ShardedPlan] = []
+    first = 0
+    for count in updates:
+        batches: list[Any] = []
+        for b in range(first, first + count):
+            batches += _fit(indices[offsets[b] : offsets[b + 1]], plens, options)
+        first += count
+        plan = Plan.from_batches(batches)
+        parts.append(
+            shard_checked(plan, lengths, num_replicas, epoch, None, TOLERANCE, options, owned=True)
+        )
+    steps = np.cumsum([p.num_steps for p in parts], dtype=np.int64)
+    whole = Plan.from_batches([b for p in parts for b in p.plan])
+    padding = np.concatenate([p.is_padding for p in parts]) if parts else np.zeros(0, bool)
+    order = np.arange(len(whole), dtype=np.int64)
+    return ShardedPlan(whole, order, padding, num_replicas, steps)
