@@ -336,8 +336,6 @@ INVARIANTS = (
 # -- where a fix is under way elsewhere (strict xfails below) -------------------------------------
 def known_defect(combo: dict[str, Any]) -> str | None:
     """The defect of issue 28 a combination runs into, if another engineer is fixing it."""
-    if combo["source"] == "stream" and (combo["time_model"] or combo["group_by_length"]):
-        return "streams ignore time_model and group_by_length"
     timed = combo["time_model"] is not None or combo["group_by_length"]  # grouped: flat step
     if timed and combo["source"] == "memory":
         b = combo["batch_size"]
@@ -365,9 +363,6 @@ def refused_by_name(err: InputError, combo: dict[str, Any]) -> None:
 @given(case=option_combinations(), data=st.data())
 def test_every_option_combination_keeps_every_promise(case: dict[str, Any], data: Any) -> None:
     combo, lengths = case["combo"], case["lengths"]
-    if combo["source"] == "stream" and known_defect(combo):  # without them, as the xfail says
-        event(f"stream without time options: {known_defect(combo)}")
-        combo = {**combo, "time_model": None, "group_by_length": False}
     if known_defect(combo):
         event(f"held apart: {known_defect(combo)}")
         return
@@ -411,11 +406,6 @@ def test_a_time_split_with_an_odd_batch_size_is_never_slower_than_the_fixed_batc
         assert epoch_seconds(plan, LENGTHS, FLAT_STEP) <= fixed_seconds(plan, LENGTHS, FLAT_STEP)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 28 defect 3: DynamicBatchIterable ignores time_model and "
-    "group_by_length instead of honouring or refusing them",
-)
 @pytest.mark.parametrize("option", [{"time_model": FLAT_STEP}, {"group_by_length": True}])
 def test_a_stream_honours_or_refuses_the_time_options(option: dict[str, Any]) -> None:
     fields = {"time_model": FLAT_STEP, **option}  # group_by_length needs a time model
