@@ -407,3 +407,44 @@ def test_a_sampler_grouped_by_length_on_a_cpu_plans_whole_grouped_updates(
     plan = sampler.epoch_plan(0)
     assert plan.num_steps == len(plan.window_ends) == 16
     assert sampler.batch_size == 32
+
+
+# -- batch_size_multiple: the fixed batch's own step stays a candidate ----------------------------
+def fixed_batch_seconds(lens, opts, epoch, replicas, batch, model) -> float:
+    """The fixed batch's epoch: the same shuffle cut into steps of ``batch`` samples a rank, the
+    multiple not applied (a fixed batch of 36 is 36, whatever batch_size_multiple says)."""
+    order = dynbatch.timing.shuffled(np.arange(lens.size), opts.seed, epoch)
+    steps = np.split(order, range(batch * replicas, order.size, batch * replicas))
+    return sum(float(model(-(-s.size // replicas), int(lens[s].max()))) for s in steps)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+@pytest.mark.parametrize(("replicas", "accumulation"), [(1, 1), (2, 1), (1, 2), (3, 2)])
+def test_a_batch_size_off_the_multiple_is_never_predicted_slower_than_the_fixed_batch(
+    grouped: bool, replicas: int, accumulation: int
+) -> None:
+    """B=36 with batch_size_multiple=8: the fixed batch's step of 36 samples a rank is a cut the
+    split may keep (issue 28, defect 2: rounding the cap to 32 made every update two steps)."""
+    lens = np.random.default_rng(0).integers(5, 128, 2000)
+    table = StepTimeTable.load(shared_file("h100_bert_base_step_times.json"))
+    for model in (dynbatch.timing.FLAT_STEP, table.fit()):
+        kw = {"group_by_length": True} if grouped else {"time_model": model}
+        opts = dynbatch.like_fixed(
+            lens,
+            36,
+            batch_size_multiple=8,
+            num_replicas=replicas,
+            accumulation_steps=accumulation,
+            **kw,
+        )
+        if grouped:
+            opts = opts.replace(time_model=model)
+        sp = plan_epoch(lens, opts, 0, replicas)
+        real = sp.plan.indices[np.repeat(~sp.is_padding, sp.plan.sizes)]
+        assert sorted(real.tolist()) == list(range(lens.size)), "every sample once"
+        if model is dynbatch.timing.FLAT_STEP:
+            assert sp.num_steps == accumulation * len(sp.window_ends), "as many steps as fixed"
+        if not grouped:  # the same draws as the fixed batch: compare the epoch's time
+            fixed = fixed_batch_seconds(lens, opts, 0, replicas, 36, model)
+            assert epoch_seconds(sp, lens, model) <= fixed * (1 + 1e-9), f"{model}: slower"
+        assert (sp.sizes <= 36).all(), "no micro-batch over the fixed batch's"
