@@ -149,7 +149,9 @@ def like_fixed(
     values = {"order": "bucket", "max_batch_size": cap, **updates, **fields}
     options = PlanOptions(max_cost=budget, cost=fn, **values)
     model = check_time_model(time_model)
-    whole = {"order": "shuffle", "max_batch_size": _micro_cap(batch, batch, fields), **fields}
+    # the fixed batch's step, ``B`` a rank, a multiple or not (NOTE [ the multiple and the
+    # fixed batch's step ] in dynbatch.timing): rounded down, every update would be cut
+    whole = {"order": "shuffle", "max_batch_size": batch, **fields}
     if grouped:  # Hugging Face's grouping, split at the step time (a flat one: each whole)
         return options.replace(**whole, time_model=model or FLAT_STEP, group_by_length=True)
     if model is None or update_unit != "samples" or not options.random_order:
