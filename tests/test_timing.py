@@ -448,3 +448,51 @@ def test_a_batch_size_off_the_multiple_is_never_predicted_slower_than_the_fixed_
             fixed = fixed_batch_seconds(lens, opts, 0, replicas, 36, model)
             assert epoch_seconds(sp, lens, model) <= fixed * (1 + 1e-9), f"{model}: slower"
         assert (sp.sizes <= 36).all(), "no micro-batch over the fixed batch's"
+
+
+# -- like_fixed's choice between its two plans, made per epoch -----------------------------------
+@settings(max_examples=60, deadline=None)
+@given(
+    lens=lengths_strategy(max_size=40, max_len=64),
+    model=time_models,
+    batch=st.integers(2, 8),
+    replicas=st.integers(1, 2),
+    seed=st.integers(0, 3),
+)
+def test_every_epoch_of_like_fixed_with_a_time_model_is_no_slower_than_the_fixed_batch(
+    lens, model, batch, replicas, seed
+) -> None:
+    """The choice between the padding-free split and the time split is made per epoch: a later
+    epoch is never predicted slower than the fixed batch's updates of that epoch (issue 28,
+    defect 9: chosen on epoch 0 only, a tiny corpus's later epoch could be)."""
+    chosen = dynbatch.like_fixed(lens, batch, num_replicas=replicas, seed=seed, time_model=model)
+    plain = dynbatch.like_fixed(lens, batch, num_replicas=replicas, seed=seed)
+    split = plain.replace(order="shuffle", max_batch_size=batch, time_model=model)
+    for epoch in range(6):
+        sp = plan_epoch(lens, chosen, epoch, replicas)
+        fixed = fixed_batch_seconds(lens, chosen, epoch, replicas, batch, model)
+        assert epoch_seconds(sp, lens, model) <= fixed * (1 + 1e-9), f"epoch {epoch}: slower"
+        split_plan = plan_epoch(lens, split, epoch, replicas)
+        free_plan = plan_epoch(lens, plain, epoch, replicas)
+        best = min(epoch_seconds(p, lens, model) for p in (split_plan, free_plan))
+        assert epoch_seconds(sp, lens, model) <= best * (1 + 1e-9), f"epoch {epoch}: the faster"
+        assert len(sp.window_ends) == len(free_plan.window_ends), "the fixed batch's updates"
+        assert plan_epoch(lens, chosen, epoch, replicas).digest() == sp.digest(), "deterministic"
+
+
+def test_a_tiny_corpus_whose_best_plan_changes_with_the_epoch() -> None:
+    """A case the property above found: epoch 0 is faster padding-free, epoch 1 only as the
+    fixed batch's updates cut at the step time; each epoch is planned the faster way."""
+    lens = np.array([55, 41, 33, 18, 20, 3, 5, 2, 12, 53, 42])
+    model = StepTimeModel(c=1e-4, a=1e-6, b=0.0)
+    plain = dynbatch.like_fixed(lens, 5, num_replicas=2, seed=1)
+    split = plain.replace(order="shuffle", max_batch_size=5, time_model=model)
+    times = [
+        [epoch_seconds(plan_epoch(lens, o, e, 2), lens, model) for o in (plain, split)]
+        for e in (0, 1)
+    ]
+    assert times[0][0] < times[0][1] and times[1][1] < times[1][0], "precondition: a change"
+    chosen = dynbatch.like_fixed(lens, 5, num_replicas=2, seed=1, time_model=model)
+    for e in range(4):
+        fixed = fixed_batch_seconds(lens, chosen, e, 2, 5, model)
+        assert epoch_seconds(plan_epoch(lens, chosen, e, 2), lens, model) <= fixed * (1 + 1e-9)
