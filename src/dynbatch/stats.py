@@ -358,7 +358,7 @@ def compare_orders(
         )
     if options.time_model is not None:  # it prices the orders; it would replace each by its split
         step_time = options.time_model if step_time is None else step_time
-        options = options.replace(time_model=None)
+        options = options.replace(time_model=None, fixed_step_size=None)
 
     def summary(batches: Sequence[Any]) -> PlanStats:
         return plan_stats(

@@ -234,9 +234,26 @@ class StepTimeTable:
         return cls.from_rows(rows)
 
     def fit(self) -> StepTimeModel:
-        """The :class:`StepTimeModel` nearest the table in relative error, with its mean error."""
+        """The :class:`StepTimeModel` nearest the table in relative error, with its mean error.
+
+        NOTE [ a fit's error ]
+            ``error`` decides which cuts are trusted (a cut must be predicted
+            to save more than it). Three coefficients fit three shapes or fewer
+            exactly, whatever the device does between them: such a fit would
+            claim error 0, a certainty it does not have, and every cut it
+            predicts would be taken. So a fit needs a fourth distinct shape,
+            the least that leaves a residual to measure; fewer is an
+            :class:`~dynbatch.InputError` (give the model's own coefficients,
+            with an ``error``, to use so few measurements).
+        """
         from .memory.fit import fit_polynomial  # the memory package plans: not at the top
 
+        shapes = np.unique(np.stack([self.n, self.lengths]), axis=1).shape[1]
+        if shapes <= 3:  # NOTE [ a fit's error ]
+            raise InputError(
+                "a step-time table needs at least 4 distinct shapes (n, L) to fit c, a, b and "
+                f"measure the fit's error; got {shapes} in {self.n.size} row(s)"
+            )
         c, a, b = fit_polynomial(self.n, self.lengths, self.seconds)
         model = StepTimeModel(c=c, a=a, b=b)
         error = np.abs(np.asarray(model(self.n, self.lengths)) / self.seconds - 1.0).mean()
@@ -407,6 +424,8 @@ def plan_split_updates(
     micro-steps dealt across the ranks; a rank with no sample in a micro-step
     (an update of fewer samples than ranks) repeats one, flagged as padding.
     """
+    if not isinstance(options, PlanOptions):
+        raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
     model = check_time_model(options.time_model)
     if model is None or options.update_size is None or options.update_unit != "samples":
         raise InputError(
@@ -424,6 +443,12 @@ def plan_split_updates(
             f"time_model={options.time_model!r} predicts {worst} seconds for a step of "
             f"{-(-size // replicas)} samples of length {int(plens.max())}: a step's seconds must "
             "be finite (are the coefficients in seconds?)"
+        )
+    if not math.isfinite(worst * size):  # the program sums an update's steps: at most U of them
+        raise InputError(
+            f"time_model={options.time_model!r} predicts inf seconds for an update of {size} "
+            f"steps of up to {worst:g} seconds each: an update's seconds must be finite (are the "
+            "coefficients in seconds?)"
         )
     # NOTE [ the multiple and the fixed batch's step ]: capacities of the budget alone, the
     # multiple applied by split_update's cut points, so that the fixed batch's step fits
@@ -496,15 +521,28 @@ def shuffled(indices: NDArray[Any], seed: int, epoch: int) -> NDArray[Any]:
 
 
 def epoch_seconds(
-    sharded: ShardedPlan, lengths: NDArray[Any], step_time: Any, pad_to_multiple_of: int = 1
+    sharded: ShardedPlan,
+    lengths: NDArray[Any],
+    step_time: Any,
+    pad_to_multiple_of: int = 1,
+    *,
+    name: str = "step_time",
 ) -> float:
     """Predicted seconds of an epoch: every micro-step at its slowest rank's ``step_time(n, L)``.
 
     ``step_time`` is a :class:`StepTimeModel`, a :class:`StepTimeTable` or any
-    vectorised ``(n, L) -> seconds``.
+    vectorised ``(n, L) -> seconds``; an epoch whose seconds are not finite
+    is an :class:`~dynbatch.InputError` naming it as ``name``.
     """
     if sharded.num_steps == 0:
         return 0.0
     longest = padded_lengths(sharded.longest(lengths), pad_to_multiple_of)
-    seconds = np.asarray(step_time(sharded.sizes, longest), dtype=np.float64)
-    return float(seconds.reshape(-1, sharded.num_replicas).max(axis=1).sum())
+    with np.errstate(over="ignore", invalid="ignore"):
+        seconds = np.asarray(step_time(sharded.sizes, longest), dtype=np.float64)
+        total = float(seconds.reshape(-1, sharded.num_replicas).max(axis=1).sum())
+    if not math.isfinite(total):
+        raise InputError(
+            f"{name}={step_time!r} predicts {total} seconds for an epoch of {sharded.num_steps} "
+            "steps: an epoch's seconds must be finite (are the coefficients in seconds?)"
+        )
+    return total
