@@ -1,7 +1,7 @@
 """Each plan's epoch replayed on a device's measured step times, against the fixed batch.
 
     python benchmarks/device_time.py [--time-table FILE] [--max-lens 128,256,512]
-        [--batch-sizes 16,32,64] [--epochs 8] [--fill 0.5]
+        [--batch-sizes 16,32,64] [--epochs 8] [--fill 0.5] [--batch-size-multiple 1]
 
 A step-time table (``--time-table``: JSON with columns n, L, step_s, as the measured H100
 file ``../shared/data/h100_bert_base_step_times.json`` or one you measured) prices every
@@ -128,6 +128,9 @@ def main() -> int:
     parser.add_argument("--batch-sizes", default="16,32,64")
     parser.add_argument("--epochs", type=int, default=8, help="epochs averaged (new shuffles)")
     parser.add_argument("--fill", type=float, default=0.5)
+    parser.add_argument(
+        "--batch-size-multiple", type=int, default=1, help="the recipes' batch_size_multiple"
+    )
     args = parser.parse_args()
     paths = [Path(args.time_table), Path(args.data_file), Path(args.vocab)]
     missing = [p for p in paths if not p.exists()]
@@ -143,9 +146,12 @@ def main() -> int:
     for max_len in (int(v) for v in args.max_lens.split(",")):
         lens = np.minimum(words, max_len)
         for batch in (int(v) for v in args.batch_sizes.split(",")):
-            recipe = dynbatch.like_fixed(lens, batch)
-            timed = dynbatch.like_fixed(lens, batch, time_model=model)
-            grouped = dynbatch.like_fixed(lens, batch, time_model=model, group_by_length=True)
+            multiple = {"batch_size_multiple": args.batch_size_multiple}
+            recipe = dynbatch.like_fixed(lens, batch, **multiple)
+            timed = dynbatch.like_fixed(lens, batch, time_model=model, **multiple)
+            grouped = dynbatch.like_fixed(
+                lens, batch, time_model=model, group_by_length=True, **multiple
+            )
             fill = dynbatch.fill_device(
                 lens, model, max_cost=largest, cost="linear", fraction=args.fill, batch_size=batch
             )

@@ -43,6 +43,7 @@ from dynbatch import (
     MixedCost,
     compute_lengths,
     find_oversize,
+    like_fixed,
     plan_batches,
     plan_epoch,
     plan_stats,
@@ -50,6 +51,17 @@ from dynbatch import (
     shard_plan,
 )
 from dynbatch.stats import batch_table, compare_orders
+from dynbatch.timing import (
+    FLAT_STEP,
+    StepTimeModel,
+    StepTimeTable,
+    epoch_seconds,
+    plan_split_updates,
+    split_update,
+)
+from dynbatch.windows import EpochWindows
+
+FLAT_STEP_BIG = StepTimeModel(c=1e307, a=0.0, b=0.0)  # finite steps whose sum is not
 
 CASES = Cases()
 case = CASES.add
@@ -391,6 +403,173 @@ for label, value, error, match in int_family(
         error,
         match,
     )
+
+
+# -- the time split and the windows ---------------------------------------------------------------
+
+ROWS = np.array([[2, 3, 5, 9]])  # one update's ascending lengths
+ROOM = np.full((1, 4), 4)  # and how many samples a rank's batch of each holds
+TIMED = options_with(cost="linear", update_size=4, time_model="0,1,0")
+for label, call, error, match in [
+    (
+        "lengths-1-D",
+        lambda: split_update(ROWS[0], ROOM[0], FLAT_STEP),
+        VALUE,
+        r"lengths must be a 2-d array of integer lengths >= 1.*got lengths with shape \(4,\)",
+    ),
+    (
+        "lengths-float",
+        lambda: split_update(ROWS * 1.5, ROOM, FLAT_STEP),
+        VALUE,
+        r"lengths must be a 2-d array of integer lengths.*dtype float64",
+    ),
+    (
+        "lengths-descending",
+        lambda: split_update(ROWS[:, ::-1], ROOM, FLAT_STEP),
+        VALUE,
+        r"lengths must be ascending along each row",
+    ),
+    (
+        "capacity-shape",
+        lambda: split_update(ROWS, ROOM[0], FLAT_STEP),
+        VALUE,
+        r"capacity must be an integer array of the shape of lengths \(1, 4\).*got shape \(4,\)",
+    ),
+    (
+        "num_replicas-zero",
+        lambda: split_update(ROWS, ROOM, FLAT_STEP, num_replicas=0),
+        VALUE,
+        r"num_replicas must be an integer >= 1, got num_replicas=0",
+    ),
+    (
+        "multiple-zero",
+        lambda: split_update(ROWS, ROOM, FLAT_STEP, multiple=0),
+        VALUE,
+        r"multiple must be an integer >= 1, got multiple=0",
+    ),
+    (
+        "time_model-None",
+        lambda: split_update(ROWS, ROOM, None),
+        TYPE,
+        r"time_model must be a step time \(n, L\) -> seconds.*got time_model=None",
+    ),
+]:
+    case(f"split_update-{label}", call, error, match)
+for label, call, error, match in [
+    (
+        "options-None",
+        lambda: plan_split_updates(LENS, None, 0),
+        TYPE,
+        r"options must be a dynbatch.PlanOptions, got options=None",
+    ),
+    (
+        "no-time_model",
+        lambda: plan_split_updates(LENS, TIMED.replace(time_model=None), 0),
+        VALUE,
+        r"needs options with time_model and update_size in samples, got time_model=None",
+    ),
+    (
+        "num_replicas-zero",
+        lambda: plan_split_updates(LENS, TIMED, 0, num_replicas=0),
+        VALUE,
+        r"num_replicas must be an integer >= 1, got num_replicas=0",
+    ),
+    (
+        "lengths-2-D",
+        lambda: plan_split_updates(LENS.reshape(2, 4), TIMED, 0),
+        VALUE,
+        r"lengths must be a 1-D array of positive integers, got an array of shape \(2, 4\)",
+    ),
+    (
+        "update-sum-overflows",  # each step finite, an update of them not
+        lambda: plan_split_updates(LENS, TIMED.replace(time_model="1e308,0,0"), 0),
+        VALUE,
+        r"time_model=.*predicts inf seconds for an update of 4 steps",
+    ),
+]:
+    case(f"plan_split_updates-{label}", call, error, match)
+ONE_STEP_EACH = options_with(cost="linear", update_size=1, time_model="1e307,0,0")
+case(
+    "epoch_seconds-sum-overflows",
+    lambda: epoch_seconds(
+        plan_epoch(np.full(30, 5), ONE_STEP_EACH, 0), np.full(30, 5), FLAT_STEP_BIG
+    ),
+    VALUE,
+    r"step_time=StepTimeModel\(c=1e\+307.* predicts inf seconds for an epoch of 30 steps",
+)
+case(
+    "like_fixed-epoch-overflows",
+    lambda: plan_epoch(np.full(30, 5), like_fixed(np.full(30, 5), 1, time_model="1e307,0,0"), 0),
+    VALUE,
+    r"time_model=StepTimeModel\(c=1e\+307.* predicts inf seconds for an epoch of 30 steps",
+)
+for label, rows in [
+    ("one-row", [(8, 128, 0.05)]),
+    ("three-shapes", [(1, 8, 0.1), (2, 8, 0.1), (4, 8, 0.2), (4, 8, 0.3)]),
+]:
+    case(
+        f"StepTimeTable-fit-{label}",
+        lambda rows=rows: StepTimeTable.from_rows(rows).fit(),
+        VALUE,
+        r"a step-time table needs at least 4 distinct shapes \(n, L\) to fit.*got \d",
+    )
+for label, value, error, match in [
+    *int_family("fixed_step_size", [x for x in POSITIVE_INT if x[0] != "None"], 1),
+    (
+        "no-time_model",
+        4,
+        VALUE,
+        r"fixed_step_size chooses.*needs a time_model.*got fixed_step_size=4 with time_model=None",
+    ),
+]:
+    case(
+        f"PlanOptions-fixed_step_size-{label}",
+        functools.partial(
+            options_with,
+            **({} if label == "no-time_model" else {"time_model": "1,0,0", "update_size": 4}),
+            fixed_step_size=value,
+        ),
+        error,
+        match,
+    )
+case(
+    "PlanOptions-fixed_step_size-below-multiple",
+    lambda: options_with(
+        update_size=16, time_model="1,0,0", batch_size_multiple=8, fixed_step_size=4
+    ),
+    VALUE,
+    r"fixed_step_size must be at least batch_size_multiple=8 .*got fixed_step_size=4",
+)
+WINDOWED = plan_epoch(LENS, options_with(update_size=4), 0)
+for label, call, error, match in [
+    (
+        "sharded-None",
+        lambda: EpochWindows(None, LENS, epoch=0),
+        TYPE,
+        r"sharded must be an epoch's plan \(a ShardedPlan, e.g. plan_epoch\(...\)\), got "
+        r"sharded=None",
+    ),
+    (
+        "counted-short",
+        lambda: EpochWindows(WINDOWED, LENS[:3], epoch=0),
+        VALUE,
+        r"counted must hold one count per sample, 8 or more \(the plan holds sample 7\), got "
+        r"an array of shape \(3,\)",
+    ),
+    (
+        "counted-None",
+        lambda: EpochWindows(WINDOWED, None, epoch=0),
+        VALUE,
+        r"counted must hold one count per sample.*got an array of shape \(\)",
+    ),
+    (
+        "counted-2-D",
+        lambda: EpochWindows(WINDOWED, LENS.reshape(2, 4), epoch=0),
+        VALUE,
+        r"counted must hold one count per sample.*got an array of shape \(2, 4\)",
+    ),
+]:
+    case(f"EpochWindows-{label}", call, error, match)
 
 
 @pytest.mark.parametrize(

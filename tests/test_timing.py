@@ -159,7 +159,10 @@ def test_like_fixed_with_a_time_model_is_never_predicted_slower_than_the_fixed_b
 def test_on_a_cpu_like_step_the_recipe_keeps_its_padding_free_split() -> None:
     lens = np.random.default_rng(0).integers(5, 300, 2000)
     cpu_like = StepTimeModel(c=1e-3, a=1e-5, b=0.0)
-    assert dynbatch.like_fixed(lens, 32, time_model=cpu_like) == dynbatch.like_fixed(lens, 32)
+    chosen = dynbatch.like_fixed(lens, 32, time_model=cpu_like)
+    plain = dynbatch.like_fixed(lens, 32)
+    for epoch in range(3):  # chosen per epoch (NOTE [ the faster plan of each epoch ])
+        assert plan_epoch(lens, chosen, epoch).digest() == plan_epoch(lens, plain, epoch).digest()
 
 
 def test_below_the_knee_each_update_is_one_micro_batch() -> None:
@@ -407,3 +410,92 @@ def test_a_sampler_grouped_by_length_on_a_cpu_plans_whole_grouped_updates(
     plan = sampler.epoch_plan(0)
     assert plan.num_steps == len(plan.window_ends) == 16
     assert sampler.batch_size == 32
+
+
+# -- batch_size_multiple: the fixed batch's own step stays a candidate ----------------------------
+def fixed_batch_seconds(lens, opts, epoch, replicas, batch, model) -> float:
+    """The fixed batch's epoch: the same shuffle cut into steps of ``batch`` samples a rank, the
+    multiple not applied (a fixed batch of 36 is 36, whatever batch_size_multiple says)."""
+    order = dynbatch.timing.shuffled(np.arange(lens.size), opts.seed, epoch)
+    steps = np.split(order, range(batch * replicas, order.size, batch * replicas))
+    return sum(float(model(-(-s.size // replicas), int(lens[s].max()))) for s in steps)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+@pytest.mark.parametrize(("replicas", "accumulation"), [(1, 1), (2, 1), (1, 2), (3, 2)])
+def test_a_batch_size_off_the_multiple_is_never_predicted_slower_than_the_fixed_batch(
+    grouped: bool, replicas: int, accumulation: int
+) -> None:
+    """B=36 with batch_size_multiple=8: the fixed batch's step of 36 samples a rank is a cut the
+    split may keep (issue 28, defect 2: rounding the cap to 32 made every update two steps)."""
+    lens = np.random.default_rng(0).integers(5, 128, 2000)
+    table = StepTimeTable.load(shared_file("h100_bert_base_step_times.json"))
+    for model in (dynbatch.timing.FLAT_STEP, table.fit()):
+        kw = {"group_by_length": True} if grouped else {"time_model": model}
+        opts = dynbatch.like_fixed(
+            lens,
+            36,
+            batch_size_multiple=8,
+            num_replicas=replicas,
+            accumulation_steps=accumulation,
+            **kw,
+        )
+        if grouped:
+            opts = opts.replace(time_model=model)
+        sp = plan_epoch(lens, opts, 0, replicas)
+        real = sp.plan.indices[np.repeat(~sp.is_padding, sp.plan.sizes)]
+        assert sorted(real.tolist()) == list(range(lens.size)), "every sample once"
+        if model is dynbatch.timing.FLAT_STEP:
+            assert sp.num_steps == -(-lens.size // (36 * replicas)), "the fixed batch's steps"
+        if not grouped:  # the same draws as the fixed batch: compare the epoch's time
+            fixed = fixed_batch_seconds(lens, opts, 0, replicas, 36, model)
+            assert epoch_seconds(sp, lens, model) <= fixed * (1 + 1e-9), f"{model}: slower"
+        assert (sp.sizes <= 36).all(), "no micro-batch over the fixed batch's"
+
+
+# -- like_fixed's choice between its two plans, made per epoch -----------------------------------
+@settings(max_examples=60, deadline=None)
+@given(
+    lens=lengths_strategy(max_size=40, max_len=64),
+    model=time_models,
+    batch=st.integers(2, 8),
+    replicas=st.integers(1, 2),
+    seed=st.integers(0, 3),
+)
+def test_every_epoch_of_like_fixed_with_a_time_model_is_no_slower_than_the_fixed_batch(
+    lens, model, batch, replicas, seed
+) -> None:
+    """The choice between the padding-free split and the time split is made per epoch: a later
+    epoch is never predicted slower than the fixed batch's updates of that epoch (issue 28,
+    defect 9: chosen on epoch 0 only, a tiny corpus's later epoch could be)."""
+    chosen = dynbatch.like_fixed(lens, batch, num_replicas=replicas, seed=seed, time_model=model)
+    plain = dynbatch.like_fixed(lens, batch, num_replicas=replicas, seed=seed)
+    split = plain.replace(order="shuffle", max_batch_size=batch, time_model=model)
+    for epoch in range(6):
+        sp = plan_epoch(lens, chosen, epoch, replicas)
+        fixed = fixed_batch_seconds(lens, chosen, epoch, replicas, batch, model)
+        assert epoch_seconds(sp, lens, model) <= fixed * (1 + 1e-9), f"epoch {epoch}: slower"
+        split_plan = plan_epoch(lens, split, epoch, replicas)
+        free_plan = plan_epoch(lens, plain, epoch, replicas)
+        best = min(epoch_seconds(p, lens, model) for p in (split_plan, free_plan))
+        assert epoch_seconds(sp, lens, model) <= best * (1 + 1e-9), f"epoch {epoch}: the faster"
+        assert len(sp.window_ends) == len(free_plan.window_ends), "the fixed batch's updates"
+        assert plan_epoch(lens, chosen, epoch, replicas).digest() == sp.digest(), "deterministic"
+
+
+def test_a_tiny_corpus_whose_best_plan_changes_with_the_epoch() -> None:
+    """A case the property above found: epoch 0 is faster padding-free, epoch 1 only as the
+    fixed batch's updates cut at the step time; each epoch is planned the faster way."""
+    lens = np.array([55, 41, 33, 18, 20, 3, 5, 2, 12, 53, 42])
+    model = StepTimeModel(c=1e-4, a=1e-6, b=0.0)
+    plain = dynbatch.like_fixed(lens, 5, num_replicas=2, seed=1)
+    split = plain.replace(order="shuffle", max_batch_size=5, time_model=model)
+    times = [
+        [epoch_seconds(plan_epoch(lens, o, e, 2), lens, model) for o in (plain, split)]
+        for e in (0, 1)
+    ]
+    assert times[0][0] < times[0][1] and times[1][1] < times[1][0], "precondition: a change"
+    chosen = dynbatch.like_fixed(lens, 5, num_replicas=2, seed=1, time_model=model)
+    for e in range(4):
+        fixed = fixed_batch_seconds(lens, chosen, e, 2, 5, model)
+        assert epoch_seconds(plan_epoch(lens, chosen, e, 2), lens, model) <= fixed * (1 + 1e-9)

@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("paddlenlp")
 
 import dynbatch
+from dynbatch.epochs import epoch_candidates
 from dynbatch.integrations import paddlenlp as integration
 from dynbatch.integrations.paddlenlp import (
     STATE_FILE,
@@ -569,11 +570,17 @@ def test_the_log_says_once_which_split_the_step_time_chose_and_why(
         plan = trainer.train_sampler.epoch_plan(0)
         updates = len(plan.window_ends)
         assert f"{plan.num_steps} micro-batch(es) a rank for {updates} update(s)" in lines[0]
-        if trainer.options.time_model is None:
-            assert "planning the padding-free split: predicted" in lines[0]
-        else:
-            assert "planning whole updates cut at the step time: predicted" in lines[0]
-            assert "s for the padding-free split" in lines[0]
+        _, seconds = epoch_candidates(
+            trainer.train_sampler.lengths, trainer.options, 0, 1, trainer.train_sampler.loss_tokens
+        )
+        names = {
+            "time split": "whole updates cut at the step time",
+            "padding-free": "the padding-free split",
+        }
+        kept = min(seconds, key=lambda k: (seconds[k], k != "padding-free"))  # a tie: free
+        other = next(k for k in seconds if k != kept)
+        assert f"planning {names[kept]} for epoch 0: predicted {seconds[kept]:.3g} s" in lines[0]
+        assert f"against {seconds[other]:.3g} s for {names[other]}" in lines[0], lines[0]
         if i == 0:  # every cut costs a whole step: none pays
             assert plan.num_steps == updates and "each update whole" in lines[0], lines[0]
 

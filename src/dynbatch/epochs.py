@@ -53,10 +53,10 @@ from .plan import Plan
 from .planning import find_oversize, plan_draw
 from .reshard import check_global_update, deal_rest, rest_of
 from .sharding import TOLERANCE, ShardedPlan, shard_checked
-from .timing import plan_split_updates
+from .timing import epoch_seconds, plan_split_updates
 from .windows import mix_updates, optimizer_steps
 
-__all__ = ["Epochs", "Recent", "equal_batch_count", "plan_epoch"]
+__all__ = ["Epochs", "Recent", "epoch_candidates", "equal_batch_count", "plan_epoch"]
 
 #: Epochs planned to fix the batch count of ``equal_epochs`` (NOTE [ equal epochs ]).
 EQUAL_EPOCH_PROBES = 8
@@ -197,6 +197,8 @@ def plan_epoch(
     num_replicas = check_int("num_replicas", num_replicas, minimum=1)
     if num_batches is not None:
         num_batches = check_int("num_batches", num_batches, minimum=1)
+    if options.fixed_step_size is not None:  # NOTE [ the faster plan of each epoch ]
+        return _faster_plan(lengths, options, epoch, num_replicas, loss_tokens)
     if options.time_model is not None:  # NOTE [ splitting updates at the step time ]
         return plan_split_updates(lengths, options, epoch, num_replicas)
     plan = plan_draw(lengths, options, epoch, shuffle_batches=False)  # sharding orders them
@@ -219,6 +221,79 @@ def plan_epoch(
     if options.update_size is None:
         return sharded
     return mix_updates(sharded, lengths, options, epoch, loss_tokens)
+
+
+def _faster_plan(
+    lengths: NDArray[np.int64],
+    options: PlanOptions,
+    epoch: int,
+    num_replicas: int,
+    loss_tokens: NDArray[Any] | None,
+) -> ShardedPlan:
+    """The faster of ``options``' two plans of ``epoch`` (NOTE [ the faster plan of each epoch ]).
+
+    NOTE [ the faster plan of each epoch ]
+        :func:`~dynbatch.like_fixed` given a time model has two plans: the
+        padding-free split (mixed updates of near-equal micro-batches) and
+        the fixed batch's own updates cut at the step time (never predicted
+        slower than the fixed batch). Which is faster depends on the draw:
+        chosen once, on epoch 0, a later epoch of a small corpus could be
+        predicted slower than the fixed batch. So every epoch plans both and
+        keeps the one whose predicted time is less (the padding-free one on
+        a tie). The choice is a pure function of the options, the lengths
+        and the epoch, as each plan is: every rank, and a resumed run, make
+        the same one, and ``steps_for_epochs`` counts the plan kept (both
+        have the fixed batch's update count). An epoch is so never predicted
+        slower than the time split, and so than the fixed batch.
+    """
+    plans, seconds = epoch_candidates(lengths, options, epoch, num_replicas, loss_tokens)
+    return (
+        plans["time split"]
+        if seconds["time split"] < seconds["padding-free"]
+        else plans["padding-free"]
+    )
+
+
+def epoch_candidates(
+    lengths: NDArray[np.int64],
+    options: PlanOptions,
+    epoch: int,
+    num_replicas: int,
+    loss_tokens: NDArray[Any] | None = None,
+) -> tuple[dict[str, ShardedPlan], dict[str, float]]:
+    """The two plans of ``epoch`` that ``fixed_step_size`` chooses between, and their seconds.
+
+    Keys ``"padding-free"`` and ``"time split"``; the faster is kept, the padding-free one
+    on a tie (NOTE [ the faster plan of each epoch ]). The Trainer's log reads it too.
+    """
+    model, step = options.time_model, options.fixed_step_size
+    if model is None or step is None:
+        raise InputError(
+            "epoch_candidates: options must hold a time_model and a fixed_step_size (as "
+            f"like_fixed(..., time_model=...) makes), got time_model={model!r}, "
+            f"fixed_step_size={step!r}"
+        )
+    plans = {
+        "padding-free": plan_epoch(
+            lengths,
+            options.replace(time_model=None, fixed_step_size=None),
+            epoch,
+            num_replicas,
+            loss_tokens=loss_tokens,
+        ),
+        "time split": plan_split_updates(
+            lengths,
+            options.replace(order="shuffle", max_batch_size=step, fixed_step_size=None),
+            epoch,
+            num_replicas,
+        ),
+    }
+    pad = options.pad_to_multiple_of
+    seconds = {
+        name: epoch_seconds(plan, lengths, model, pad, name="time_model")
+        for name, plan in plans.items()
+    }
+    return plans, seconds
 
 
 # -- a run's epochs: the plan cache, the passes, resume -------------------------------------------

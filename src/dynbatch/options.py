@@ -113,6 +113,14 @@ class PlanOptions:
             the budget (NOTE [ splitting updates at the step time ] in
             :mod:`dynbatch.timing`); needs ``update_size`` in samples and a
             random ``order``.
+        fixed_step_size: with ``time_model``, the fixed batch's step (samples
+            a rank): each epoch then plans both the padding-free split (these
+            options without the time model) and the fixed batch's updates cut
+            at the step time (in ``"shuffle"`` order, micro-batches of at most
+            this), and keeps the one predicted faster (NOTE [ the faster plan
+            of each epoch ] in :mod:`dynbatch.epochs`). None: the time split
+            alone, its step ``max_batch_size``. :func:`~dynbatch.like_fixed`
+            sets it.
 
     :func:`~dynbatch.like_fixed` makes the options that train like a fixed
     batch, faster; :func:`~dynbatch.fill_device` those that fill a device.
@@ -166,6 +174,13 @@ class PlanOptions:
     time_model: Any = field(
         default=None,
         metadata=_help("a step's seconds c,a,b (c + n*L*(a + b*L)): cut updates at the step time"),
+    )
+    fixed_step_size: int | None = field(
+        default=None,
+        metadata=_help(
+            "with --time-model: the fixed batch's step (samples a rank); each epoch keeps the "
+            "faster of the padding-free split and the time split"
+        ),
     )
 
     def __post_init__(self) -> None:
@@ -236,6 +251,25 @@ class PlanOptions:
                 "time, '1,0,0', keeps each update one batch); got group_by_length=True with "
                 "time_model=None"
             )
+        if self.fixed_step_size is not None:
+            put(
+                self,
+                "fixed_step_size",
+                check_int("fixed_step_size", self.fixed_step_size, minimum=1),
+            )
+            if self.time_model is None or self.group_by_length:
+                raise InputError(
+                    "fixed_step_size chooses, each epoch, between the padding-free split and a "
+                    "time_model's split of the fixed batch's updates: it needs a time_model and no "
+                    f"group_by_length, got fixed_step_size={self.fixed_step_size!r} with "
+                    f"time_model={self.time_model!r}, group_by_length={self.group_by_length!r}"
+                )
+            if self.fixed_step_size < self.batch_size_multiple:
+                raise InputError(
+                    f"fixed_step_size must be at least batch_size_multiple="
+                    f"{self.batch_size_multiple} (a fixed batch smaller than the multiple has no "
+                    f"step of it), got fixed_step_size={self.fixed_step_size!r}"
+                )
         if self.time_model is not None and not self.random_order:
             raise InputError(
                 "time_model draws the fixed batch's updates at random each epoch, so it needs a "

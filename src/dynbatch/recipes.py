@@ -29,10 +29,9 @@ from ._checks import (
     check_positive_number,
 )
 from .cost import Cost, LinearCost, MixedCost, WithinBudgets, cost_spec, resolve_cost
-from .epochs import plan_epoch
 from .options import FIELDS, UNITS, PlanOptions
 from .planning import batch_capacity, padded_lengths
-from .timing import FLAT_STEP, check_time_model, epoch_seconds
+from .timing import FLAT_STEP, check_time_model
 
 __all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
 
@@ -90,8 +89,10 @@ def like_fixed(
         With a ``time_model`` (the device's step time) the split follows it:
         the recipe also plans the fixed batch's own updates cut at the least
         predicted step time (NOTE [ splitting updates at the step time ] in
-        :mod:`dynbatch.timing`; never predicted slower than the fixed batch),
-        predicts both plans' epoch on the lengths, and returns the faster. On
+        :mod:`dynbatch.timing`; never predicted slower than the fixed batch):
+        the options returned (``fixed_step_size=batch_size``) plan both each
+        epoch and keep the one predicted faster on that epoch's draw (NOTE
+        [ the faster plan of each epoch ] in :mod:`dynbatch.epochs`). On
         a CPU, where padding costs, that is the padding-free split above; on
         a GPU below its knee, where a step costs the same at any size, it is
         one micro-batch per update, the fixed batch's own speed; above the
@@ -149,18 +150,15 @@ def like_fixed(
     values = {"order": "bucket", "max_batch_size": cap, **updates, **fields}
     options = PlanOptions(max_cost=budget, cost=fn, **values)
     model = check_time_model(time_model)
-    whole = {"order": "shuffle", "max_batch_size": _micro_cap(batch, batch, fields), **fields}
+    # the fixed batch's step, ``B`` a rank, a multiple or not (NOTE [ the multiple and the
+    # fixed batch's step ] in dynbatch.timing): rounded down, every update would be cut
+    whole = {"order": "shuffle", "max_batch_size": batch, **fields}
     if grouped:  # Hugging Face's grouping, split at the step time (a flat one: each whole)
         return options.replace(**whole, time_model=model or FLAT_STEP, group_by_length=True)
     if model is None or update_unit != "samples" or not options.random_order:
         return options
-    split = options.replace(**whole, time_model=model)
-    return min(
-        (options, split),  # the first of two equal times: the padding-free split
-        key=lambda o: epoch_seconds(
-            plan_epoch(lens, o, 0, replicas, loss_tokens=counted), lens, model, o.pad_to_multiple_of
-        ),
-    )
+    # each epoch keeps the faster of the two (NOTE [ the faster plan of each epoch ])
+    return options.replace(time_model=model, fixed_step_size=batch)
 
 
 def fill_device(

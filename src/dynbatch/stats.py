@@ -371,7 +371,7 @@ def compare_orders(
     grouped = check_bool("group_by_length", group_by_length) or options.group_by_length
     if options.time_model is not None:  # it prices the orders; it would replace each by its split
         step_time = options.time_model if step_time is None else step_time
-        options = options.replace(time_model=None, group_by_length=False)
+        options = options.replace(time_model=None, group_by_length=False, fixed_step_size=None)
 
     def summary(batches: Sequence[Any]) -> PlanStats:
         return plan_stats(

@@ -28,13 +28,29 @@ NOTE [ splitting updates at the step time ]
     a cut is taken only where it is predicted to save more than that fraction
     of the whole update's time; otherwise the update stays one micro-step.
 
-    **Never predicted slower than the fixed batch.** The cut "one micro-step
-    of all ``U`` samples" is the fixed batch's own step for that update (its
-    time is that of the rank holding the longest sample), and it is a
-    feasible cut whenever the fixed batch fits the budget, as the recipe's
-    default budget ``cost(B, L_max)`` guarantees. The program's cut is the
-    least over a set that contains it, so each update, and so the epoch, is
-    predicted no slower than the fixed batch drawing the same samples.
+    **Never predicted slower than the fixed batch.** The fixed batch's own
+    cut of an update, steps of ``B`` samples a rank (``max_batch_size``; one
+    micro-step of all ``U`` samples without it), sorted by length, is never
+    slower than the fixed batch's steps of the same samples in random order
+    (each step's longest sample is no longer), and it is a feasible cut
+    whenever the fixed batch fits the budget, as the recipe's default budget
+    ``cost(B, L_max)`` guarantees. It is always a candidate, and a cut is
+    taken over it only where it is predicted faster, so each update, and so
+    the epoch, is predicted no slower than the fixed batch drawing the same
+    samples.
+
+NOTE [ the multiple and the fixed batch's step ]
+    ``batch_size_multiple`` asks for batch sizes the device runs well (a
+    multiple of 8 for tensor cores). The fixed batch the user would have run
+    ignores it: ``B = 36`` runs steps of 36. Rounding a micro-batch's cap
+    down to the multiple (32) would take the fixed batch's own step out of
+    the candidates, and where a step costs the same at any size every update
+    would run as two steps: twice the fixed batch's time. So the multiple
+    applies to the *cut parts*: every micro-step the program cuts, but an
+    update's last, holds a multiple of ``multiple · ranks`` samples (each
+    rank a multiple) within the budget alone; the fixed batch's own cut
+    (steps of ``B`` a rank, the last one the rest) is a candidate as it is,
+    a multiple or not, since a cut never runs slower than what it replaces.
     Updates are the fixed batch's: the same count an epoch, each a random
     draw of every length (NOTE [ mixed updates ]). With ``group_by_length``
     they are drawn as Hugging Face's sampler draws them instead (mega-batches
@@ -218,9 +234,26 @@ class StepTimeTable:
         return cls.from_rows(rows)
 
     def fit(self) -> StepTimeModel:
-        """The :class:`StepTimeModel` nearest the table in relative error, with its mean error."""
+        """The :class:`StepTimeModel` nearest the table in relative error, with its mean error.
+
+        NOTE [ a fit's error ]
+            ``error`` decides which cuts are trusted (a cut must be predicted
+            to save more than it). Three coefficients fit three shapes or fewer
+            exactly, whatever the device does between them: such a fit would
+            claim error 0, a certainty it does not have, and every cut it
+            predicts would be taken. So a fit needs a fourth distinct shape,
+            the least that leaves a residual to measure; fewer is an
+            :class:`~dynbatch.InputError` (give the model's own coefficients,
+            with an ``error``, to use so few measurements).
+        """
         from .memory.fit import fit_polynomial  # the memory package plans: not at the top
 
+        shapes = np.unique(np.stack([self.n, self.lengths]), axis=1).shape[1]
+        if shapes <= 3:  # NOTE [ a fit's error ]
+            raise InputError(
+                "a step-time table needs at least 4 distinct shapes (n, L) to fit c, a, b and "
+                f"measure the fit's error; got {shapes} in {self.n.size} row(s)"
+            )
         c, a, b = fit_polynomial(self.n, self.lengths, self.seconds)
         model = StepTimeModel(c=c, a=a, b=b)
         error = np.abs(np.asarray(model(self.n, self.lengths)) / self.seconds - 1.0).mean()
@@ -257,6 +290,7 @@ def split_update(
     time_model: Any,
     num_replicas: int = 1,
     multiple: int = 1,
+    fixed: int | None = None,
 ) -> NDArray[np.bool_]:
     """Where to cut updates, rows of ascending padded ``lengths``, at the least predicted time.
 
@@ -267,8 +301,11 @@ def split_update(
     or a :class:`StepTimeTable` for the best cut on measured times). With
     ``multiple`` (``batch_size_multiple``) every micro-step but an update's
     last holds a multiple of ``multiple * num_replicas`` samples, so each
-    rank's batch is a multiple of it, wherever the budget allows one. Returns,
-    per row, a boolean row of ``U`` flags: True where a micro-step ends (NOTE
+    rank's batch is a multiple of it, wherever the budget allows one; the
+    fixed batch's own cut, steps of ``fixed`` samples a rank (default: the
+    whole update as one step), is always a candidate, a multiple or not
+    (NOTE [ the multiple and the fixed batch's step ]). Returns, per row, a
+    boolean row of ``U`` flags: True where a micro-step ends (NOTE
     [ splitting updates at the step time ]).
 
     >>> lens = np.array([[10, 10, 100, 100]])
@@ -278,26 +315,74 @@ def split_update(
     >>> split_update(lens, cap, StepTimeModel(c=1e6, a=1.0, b=0.0)).astype(int).tolist()
     [[0, 0, 0, 1]]
     """
+    lengths, capacity, model, replicas, unit, step = _checked_update(
+        lengths, capacity, time_model, num_replicas, multiple, fixed
+    )
     rows, size = lengths.shape
     if size == 0:
         return np.zeros((rows, 0), dtype=bool)
     block = -(-size // MAX_CUT_POINTS)
-    replicas = int(num_replicas)
-    unit = int(multiple) * replicas if int(multiple) > 1 else 1
-    cuts, done = _cut(lengths, capacity, time_model, replicas, -(-block // unit) * unit)
-    if not done.all():  # a length the budget fits fewer than the multiple of: cut anywhere
-        cuts[~done], done[~done] = _cut(
-            lengths[~done], capacity[~done], time_model, replicas, block
-        )
-    if not done.all():  # a single micro-step always fits: the budget's own
+    cuts, best = _cut(lengths, capacity, model, replicas, -(-block // unit) * unit)
+    # the fixed batch's own cut: consecutive steps of ``step`` samples (a rank's ``fixed``)
+    ends = np.append(np.arange(step, size, step), size)
+    count = np.diff(np.r_[0, ends])
+    per_rank = -(-count // replicas)
+    longest = lengths[:, ends - 1].astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        steps = np.asarray(model(per_rank[None, :], longest), dtype=np.float64)
+        own = np.broadcast_to(steps, longest.shape).sum(axis=1)
+    own_fits = (per_rank[None, :] <= np.maximum(capacity[:, ends - 1], 1)).all(axis=1)
+    trusted = best < own * (1.0 - float(getattr(model, "error", 0.0)))
+    keep_own = own_fits & ~trusted  # a cut the model cannot tell from the fixed batch's: its own
+    cuts[keep_own] = False
+    cuts[np.ix_(np.flatnonzero(keep_own), ends - 1)] = True
+    left = ~keep_own & ~np.isfinite(best)
+    if left.any():  # a length the budget fits fewer than the multiple of: cut anywhere
+        cuts[left], best[left] = _cut(lengths[left], capacity[left], model, replicas, block)
+    if not (keep_own | np.isfinite(best)).all():  # a single micro-step always fits: the budget's
         raise InputError("an update has no cut into micro-batches that fit the budget")
     return cuts
 
 
+def _checked_update(
+    lengths: Any, capacity: Any, time_model: Any, num_replicas: Any, multiple: Any, fixed: Any
+) -> tuple[NDArray[np.int64], NDArray[np.int64], Any, int, int, int]:
+    """:func:`split_update`'s arguments, checked: each a named error, not a numpy one."""
+    if time_model is None or not callable(time_model):
+        raise InputTypeError(
+            "time_model must be a step time (n, L) -> seconds: a StepTimeModel, a StepTimeTable "
+            f"or a vectorised callable; got time_model={time_model!r}"
+        )
+    lens = np.asarray(lengths)
+    if lens.ndim != 2 or lens.dtype.kind not in "iu" or (lens.size and lens.min() < 1):
+        raise InputError(
+            "lengths must be a 2-d array of integer lengths >= 1, one row of ascending padded "
+            f"lengths per update; got lengths with shape {lens.shape} and dtype {lens.dtype}"
+        )
+    if lens.shape[1] > 1 and (np.diff(lens, axis=1) < 0).any():
+        raise InputError("lengths must be ascending along each row (an update's sorted samples)")
+    cap = np.asarray(capacity)
+    if cap.shape != lens.shape or cap.dtype.kind not in "iu":
+        raise InputError(
+            f"capacity must be an integer array of the shape of lengths {lens.shape} (the most "
+            f"samples a rank's batch of each length holds); got shape {cap.shape} and dtype "
+            f"{cap.dtype}"
+        )
+    replicas = check_int("num_replicas", num_replicas, minimum=1)
+    times = check_int("multiple", multiple, minimum=1)
+    unit = times * replicas if times > 1 else 1
+    size = lens.shape[1]
+    if fixed is None:
+        return lens, cap, time_model, replicas, unit, max(size, 1)
+    step = check_int("fixed", fixed, minimum=1) * replicas
+    return lens, cap, time_model, replicas, unit, step
+
+
 def _cut(
     lengths: NDArray[Any], capacity: NDArray[Any], time_model: Any, replicas: int, block: int
-) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
-    """:func:`split_update` with cuts every ``block`` samples; and which rows have a cut."""
+) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+    """:func:`split_update`'s least cut with cut points every ``block`` samples, and its
+    predicted seconds per row (inf: no cut fits)."""
     rows, size = lengths.shape
     points = np.append(np.arange(block, size, block), size)  # allowed cut positions (ends)
     starts = np.concatenate([[0], points])
@@ -308,19 +393,15 @@ def _cut(
         count = end - starts[:j]  # samples of a micro-step from each earlier cut to this one
         per_rank = -(-count // replicas)
         longest = lengths[:, end - 1].astype(np.float64)
-        step = np.asarray(time_model(per_rank[None, :], longest[:, None]), dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            step = np.asarray(time_model(per_rank[None, :], longest[:, None]), dtype=np.float64)
         cap = capacity[:, end - 1][:, None]
         fits = per_rank[None, :] <= np.maximum(cap, 1)  # over budget alone: alone it goes
-        total = np.where(fits, best[:, :j] + step, np.inf)
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = np.where(fits, best[:, :j] + step, np.inf)
         came_from[:, j] = np.argmin(total, axis=1)
         best[:, j] = total[np.arange(rows), came_from[:, j]]
     done = np.isfinite(best[:, -1])
-    whole_rank = -(-size // replicas)
-    whole = np.asarray(time_model(whole_rank, lengths[:, -1].astype(np.float64)), np.float64)
-    trusted = best[:, -1] < whole * (1.0 - float(getattr(time_model, "error", 0.0)))
-    keep_whole = (whole_rank <= np.maximum(capacity[:, -1], 1)) & ~trusted
-    came_from[keep_whole, -1] = 0  # a cut the model cannot tell from the whole: the whole
-    done |= keep_whole
     cuts = np.zeros((rows, size), dtype=bool)
     at = np.where(done, starts.size - 1, 0)
     live = at > 0
@@ -328,7 +409,7 @@ def _cut(
         cuts[np.flatnonzero(live), starts[at[live]] - 1] = True
         at = np.where(live, came_from[np.arange(rows), at], 0)
         live = at > 0
-    return cuts, done
+    return cuts, np.where(done, best[:, -1], np.inf)
 
 
 def plan_split_updates(
@@ -343,6 +424,8 @@ def plan_split_updates(
     micro-steps dealt across the ranks; a rank with no sample in a micro-step
     (an update of fewer samples than ranks) repeats one, flagged as padding.
     """
+    if not isinstance(options, PlanOptions):
+        raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
     model = check_time_model(options.time_model)
     if model is None or options.update_size is None or options.update_unit != "samples":
         raise InputError(
@@ -361,6 +444,16 @@ def plan_split_updates(
             f"{-(-size // replicas)} samples of length {int(plens.max())}: a step's seconds must "
             "be finite (are the coefficients in seconds?)"
         )
+    if not math.isfinite(worst * size):  # the program sums an update's steps: at most U of them
+        raise InputError(
+            f"time_model={options.time_model!r} predicts inf seconds for an update of {size} "
+            f"steps of up to {worst:g} seconds each: an update's seconds must be finite (are the "
+            "coefficients in seconds?)"
+        )
+    # NOTE [ the multiple and the fixed batch's step ]: capacities of the budget alone, the
+    # multiple applied by split_update's cut points, so that the fixed batch's step fits
+    whole = options.replace(batch_size_multiple=1)
+    fixed = options.max_batch_size
     keep = np.ones(lengths.size, dtype=bool)
     over = find_oversize(lengths, options=options)
     if over.size and options.oversize != "alone":
@@ -397,8 +490,10 @@ def plan_split_updates(
             continue
         members = np.take_along_axis(members, np.argsort(plens[members], axis=1), axis=1)
         sorted_lengths = plens[members]
-        capacity = batch_capacity(sorted_lengths.reshape(-1), options).reshape(members.shape)
-        cuts = split_update(sorted_lengths, capacity, model, replicas, options.batch_size_multiple)
+        capacity = batch_capacity(sorted_lengths.reshape(-1), whole).reshape(members.shape)
+        cuts = split_update(
+            sorted_lengths, capacity, model, replicas, options.batch_size_multiple, fixed
+        )
         for row, flags in zip(members, cuts, strict=True):
             stops = np.flatnonzero(flags) + 1
             for start, stop in zip(np.r_[0, stops[:-1]], stops, strict=True):
@@ -426,15 +521,28 @@ def shuffled(indices: NDArray[Any], seed: int, epoch: int) -> NDArray[Any]:
 
 
 def epoch_seconds(
-    sharded: ShardedPlan, lengths: NDArray[Any], step_time: Any, pad_to_multiple_of: int = 1
+    sharded: ShardedPlan,
+    lengths: NDArray[Any],
+    step_time: Any,
+    pad_to_multiple_of: int = 1,
+    *,
+    name: str = "step_time",
 ) -> float:
     """Predicted seconds of an epoch: every micro-step at its slowest rank's ``step_time(n, L)``.
 
     ``step_time`` is a :class:`StepTimeModel`, a :class:`StepTimeTable` or any
-    vectorised ``(n, L) -> seconds``.
+    vectorised ``(n, L) -> seconds``; an epoch whose seconds are not finite
+    is an :class:`~dynbatch.InputError` naming it as ``name``.
     """
     if sharded.num_steps == 0:
         return 0.0
     longest = padded_lengths(sharded.longest(lengths), pad_to_multiple_of)
-    seconds = np.asarray(step_time(sharded.sizes, longest), dtype=np.float64)
-    return float(seconds.reshape(-1, sharded.num_replicas).max(axis=1).sum())
+    with np.errstate(over="ignore", invalid="ignore"):
+        seconds = np.asarray(step_time(sharded.sizes, longest), dtype=np.float64)
+        total = float(seconds.reshape(-1, sharded.num_replicas).max(axis=1).sum())
+    if not math.isfinite(total):
+        raise InputError(
+            f"{name}={step_time!r} predicts {total} seconds for an epoch of {sharded.num_steps} "
+            "steps: an epoch's seconds must be finite (are the coefficients in seconds?)"
+        )
+    return total

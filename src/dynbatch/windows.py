@@ -43,16 +43,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ._checks import InputError, InputTypeError, check_choice, check_lengths, check_positive_number
 from .options import UNITS, PlanOptions
-
-if TYPE_CHECKING:
-    from .sharding import ShardedPlan
+from .sharding import ShardedPlan
 
 __all__ = [
     "UNITS",
@@ -228,6 +226,18 @@ class EpochWindows:
         unit: str = "samples",
         every: int = 1,
     ) -> None:
+        if not isinstance(sharded, ShardedPlan):
+            raise InputTypeError(
+                "sharded must be an epoch's plan (a ShardedPlan, e.g. plan_epoch(...)), got "
+                f"sharded={sharded!r}"
+            )
+        counts = np.asarray(counted)
+        needed = int(sharded.plan.indices.max()) + 1 if sharded.plan.indices.size else 0
+        if counts.ndim != 1 or counts.size < needed:
+            raise InputError(
+                f"counted must hold one count per sample, {needed} or more (the plan holds sample "
+                f"{needed - 1}), got an array of shape {counts.shape}"
+            )
         self.epoch, self.plan = epoch, sharded
         self.counts = micro_step_counts(sharded, counted, unit)
         if every > 1:

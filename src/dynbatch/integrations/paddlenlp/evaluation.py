@@ -105,6 +105,7 @@ class EvalSamplers:
                     oversize="alone",
                     update_size=None,
                     time_model=None,
+                    fixed_step_size=None,
                 ),
             )
         self._made.append((dataset, sampler))

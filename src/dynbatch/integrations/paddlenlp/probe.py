@@ -37,12 +37,10 @@ from paddlenlp.utils.log import logger
 
 from ..._checks import InputError
 from ..._files import write_text_atomic
-from ...epochs import plan_epoch
+from ...epochs import epoch_candidates
 from ...memory.counters import check_counter
 from ...memory.fit import fit_polynomial
 from ...memory.probe import measure
-from ...options import PlanOptions
-from ...recipes import like_fixed
 from ...timing import StepTimeModel, check_time_model, epoch_seconds
 from .run import check_fields, split_batch
 
@@ -200,34 +198,38 @@ def read_time_model(path: str) -> StepTimeModel | None:
         ) from None
 
 
-def split_reason(sampler: Any, time_model: Any, recipe: Mapping[str, Any]) -> str:
-    """One line for the log: the split the step time chose for the recipe, and why.
+def split_reason(sampler: Any, time_model: Any) -> str:
+    """One line for the log: the split the step time chose for epoch 0, and why.
 
-    ``sampler`` plans the recipe ``like_fixed(lengths, **recipe, time_model=time_model)``;
-    the line gives the step time, the micro-batches and updates of epoch 0, and its predicted
-    seconds against those of the padding-free split (the recipe without a step time).
+    ``sampler`` plans ``like_fixed(lengths, ..., time_model=time_model)``, which chooses each
+    epoch between the padding-free split and whole updates cut at the step time (NOTE [ the
+    faster plan of each epoch ]); the line gives the step time, the micro-batches and updates
+    of epoch 0 and both candidates' predicted seconds.
     """
     model = check_time_model(time_model)
-    lengths, tokens, replicas = sampler.lengths, sampler.loss_tokens, sampler.num_replicas
-
-    def seconds(options: PlanOptions) -> float:
-        plan = plan_epoch(lengths, options, 0, replicas, loss_tokens=tokens)
-        return epoch_seconds(plan, lengths, model, options.pad_to_multiple_of)
-
-    chosen = sampler.options
-    plan = sampler.epoch_plan(0)
-    updates = plan.num_steps if plan.window_ends is None else len(plan.window_ends)
-    shape = f"{plan.num_steps} micro-batch(es) a rank for {updates} update(s) in epoch 0"
-    if chosen.time_model is None:  # like_fixed kept the padding-free split
+    options = sampler.options
+    if options.fixed_step_size is None:  # a time split without the padding-free candidate
+        plan = sampler.epoch_plan(0)
+        predicted = epoch_seconds(plan, sampler.lengths, model, options.pad_to_multiple_of)
         return (
-            f"dynbatch: step time {model}: planning the padding-free split: predicted "
-            f"{seconds(chosen):.3g} s an epoch ({shape}); cutting whole updates at the step "
-            "time was predicted no faster"
+            f"dynbatch: step time {model}: planning updates cut at the step time: predicted "
+            f"{predicted:.3g} s an epoch"
         )
-    whole = ", each update whole" if plan.num_steps == updates else ""
-    padding_free = like_fixed(lengths, num_replicas=replicas, loss_tokens=tokens, **recipe)
+    plans, seconds = epoch_candidates(
+        sampler.lengths, options, 0, sampler.num_replicas, sampler.loss_tokens
+    )
+    kept = "time split" if seconds["time split"] < seconds["padding-free"] else "padding-free"
+    other = "padding-free" if kept == "time split" else "time split"
+    plan = plans[kept]
+    updates = plan.num_steps if plan.window_ends is None else len(plan.window_ends)
+    whole = ", each update whole" if kept == "time split" and plan.num_steps == updates else ""
+    names = {
+        "time split": "whole updates cut at the step time",
+        "padding-free": "the padding-free split",
+    }
     return (
-        f"dynbatch: step time {model}: planning whole updates cut at the step time: predicted "
-        f"{seconds(chosen):.3g} s an epoch ({shape}{whole}), against "
-        f"{seconds(padding_free):.3g} s for the padding-free split"
+        f"dynbatch: step time {model}: planning {names[kept]} for epoch 0: predicted "
+        f"{seconds[kept]:.3g} s an epoch ({plan.num_steps} micro-batch(es) a rank for "
+        f"{updates} update(s){whole}), against {seconds[other]:.3g} s for {names[other]} "
+        "(each epoch keeps the faster)"
     )

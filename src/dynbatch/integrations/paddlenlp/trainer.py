@@ -231,10 +231,7 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         )
         self.options = self.train_sampler.options
         if planned is None and self.accumulate == "samples" and time_model is not None:
-            recipe = {k: v for k, v in kwargs.items() if k not in ("max_cost", "time_model")}
-            batch = {"batch_size": args.per_device_train_batch_size}
-            steps = {"accumulation_steps": args.gradient_accumulation_steps}
-            logger.info(split_reason(self.train_sampler, time_model, {**batch, **steps, **recipe}))
+            logger.info(split_reason(self.train_sampler, time_model))
         self.run = RunPlan(
             self.train_sampler,
             unit=self.accumulate,
