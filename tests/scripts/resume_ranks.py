@@ -39,7 +39,7 @@ def save(path: Path, value: Any) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("workers", type=int)
     parser.add_argument("--kill-at", type=int, default=None)
