@@ -34,7 +34,7 @@ def chnsenticorp_lengths() -> np.ndarray:
 
 def study_batches(lengths: np.ndarray, seed: int = 0, controller: float = 5000) -> list[np.ndarray]:
     """The study's code as published (its controller 5000) on shuffled data, as in its notebook."""
-    from dynbatch.compat import as_published
+    from dynbatch.paddle.compat import as_published
 
     perm = np.random.default_rng(seed).permutation(lengths.size)
     return [perm[b] for b in as_published(lengths[perm], controller)]

@@ -39,9 +39,9 @@ import numpy as np
 from _common import SHARED, print_table
 
 import dynbatch
-from dynbatch.epochs import plan_epoch
-from dynbatch.text import wordpiece_counter
-from dynbatch.timing import StepTimeTable, shuffled, split_update
+from dynbatch.plan.epochs import plan_epoch
+from dynbatch.plan.splits import StepTimeTable, shuffled, split_update
+from dynbatch.plan.text import wordpiece_counter
 
 Batches = list[np.ndarray]  # one epoch: index arrays, with update ends beside
 

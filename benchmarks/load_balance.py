@@ -18,7 +18,7 @@ import numpy as np
 from _common import BUDGET, chnsenticorp_lengths, print_table
 
 from dynbatch import PlanOptions, plan_batches, plan_epoch, shard_plan
-from dynbatch.sharding import step_imbalance
+from dynbatch.plan.sharding import step_imbalance
 
 
 def padded_tokens(lens: np.ndarray, batches) -> np.ndarray:  # type: ignore[no-untyped-def]

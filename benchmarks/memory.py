@@ -43,7 +43,7 @@ from train_mode import build_model, make_optimizer
 
 from dynbatch import calibrate, plan_batches
 from dynbatch.memory import peak_memory_mib, reset_peak_memory
-from dynbatch.stats import batch_table, fixed_batches
+from dynbatch.plan.stats import batch_table, fixed_batches
 
 VOCAB = 21128
 K = 3  # highest-predicted batches always measured

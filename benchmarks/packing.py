@@ -15,7 +15,7 @@ arrival order, and a sample longer than ``pack_len`` is cut to it first:
   ``group_size``);
 * torchtune ``PackedDataset``: in order, next-fit (without splitting samples);
 * per-update first-fit decreasing: each fixed update of ``B`` random samples
-  packed alone (what NOTE [ packing windows ] in ``dynbatch.packing`` avoids).
+  packed alone (what NOTE [ packing windows ] in ``dynbatch.plan.packing`` avoids).
 
 Efficiency is real tokens over ``rows * pack_len``; the update count is the
 fixed batch's ``ceil(N / B)`` for every plan that keeps the fixed batch's updates
@@ -36,7 +36,7 @@ import numpy as np
 from _common import SHARED, chnsenticorp_lengths, print_table
 
 from dynbatch import plan_packs
-from dynbatch.packing import _best_fit_windows
+from dynbatch.plan.packing import _best_fit_windows
 
 B = 32
 

@@ -9,8 +9,8 @@ import numpy as np
 from _common import BUDGET, chnsenticorp_lengths, print_table, sampler_helper_batches, study_batches
 
 from dynbatch import plan_batches, plan_stats
-from dynbatch.planning import ORDERS
-from dynbatch.stats import fixed_batches, lower_bound_batches
+from dynbatch.plan.planning import ORDERS
+from dynbatch.plan.stats import fixed_batches, lower_bound_batches
 
 
 def repeated(a: list[np.ndarray], b: list[np.ndarray]) -> float:

@@ -24,10 +24,10 @@ import numpy as np
 from _common import BUDGET, chnsenticorp_lengths, print_table
 
 from dynbatch import PlanOptions, plan_batches
-from dynbatch.epochs import Epochs
-from dynbatch.stream_sources import open_source
-from dynbatch.stream_state import count_epoch
-from dynbatch.streaming import StreamPlanner
+from dynbatch.plan.epochs import Epochs
+from dynbatch.stream.planner import StreamPlanner
+from dynbatch.stream.sources import open_source
+from dynbatch.stream.state import count_epoch
 
 BUFFER = 10_000
 TOKENS = 8192.0  # the linear budget: padded tokens per batch

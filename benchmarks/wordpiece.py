@@ -7,7 +7,7 @@ bert-base-chinese vocabulary (``../shared/data``), the counters taking turns pas
 rate (the median pass) is scaled to 1M reviews. Agreement
 is per review, on one pass, against paddlenlp's ``BertTokenizer`` (the tokenizer the examples
 train with). A counter whose package is missing is a row that says how to install it. The
-figures are quoted in ``dynbatch.text`` (NOTE [ one WordPiece counter ]). Without the shared
+figures are quoted in ``dynbatch.plan.text`` (NOTE [ one WordPiece counter ]). Without the shared
 data it skips, unless ``CI=true``: then it fails.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from _common import SHARED, print_table
 
-from dynbatch.text import wordpiece_counter
+from dynbatch.plan.text import wordpiece_counter
 
 MILLION = 1_000_000
 #: ``texts -> counts``: one call per pass, so a batch API is measured as it is meant to be used
@@ -45,7 +45,7 @@ def counters(vocab: Path) -> dict[str, Counter | str]:
     """Each counter by name, or why it cannot run here."""
     found: dict[str, Counter | str] = {}
     count = wordpiece_counter(vocab)
-    found["dynbatch.text.wordpiece_counter"] = lambda texts: [count(t) for t in texts]
+    found["dynbatch.plan.text.wordpiece_counter"] = lambda texts: [count(t) for t in texts]
     try:
         from paddlenlp.transformers import BertTokenizer
     except ImportError:

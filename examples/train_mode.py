@@ -268,7 +268,7 @@ def run_mode(args: argparse.Namespace) -> int:
 
     import dynbatch
     from dynbatch.memory import peak_memory_mib
-    from dynbatch.windows import optimizer_steps
+    from dynbatch.plan.windows import optimizer_steps
 
     mode = args.worker
     out = Path(args.output_dir)

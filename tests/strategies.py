@@ -9,8 +9,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 import dynbatch
-from dynbatch.options import OVERSIZE, UNITS
-from dynbatch.planning import ORDERS
+from dynbatch.plan.options import OVERSIZE, UNITS
+from dynbatch.plan.planning import ORDERS
 
 orders = st.sampled_from(ORDERS)
 named_costs = st.sampled_from(["quadratic", "linear", dynbatch.MixedCost(1.0, 0.05)])
@@ -59,7 +59,7 @@ def planner_args(draw: st.DrawFn) -> dict[str, object]:
 
 @st.composite
 def pack_args(draw: st.DrawFn) -> dict[str, object]:
-    """Keyword arguments for ``dynbatch.packing.plan_packs``; oversize samples only when allowed."""
+    """Keyword arguments for ``dynbatch.plan.packing.plan_packs`` (oversize only where allowed)."""
     lens = draw(lengths(max_size=400, max_len=700))
     oversize = draw(st.sampled_from(["error", "skip", "alone"]))
     longest = int(lens.max())

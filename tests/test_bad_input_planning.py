@@ -50,8 +50,7 @@ from dynbatch import (
     resolve_cost,
     shard_plan,
 )
-from dynbatch.stats import batch_table, compare_orders
-from dynbatch.timing import (
+from dynbatch.plan.splits import (
     FLAT_STEP,
     StepTimeModel,
     StepTimeTable,
@@ -59,7 +58,8 @@ from dynbatch.timing import (
     plan_split_updates,
     split_update,
 )
-from dynbatch.windows import EpochWindows
+from dynbatch.plan.stats import batch_table, compare_orders
+from dynbatch.plan.windows import EpochWindows
 
 FLAT_STEP_BIG = StepTimeModel(c=1e307, a=0.0, b=0.0)  # finite steps whose sum is not
 

@@ -32,7 +32,7 @@ from bad_input import (
 )
 
 from dynbatch import InputError, scale_lr
-from dynbatch.windows import accumulation_windows
+from dynbatch.plan.windows import accumulation_windows
 
 paddle = pytest.importorskip("paddle")
 from dynbatch import GradientAccumulator, VisualDLHook  # noqa: E402  (after paddle)

@@ -14,7 +14,7 @@ import pytest
 
 from dynbatch import MemoryCost, plan_batches, plan_stats
 from dynbatch.cli import main
-from dynbatch.stats import lower_bound_batches
+from dynbatch.plan.stats import lower_bound_batches
 
 TEXTS = ["好" * n for n in (3, 40, 7, 120, 15, 15, 60, 2, 90, 33)]
 ROW_KEYS = {

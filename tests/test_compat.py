@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dynbatch import DatasetForDBL, Pad, Stack, Tuple, get_dynamic_batch_loader
-from dynbatch.compat import as_published
+from dynbatch.paddle.compat import as_published
 
 
 def study_data(n: int = 400, seed: int = 0) -> list:

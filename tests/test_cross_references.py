@@ -168,11 +168,11 @@ def test_the_docstrings_are_read() -> None:
     """The walk sees the roles, including those of methods and of a class's own names."""
     found = references()
     assert len(found) > 100, len(found)
-    assert ("dynbatch.recipes", "func", "like_fixed") in found
+    assert ("dynbatch.plan.recipes", "func", "like_fixed") in found
 
 
 def test_a_role_that_names_nothing_is_reported() -> None:
-    from dynbatch import sampler
+    from dynbatch.paddle import sampler
 
     assert resolve("PlanOptions.like_fixed", sampler, None) is MISSING
     assert resolve("~dynbatch.like_fixed".lstrip("~"), sampler, None) is dynbatch.like_fixed

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dynbatch import InputError, PlanOptions
-from dynbatch.epochs import Epochs, Recent
+from dynbatch.plan.epochs import Epochs, Recent
 
 Pass = tuple[int, list[list[int]]]  # (epoch, batches)
 

@@ -86,8 +86,10 @@ def test_a_traceback_names_dynbatch_errors() -> None:
 
 def test_internals_stay_in_their_modules() -> None:
     """Plumbing is reached through its module, not the package's public names."""
-    assert "accumulation_windows" not in dynbatch.__all__, "dynbatch.windows.accumulation_windows"
-    from dynbatch import update
+    assert "accumulation_windows" not in dynbatch.__all__, (
+        "dynbatch.plan.windows.accumulation_windows"
+    )
+    from dynbatch.paddle import update
 
     assert update.__all__ == ["ExactMeanUpdate", "Update"]
 
@@ -118,7 +120,7 @@ def test_planning_and_stats_import_no_paddle(tmp_path: Path) -> None:
         packs = dynbatch.plan_packs([5, 3, 9, 2], 12, batch_size=2)
         dynbatch.PackCollator(12)([[1] * 5, [2] * 3])
         assert sorted(i for b in packs for i in b) == [0, 1, 2, 3]
-        from dynbatch.epochs import Epochs
+        from dynbatch.plan.epochs import Epochs
 
         epochs = Epochs([5, 3, 9, 2], dynbatch.PlanOptions(max_cost=10, cost="linear"), 2)
         state = epochs.state_dict()
@@ -144,7 +146,7 @@ def test_without_paddle_the_samplers_say_how_to_install_it() -> None:
         sys.modules["paddle"] = None  # as if not installed
         import dynbatch
         dynbatch.plan_batches([5, 3, 9, 2], 200, cost="linear")
-        from dynbatch.epochs import Epochs  # the samplers' state is paddle-free
+        from dynbatch.plan.epochs import Epochs  # the samplers' state is paddle-free
 
         epochs = Epochs([5, 3, 9, 2], dynbatch.PlanOptions(max_cost=200, cost="linear"))
         assert [i for b in epochs.iterate() for i in b] == [3, 1, 0, 2], "a pass without paddle"

@@ -1,4 +1,4 @@
-"""dynbatch.losses: the per-token cross entropy and its count, on any logits and labels.
+"""dynbatch.paddle.losses: the per-token cross entropy and its count, on any logits and labels.
 
 Paddle only, no model: ``token_loss(logits, labels)`` against a numpy reference, the
 counts ``loss_token_counts`` gives, bad input by name, and logits at their extremes (NaN

@@ -35,7 +35,7 @@ from dynbatch.memory import (
 )
 from dynbatch.memory.cost import StepTimeModel
 from dynbatch.memory.fit import ProbeGrid
-from dynbatch.stats import compare_orders
+from dynbatch.plan.stats import compare_orders
 
 MAX_LEN = 128
 VOCAB = 500
@@ -467,7 +467,7 @@ def test_hook_logs_each_batch_allocator_peak(tmp_path: Path) -> None:
 
 
 def test_memory_mb_falls_back_to_rss_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dynbatch.logging as dlog
+    import dynbatch.paddle.logging as dlog
 
     def unavailable() -> float:
         raise AllocatorStatsUnavailable("no statistics in this build")

@@ -29,12 +29,12 @@ from strategies import option_combinations
 import dynbatch
 from conftest import shared_file
 from dynbatch import DistributedDynamicBatchSampler, InputError, PlanOptions
-from dynbatch.epochs import epoch_candidates
-from dynbatch.planning import find_oversize, padded_lengths
-from dynbatch.sharding import ShardedPlan
-from dynbatch.stream_sources import open_source
-from dynbatch.streaming import StreamPlanner
-from dynbatch.timing import FLAT_STEP, StepTimeModel, StepTimeTable, epoch_seconds
+from dynbatch.plan.epochs import epoch_candidates
+from dynbatch.plan.planning import find_oversize, padded_lengths
+from dynbatch.plan.sharding import ShardedPlan
+from dynbatch.plan.splits import FLAT_STEP, StepTimeModel, StepTimeTable, epoch_seconds
+from dynbatch.stream.planner import StreamPlanner
+from dynbatch.stream.sources import open_source
 
 EPOCHS = 2
 pytestmark = pytest.mark.filterwarnings("ignore:skipping .* over budget")  # oversize="skip" says so

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from strategies import pack_args
 
 import dynbatch
-from dynbatch.pack_collate import PackCollator, additive_mask
-from dynbatch.packing import plan_packs
+from dynbatch.paddle.pack_collate import PackCollator, additive_mask
+from dynbatch.plan.packing import plan_packs
 
 
 def samples_of(lens: Any, seed: int = 0) -> list[dict[str, Any]]:

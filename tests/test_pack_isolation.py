@@ -149,7 +149,7 @@ def test_a_bert_samples_cls_in_a_packed_row_is_its_cls_alone() -> None:
     model.eval()
     data = samples(2)
     batch = dynbatch.PackCollator(PACK_LEN, causal=False)(data)
-    from dynbatch.pack_collate import additive_mask
+    from dynbatch.paddle.pack_collate import additive_mask
 
     seq = model(
         input_ids=paddle.to_tensor(batch["input_ids"]),

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from strategies import pack_args
 
 import dynbatch
-from dynbatch.packing import PackPlan, next_fit_rows, plan_packs
+from dynbatch.plan.packing import PackPlan, next_fit_rows, plan_packs
 
 
 def lognormal(n: int, cap: int, seed: int = 0, mean: float = 4.6, sigma: float = 0.8) -> Any:

@@ -10,7 +10,7 @@ from strategies import lengths, planner_args
 
 import dynbatch
 from dynbatch import PlanOptions, plan_batches
-from dynbatch.planning import batch_capacity
+from dynbatch.plan.planning import batch_capacity
 
 
 def padded_max(lens: np.ndarray, batch: np.ndarray, multiple: int) -> int:
@@ -52,7 +52,7 @@ def off_multiple(batches: dynbatch.Plan, args: dict) -> list[int]:
     ]
 
 
-@given(planner_args(), st.sampled_from(dynbatch.planning.ORDERS), st.booleans())
+@given(planner_args(), st.sampled_from(dynbatch.plan.planning.ORDERS), st.booleans())
 def test_batch_size_multiple_holds_but_for_one_remainder(
     args: dict, order: str, drop: bool
 ) -> None:
@@ -294,5 +294,5 @@ def test_vectorised_sequence_packing_equals_the_rule(
     caps: list[int], multiple: int, scale: int
 ) -> None:
     caps = [c * scale for c in caps]  # scale 50: batches longer than the vectorised window
-    got = dynbatch.planning._pack_sequence(np.array(caps), multiple)
+    got = dynbatch.plan.planning._pack_sequence(np.array(caps), multiple)
     assert got == greedy_reference(caps, multiple)

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from strategies import lengths as lengths_strategy
 
 import dynbatch
-from dynbatch.epochs import plan_epoch
-from dynbatch.windows import MAX_STRATA, update_ends
+from dynbatch.plan.epochs import plan_epoch
+from dynbatch.plan.windows import MAX_STRATA, update_ends
 
 
 def corpus(n: int = 5000, seed: int = 0) -> np.ndarray:
@@ -214,7 +214,7 @@ def test_fill_device_refuses_nonsense_by_name(kwargs: dict[str, object], message
 def test_within_budgets_is_the_tightest_and_describes_itself() -> None:
     both = dynbatch.WithinBudgets((("linear", 100.0), ("quadratic", 1000.0)))
     assert both(10, 10) == pytest.approx(1.0) and both(1, 40) == pytest.approx(1.6)
-    assert dynbatch.cost.cost_spec(both) == (
+    assert dynbatch.plan.costs.cost_spec(both) == (
         "WithinBudgets:LinearCost()<=100.0;QuadraticCost()<=1000.0"
     )
     with pytest.raises(dynbatch.InputError, match="budget must be a positive"):

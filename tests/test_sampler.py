@@ -169,9 +169,9 @@ def test_distributed_rank_out_of_range(ds: Reviews) -> None:
 def test_lazy_names_resolve_to_the_adapter_classes_on_first_use() -> None:
     code = (
         "import sys, dynbatch\n"
-        "assert 'dynbatch.sampler' not in sys.modules, 'not imported by import dynbatch'\n"
+        "assert 'dynbatch.paddle.sampler' not in sys.modules, 'not imported by import dynbatch'\n"
         "cls = dynbatch.DynamicBatchSampler\n"
-        "import dynbatch.sampler as m\n"
+        "import dynbatch.paddle.sampler as m\n"
         "assert cls is m.DynamicBatchSampler and dynbatch.DistributedDynamicBatchSampler is "
         "m.DistributedDynamicBatchSampler\n"
         "print('ok')\n"

@@ -11,9 +11,9 @@ from strategies import planner_args
 
 import dynbatch
 from dynbatch import PlanOptions, plan_batches, plan_epoch, shard_plan
-from dynbatch.epochs import equal_batch_count
-from dynbatch.planning import batch_capacity
-from dynbatch.sharding import step_imbalance
+from dynbatch.plan.epochs import equal_batch_count
+from dynbatch.plan.planning import batch_capacity
+from dynbatch.plan.sharding import step_imbalance
 
 
 def options_of(args: dict, **changes: object) -> PlanOptions:

@@ -17,8 +17,8 @@ from dynbatch import (
     plan_stats,
     resolve_cost,
 )
-from dynbatch.options import ORDERS
-from dynbatch.stats import batch_table, compare_orders, lower_bound_batches
+from dynbatch.plan.options import ORDERS
+from dynbatch.plan.stats import batch_table, compare_orders, lower_bound_batches
 
 
 @given(planner_args())

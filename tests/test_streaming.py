@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from strategies import lengths, named_costs
 
 from dynbatch import InputError, InputTypeError, PlanOptions, plan_batches, plan_stats, read_jsonl
-from dynbatch.planning import padded_lengths
-from dynbatch.stream_sources import open_source
-from dynbatch.stream_state import StreamProgress, count_epoch
-from dynbatch.streaming import StreamPlanner
+from dynbatch.plan.planning import padded_lengths
+from dynbatch.stream.planner import StreamPlanner
+from dynbatch.stream.sources import open_source
+from dynbatch.stream.state import StreamProgress, count_epoch
 
 Sample = tuple[int, int]  # (id, length)
 
@@ -572,8 +572,8 @@ def test_a_stream_whose_every_sample_is_over_budget_says_so() -> None:
 def test_a_time_model_splits_each_blocks_updates_as_in_memory(grouped: bool, replicas: int) -> None:
     """time_model and group_by_length are honoured: a block's plan is plan_split_updates' plan
     of the block's lengths, so each update is the fixed batch's, cut at the step time."""
-    from dynbatch.stream_plan import block_key
-    from dynbatch.timing import plan_split_updates
+    from dynbatch.plan.splits import plan_split_updates
+    from dynbatch.stream.blocks import block_key
 
     lens = np.random.default_rng(5).integers(1, 300, 1000)
     model = "0.01,1e-6,1e-8"

@@ -1,5 +1,5 @@
 """dynbatch's WordPiece counter counts what paddlenlp's BertTokenizer makes (NOTE [ one
-WordPiece counter ] in dynbatch.text)."""
+WordPiece counter ] in dynbatch.plan.text)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dynbatch import InputError
-from dynbatch.text import wordpiece_counter
+from dynbatch.plan.text import wordpiece_counter
 
 #: texts on each of the basic tokenizer's rules: symbols inside words (～ ￥ ° ©), punctuation,
 #: accents, control characters, odd white space, CJK beyond the main block, long words, pieces

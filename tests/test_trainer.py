@@ -16,13 +16,13 @@ import pytest
 pytest.importorskip("paddlenlp")
 
 import dynbatch
-from dynbatch.epochs import epoch_candidates
 from dynbatch.integrations import paddlenlp as integration
 from dynbatch.integrations.paddlenlp import (
     STATE_FILE,
     DynamicBatchTrainer,
     per_sample_cross_entropy,
 )
+from dynbatch.plan.epochs import epoch_candidates
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from trainer_toy import (
@@ -556,7 +556,7 @@ def test_the_log_says_once_which_split_the_step_time_chose_and_why(
     the predicted epoch of each split, at info level, once."""
     import logging
 
-    from dynbatch.timing import check_time_model
+    from dynbatch.plan.splits import check_time_model
 
     ds = Reviews(80)
     for i, time_model in enumerate(("0.05,0,0", "0,1e-5,1e-6")):  # a fixed cost a step; none

@@ -13,7 +13,7 @@ import pytest
 
 import dynbatch
 from dynbatch import InputError, InputTypeError
-from dynbatch.training import GradientAccumulator, scale_lr
+from dynbatch.paddle.training import GradientAccumulator, scale_lr
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from toy import Bag, Toy, per_sample_loss

@@ -10,7 +10,7 @@ import paddle
 import pytest
 
 import dynbatch
-from dynbatch.update import ExactMeanUpdate
+from dynbatch.paddle.update import ExactMeanUpdate
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from toy import Bag, Toy, per_sample_loss

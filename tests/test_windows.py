@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from strategies import lengths as lengths_strategy
 
 import dynbatch
-from dynbatch.epochs import plan_epoch
-from dynbatch.windows import EpochWindows
+from dynbatch.plan.epochs import plan_epoch
+from dynbatch.plan.windows import EpochWindows
 
 
 @settings(max_examples=60, deadline=None)

@@ -11,13 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .collate import Dict, Pad, Stack, Tuple
-from .contract import Pass, PlanSource
-from .cost import LinearCost, MixedCost, QuadraticCost, WithinBudgets, resolve_cost
-from .epochs import plan_epoch
 from .errors import InputError, InputTypeError
-from .lengths import compute_lengths
-from .losses import loss_token_counts, token_loss
 from .memory import (
     CalibrationError,
     MemoryBudgetError,
@@ -26,28 +20,34 @@ from .memory import (
     memory_target,
     preflight,
 )
-from .options import PlanOptions
-from .pack_collate import PackCollator
-from .packing import PackPlan, plan_packs
-from .plan import Plan
-from .planning import find_oversize, plan_batches
-from .recipes import fill_device, like_fixed
-from .sharding import ShardedPlan, shard_plan
-from .stats import PlanStats, plan_stats
-from .stream_sources import read_jsonl
-from .timing import StepTimeModel, StepTimeTable
-from .training import GradientAccumulator, scale_lr
+from .paddle.collate import Dict, Pad, Stack, Tuple
+from .paddle.losses import loss_token_counts, token_loss
+from .paddle.pack_collate import PackCollator
+from .paddle.training import GradientAccumulator, scale_lr
+from .plan.contract import Pass, PlanSource
+from .plan.costs import LinearCost, MixedCost, QuadraticCost, WithinBudgets, resolve_cost
+from .plan.epochs import plan_epoch
+from .plan.lengths import compute_lengths
+from .plan.options import PlanOptions
+from .plan.packing import PackPlan, plan_packs
+from .plan.planning import find_oversize, plan_batches
+from .plan.plans import Plan
+from .plan.recipes import fill_device, like_fixed
+from .plan.sharding import ShardedPlan, shard_plan
+from .plan.splits import StepTimeModel, StepTimeTable
+from .plan.stats import PlanStats, plan_stats
+from .stream.sources import read_jsonl
 
 __version__ = "0.2.0"
 
 # name -> module, imported on first access because they need paddle
 _LAZY = {
-    "DynamicBatchSampler": "sampler",
-    "DistributedDynamicBatchSampler": "sampler",
-    "DatasetForDBL": "compat",
-    "DynamicBatchIterable": "stream_loader",
-    "get_dynamic_batch_loader": "compat",
-    "VisualDLHook": "logging",
+    "DynamicBatchSampler": "paddle.sampler",
+    "DistributedDynamicBatchSampler": "paddle.sampler",
+    "DatasetForDBL": "paddle.compat",
+    "DynamicBatchIterable": "paddle.stream_loader",
+    "get_dynamic_batch_loader": "paddle.compat",
+    "VisualDLHook": "paddle.logging",
 }
 
 __all__ = [

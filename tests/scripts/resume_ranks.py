@@ -6,7 +6,7 @@ run under `python -m paddle.distributed.launch --nproc_per_node R resume_ranks.p
 
 Updates are GLOBAL samples whatever the number of ranks (``batch_size=GLOBAL // ranks``), so
 a checkpoint resumes on another number of ranks (NOTE [ resume on another number of ranks ]
-in dynbatch.reshard). A checkpoint is written every 3 batches: rank 0 writes the model, the
+in dynbatch.plan.reshard). A checkpoint is written every 3 batches: rank 0 writes the model, the
 optimizer and the sampler state (ckpt.pkl); each rank writes the batches it trained since the
 epoch began (trained{rank}.pkl), each atomically. A run that finds them resumes. At the end
 each rank writes its batches (trained{rank}.json) and rank 0 the parameters (params.json).

@@ -29,10 +29,10 @@ import warnings
 from collections.abc import Sequence
 
 from .._checks import InputError
-from ..options import PlanOptions
-from ..planning import find_oversize
-from ..stats import compare_orders
-from ..stream_state import stream_stats
+from ..plan.options import PlanOptions
+from ..plan.planning import find_oversize
+from ..plan.stats import compare_orders
+from ..stream.state import stream_stats
 from .args import UsageError, as_flags, check_flags, parser
 from .corpora import Corpus, read_corpus, read_lengths
 from .plot import plot

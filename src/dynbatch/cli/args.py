@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import NoReturn
 
 from .._checks import MAX_LENGTH, InputError
-from ..cost import resolve_cost
 from ..memory import MemoryCost
-from ..options import FIELDS, PlanOptions
-from ..timing import StepTimeTable, check_time_model
+from ..plan.costs import resolve_cost
+from ..plan.options import FIELDS, PlanOptions
+from ..plan.splits import StepTimeTable, check_time_model
 from .help import EPILOG
 
 __all__ = ["EXCLUDED", "PLOT_FORMATS", "UsageError", "as_flags", "check_flags", "parser"]

@@ -208,7 +208,7 @@ def read_corpus(
         column: the text column of a CSV/TSV.
         field: the text field of a JSONL file.
         vocab: count BERT WordPiece tokens with this vocabulary instead of
-            characters (:func:`dynbatch.text.wordpiece_counter`: paddlenlp's
+            characters (:func:`dynbatch.plan.text.wordpiece_counter`: paddlenlp's
             count, no paddle import).
         add: added to every length (``2`` for ``[CLS]`` and ``[SEP]``).
         truncate: lengths are cut at this.
@@ -263,7 +263,7 @@ def _read_text(
     measure: Callable[[str], int] = len
     unit = "characters"
     if vocab is not None:
-        from ..text import wordpiece_counter  # imports no paddle
+        from ..plan.text import wordpiece_counter  # imports no paddle
 
         if not Path(vocab).is_file():
             raise UsageError(f"--vocab file not found: {vocab}")

@@ -7,9 +7,9 @@ import warnings
 import numpy as np
 from numpy.typing import NDArray
 
-from ..options import PlanOptions
-from ..planning import plan_batches
-from ..stats import baseline_batches, batch_table
+from ..plan.options import PlanOptions
+from ..plan.planning import plan_batches
+from ..plan.stats import baseline_batches, batch_table
 from .args import UsageError
 
 __all__ = ["plot"]

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..cost import cost_spec
-from ..options import PlanOptions
-from ..stats import PlanStats, lower_bound_batches
+from ..plan.costs import cost_spec
+from ..plan.options import PlanOptions
+from ..plan.stats import PlanStats, lower_bound_batches
 from .corpora import Corpus
 
 __all__ = [
@@ -93,7 +93,7 @@ def oversize_line(corpus: Corpus, over: NDArray[Any], options: PlanOptions) -> s
 
 
 def lower_bound(lengths: NDArray[np.int64], over: NDArray[Any], options: PlanOptions) -> int:
-    """No plan has fewer batches (NOTE [ the fewest batches ] in :mod:`dynbatch.stats`): the
+    """No plan has fewer batches (NOTE [ the fewest batches ] in :mod:`dynbatch.plan.stats`): the
     samples that fit, packed longest first, plus one batch per sample alone."""
     fits = np.delete(lengths, over)
     bound = (

@@ -2,7 +2,7 @@
 
 A :class:`MemoryCost` predicts the peak memory (MiB) of one training step on a
 batch of ``n`` samples padded to length ``L``: ``max(floor, c + a*n*L + b*n*L**2)``,
-the :class:`~dynbatch.cost.PolynomialCost` of :mod:`dynbatch.cost` in MiB.
+the :class:`~dynbatch.plan.costs.PolynomialCost` of :mod:`dynbatch.plan.costs` in MiB.
 
 >>> cost = MemoryCost(c=50.0, a=0.02, b=4e-05, floor=60.0)
 >>> float(cost(8, 512))  # 50 + 0.02*8*512 + 4e-05*8*512**2
@@ -29,8 +29,8 @@ from .._checks import (
     check_positive_number,
 )
 from .._files import write_text_atomic
-from ..cost import PolynomialCost
-from ..timing import StepTimeModel, check_time_model
+from ..plan.costs import PolynomialCost
+from ..plan.splits import StepTimeModel, check_time_model
 
 __all__ = [
     "PROBE_ROLES",

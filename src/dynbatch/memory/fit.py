@@ -52,7 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, check_int
-from ..cost import PolynomialCost
+from ..plan.costs import PolynomialCost
 from .cost import CalibrationError, Probe, StepTimeModel
 from .probe import Run
 

@@ -11,9 +11,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, check_int, check_lengths, check_positive_number
-from ..contract import PlanSource
-from ..cost import CostLike, resolve_cost
-from ..stats import batch_table
+from ..plan.contract import PlanSource
+from ..plan.costs import CostLike, resolve_cost
+from ..plan.stats import batch_table
 from .cost import MemoryCost
 from .counters import Counter, check_counter
 from .probe import Restorable, Step, check_restore, check_step, measure

@@ -28,7 +28,7 @@ each; read them one at a time:
 * :mod:`.run`: the run's windows from the plan, NOTE [ one Trainer epoch holds
   every real epoch ];
 * :mod:`.trainer`: the class and its overrides, NOTE [ one update, one mean ]
-  (the update itself is :mod:`dynbatch.update`);
+  (the update itself is :mod:`dynbatch.paddle.update`);
 * :mod:`.checkpoints`: the state file and checkpoint discovery, NOTE [ resume
   from the plan ];
 * :mod:`.evaluation`: NOTE [ evaluation with unequal batches ];

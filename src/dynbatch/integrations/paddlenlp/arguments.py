@@ -14,8 +14,8 @@ from typing import Any
 from paddlenlp.trainer import Trainer, TrainingArguments
 
 from ..._checks import InputError, InputTypeError, check_int
-from ...options import FIELDS, PlanOptions, resolve_options
-from ...sampler import DistributedDynamicBatchSampler
+from ...paddle.sampler import DistributedDynamicBatchSampler
+from ...plan.options import FIELDS, PlanOptions, resolve_options
 
 __all__ = ["RunArgs", "checked_args", "plan_options", "run_args", "split_keywords", "train_sampler"]
 

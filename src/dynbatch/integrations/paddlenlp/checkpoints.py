@@ -180,7 +180,7 @@ class PlanCheckpoints:
                 f"{checkpoint} was saved on num_replicas={saved!r} ranks, this run has "
                 f"num_replicas={self.run.sampler.num_replicas}: DynamicBatchTrainer resumes on "
                 "the number of cards it saved on (a sampler's own load_state_dict resumes on "
-                "another: NOTE [ resume on another number of ranks ] in dynbatch.reshard)"
+                "another: NOTE [ resume on another number of ranks ] in dynbatch.plan.reshard)"
             )
         self.run.sampler.load_state_dict(state["sampler"])  # checks lengths, options, plan
         self.run.position = (int(state["sampler"]["epoch"]), int(state["sampler"]["position"]))

@@ -23,8 +23,8 @@ from paddlenlp.trainer.trainer_utils import EvalLoopOutput, EvalPrediction
 from paddlenlp.trainer.utils.helper import nested_concat
 
 from ..._checks import InputError, check_lengths
-from ...options import PlanOptions
-from ...sampler import DistributedDynamicBatchSampler
+from ...paddle.sampler import DistributedDynamicBatchSampler
+from ...plan.options import PlanOptions
 from .losses import loss_and_count
 from .run import split_batch
 

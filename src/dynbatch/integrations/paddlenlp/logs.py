@@ -1,6 +1,6 @@
 """The Trainer's logs from the plan: the steps since the last log and the run's totals.
 
-The per-step numbers come from :class:`dynbatch.stats.StepStats`, the same path
+The per-step numbers come from :class:`dynbatch.plan.stats.StepStats`, the same path
 :class:`~dynbatch.VisualDLHook` logs; the Trainer's own speeds assume fixed
 batches, so they are replaced by the plan's.
 """
@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ...memory import AllocatorStatsUnavailable, peak_memory_mib, reset_peak_memory
-from ...stats import StepStats
+from ...plan.stats import StepStats
 
 __all__ = ["RunLog"]
 

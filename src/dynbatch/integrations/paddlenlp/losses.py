@@ -3,10 +3,10 @@
 The Trainer's own losses are means; a mean cannot be re-weighted into the mean
 over an update's samples or tokens (it hides how many it averaged), so the
 integration works on per-sample or per-token losses and sums them (NOTE [ one
-update engine ] in :mod:`dynbatch.update`), or on a ``(loss_sum, count)`` pair
+update engine ] in :mod:`dynbatch.paddle.update`), or on a ``(loss_sum, count)`` pair
 whose count comes from the batch, as :func:`token_cross_entropy` returns for a
 language model with masked prompts (NOTE [ counting loss tokens ] in
-:mod:`dynbatch.losses`).
+:mod:`dynbatch.paddle.losses`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import paddle
 from numpy.typing import NDArray
 
 from ..._checks import InputError, InputTypeError
-from ...losses import IGNORE_INDEX, token_loss
+from ...paddle.losses import IGNORE_INDEX, token_loss
 
 __all__ = [
     "MEAN_REFUSED",

@@ -3,7 +3,7 @@
 NOTE [ the Trainer measures the step time ]
     Whether the fixed batch's updates should be cut into micro-batches
     depends on the device (NOTE [ splitting updates at the step time ] in
-    :mod:`dynbatch.timing`): on a CPU cuts pay, on a GPU below its knee they
+    :mod:`dynbatch.plan.splits`): on a CPU cuts pay, on a GPU below its knee they
     cost a whole step each. The Trainer has the model, so with the recipe and
     no ``time_model=`` it times a few real training steps (forward, the
     loss, backward and an AdamW step, the device synchronised) on batches
@@ -37,11 +37,11 @@ from paddlenlp.utils.log import logger
 
 from ..._checks import InputError
 from ..._files import write_text_atomic
-from ...epochs import epoch_candidates
 from ...memory.counters import check_counter
 from ...memory.fit import fit_polynomial
 from ...memory.probe import measure
-from ...timing import StepTimeModel, check_time_model, epoch_seconds
+from ...plan.epochs import epoch_candidates
+from ...plan.splits import StepTimeModel, check_time_model, epoch_seconds
 from .run import check_fields, split_batch
 
 __all__ = [

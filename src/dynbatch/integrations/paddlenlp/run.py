@@ -14,7 +14,7 @@ NOTE [ one Trainer epoch holds every real epoch ]
     ``max_steps`` and ``micro_batches_per_step``. A window is
     ``gradient_accumulation_steps`` micro-batches of *our* plan, or as many as
     it takes to reach ``accumulate_target`` samples or tokens over all ranks
-    (NOTE [ accumulating to a budget ] in :mod:`dynbatch.windows`), or the
+    (NOTE [ accumulating to a budget ] in :mod:`dynbatch.plan.windows`), or the
     plan's own updates, cut on the plan so every rank agrees without
     communication, and never across an epoch's end. ``state.epoch`` shows the
     real epoch, and the ``"epoch"`` logging, evaluation and save strategies
@@ -33,12 +33,12 @@ from paddlenlp.trainer import TrainerCallback
 from paddlenlp.trainer.trainer_utils import IntervalStrategy
 
 from ..._checks import InputError, InputTypeError
-from ...contract import counted_tokens
-from ...epochs import Recent
-from ...options import PlanOptions
-from ...sampler import DistributedDynamicBatchSampler
-from ...stats import batch_table
-from ...windows import EpochWindows, Span
+from ...paddle.sampler import DistributedDynamicBatchSampler
+from ...plan.contract import counted_tokens
+from ...plan.epochs import Recent
+from ...plan.options import PlanOptions
+from ...plan.stats import batch_table
+from ...plan.windows import EpochWindows, Span
 from .checkpoints import STATE_FILE
 
 __all__ = ["RealEpochs", "RunLoader", "RunPlan", "Window", "check_fields", "split_batch"]
@@ -48,7 +48,7 @@ __all__ = ["RealEpochs", "RunLoader", "RunPlan", "Window", "check_fields", "spli
 class Window(Span):
     """One optimizer step as the plan has it; ``training_step`` receives it as ``inputs["window"]``.
 
-    A :class:`~dynbatch.windows.Span` (the real ``epoch``, the window's
+    A :class:`~dynbatch.plan.windows.Span` (the real ``epoch``, the window's
     ``index`` of ``windows``, its micro-batches ``[start, stop)`` of the epoch's
     plan per rank, and ``count``: what the update averages over as the plan
     counts it, the window's samples, or real tokens with ``accumulate="tokens"``,
@@ -145,7 +145,7 @@ class RunPlan:
         )
 
     def table(self, epoch: int) -> dict[str, NDArray[Any]]:
-        """:func:`~dynbatch.stats.batch_table` of every rank's batches of ``epoch``."""
+        """:func:`~dynbatch.plan.stats.batch_table` of every rank's batches of ``epoch``."""
         return self._tables.get(epoch, self._make_table)
 
     def _make_table(self, epoch: int) -> dict[str, NDArray[Any]]:

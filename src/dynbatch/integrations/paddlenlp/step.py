@@ -2,7 +2,7 @@
 
 NOTE [ one update, one mean ]
     :func:`train_window` (``training_step``) runs the window's micro-batches through the
-    update engine of :mod:`dynbatch.update` (NOTE [ one update engine ]): ``no_sync`` on
+    update engine of :mod:`dynbatch.paddle.update` (NOTE [ one update engine ]): ``no_sync`` on
     all but the last when data parallel, the *sum* of per-sample (or per-token) losses
     from ``loss_fn`` back-propagated, repeats weighed 0, and one all-reduce of ``[count,
     loss sum, non-finite flags]`` before the gradients are scaled by ``world_size /
@@ -33,8 +33,8 @@ import paddle
 from paddlenlp.utils.log import logger
 
 from ..._checks import InputTypeError
-from ...contract import counted_tokens
-from ...update import ExactMeanUpdate
+from ...paddle.update import ExactMeanUpdate
+from ...plan.contract import counted_tokens
 from .losses import loss_and_count
 from .run import RunPlan, Window, split_batch
 

@@ -24,10 +24,10 @@ from ..._checks import (
     check_int,
     check_positive_number,
 )
-from ...options import PlanOptions
-from ...sampler import DistributedDynamicBatchSampler, resolve_lengths
-from ...timing import check_time_model
-from ...windows import UNITS
+from ...paddle.sampler import DistributedDynamicBatchSampler, resolve_lengths
+from ...plan.options import PlanOptions
+from ...plan.splits import check_time_model
+from ...plan.windows import UNITS
 from ._compat import CompatTrainer, int_hparams_visualdl
 from .arguments import checked_args, plan_options, run_args, split_keywords, train_sampler
 from .checkpoints import PlanCheckpoints, resolve_checkpoint
@@ -93,7 +93,7 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         loss_tokens: per-sample counts of the tokens with a loss (a masked
             prompt has none; at most the sample's length), for token losses:
             updates in ``"tokens"`` count them, the cost plans on ``lengths``
-            (NOTE [ counting loss tokens ] in :mod:`dynbatch.losses`).
+            (NOTE [ counting loss tokens ] in :mod:`dynbatch.paddle.losses`).
         accumulate: ``"samples"`` (each update is the mean over the step's
             samples; updates of the fixed batch's samples) or ``"tokens"``
             (over its real tokens, the ``lengths`` or ``loss_tokens``; updates
@@ -120,7 +120,7 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
             ``labels``). The loss is still ``loss_fn``'s, from the logits: the
             model's own loss, a mean, is not used.
         time_model: the device's step time for the recipe (NOTE [ splitting
-            updates at the step time ] in :mod:`dynbatch.timing`): by default
+            updates at the step time ] in :mod:`dynbatch.plan.splits`): by default
             measured on the model before training (NOTE [ the Trainer measures
             the step time ]); an object with ``c``, ``a``, ``b`` (or ``"c,a,b"``)
             is used as given; None plans without one (on an accelerator: each

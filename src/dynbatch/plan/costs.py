@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._checks import InputError, InputTypeError, check_nonnegative_number
+from .._checks import InputError, InputTypeError, check_nonnegative_number
 
 __all__ = [
     "Cost",
@@ -340,7 +340,7 @@ def cost_spec(cost: Any) -> str | None:
     :class:`~dynbatch.MemoryCost`) are described exactly; a plain function
     cannot be (two lambdas with different bodies share a name), so it gives
     None and resume compares the plan itself instead (NOTE [ resume
-    fingerprint ] in :mod:`dynbatch.sampler`).
+    fingerprint ] in :mod:`dynbatch.paddle.sampler`).
 
     >>> cost_spec("quadratic"), cost_spec(lambda n, L: n * L)
     ('QuadraticCost()', None)

@@ -15,7 +15,7 @@ NOTE [ equal steps without dropping or repeating ]
     flagged in ``is_padding`` so the loss can give them weight 0.
     ``drop_last`` is the planner's: the one batch per epoch that ended because
     samples ran out is dropped (NOTE [ what drop_last drops ] in
-    :mod:`dynbatch.planning`); the ranks' counts are still evened by splitting.
+    :mod:`dynbatch.plan.planning`); the ranks' counts are still evened by splitting.
     Dropping whole batches to even the count would either drop the smallest
     batches, which hold the longest samples, every epoch (biased), or random
     batches, which can hold hundreds of short samples (wasteful).
@@ -44,10 +44,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_batches, check_int, check_lengths
+from .._checks import InputError, InputTypeError, check_batches, check_int, check_lengths
 from .options import PlanOptions, resolve_options
-from .plan import Plan
 from .planning import padded_lengths
+from .plans import Plan
 
 __all__ = ["ShardedPlan", "shard_plan", "step_imbalance"]
 
@@ -66,7 +66,7 @@ class ShardedPlan:
 
     ``window_ends``, when the options ask for updates (``update_size``), are
     the steps after which each optimizer update ends (NOTE [ mixed updates ]
-    in :mod:`dynbatch.windows`); None: every step is an update.
+    in :mod:`dynbatch.plan.windows`); None: every step is an update.
     """
 
     __slots__ = ("_plan", "base", "is_padding", "num_replicas", "order", "window_ends")

@@ -1,9 +1,9 @@
 """Dynamic batches from a stream for paddle: the ``IterableDataset`` adapter and its loader.
 
-The planning is :mod:`dynbatch.streaming` (numpy); this module adds paddle's
+The planning is :mod:`dynbatch.stream.planner` (numpy); this module adds paddle's
 base class, the worker and rank from paddle, and :class:`StreamLoader`, the
 ``paddle.io.DataLoader`` whose batches the main process records for resume
-and for the accumulator (NOTE [ resuming a stream ] in :mod:`dynbatch.streaming`).
+and for the accumulator (NOTE [ resuming a stream ] in :mod:`dynbatch.stream.planner`).
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from ._checks import (
+from .._checks import (
     check_bool,
     check_choice,
     check_epochs,
     check_int,
     check_positive_number,
 )
-from ._optional import require
-from .contract import Pass
-from .errors import InputError, InputTypeError
-from .options import UNITS, resolve_options
-from .stream_sources import open_source
-from .stream_state import StreamCount, StreamProgress, Taken, count_epoch
-from .streaming import BUFFER_SIZE, StreamBatch, StreamPlanner, empty_epoch
+from .._optional import require
+from ..errors import InputError, InputTypeError
+from ..plan.contract import Pass
+from ..plan.options import UNITS, resolve_options
+from ..stream.planner import BUFFER_SIZE, StreamBatch, StreamPlanner, empty_epoch
+from ..stream.sources import open_source
+from ..stream.state import StreamCount, StreamProgress, Taken, count_epoch
 
 paddle = require("paddle", "dynbatch.DynamicBatchIterable")
 from paddle.io import DataLoader, IterableDataset  # noqa: E402
@@ -42,7 +42,7 @@ __all__ = ["DynamicBatchIterable", "StreamLoader"]
 class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
     """A ``paddle.io.IterableDataset`` of dynamic batches from a stream, in bounded memory.
 
-    It yields lists of samples (:class:`~dynbatch.streaming.StreamBatch`),
+    It yields lists of samples (:class:`~dynbatch.stream.planner.StreamBatch`),
     each fitting ``max_cost``, for ``paddle.io.DataLoader(it, batch_size=None,
     collate_fn=...)``; :meth:`loader` builds that DataLoader and records what
     training takes, for :meth:`state_dict` and for a
@@ -58,12 +58,12 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
     Args:
         source: a re-iterable of samples, a callable ``source(epoch)``
             returning one, or a list of shard paths read by ``reader``
-            (:mod:`dynbatch.stream_sources`).
+            (:mod:`dynbatch.stream.sources`).
         length_fn: ``length_fn(sample) -> int``, the length the cost charges.
         max_cost, cost, ...: the :class:`~dynbatch.PlanOptions` as keywords
             (``drop_last`` and ``equal_epochs`` are refused; ``time_model`` and
             ``group_by_length`` cut each block's updates at the step time, NOTE
-            [ a stream at the step time ] in :mod:`dynbatch.stream_plan`), or ``options=``.
+            [ a stream at the step time ] in :mod:`dynbatch.stream.blocks`), or ``options=``.
         buffer_size: records planned at once; memory grows with it, not with
             the corpus.
         reader: ``reader(path)`` or ``reader(path, start=...)`` yielding a shard's

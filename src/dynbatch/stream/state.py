@@ -1,14 +1,14 @@
 """A stream's passes as the main process sees them: what training took, resume, updates.
 
-Numpy only. :class:`StreamProgress` records the :class:`~dynbatch.streaming.StepInfo`
+Numpy only. :class:`StreamProgress` records the :class:`~dynbatch.stream.planner.StepInfo`
 of every batch the training loop took (NOTE [ resuming a stream ] in
-:mod:`dynbatch.streaming`); :class:`StreamFollower` decides where a
+:mod:`dynbatch.stream.planner`); :class:`StreamFollower` decides where a
 :class:`~dynbatch.GradientAccumulator` following a stream ends its updates.
 
 NOTE [ updates of a stream ]
     A stream's epoch has as many updates as its steps make, which is not
     known before the stream is read. The accumulator decides each step as it
-    comes, from what the step's :class:`~dynbatch.streaming.StepInfo` says
+    comes, from what the step's :class:`~dynbatch.stream.planner.StepInfo` says
     of *every* rank (its samples and tokens over all ranks), so all ranks
     end their updates at the same step with no communication: with
     ``target=``, an update ends where its samples (or tokens) reach the
@@ -30,14 +30,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import check_int
-from .contract import Pass
-from .errors import InputError, InputTypeError
-from .options import PlanOptions
-from .stats import PlanStats, plan_stats, predicted_seconds
-from .stream_sources import open_source
-from .streaming import Resume, SlotCursor, StepInfo, StreamPlanner
-from .windows import accumulation_windows
+from .._checks import check_int
+from ..errors import InputError, InputTypeError
+from ..plan.contract import Pass
+from ..plan.options import PlanOptions
+from ..plan.stats import PlanStats, plan_stats, predicted_seconds
+from ..plan.windows import accumulation_windows
+from .planner import Resume, SlotCursor, StepInfo, StreamPlanner
+from .sources import open_source
 
 __all__ = [
     "StreamCount",
@@ -160,7 +160,7 @@ class StreamProgress:
     """What the training loop took of a stream's passes: the cursors a resume starts from.
 
     The main process's half of NOTE [ resuming a stream ]: :meth:`begin` starts
-    a pass and gives the :class:`~dynbatch.streaming.Resume` its workers start
+    a pass and gives the :class:`~dynbatch.stream.planner.Resume` its workers start
     from, :meth:`took` records each batch the loop takes, and
     :meth:`state_dict` / :meth:`load_state_dict` save and restore the cursors.
     """

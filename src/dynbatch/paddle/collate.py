@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_bool, check_int
+from .._checks import InputError, InputTypeError, check_bool, check_int
 
 __all__ = ["Dict", "Pad", "Stack", "Tuple"]
 

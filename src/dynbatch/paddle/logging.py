@@ -4,7 +4,7 @@ NOTE [ which batch was step k ]
     The DataLoader prefetches, so "the last batch the sampler yielded" is a
     few batches ahead of the one being trained. Step ``k`` of a pass that
     began at batch ``s`` of epoch ``e`` *is* batch ``s + k`` of that epoch's
-    plan (NOTE [ the plan is the source of truth ] in :mod:`dynbatch.contract`),
+    plan (NOTE [ the plan is the source of truth ] in :mod:`dynbatch.plan.contract`),
     so the hook reads batch size, lengths and cost from the plan and needs
     nothing from the loop but the step and the loss.
 """
@@ -22,11 +22,11 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from ._checks import InputTypeError, check_bool
-from ._optional import require
-from .contract import PlanSource, describe
-from .memory import AllocatorStatsUnavailable, peak_memory_mib, reset_peak_memory
-from .stats import StepStats, batch_table
+from .._checks import InputTypeError, check_bool
+from .._optional import require
+from ..memory import AllocatorStatsUnavailable, peak_memory_mib, reset_peak_memory
+from ..plan.contract import PlanSource, describe
+from ..plan.stats import StepStats, batch_table
 
 paddle = require("paddle", "dynbatch.VisualDLHook")
 from paddle.callbacks import Callback  # noqa: E402

@@ -71,8 +71,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_int
-from .cost import PolynomialCost, absent_coefficient
+from .._checks import InputError, InputTypeError, check_int
+from .costs import PolynomialCost, absent_coefficient
 from .options import PlanOptions
 from .planning import Plan, batch_capacity, find_oversize, padded_lengths
 from .sharding import ShardedPlan
@@ -246,7 +246,7 @@ class StepTimeTable:
             :class:`~dynbatch.InputError` (give the model's own coefficients,
             with an ``error``, to use so few measurements).
         """
-        from .memory.fit import fit_polynomial  # the memory package plans: not at the top
+        from ..memory.fit import fit_polynomial  # the memory package plans: not at the top
 
         shapes = np.unique(np.stack([self.n, self.lengths]), axis=1).shape[1]
         if shapes <= 3:  # NOTE [ a fit's error ]

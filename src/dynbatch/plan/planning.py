@@ -1,9 +1,9 @@
 """Plan batches from sample lengths: pure numpy, no paddle.
 
-``plan_batches`` turns an array of lengths into a :class:`~dynbatch.plan.Plan`
-(one index array cut by batch offsets, :mod:`dynbatch.plan`) such that every
+``plan_batches`` turns an array of lengths into a :class:`~dynbatch.plan.plans.Plan`
+(one index array cut by batch offsets, :mod:`dynbatch.plan.plans`) such that every
 batch fits ``max_cost`` under a cost model. Epoch, seed and rank are plain
-arguments; the samplers in :mod:`dynbatch.sampler` own them.
+arguments; the samplers in :mod:`dynbatch.paddle.sampler` own them.
 
 NOTE [ bucket order ]
     Sorting by length packs best (little padding, fewest batches) but gives the
@@ -62,15 +62,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, check_int, check_lengths
-from .cost import Cost, LinearCost, MixedCost, QuadraticCost
+from .._checks import InputError, check_int, check_lengths
+from .costs import Cost, LinearCost, MixedCost, QuadraticCost
 from .options import ORDERS, OVERSIZE, PlanOptions, resolve_options
-from .plan import Plan
+from .plans import Plan
 
 __all__ = [
     "ORDERS",
     "OVERSIZE",
-    "Plan",  # its home is dynbatch.plan; imported from here before, and still
+    "Plan",  # its home is dynbatch.plan.plans; imported from here before, and still
     "batch_capacity",
     "find_oversize",
     "padded_lengths",

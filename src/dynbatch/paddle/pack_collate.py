@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_bool, check_int
-from .packing import next_fit_rows
+from .._checks import InputError, InputTypeError, check_bool, check_int
+from ..plan.packing import next_fit_rows
 
 __all__ = ["PackCollator", "additive_mask"]
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import (
+from .._checks import (
     InputError,
     InputTypeError,
     check_bool,
@@ -42,10 +42,10 @@ from ._checks import (
     check_int,
     check_positive_number,
 )
-from ._optional import require
-from .lengths import field_length
-from .plan import Plan
-from .planning import plan_batches
+from .._optional import require
+from ..plan.lengths import field_length
+from ..plan.planning import plan_batches
+from ..plan.plans import Plan
 
 paddle = require("paddle", "dynbatch.DatasetForDBL")
 from paddle.io import DataLoader, Dataset  # noqa: E402

@@ -16,8 +16,8 @@ NOTE [ normalising the loss ]
     steps.
 
 The windows themselves (NOTE [ accumulating to a budget ]) are pure numpy, in
-:mod:`dynbatch.windows`; the update (NOTE [ one update engine ]) is
-:mod:`dynbatch.update`, shared with the Trainer integration. This module
+:mod:`dynbatch.plan.windows`; the update (NOTE [ one update engine ]) is
+:mod:`dynbatch.paddle.update`, shared with the Trainer integration. This module
 follows the sampler's plan and passes.
 """
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import (
+from .._checks import (
     InputError,
     InputTypeError,
     check_choice,
@@ -40,11 +40,11 @@ from ._checks import (
     check_int,
     check_positive_number,
 )
-from ._optional import require
-from .contract import Pass, PlanSource, StreamSource, counted_tokens, describe
-from .stream_state import StreamFollower
+from .._optional import require
+from ..plan.contract import Pass, PlanSource, StreamSource, counted_tokens, describe
+from ..plan.windows import UNITS, EpochWindows
+from ..stream.state import StreamFollower
 from .update import ExactMeanUpdate
-from .windows import UNITS, EpochWindows
 
 __all__ = ["GradientAccumulator", "scale_lr"]
 
@@ -91,7 +91,7 @@ class GradientAccumulator:
         sampler: a dynbatch sampler; its plan decides where windows end.
             Or a :class:`~dynbatch.DynamicBatchIterable` iterated through its
             ``loader()``: each step's counts over all ranks decide (NOTE
-            [ updates of a stream ] in :mod:`dynbatch.stream_state`).
+            [ updates of a stream ] in :mod:`dynbatch.stream.state`).
             Without one, the optimizer steps after every micro-batch.
         target: samples (or tokens) per optimizer step, summed over ranks,
             cut on the plan in its order. Default: the plan's own updates when
@@ -118,7 +118,7 @@ class GradientAccumulator:
     the scaler lowers its scale). A batch the distributed sampler repeated only
     to even out step counts (``sampler.padding_mask()``) gets weight 0. The
     accumulator follows the sampler's passes (NOTE [ the plan is the source of
-    truth ] in :mod:`dynbatch.contract`): a new iteration of the sampler starts
+    truth ] in :mod:`dynbatch.plan.contract`): a new iteration of the sampler starts
     its windows anew, and a resumed epoch starts where the sampler does.
     ``state_dict()`` holds the open window's gradients, so a checkpoint taken
     in the middle of a window resumes exactly.

@@ -10,7 +10,7 @@ NOTE [ one update engine ]
     finite gradients]`` gives every rank the same count and the same verdict.
     The gradients are then scaled by ``world_size / count``: ``DataParallel``
     averages over ranks, so the summed gradient becomes the global mean (NOTE
-    [ normalising the loss ] in :mod:`dynbatch.training`). A window whose loss
+    [ normalising the loss ] in :mod:`dynbatch.paddle.training`). A window whose loss
     or gradients are NaN or inf on any rank, or that holds no samples, is not
     applied on any rank. The sums are float64: a window of more than 2**24
     tokens is still counted exactly.
@@ -20,7 +20,7 @@ NOTE [ one update engine ]
     paddlenlp's Trainer steps the optimizer itself after ``training_step``,
     with no way to skip one step, so ``DynamicBatchTrainer`` raises on the same
     verdict (NOTE [ one update, one mean ] in :mod:`dynbatch.integrations.paddlenlp`).
-    Where the windows end is the plan's business, in :mod:`dynbatch.windows`.
+    Where the windows end is the plan's business, in :mod:`dynbatch.plan.windows`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import InputError, InputTypeError
-from ._optional import require
+from .._checks import InputError, InputTypeError
+from .._optional import require
 
 __all__ = ["ExactMeanUpdate", "Update"]
 
@@ -44,7 +44,7 @@ def _checked_count(paddle: Any, count: Any) -> Any:
     """``count`` (a number or a one-element tensor) as a float64 ``[1]`` tensor, once checked.
 
     Checked like a number, finite and >= 0 (NOTE [ counts on the device ] in
-    :mod:`dynbatch.training`): a tensor is read on the host once.
+    :mod:`dynbatch.paddle.training`): a tensor is read on the host once.
     """
     if isinstance(count, paddle.Tensor):
         if count.dtype == paddle.bool:
@@ -135,7 +135,7 @@ class ExactMeanUpdate:
     """
 
     def __init__(self, model: Any, *, world_size: int, scaler: Any = None) -> None:
-        self.paddle = require("paddle", "dynbatch.update")
+        self.paddle = require("paddle", "dynbatch.paddle.update")
         self.model, self.world_size, self.scaler = model, int(world_size), scaler
         self.open = 0  # micro-batches in the open window
         self._sums: Any = None  # [count, loss sum, non-finite losses] of the open window

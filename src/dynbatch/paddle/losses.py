@@ -10,7 +10,7 @@ NOTE [ counting loss tokens ]
     re-weighted into it: the mean hides how many tokens it averaged, and
     micro-batches of unequal lengths and prompt shares average over unequal
     counts. So :func:`token_loss` returns the *sum* and the *count*, and the
-    update engine (NOTE [ one update engine ] in :mod:`dynbatch.update`) adds
+    update engine (NOTE [ one update engine ] in :mod:`dynbatch.paddle.update`) adds
     both over the window and all ranks before it divides.
 
     The count comes from the batch, on the device. Where it must be known
@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError
-from ._optional import require
+from .._checks import InputError, InputTypeError
+from .._optional import require
 
 __all__ = ["IGNORE_INDEX", "loss_token_counts", "token_loss"]
 

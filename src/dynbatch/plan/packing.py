@@ -72,8 +72,8 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, check_choice, check_int, check_lengths, check_loss_tokens
-from .plan import Indices, Plan
+from .._checks import InputError, check_choice, check_int, check_lengths, check_loss_tokens
+from .plans import Indices, Plan
 
 __all__ = ["DEFAULT_WINDOW_UPDATES", "PackPlan", "next_fit_rows", "plan_packs"]
 

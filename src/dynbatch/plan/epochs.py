@@ -2,7 +2,7 @@
 
 :func:`plan_epoch` plans one epoch for every rank; :class:`Epochs` is a run's
 epochs as the samplers see them (the plan cache, the pass under way, the
-resume state), so the paddle adapters in :mod:`dynbatch.sampler` are cursors
+resume state), so the paddle adapters in :mod:`dynbatch.paddle.sampler` are cursors
 over it.
 
 NOTE [ prefetch and resume ]
@@ -39,7 +39,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import (
+from .._checks import (
     InputError,
     InputTypeError,
     check_epochs,
@@ -49,11 +49,11 @@ from ._checks import (
 )
 from .contract import Pass
 from .options import UNDESCRIBED, PlanOptions
-from .plan import Plan
 from .planning import find_oversize, plan_draw
+from .plans import Plan
 from .reshard import check_global_update, deal_rest, rest_of
 from .sharding import TOLERANCE, ShardedPlan, shard_checked
-from .timing import epoch_seconds, plan_split_updates
+from .splits import epoch_seconds, plan_split_updates
 from .windows import mix_updates, optimizer_steps
 
 __all__ = ["Epochs", "Recent", "epoch_candidates", "equal_batch_count", "plan_epoch"]
@@ -339,7 +339,7 @@ _STATE_KEYS = ("version", "epoch", "position", "num_replicas", "lengths", "optio
 class Epochs:
     """A run's epochs: their plans, the pass under way and where the next one starts.
 
-    What the samplers of :mod:`dynbatch.sampler` are cursors over, without
+    What the samplers of :mod:`dynbatch.paddle.sampler` are cursors over, without
     paddle: ``set_epoch``, passes (:meth:`iterate`), ``len()``,
     ``state_dict`` / ``load_state_dict`` and :meth:`seek`. The two most
     recently used epochs' plans are kept.
@@ -504,7 +504,7 @@ class Epochs:
             "lengths": _lengths_digest(self.lengths, self.loss_tokens),
             "options": self.options.fingerprint(),
             "plan": sharded.digest(),
-            # NOTE [ resume on another number of ranks ] in dynbatch.reshard
+            # NOTE [ resume on another number of ranks ] in dynbatch.plan.reshard
             "rest": rest_of(sharded, position),
             "dealt": self._dealt is not None and self._dealt[0] == epoch,
         }
@@ -544,7 +544,7 @@ class Epochs:
 
     def _load_rest(self, state: Mapping[str, Any], epoch: int, replicas: int) -> None:
         """Resume a state saved on ``replicas`` ranks (NOTE [ resume on another number of
-        ranks ] in :mod:`dynbatch.reshard`): the saved rest of its epoch, dealt to these."""
+        ranks ] in :mod:`dynbatch.plan.reshard`): the saved rest of its epoch, dealt to these."""
         saved = state["options"]
         if not isinstance(saved, Mapping):
             raise InputTypeError(f"state['options'] must be a dict, got {saved!r}")

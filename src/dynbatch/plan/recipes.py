@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import (
+from .._checks import (
     InputError,
     InputTypeError,
     check_bool,
@@ -28,10 +28,10 @@ from ._checks import (
     check_loss_tokens,
     check_positive_number,
 )
-from .cost import Cost, LinearCost, MixedCost, WithinBudgets, cost_spec, resolve_cost
+from .costs import Cost, LinearCost, MixedCost, WithinBudgets, cost_spec, resolve_cost
 from .options import FIELDS, UNITS, PlanOptions
 from .planning import batch_capacity, padded_lengths
-from .timing import FLAT_STEP, check_time_model
+from .splits import FLAT_STEP, check_time_model
 
 __all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
 
@@ -71,7 +71,7 @@ def like_fixed(
         * each made of ``micro_batches`` micro-batches or more, each of
           near-equal lengths (the bucket order: no padding), drawn from
           different length strata (NOTE [ mixed updates ] in
-          :mod:`dynbatch.windows`), so an update sees short and long samples
+          :mod:`dynbatch.plan.windows`), so an update sees short and long samples
           as a random batch does. Updates of one length train a worse model:
           it is what made the study's sorted order hurt;
         * a micro-batch holds at most ``update / (micro_batches *
@@ -89,10 +89,10 @@ def like_fixed(
         With a ``time_model`` (the device's step time) the split follows it:
         the recipe also plans the fixed batch's own updates cut at the least
         predicted step time (NOTE [ splitting updates at the step time ] in
-        :mod:`dynbatch.timing`; never predicted slower than the fixed batch):
+        :mod:`dynbatch.plan.splits`; never predicted slower than the fixed batch):
         the options returned (``fixed_step_size=batch_size``) plan both each
         epoch and keep the one predicted faster on that epoch's draw (NOTE
-        [ the faster plan of each epoch ] in :mod:`dynbatch.epochs`). On
+        [ the faster plan of each epoch ] in :mod:`dynbatch.plan.epochs`). On
         a CPU, where padding costs, that is the padding-free split above; on
         a GPU below its knee, where a step costs the same at any size, it is
         one micro-batch per update, the fixed batch's own speed; above the
@@ -113,7 +113,7 @@ def like_fixed(
             carries none): updates in ``"tokens"`` are as many loss tokens as
             ``B`` samples hold on average; micro-batches are still capped by
             their full tokens (NOTE [ counting loss tokens ] in
-            :mod:`dynbatch.losses`).
+            :mod:`dynbatch.paddle.losses`).
         group_by_length: updates of near-equal lengths, as Hugging Face's
             ``group_by_length`` draws them, split at the step time (each whole
             without a ``time_model``): the fixed batch's update count with
@@ -121,7 +121,7 @@ def like_fixed(
             draws ("On a GPU" in the docs, docs/gpu.md, has what that cost in accuracy).
         time_model: the step's seconds, ``c + n·L·(a + b·L)``: an object with
             ``c``, ``a``, ``b`` (``MemoryCost.time_model``,
-            :meth:`~dynbatch.timing.StepTimeTable.fit`) or ``"c,a,b"``.
+            :meth:`~dynbatch.plan.splits.StepTimeTable.fit`) or ``"c,a,b"``.
         **fields: other options (``seed=...``, ``drop_last=...``, ...).
 
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)
@@ -151,7 +151,7 @@ def like_fixed(
     options = PlanOptions(max_cost=budget, cost=fn, **values)
     model = check_time_model(time_model)
     # the fixed batch's step, ``B`` a rank, a multiple or not (NOTE [ the multiple and the
-    # fixed batch's step ] in dynbatch.timing): rounded down, every update would be cut
+    # fixed batch's step ] in dynbatch.plan.splits): rounded down, every update would be cut
     whole = {"order": "shuffle", "max_batch_size": batch, **fields}
     if grouped:  # Hugging Face's grouping, split at the step time (a flat one: each whole)
         return options.replace(**whole, time_model=model or FLAT_STEP, group_by_length=True)

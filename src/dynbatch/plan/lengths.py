@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_dataset, check_lengths
-from ._files import atomic_write
+from .._checks import InputError, InputTypeError, check_dataset, check_lengths
+from .._files import atomic_write
 
 __all__ = ["compute_lengths", "dataset_fingerprint", "field_length"]
 

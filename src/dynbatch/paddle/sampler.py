@@ -1,7 +1,7 @@
-"""Paddle batch samplers over :class:`~dynbatch.epochs.Epochs`: the adapters that import paddle.
+"""Paddle batch samplers over :class:`~dynbatch.plan.epochs.Epochs`: adapters that import paddle.
 
 Each sampler is a cursor: the plans, passes and resume state (NOTE [ prefetch
-and resume ], NOTE [ resume fingerprint ]) live in :mod:`dynbatch.epochs`; the
+and resume ], NOTE [ resume fingerprint ]) live in :mod:`dynbatch.plan.epochs`; the
 sampler adds its rank and paddle's base class, whose ``__init__`` runs.
 
 NOTE [ batch_size, read back ]
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import (
+from .._checks import (
     InputError,
     InputTypeError,
     check_dataset,
@@ -43,15 +43,15 @@ from ._checks import (
     check_lengths,
     check_loss_tokens,
 )
-from ._optional import require
-from .contract import Pass
-from .epochs import Epochs
-from .lengths import compute_lengths
-from .options import PlanOptions, resolve_options
-from .plan import Plan
-from .recipes import like_fixed
-from .sharding import ShardedPlan
-from .timing import FLAT_STEP, StepTimeModel
+from .._optional import require
+from ..plan.contract import Pass
+from ..plan.epochs import Epochs
+from ..plan.lengths import compute_lengths
+from ..plan.options import PlanOptions, resolve_options
+from ..plan.plans import Plan
+from ..plan.recipes import like_fixed
+from ..plan.sharding import ShardedPlan
+from ..plan.splits import FLAT_STEP, StepTimeModel
 
 paddle = require("paddle", "dynbatch's samplers")
 from paddle.io import BatchSampler, DistributedBatchSampler  # noqa: E402
@@ -122,7 +122,7 @@ def resolve_rank(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
 
 
 def default_time_model(where: str) -> StepTimeModel | None:
-    """None on a CPU; on an accelerator, :data:`~dynbatch.timing.FLAT_STEP` and a warning.
+    """None on a CPU; on an accelerator, :data:`~dynbatch.plan.splits.FLAT_STEP` and a warning.
 
     NOTE [ no time model on an accelerator ]
         The recipe's padding-free split pays on a CPU, where a step costs
@@ -133,7 +133,7 @@ def default_time_model(where: str) -> StepTimeModel | None:
         device's knee is, so on an accelerator it assumes the step is flat:
         each update runs as one batch, the fixed batch's own speed, never
         slower. It says so once; ``time_model=`` (``dynbatch.calibrate``'s,
-        or a fitted :class:`~dynbatch.timing.StepTimeTable`) lets it cut
+        or a fitted :class:`~dynbatch.plan.splits.StepTimeTable`) lets it cut
         updates where that is faster. Updates in ``"tokens"``, or a sorted
         order, keep the recipe's split whatever the step time
         (:func:`~dynbatch.like_fixed`), so there it assumes nothing and says
@@ -154,11 +154,11 @@ def default_time_model(where: str) -> StepTimeModel | None:
 
 
 class _Cursor:
-    """What both samplers share: a cursor over an :class:`~dynbatch.epochs.Epochs`.
+    """What both samplers share: a cursor over an :class:`~dynbatch.plan.epochs.Epochs`.
 
     The plans, passes and resume state are the ``Epochs``'; the samplers add
     the rank, paddle's base class and its attribute names. Implements
-    :class:`~dynbatch.contract.PlanSource`.
+    :class:`~dynbatch.plan.contract.PlanSource`.
     """
 
     num_replicas: int
@@ -236,7 +236,7 @@ class _Cursor:
     def epoch(self, epoch: int) -> None:  # paddle's __init__ sets 0
         self._epochs.epoch = check_int("epoch", epoch)
 
-    # -- the contract (dynbatch.contract.PlanSource) -----------------------------------------
+    # -- the contract (dynbatch.plan.contract.PlanSource) -----------------------------------------
     def epoch_plan(self, epoch: int | None = None) -> ShardedPlan:
         """Every rank's batches of ``epoch`` (default: the current one), step-major."""
         return self._epochs.plan(epoch)
@@ -267,7 +267,7 @@ class _Cursor:
 
     # -- paddle's sampler interface --------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        """Plan the given epoch next (NOTE [ a new epoch each pass ] in :mod:`dynbatch.epochs`).
+        """Plan this epoch next (NOTE [ a new epoch each pass ] in :mod:`dynbatch.plan.epochs`).
 
         Keeps a resume position loaded for that same epoch.
         """
@@ -279,7 +279,7 @@ class _Cursor:
     def __len__(self) -> int:
         return len(self._epochs)
 
-    # -- resume (NOTE [ prefetch and resume ] in dynbatch.epochs) ------------------------------
+    # -- resume (NOTE [ prefetch and resume ] in dynbatch.plan.epochs) -----------------------------
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
         """Where this epoch stands; ``consumed_batches``: the batches training finished."""
         return self._epochs.state_dict(consumed_batches)
@@ -317,7 +317,7 @@ _SAMPLER_DOC = """
         loss_tokens: per-sample counts of the tokens that carry a loss (at
             most the sample's length), for token losses with masked prompts:
             updates in ``"tokens"`` count them, while the cost plans on
-            ``lengths`` (NOTE [ counting loss tokens ] in :mod:`dynbatch.losses`).
+            ``lengths`` (NOTE [ counting loss tokens ] in :mod:`dynbatch.paddle.losses`).
 """
 
 
@@ -384,7 +384,7 @@ class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
     Every rank yields the same number of batches and, step by step, batches of
     similar compute, with nothing dropped or repeated (NOTE [ equal steps
     without dropping or repeating ] and NOTE [ balanced steps ] in
-    :mod:`dynbatch.sharding`). A subclass of
+    :mod:`dynbatch.plan.sharding`). A subclass of
     ``paddle.io.DistributedBatchSampler``, so ``paddlenlp.trainer.Trainer``
     calls its ``set_epoch``.
 

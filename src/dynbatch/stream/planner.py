@@ -1,8 +1,8 @@
 """Dynamic batches from a stream, in bounded memory: numpy only, no paddle.
 
-:class:`StreamPlanner` reads a source (:mod:`dynbatch.stream_sources`) in
+:class:`StreamPlanner` reads a source (:mod:`dynbatch.stream.sources`) in
 blocks and plans each block as :func:`~dynbatch.plan_epoch` plans an epoch;
-:class:`~dynbatch.stream_state.StreamProgress` is the main process's record of what training took,
+:class:`~dynbatch.stream.state.StreamProgress` is the main process's record of what training took,
 for resume. The paddle adapter is :class:`~dynbatch.DynamicBatchIterable`.
 
 NOTE [ a stream in blocks ]
@@ -27,7 +27,7 @@ NOTE [ a stream in blocks ]
     whatever the corpus's size. ``drop_last`` and ``equal_epochs`` need the
     epoch's count before it is read, and are refused. With ``time_model``
     a block is planned as the in-memory time split plans an epoch (NOTE
-    [ a stream at the step time ] in :mod:`dynbatch.stream_plan`).
+    [ a stream at the step time ] in :mod:`dynbatch.stream.blocks`).
 
 NOTE [ streams across ranks and workers ]
     Data-parallel training needs the same number of steps on every rank,
@@ -62,7 +62,7 @@ NOTE [ resuming a stream ]
     Each batch carries a :class:`StepInfo`: its slot, block, step in the
     block and where the block starts and ends in the slot's stream. The
     main process records the info of every batch training took
-    (:class:`~dynbatch.stream_state.StreamProgress`), so a saved state says, per slot, the block
+    (:class:`~dynbatch.stream.state.StreamProgress`), so a saved state says, per slot, the block
     and step to go on from. A resumed worker starts reading at that block's
     first record (a shard source skips whole shards unread, and seeks
     inside the shard with a ``reader(path, start=...)``; other sources read the
@@ -87,14 +87,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import check_int, check_lengths
-from .errors import InputError, InputTypeError
-from .options import PlanOptions
-from .planning import find_oversize, padded_lengths
-from .sharding import ShardedPlan
-from .stream_plan import BUFFER_SIZE, block_key, check_stream_options, plan_block
-from .stream_sources import Source
-from .windows import micro_step_counts
+from .._checks import check_int, check_lengths
+from ..errors import InputError, InputTypeError
+from ..plan.options import PlanOptions
+from ..plan.planning import find_oversize, padded_lengths
+from ..plan.sharding import ShardedPlan
+from ..plan.windows import micro_step_counts
+from .blocks import BUFFER_SIZE, block_key, check_stream_options, plan_block
+from .sources import Source
 
 __all__ = [
     "BUFFER_SIZE",
@@ -203,14 +203,14 @@ class StreamPlanner:
     """A source read in blocks, each planned like an epoch, shared out to ranks and workers.
 
     Args:
-        source: a checked :class:`~dynbatch.stream_sources.Source`.
+        source: a checked :class:`~dynbatch.stream.sources.Source`.
         length_fn: ``length_fn(sample) -> int``, the length the cost is charged on.
         options: the :class:`~dynbatch.PlanOptions` (``drop_last`` and
             ``equal_epochs`` refused).
         buffer_size: records per block (NOTE [ a stream in blocks ]).
         num_replicas: data-parallel ranks.
 
-    >>> from dynbatch.stream_sources import open_source
+    >>> from dynbatch.stream.sources import open_source
     >>> planner = StreamPlanner(open_source([[1] * n for n in (3, 1, 4, 1, 5, 9, 2, 6)]), len,
     ...                         PlanOptions(max_cost=12, cost="linear"), buffer_size=4)
     >>> [[len(s) for s in batch] for batch in planner.sequence(0)]

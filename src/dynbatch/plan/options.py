@@ -24,7 +24,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._checks import (
+from .._checks import (
     InputError,
     InputTypeError,
     check_bool,
@@ -32,7 +32,7 @@ from ._checks import (
     check_int,
     check_positive_number,
 )
-from .cost import Cost, cost_spec, resolve_cost
+from .costs import Cost, cost_spec, resolve_cost
 
 __all__ = [
     "BALANCE",
@@ -93,7 +93,7 @@ class PlanOptions:
             cannot be split to the count (with ``drop_last``: too few samples
             left) is drawn anew; one that no draw fits, or ``drop_last`` leaving
             no batch, is an :class:`~dynbatch.InputError` (NOTE [ equal epochs ]
-            in :mod:`dynbatch.epochs`).
+            in :mod:`dynbatch.plan.epochs`).
         balance: what a data-parallel step's time grows with, to give the
             ranks of a step equal work: ``"tokens"`` (padded tokens n·L),
             ``"cost"`` (the budget's cost) or a callable ``(n, L) -> float``
@@ -101,7 +101,7 @@ class PlanOptions:
         update_size: samples (or tokens, per ``update_unit``) of one optimizer
             update, summed over ranks. The plan then also groups its
             micro-batches into updates of about this size, lengths mixed
-            within each (NOTE [ mixed updates ] in :mod:`dynbatch.windows`),
+            within each (NOTE [ mixed updates ] in :mod:`dynbatch.plan.windows`),
             which the accumulator and the Trainer follow. None: every
             micro-batch is an update of its own.
         update_unit: what ``update_size`` counts: ``"samples"`` or
@@ -111,14 +111,14 @@ class PlanOptions:
             fixed batch's own (random draws of ``update_size`` samples) and
             each is cut into micro-batches at the least predicted time within
             the budget (NOTE [ splitting updates at the step time ] in
-            :mod:`dynbatch.timing`); needs ``update_size`` in samples and a
+            :mod:`dynbatch.plan.splits`); needs ``update_size`` in samples and a
             random ``order``.
         fixed_step_size: with ``time_model``, the fixed batch's step (samples
             a rank): each epoch then plans both the padding-free split (these
             options without the time model) and the fixed batch's updates cut
             at the step time (in ``"shuffle"`` order, micro-batches of at most
             this), and keeps the one predicted faster (NOTE [ the faster plan
-            of each epoch ] in :mod:`dynbatch.epochs`). None: the time split
+            of each epoch ] in :mod:`dynbatch.plan.epochs`). None: the time split
             alone, its step ``max_batch_size``. :func:`~dynbatch.like_fixed`
             sets it.
 
@@ -232,7 +232,7 @@ class PlanOptions:
         if self.update_size is not None:
             put(self, "update_size", check_positive_number("update_size", self.update_size))
         check_choice("update_unit", self.update_unit, UNITS)
-        from .timing import check_time_model  # timing plans with the options: not at the top
+        from .splits import check_time_model  # timing plans with the options: not at the top
 
         put(self, "time_model", check_time_model(self.time_model))
         if self.time_model is not None and (

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .options import PlanOptions
-from .plan import Plan
+from .plans import Plan
 from .sharding import ShardedPlan
 
 __all__ = ["Pass", "PlanSource", "StreamSource", "counted_tokens"]
@@ -84,7 +84,7 @@ class PlanSource(Protocol):
 class StreamSource(Protocol):
     """What the accumulator needs from a stream (:class:`~dynbatch.DynamicBatchIterable`):
     the batch the loop holds and what its step holds over all ranks (NOTE [ updates of a
-    stream ] in :mod:`dynbatch.stream_state`), and first passes for the step counts."""
+    stream ] in :mod:`dynbatch.stream.state`), and first passes for the step counts."""
 
     options: PlanOptions
     num_replicas: int
@@ -105,7 +105,7 @@ class StreamSource(Protocol):
 
 def counted_tokens(source: PlanSource) -> NDArray[np.int64]:
     """What updates in ``"tokens"`` count per sample: the source's ``loss_tokens`` if it has
-    them (NOTE [ counting loss tokens ] in :mod:`dynbatch.losses`), else its lengths."""
+    them (NOTE [ counting loss tokens ] in :mod:`dynbatch.paddle.losses`), else its lengths."""
     loss_tokens: NDArray[np.int64] | None = getattr(source, "loss_tokens", None)
     return source.lengths if loss_tokens is None else loss_tokens
 

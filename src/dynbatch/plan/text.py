@@ -50,7 +50,7 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
-from ._checks import InputError
+from .._checks import InputError
 
 __all__ = ["MAX_WORD", "SPECIAL_TOKENS", "load_vocab", "wordpiece_counter"]
 

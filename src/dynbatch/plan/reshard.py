@@ -3,7 +3,7 @@
 NOTE [ resume on another number of ranks ]
     Preempted jobs come back on fewer or more cards. Every rank plans the same
     *global* updates and takes its share of them (NOTE [ equal steps without
-    dropping or repeating ] in :mod:`dynbatch.sharding`), so the updates do
+    dropping or repeating ] in :mod:`dynbatch.plan.sharding`), so the updates do
     not belong to a rank count: a state saved on ``N`` ranks records the rest
     of its epoch, update by update, as global batches (:func:`rest_of`), and
     a sampler on ``M`` ranks deals each remaining update out to its own ranks
@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError
+from .._checks import InputError, InputTypeError
 from .options import PlanOptions
-from .plan import Plan
 from .planning import padded_lengths
+from .plans import Plan
 from .sharding import TOLERANCE, ShardedPlan, shard_checked
 
 __all__ = ["check_global_update", "deal_rest", "rest_of"]
@@ -51,7 +51,7 @@ def rest_of(sharded: ShardedPlan, position: int) -> dict[str, list[int]]:
     update is an update of its own); batches that only repeat samples to even
     out the ranks are left out (a new deal makes its own).
 
-    >>> from dynbatch.epochs import plan_epoch
+    >>> from dynbatch.plan.epochs import plan_epoch
     >>> opts = PlanOptions(max_cost=8, cost="linear", max_batch_size=2, update_size=4, order="none")
     >>> rest = rest_of(plan_epoch([1, 1, 2, 2, 3, 3, 4, 4], opts, 0, 2), 1)
     >>> rest["updates"], sorted(rest["indices"])

@@ -11,14 +11,14 @@ A source is one of three things (:func:`open_source`):
 * a **list of shard paths** with a ``reader(path)`` (or ``reader(path, start=...)``
   that starts at record ``start``), such as :func:`read_jsonl`. Shards are
   shuffled with ``(seed, epoch)`` and split among the DataLoader workers
-  (NOTE [ streams across ranks and workers ] in :mod:`dynbatch.streaming`).
+  (NOTE [ streams across ranks and workers ] in :mod:`dynbatch.stream.planner`).
 
 Every record has a position ``(shard, record)``: the shard's index in the
 reading slot's list of shards (always 0 for the other sources) and the
 record's index in it. A resume starts at a position: a shard source skips the
 shards before it unread and, with a ``reader(path, start=...)``, the records too;
 the other sources read the records before it again, without measuring them
-(NOTE [ resuming a stream ] in :mod:`dynbatch.streaming`).
+(NOTE [ resuming a stream ] in :mod:`dynbatch.stream.planner`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import check_int
-from .errors import InputError, InputTypeError
+from .._checks import check_int
+from ..errors import InputError, InputTypeError
 
 __all__ = ["Record", "Source", "open_source", "read_jsonl"]
 

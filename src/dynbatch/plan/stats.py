@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import (
+from .._checks import (
     InputTypeError,
     check_batches,
     check_bool,
@@ -27,13 +27,13 @@ from ._checks import (
     check_lengths,
     check_positive_number,
 )
-from .cost import CostLike, resolve_cost
+from .costs import CostLike, resolve_cost
 from .epochs import plan_epoch
 from .options import ORDERS, PlanOptions
-from .plan import Plan
 from .planning import batch_capacity, find_oversize, padded_lengths
+from .plans import Plan
 from .recipes import like_fixed
-from .timing import shuffled
+from .splits import shuffled
 from .windows import optimizer_steps
 
 __all__ = [
@@ -311,7 +311,7 @@ def baseline_batches(lengths: Any, options: PlanOptions, batch_size: int) -> lis
 
     With ``oversize="skip"`` the samples over budget even alone are left out
     here too, so the baseline and the planned rows batch the same samples. The
-    samples are drawn in the order :func:`~dynbatch.timing.shuffled` gives epoch 0,
+    samples are drawn in the order :func:`~dynbatch.plan.splits.shuffled` gives epoch 0,
     the order the recipe's updates split at a step time are drawn from, so the
     ``like fixed`` row compares with this one update by update.
 

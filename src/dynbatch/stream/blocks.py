@@ -1,11 +1,11 @@
 """The plan of one block of a stream: an epoch's plan, sparse batches cut, steps mixed.
 
-Numpy only; :class:`~dynbatch.streaming.StreamPlanner` plans each block with
-:func:`plan_block` (NOTE [ a stream in blocks ] in :mod:`dynbatch.streaming`).
+Numpy only; :class:`~dynbatch.stream.planner.StreamPlanner` plans each block with
+:func:`plan_block` (NOTE [ a stream in blocks ] in :mod:`dynbatch.stream.planner`).
 
 NOTE [ mixed steps in a stream ]
     An update whose micro-batches hold one length is a biased draw (NOTE
-    [ mixed updates ] in :mod:`dynbatch.windows`). With ``update_size`` each
+    [ mixed updates ] in :mod:`dynbatch.plan.windows`). With ``update_size`` each
     block groups its steps into updates across its lengths, as an epoch
     does. Without, the block's steps are interleaved by length: sorted by
     their longest sample and cut into :data:`STRATA` strata, they are taken
@@ -19,11 +19,11 @@ NOTE [ mixed steps in a stream ]
 
 NOTE [ a stream at the step time ]
     With ``time_model`` (and ``group_by_length``), a block is planned as
-    :func:`~dynbatch.timing.plan_split_updates` plans an epoch: the block's
+    :func:`~dynbatch.plan.splits.plan_split_updates` plans an epoch: the block's
     samples are drawn into the fixed batch's updates of ``update_size``
     samples (or grouped by length, as Hugging Face's sampler groups them),
     and each update is cut into micro-batches at the least predicted time
-    (NOTE [ splitting updates at the step time ] in :mod:`dynbatch.timing`).
+    (NOTE [ splitting updates at the step time ] in :mod:`dynbatch.plan.splits`).
     So each update is predicted no slower than the fixed batch's step of the
     same samples, as in memory. The draws are the block's, not the epoch's:
     a block of ``buffer_size`` records ends with a short update unless
@@ -35,12 +35,12 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .errors import InputError, InputTypeError
-from .options import PlanOptions
-from .planning import Plan, padded_lengths, plan_draw
-from .sharding import TOLERANCE, ShardedPlan, shard_checked
-from .timing import plan_split_updates
-from .windows import mix_updates
+from ..errors import InputError, InputTypeError
+from ..plan.options import PlanOptions
+from ..plan.planning import Plan, padded_lengths, plan_draw
+from ..plan.sharding import TOLERANCE, ShardedPlan, shard_checked
+from ..plan.splits import plan_split_updates
+from ..plan.windows import mix_updates
 
 __all__ = [
     "BUFFER_SIZE",
@@ -75,7 +75,7 @@ def interleave_steps(
 ) -> ShardedPlan:
     """The steps taken one from each length stratum in turn (NOTE [ mixed steps in a stream ]).
 
-    >>> from dynbatch.epochs import plan_epoch
+    >>> from dynbatch.plan.epochs import plan_epoch
     >>> lens = np.repeat([4, 8, 16, 32], 8)
     >>> sp = plan_epoch(lens, PlanOptions(max_cost=64, cost="linear", max_batch_size=2), 0)
     >>> mixed = interleave_steps(sp, lens, np.random.default_rng(0))

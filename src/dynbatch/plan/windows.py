@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._checks import InputError, InputTypeError, check_choice, check_lengths, check_positive_number
+from .._checks import InputError, InputTypeError, check_choice, check_lengths, check_positive_number
 from .options import UNITS, PlanOptions
 from .sharding import ShardedPlan
 
@@ -206,7 +206,7 @@ class EpochWindows:
         every: instead, a window every ``every`` micro-steps (the Trainer's
             ``gradient_accumulation_steps``).
 
-    >>> from dynbatch.epochs import plan_epoch
+    >>> from dynbatch.plan.epochs import plan_epoch
     >>> opts = PlanOptions(max_cost=8, cost="linear", max_batch_size=2, update_size=4)
     >>> lengths = np.array([1, 1, 2, 2, 3, 3, 4, 4])
     >>> w = EpochWindows(plan_epoch(lengths, opts, epoch=0), lengths, epoch=0)
@@ -298,7 +298,7 @@ def mix_updates(
     when given (the tokens with a loss), else the lengths. Two updates of two
     steps each, every update one step of short samples and one of long:
 
-    >>> from dynbatch.epochs import plan_epoch
+    >>> from dynbatch.plan.epochs import plan_epoch
     >>> lengths = np.array([1, 1, 2, 2, 3, 3, 4, 4])
     >>> opts = PlanOptions(max_cost=8, cost="linear", max_batch_size=2, update_size=4)
     >>> sp = plan_epoch(lengths, opts, epoch=0)
