@@ -40,7 +40,8 @@ from _common import SHARED, print_table
 
 import dynbatch
 from dynbatch.plan.epochs import plan_epoch
-from dynbatch.plan.splits import StepTimeTable, shuffled, split_update
+from dynbatch.plan.splits import shuffled, split_update
+from dynbatch.plan.steptime import StepTimeTable
 from dynbatch.plan.text import wordpiece_counter
 
 Batches = list[np.ndarray]  # one epoch: index arrays, with update ends beside

@@ -42,7 +42,7 @@ from _common import SHARED, print_table
 from device_time import fixed, group_by_length, planned, replay
 
 import dynbatch
-from dynbatch.plan.splits import StepTimeTable
+from dynbatch.plan.steptime import StepTimeTable
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALINGS = ("none", "sqrt", "linear")

@@ -50,15 +50,9 @@ from dynbatch import (
     resolve_cost,
     shard_plan,
 )
-from dynbatch.plan.splits import (
-    FLAT_STEP,
-    StepTimeModel,
-    StepTimeTable,
-    epoch_seconds,
-    plan_split_updates,
-    split_update,
-)
+from dynbatch.plan.splits import epoch_seconds, plan_split_updates, split_update
 from dynbatch.plan.stats import batch_table, compare_orders
+from dynbatch.plan.steptime import FLAT_STEP, StepTimeModel, StepTimeTable
 from dynbatch.plan.windows import EpochWindows
 
 FLAT_STEP_BIG = StepTimeModel(c=1e307, a=0.0, b=0.0)  # finite steps whose sum is not

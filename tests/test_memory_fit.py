@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 import dynbatch
 from dynbatch import CalibrationError, MemoryBudgetError, calibrate, preflight
 from dynbatch.memory import Counter
-from dynbatch.memory.fit import ProbeGrid, fit, fit_polynomial
+from dynbatch.memory.fit import ProbeGrid, fit
 from dynbatch.memory.probe import Run
+from dynbatch.plan.costs import fit_polynomial
 
 MIB = 2**20
 

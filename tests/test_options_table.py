@@ -32,7 +32,8 @@ from dynbatch import DistributedDynamicBatchSampler, InputError, PlanOptions
 from dynbatch.plan.epochs import epoch_candidates
 from dynbatch.plan.planning import find_oversize, padded_lengths
 from dynbatch.plan.sharding import ShardedPlan
-from dynbatch.plan.splits import FLAT_STEP, StepTimeModel, StepTimeTable, epoch_seconds
+from dynbatch.plan.splits import epoch_seconds
+from dynbatch.plan.steptime import FLAT_STEP, StepTimeModel, StepTimeTable
 from dynbatch.stream.planner import StreamPlanner
 from dynbatch.stream.sources import open_source
 

@@ -17,14 +17,8 @@ from strategies import lengths as lengths_strategy
 import dynbatch
 from conftest import shared_file
 from dynbatch.plan.epochs import plan_epoch
-from dynbatch.plan.splits import (
-    StepTimeModel,
-    StepTimeTable,
-    check_time_model,
-    epoch_seconds,
-    plan_split_updates,
-    split_update,
-)
+from dynbatch.plan.splits import epoch_seconds, plan_split_updates, split_update
+from dynbatch.plan.steptime import StepTimeModel, StepTimeTable, check_time_model
 
 time_models = st.builds(
     StepTimeModel,
@@ -367,7 +361,7 @@ def test_a_time_split_plan_trains_its_planned_updates() -> None:
 def test_grouped_updates_hold_near_equal_lengths_in_random_order(replicas: int) -> None:
     lens = np.random.default_rng(5).integers(5, 500, 3001)
     opts = dynbatch.like_fixed(lens, 16, num_replicas=replicas, group_by_length=True)
-    assert opts.group_by_length and opts.time_model == dynbatch.plan.splits.FLAT_STEP
+    assert opts.group_by_length and opts.time_model == dynbatch.plan.steptime.FLAT_STEP
     sp = plan_epoch(lens, opts, 2, replicas)
     real = sp.plan.indices[np.repeat(~sp.is_padding, sp.plan.sizes)]
     assert sorted(real.tolist()) == list(range(lens.size)), "every sample once"
@@ -430,7 +424,7 @@ def test_a_batch_size_off_the_multiple_is_never_predicted_slower_than_the_fixed_
     split may keep (issue 28, defect 2: rounding the cap to 32 made every update two steps)."""
     lens = np.random.default_rng(0).integers(5, 128, 2000)
     table = StepTimeTable.load(shared_file("h100_bert_base_step_times.json"))
-    for model in (dynbatch.plan.splits.FLAT_STEP, table.fit()):
+    for model in (dynbatch.plan.steptime.FLAT_STEP, table.fit()):
         kw = {"group_by_length": True} if grouped else {"time_model": model}
         opts = dynbatch.like_fixed(
             lens,
@@ -445,7 +439,7 @@ def test_a_batch_size_off_the_multiple_is_never_predicted_slower_than_the_fixed_
         sp = plan_epoch(lens, opts, 0, replicas)
         real = sp.plan.indices[np.repeat(~sp.is_padding, sp.plan.sizes)]
         assert sorted(real.tolist()) == list(range(lens.size)), "every sample once"
-        if model is dynbatch.plan.splits.FLAT_STEP:
+        if model is dynbatch.plan.steptime.FLAT_STEP:
             assert sp.num_steps == -(-lens.size // (36 * replicas)), "the fixed batch's steps"
         if not grouped:  # the same draws as the fixed batch: compare the epoch's time
             fixed = fixed_batch_seconds(lens, opts, 0, replicas, 36, model)

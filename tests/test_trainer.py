@@ -556,7 +556,7 @@ def test_the_log_says_once_which_split_the_step_time_chose_and_why(
     the predicted epoch of each split, at info level, once."""
     import logging
 
-    from dynbatch.plan.splits import check_time_model
+    from dynbatch.plan.steptime import check_time_model
 
     ds = Reviews(80)
     for i, time_model in enumerate(("0.05,0,0", "0,1e-5,1e-6")):  # a fixed cost a step; none

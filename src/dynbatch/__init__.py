@@ -34,8 +34,8 @@ from .plan.planning import find_oversize, plan_batches
 from .plan.plans import Plan
 from .plan.recipes import fill_device, like_fixed
 from .plan.sharding import ShardedPlan, shard_plan
-from .plan.splits import StepTimeModel, StepTimeTable
 from .plan.stats import PlanStats, plan_stats
+from .plan.steptime import StepTimeModel, StepTimeTable
 from .stream.sources import read_jsonl
 
 __version__ = "0.2.0"

@@ -15,7 +15,7 @@ from .._checks import MAX_LENGTH, InputError
 from ..memory import MemoryCost
 from ..plan.costs import resolve_cost
 from ..plan.options import FIELDS, PlanOptions
-from ..plan.splits import StepTimeTable, check_time_model
+from ..plan.steptime import StepTimeTable, check_time_model
 from .help import EPILOG
 
 __all__ = ["EXCLUDED", "PLOT_FORMATS", "UsageError", "as_flags", "check_flags", "parser"]

@@ -30,7 +30,7 @@ from .._checks import (
 )
 from .._files import write_text_atomic
 from ..plan.costs import PolynomialCost
-from ..plan.splits import StepTimeModel, check_time_model
+from ..plan.steptime import StepTimeModel, check_time_model
 
 __all__ = [
     "PROBE_ROLES",

@@ -52,11 +52,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, check_int
-from ..plan.costs import PolynomialCost
-from .cost import CalibrationError, Probe, StepTimeModel
+from ..plan.costs import PolynomialCost, fit_polynomial
+from ..plan.steptime import StepTimeModel
+from .cost import CalibrationError, Probe
 from .probe import Run
 
-__all__ = ["Fit", "ProbeGrid", "Shape", "fit", "fit_polynomial", "nnls"]
+__all__ = ["Fit", "ProbeGrid", "Shape", "fit"]
 
 #: held-out probes under this fraction of the largest probed peak are not held to tolerance
 CHECKED_FRACTION = 0.2
@@ -216,50 +217,6 @@ def fit(grid: ProbeGrid, runs: Sequence[Run]) -> Fit:
         time_held_out_error=_max_error(np.asarray(time_model(n, length)), secs, ok & held),
         held_out_checked=bool((checked & held).any()),
     )
-
-
-def nnls(x: NDArray[Any], y: NDArray[Any]) -> NDArray[Any]:
-    """Non-negative least squares ``min |x @ w - y|, w >= 0``, exactly, for a few columns.
-
-    The optimum is the unconstrained least-squares solution on its own support,
-    so the best non-negative solution over all column subsets is it.
-
-    >>> nnls(np.array([[1.0, 1.0], [1.0, 2.0], [1.0, 3.0]]), np.array([3.0, 2.0, 1.0])).tolist()
-    [2.0, 0.0]
-    """
-    k = x.shape[1]
-    best = np.zeros(k)
-    best_residual = float(np.sum(y**2))
-    for size in range(1, k + 1):
-        for cols in itertools.combinations(range(k), size):
-            sub = x[:, list(cols)]
-            sol = np.linalg.lstsq(sub, y, rcond=None)[0]
-            if (sol < 0).any():
-                continue
-            residual = float(np.sum((sub @ sol - y) ** 2))
-            if residual < best_residual - 1e-12 * max(best_residual, 1.0):
-                best = np.zeros(k)
-                best[list(cols)] = sol
-                best_residual = residual
-    return best
-
-
-def fit_polynomial(
-    n: NDArray[Any], length: NDArray[Any], y: NDArray[Any]
-) -> tuple[float, float, float]:
-    """Non-negative ``(c, a, b)`` of ``c + a*n*L + b*n*L**2`` minimising relative squared error.
-
-    >>> n, L = np.array([1.0, 4.0, 2.0]), np.array([8.0, 8.0, 32.0])
-    >>> [round(v, 9) for v in fit_polynomial(n, L, 3.0 + 0.5 * n * L + 0.01 * n * L**2)]
-    [3.0, 0.5, 0.01]
-    """
-    tokens = n * length.astype(np.float64)
-    weight = 1.0 / np.maximum(y, 1e-12)  # a step timed at 0 s must not divide by zero
-    x = np.stack([np.ones_like(tokens), tokens, tokens * length], axis=1) * weight[:, None]
-    scale = np.abs(x).max(axis=0)
-    scale[scale == 0] = 1.0
-    c, a, b = (float(v) for v in nnls(x / scale, y * weight) / scale)
-    return c, a, b
 
 
 def _max_error(pred: NDArray[Any], measured: NDArray[Any], checked: NDArray[Any]) -> float:

@@ -51,7 +51,7 @@ from ..plan.options import PlanOptions, resolve_options
 from ..plan.plans import Plan
 from ..plan.recipes import like_fixed
 from ..plan.sharding import ShardedPlan
-from ..plan.splits import FLAT_STEP, StepTimeModel
+from ..plan.steptime import FLAT_STEP, StepTimeModel
 
 paddle = require("paddle", "dynbatch's samplers")
 from paddle.io import BatchSampler, DistributedBatchSampler  # noqa: E402
@@ -122,7 +122,7 @@ def resolve_rank(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
 
 
 def default_time_model(where: str) -> StepTimeModel | None:
-    """None on a CPU; on an accelerator, :data:`~dynbatch.plan.splits.FLAT_STEP` and a warning.
+    """None on a CPU; on an accelerator, :data:`~dynbatch.plan.steptime.FLAT_STEP` and a warning.
 
     NOTE [ no time model on an accelerator ]
         The recipe's padding-free split pays on a CPU, where a step costs
@@ -133,7 +133,7 @@ def default_time_model(where: str) -> StepTimeModel | None:
         device's knee is, so on an accelerator it assumes the step is flat:
         each update runs as one batch, the fixed batch's own speed, never
         slower. It says so once; ``time_model=`` (``dynbatch.calibrate``'s,
-        or a fitted :class:`~dynbatch.plan.splits.StepTimeTable`) lets it cut
+        or a fitted :class:`~dynbatch.plan.steptime.StepTimeTable`) lets it cut
         updates where that is faster. Updates in ``"tokens"``, or a sorted
         order, keep the recipe's split whatever the step time
         (:func:`~dynbatch.like_fixed`), so there it assumes nothing and says

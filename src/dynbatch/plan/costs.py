@@ -8,6 +8,8 @@ the largest batch that fits by bisection and charge a batch by its longest
 sample. A callable is probed for this when it is resolved (NOTE [ probing a
 callable cost ]) and the planner checks every planned batch against the
 budget, so a cost that breaks this rule is reported, never obeyed silently.
+:func:`fit_polynomial` fits the form of :class:`PolynomialCost` to measured
+steps (the memory package's fit, a step-time table's).
 
 >>> QuadraticCost()(16, 256)
 1048576.0
@@ -20,6 +22,7 @@ MixedCost(a=1.0, b=0.5)
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import numbers
 from collections.abc import Callable
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_nonnegative_number
 
@@ -40,6 +44,8 @@ __all__ = [
     "WithinBudgets",
     "absent_coefficient",
     "cost_spec",
+    "fit_polynomial",
+    "nnls",
     "resolve_cost",
 ]
 
@@ -355,3 +361,47 @@ def cost_spec(cost: Any) -> str | None:
     if callable(spec):
         return f"{type(cost).__qualname__}:{spec()}"
     return None
+
+
+def nnls(x: NDArray[Any], y: NDArray[Any]) -> NDArray[Any]:
+    """Non-negative least squares ``min |x @ w - y|, w >= 0``, exactly, for a few columns.
+
+    The optimum is the unconstrained least-squares solution on its own support,
+    so the best non-negative solution over all column subsets is it.
+
+    >>> nnls(np.array([[1.0, 1.0], [1.0, 2.0], [1.0, 3.0]]), np.array([3.0, 2.0, 1.0])).tolist()
+    [2.0, 0.0]
+    """
+    k = x.shape[1]
+    best = np.zeros(k)
+    best_residual = float(np.sum(y**2))
+    for size in range(1, k + 1):
+        for cols in itertools.combinations(range(k), size):
+            sub = x[:, list(cols)]
+            sol = np.linalg.lstsq(sub, y, rcond=None)[0]
+            if (sol < 0).any():
+                continue
+            residual = float(np.sum((sub @ sol - y) ** 2))
+            if residual < best_residual - 1e-12 * max(best_residual, 1.0):
+                best = np.zeros(k)
+                best[list(cols)] = sol
+                best_residual = residual
+    return best
+
+
+def fit_polynomial(
+    n: NDArray[Any], length: NDArray[Any], y: NDArray[Any]
+) -> tuple[float, float, float]:
+    """Non-negative ``(c, a, b)`` of ``c + a*n*L + b*n*L**2`` minimising relative squared error.
+
+    >>> n, L = np.array([1.0, 4.0, 2.0]), np.array([8.0, 8.0, 32.0])
+    >>> [round(v, 9) for v in fit_polynomial(n, L, 3.0 + 0.5 * n * L + 0.01 * n * L**2)]
+    [3.0, 0.5, 0.01]
+    """
+    tokens = n * length.astype(np.float64)
+    weight = 1.0 / np.maximum(y, 1e-12)  # a step timed at 0 s must not divide by zero
+    x = np.stack([np.ones_like(tokens), tokens, tokens * length], axis=1) * weight[:, None]
+    scale = np.abs(x).max(axis=0)
+    scale[scale == 0] = 1.0
+    c, a, b = (float(v) for v in nnls(x / scale, y * weight) / scale)
+    return c, a, b

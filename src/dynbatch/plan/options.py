@@ -33,6 +33,7 @@ from .._checks import (
     check_positive_number,
 )
 from .costs import Cost, cost_spec, resolve_cost
+from .steptime import check_time_model
 
 __all__ = [
     "BALANCE",
@@ -232,8 +233,6 @@ class PlanOptions:
         if self.update_size is not None:
             put(self, "update_size", check_positive_number("update_size", self.update_size))
         check_choice("update_unit", self.update_unit, UNITS)
-        from .splits import check_time_model  # timing plans with the options: not at the top
-
         put(self, "time_model", check_time_model(self.time_model))
         if self.time_model is not None and (
             self.update_size is None or self.update_unit != "samples" or self.equal_epochs

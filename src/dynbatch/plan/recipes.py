@@ -31,7 +31,7 @@ from .._checks import (
 from .costs import Cost, LinearCost, MixedCost, WithinBudgets, cost_spec, resolve_cost
 from .options import FIELDS, UNITS, PlanOptions
 from .planning import batch_capacity, padded_lengths
-from .splits import FLAT_STEP, check_time_model
+from .steptime import FLAT_STEP, check_time_model
 
 __all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
 
@@ -121,7 +121,7 @@ def like_fixed(
             draws ("On a GPU" in the docs, docs/gpu.md, has what that cost in accuracy).
         time_model: the step's seconds, ``c + n·L·(a + b·L)``: an object with
             ``c``, ``a``, ``b`` (``MemoryCost.time_model``,
-            :meth:`~dynbatch.plan.splits.StepTimeTable.fit`) or ``"c,a,b"``.
+            :meth:`~dynbatch.plan.steptime.StepTimeTable.fit`) or ``"c,a,b"``.
         **fields: other options (``seed=...``, ``drop_last=...``, ...).
 
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)

@@ -1,10 +1,8 @@
-"""A device's step time, and updates split at it: numpy only.
+"""Updates split at a device's step time: a planner above sharding; numpy only.
 
-A step costs about ``c + n·L·(a + b·L)`` seconds (:class:`StepTimeModel`: a
-fixed part ``c``, kernel launches and the optimizer, and a part that grows with
-the padded tokens). :func:`check_time_model` takes any object with finite
-coefficients ``c``, ``a``, ``b`` >= 0 (``MemoryCost.time_model``, a fit of a
-:class:`StepTimeTable`, a ``"c,a,b"`` string). :func:`plan_split_updates`
+The step time is a :class:`~dynbatch.plan.steptime.StepTimeModel` (or a
+measured :class:`~dynbatch.plan.steptime.StepTimeTable`), checked by
+:func:`~dynbatch.plan.steptime.check_time_model`. :func:`plan_split_updates`
 plans an epoch whose updates are the fixed batch's own and whose micro-batches
 are cut at the least predicted time.
 
@@ -61,28 +59,20 @@ NOTE [ the multiple and the fixed batch's step ]
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_int
-from .costs import PolynomialCost, absent_coefficient
 from .options import PlanOptions
 from .planning import Plan, batch_capacity, find_oversize, padded_lengths
 from .sharding import ShardedPlan
+from .steptime import check_time_model
 
 __all__ = [
-    "FLAT_STEP",
     "MEGA_BATCH",
-    "StepTimeModel",
-    "StepTimeTable",
-    "check_time_model",
     "epoch_seconds",
     "plan_split_updates",
     "shuffled",
@@ -97,191 +87,8 @@ MAX_CUT_POINTS = 512
 _SPLIT_STREAM = 2
 
 
-@dataclass(frozen=True)
-class StepTimeModel(PolynomialCost):
-    """Seconds of one training step: ``c + a*n*L + b*n*L**2``.
-
-    ``error`` is the model's typical relative error on measured steps (0:
-    taken as exact): a cut that saves less than that is not trusted (NOTE
-    [ splitting updates at the step time ]).
-
-    >>> float(StepTimeModel(c=0.01, a=1e-4, b=0.0)(10, 100))
-    0.11
-    """
-
-    c: float
-    a: float
-    b: float
-    error: float = 0.0
-    floor: float = absent_coefficient()
-    grows = False  # a step too quick to time grows by nothing measurable
-
-
-#: A step that costs the same at any size: each update runs whole (a GPU below its knee).
-FLAT_STEP = StepTimeModel(c=1.0, a=0.0, b=0.0)
-
 #: Hugging Face's ``group_by_length``: mega-batches of this many updates, sorted by length.
 MEGA_BATCH = 50
-
-
-def check_time_model(value: Any, name: str = "time_model") -> StepTimeModel | None:
-    """``value`` as a :class:`StepTimeModel`: an object with ``c``, ``a``, ``b``, or ``"c,a,b"``.
-
-    >>> check_time_model("0.04,1e-6,0")
-    StepTimeModel(c=0.04, a=1e-06, b=0.0, error=0.0)
-    >>> check_time_model(None) is None
-    True
-    """
-    if value is None:
-        return None
-    if isinstance(value, str):
-        parts = value.split(",")
-        try:
-            numbers = [float(p) for p in parts]
-        except ValueError:
-            numbers = []
-        if len(numbers) != 3:
-            raise InputError(
-                f"{name} as text must be three numbers 'c,a,b' (seconds = c + n*L*(a + b*L)), "
-                f"got {name}={value!r}"
-            )
-        value = dict(zip("cab", numbers, strict=True))
-    coefficients = {}
-    for key in "cab":
-        v = value.get(key) if isinstance(value, dict) else getattr(value, key, None)
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.number)):
-            raise InputTypeError(
-                f"{name} must have number coefficients c, a, b (seconds = c + n*L*(a + b*L)), "
-                f"e.g. MemoryCost.time_model or StepTimeTable.fit(); got {key}={v!r} on {value!r}"
-            )
-        if not (math.isfinite(float(v)) and float(v) >= 0):
-            raise InputError(
-                f"{name} coefficient {key} must be a finite number >= 0, got {key}={v!r}"
-            )
-        coefficients[key] = float(v)
-    error = value.get("error", 0.0) if isinstance(value, dict) else getattr(value, "error", 0.0)
-    number = isinstance(error, (int, float, np.number)) and not isinstance(error, (bool, np.bool_))
-    if not number or not 0 <= float(error) < 1:
-        raise InputError(
-            f"{name} error must be a number in [0, 1) (the model's typical relative error), got "
-            f"error={error!r}"
-        )
-    return StepTimeModel(**coefficients, error=float(error))
-
-
-@dataclass(frozen=True)
-class StepTimeTable:
-    """Measured seconds of a training step by batch shape, ``n`` samples of ``L`` tokens.
-
-    ``table(n, L)`` interpolates: at each measured ``L`` the time is piecewise
-    linear in the tokens ``n·L`` (flat below the fewest measured, extended
-    along the last segment above the most, or flat where that segment falls:
-    more tokens never take less time), and between two measured lengths
-    it is interpolated in ``log L`` at equal tokens. :meth:`fit` is the
-    :class:`StepTimeModel` a plan is split with.
-
-    >>> t = StepTimeTable.from_rows([(1, 8, 1.0), (4, 8, 1.0), (8, 8, 2.0)])
-    >>> [float(t(n, 8)) for n in (1, 6, 16)]
-    [1.0, 1.5, 4.0]
-    """
-
-    n: NDArray[np.float64]
-    lengths: NDArray[np.float64]
-    seconds: NDArray[np.float64]
-
-    @classmethod
-    def from_rows(cls, rows: Sequence[Sequence[float]]) -> StepTimeTable:
-        """From ``(n, L, seconds)`` rows."""
-        try:
-            data = np.asarray(rows, dtype=np.float64)
-        except (TypeError, ValueError):  # a cell that is not a number: name its row
-            data = np.full((len(rows), 3), np.nan)
-            for k, row in enumerate(rows):
-                try:
-                    values = np.asarray(row, dtype=np.float64)
-                except (TypeError, ValueError):
-                    break
-                if values.shape != (3,):
-                    break
-                data[k] = values
-        if data.ndim != 2 or data.shape[1] != 3 or data.shape[0] == 0:
-            raise InputError(
-                f"a step-time table needs rows of (n, L, seconds), got shape {data.shape}"
-            )
-        good = np.isfinite(data).all(axis=1) & (data[:, :2] >= 1).all(axis=1) & (data[:, 2] > 0)
-        if not good.all():
-            k = int(np.flatnonzero(~good)[0])
-            raise InputError(
-                "a step-time table needs rows of three numbers (n, L, seconds) with n >= 1, "
-                f"L >= 1 and seconds > 0; row {k} is {rows[k]!r}"
-            )
-        return cls(data[:, 0], data[:, 1], data[:, 2])
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> StepTimeTable:
-        """From JSON: ``{"columns": [..., "n", "L", "step_s", ...], "rows": [[...], ...]}``."""
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-            columns = list(data["columns"])
-            pick = [columns.index(c) for c in ("n", "L", "step_s")]
-            rows = [[row[i] for i in pick] for row in data["rows"]]
-        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-            raise InputError(
-                f"{os.fspath(path)!r} is not a step-time table (JSON with 'columns' naming n, L "
-                f"and step_s, and 'rows'): {exc}"
-            ) from None
-        return cls.from_rows(rows)
-
-    def fit(self) -> StepTimeModel:
-        """The :class:`StepTimeModel` nearest the table in relative error, with its mean error.
-
-        NOTE [ a fit's error ]
-            ``error`` decides which cuts are trusted (a cut must be predicted
-            to save more than it). Three coefficients fit three shapes or fewer
-            exactly, whatever the device does between them: such a fit would
-            claim error 0, a certainty it does not have, and every cut it
-            predicts would be taken. So a fit needs a fourth distinct shape,
-            the least that leaves a residual to measure; fewer is an
-            :class:`~dynbatch.InputError` (give the model's own coefficients,
-            with an ``error``, to use so few measurements).
-        """
-        from ..memory.fit import fit_polynomial  # the memory package plans: not at the top
-
-        shapes = np.unique(np.stack([self.n, self.lengths]), axis=1).shape[1]
-        if shapes <= 3:  # NOTE [ a fit's error ]
-            raise InputError(
-                "a step-time table needs at least 4 distinct shapes (n, L) to fit c, a, b and "
-                f"measure the fit's error; got {shapes} in {self.n.size} row(s)"
-            )
-        c, a, b = fit_polynomial(self.n, self.lengths, self.seconds)
-        model = StepTimeModel(c=c, a=a, b=b)
-        error = np.abs(np.asarray(model(self.n, self.lengths)) / self.seconds - 1.0).mean()
-        return StepTimeModel(c=c, a=a, b=b, error=min(float(error), 0.99))
-
-    def _curve(self, length: float, tokens: NDArray[np.float64]) -> NDArray[np.float64]:
-        at = self.lengths == length
-        order = np.argsort(self.n[at] * length)
-        x, y = (self.n[at] * length)[order], self.seconds[at][order]
-        out = np.interp(tokens, x, y)
-        if x.size > 1 and x[-1] > x[-2]:  # beyond the most tokens: the last segment, extended
-            slope = max((y[-1] - y[-2]) / (x[-1] - x[-2]), 0.0)  # never downwards: noise
-            out = np.where(tokens > x[-1], y[-1] + slope * (tokens - x[-1]), out)
-        return np.asarray(out, dtype=np.float64)
-
-    def __call__(self, n: Any, length: Any) -> NDArray[np.float64]:
-        n_, l_ = np.broadcast_arrays(np.asarray(n, np.float64), np.asarray(length, np.float64))
-        tokens = n_ * l_
-        measured = np.unique(self.lengths)
-        where = np.clip(np.searchsorted(measured, l_), 1, max(measured.size - 1, 1))
-        out = np.zeros(tokens.shape, dtype=np.float64)
-        for k in np.unique(where).tolist():
-            sel = where == k
-            lo, hi = measured[k - 1], measured[min(k, measured.size - 1)]
-            y_lo, y_hi = self._curve(lo, tokens[sel]), self._curve(hi, tokens[sel])
-            w = 0.0 if hi == lo else np.clip(np.log(l_[sel] / lo) / np.log(hi / lo), 0.0, 1.0)
-            out[sel] = y_lo + w * (y_hi - y_lo)
-        return out
 
 
 def split_update(
@@ -297,8 +104,9 @@ def split_update(
     ``capacity[u, j]`` is the most samples one rank's batch of length
     ``lengths[u, j]`` may hold (0: over budget even alone; it goes alone).
     A micro-step of fewer samples than ranks leaves some ranks a repeat.
-    ``time_model(n, L)`` gives a step's seconds (a :class:`StepTimeModel`,
-    or a :class:`StepTimeTable` for the best cut on measured times). With
+    ``time_model(n, L)`` gives a step's seconds (a
+    :class:`~dynbatch.plan.steptime.StepTimeModel`, or a
+    :class:`~dynbatch.plan.steptime.StepTimeTable` for the best cut on measured times). With
     ``multiple`` (``batch_size_multiple``) every micro-step but an update's
     last holds a multiple of ``multiple * num_replicas`` samples, so each
     rank's batch is a multiple of it, wherever the budget allows one; the
@@ -308,6 +116,7 @@ def split_update(
     boolean row of ``U`` flags: True where a micro-step ends (NOTE
     [ splitting updates at the step time ]).
 
+    >>> from dynbatch.plan.steptime import StepTimeModel
     >>> lens = np.array([[10, 10, 100, 100]])
     >>> cap = np.full((1, 4), 4)
     >>> split_update(lens, cap, StepTimeModel(c=0.0, a=1.0, b=0.0)).astype(int).tolist()
@@ -530,9 +339,10 @@ def epoch_seconds(
 ) -> float:
     """Predicted seconds of an epoch: every micro-step at its slowest rank's ``step_time(n, L)``.
 
-    ``step_time`` is a :class:`StepTimeModel`, a :class:`StepTimeTable` or any
-    vectorised ``(n, L) -> seconds``; an epoch whose seconds are not finite
-    is an :class:`~dynbatch.InputError` naming it as ``name``.
+    ``step_time`` is a :class:`~dynbatch.plan.steptime.StepTimeModel`, a
+    :class:`~dynbatch.plan.steptime.StepTimeTable` or any vectorised ``(n, L) -> seconds``;
+    an epoch whose seconds are not finite is an :class:`~dynbatch.InputError` naming it as
+    ``name``.
     """
     if sharded.num_steps == 0:
         return 0.0

@@ -38,10 +38,11 @@ from paddlenlp.utils.log import logger
 from ..._checks import InputError
 from ..._files import write_text_atomic
 from ...memory.counters import check_counter
-from ...memory.fit import fit_polynomial
 from ...memory.probe import measure
+from ...plan.costs import fit_polynomial
 from ...plan.epochs import epoch_candidates
-from ...plan.splits import StepTimeModel, check_time_model, epoch_seconds
+from ...plan.splits import epoch_seconds
+from ...plan.steptime import StepTimeModel, check_time_model
 from .run import check_fields, split_batch
 
 __all__ = [

@@ -26,7 +26,7 @@ from ..._checks import (
 )
 from ...paddle.sampler import DistributedDynamicBatchSampler, resolve_lengths
 from ...plan.options import PlanOptions
-from ...plan.splits import check_time_model
+from ...plan.steptime import check_time_model
 from ...plan.windows import UNITS
 from ._compat import CompatTrainer, int_hparams_visualdl
 from .arguments import checked_args, plan_options, run_args, split_keywords, train_sampler
