@@ -4,7 +4,7 @@ NOTE [ the layers ]
     ``src/dynbatch`` is read from the bottom up, each layer a package that imports only
     the layers below it (:data:`LAYERS`):
 
-    - the public face's plumbing: ``errors``, ``_checks``, ``_optional``;
+    - the public face's plumbing: ``errors``, ``_checks``, ``_optional``, ``_files``;
     - ``plan/``: the numpy planner (costs and the step-time model, options, plans, epochs,
       windows, the time split, recipes, statistics); never paddle;
     - ``stream/``: sources, block plans and stream state; numpy, never paddle;
@@ -35,7 +35,7 @@ SRC = Path(dynbatch.__file__).parent
 
 #: bottom to top; a module's layer is the longest prefix listed; imports go to lower or equal
 LAYERS: list[tuple[str, ...]] = [
-    ("dynbatch.errors", "dynbatch._checks", "dynbatch._optional"),
+    ("dynbatch.errors", "dynbatch._checks", "dynbatch._optional", "dynbatch._files"),
     ("dynbatch.plan",),
     ("dynbatch.stream",),
     ("dynbatch.memory",),
