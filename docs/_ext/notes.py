@@ -123,6 +123,14 @@ def _init(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
         env.dynbatch_note_files = {}  # type: ignore[attr-defined]
 
 
+def _outdated(
+    app: Sphinx, env: BuildEnvironment, added: set[str], changed: set[str], removed: set[str]
+) -> list[str]:
+    """Pages that cite notes are read again on every build: the sources they link may have
+    moved since the last one (a cached link to a moved file would break the build)."""
+    return sorted(getattr(env, "dynbatch_note_files", {}))
+
+
 def _purge(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
     getattr(env, "dynbatch_note_files", {}).pop(docname, None)
 
@@ -193,6 +201,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_role("note", note_role)
     app.add_directive("public-api", PublicApi)
     app.connect("env-before-read-docs", _init)
+    app.connect("env-get-outdated", _outdated)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)
     app.connect("html-collect-pages", _source_pages)
