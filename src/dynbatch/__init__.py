@@ -28,6 +28,7 @@ from .memory import (
 )
 from .options import PlanOptions
 from .pack_collate import PackCollator
+from .pack_time import PackChoice, choose_packing
 from .packing import PackPlan, plan_packs
 from .plan import Plan
 from .planning import find_oversize, plan_batches
@@ -64,6 +65,7 @@ __all__ = [
     "MemoryBudgetError",
     "MemoryCost",
     "MixedCost",
+    "PackChoice",
     "PackCollator",
     "PackPlan",
     "Pad",
@@ -82,6 +84,7 @@ __all__ = [
     "WithinBudgets",
     "__version__",
     "calibrate",
+    "choose_packing",
     "compute_lengths",
     "fill_device",
     "find_oversize",
