@@ -46,21 +46,22 @@ NOTE [ choosing packing per update ]
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ._checks import InputError, InputTypeError, check_int, check_lengths
-from .cost import CostLike
+from .cost import CostLike, resolve_cost
 from .options import PlanOptions
 from .packing import PackPlan, plan_packs
 from .plan import Indices, Plan
 from .planning import batch_capacity
+from .stats import PlanStats
 from .timing import check_time_model, split_update
 
-__all__ = ["CHOICES", "PackChoice", "choose_packing"]
+__all__ = ["CHOICES", "PackChoice", "choose_packing", "packed_stats"]
 
 #: How an update runs: ``choice[u]`` indexes this.
 CHOICES = ("packed", "split", "whole")
@@ -304,4 +305,83 @@ def _assemble(
         choice,
         seconds,
         whole_fits,
+    )
+
+
+def packed_stats(
+    lengths: Any,
+    pack_len: int,
+    *,
+    batch_size: int,
+    cost: CostLike = "quadratic",
+    max_cost: float | None = None,
+    step_time: Any = None,
+    oversize: str = "error",
+    seed: int = 0,
+    epoch: int = 0,
+) -> PlanStats:
+    """``dynbatch stats``' ``packed`` row: the packed plan's rows, each counted as a batch.
+
+    A row is one padded sequence of ``pack_len`` tokens: ``batches`` are rows,
+    the batch sizes are samples per row, a row costs ``cost(1, pack_len)`` (an
+    oversize row its own length), and ``padding_efficiency`` is the plan's
+    (real tokens / ``rows * pack_len``). Micro-batches hold the most rows
+    ``max_cost`` allows. With ``step_time``, ``seconds`` is the epoch of
+    :func:`choose_packing`: each update packed, split or whole, the fastest.
+
+    >>> s = packed_stats([5, 3, 4, 2, 6, 7], 8, batch_size=3, cost="linear", max_cost=16)
+    >>> s.batches, s.updates, s.padding_efficiency, s.cost_max
+    (4, 2, 0.84375, 8.0)
+    """
+    fn = resolve_cost(cost)
+    max_rows = None
+    if step_time is not None:
+        chosen = choose_packing(
+            lengths,
+            pack_len,
+            batch_size=batch_size,
+            time_model=step_time,
+            max_cost=max_cost,
+            cost=cost,
+            oversize=oversize,
+            seed=seed,
+            epoch=epoch,
+        )
+        plan, seconds = chosen.plan, chosen.epoch_seconds
+    else:
+        if max_cost is not None:
+            max_rows = max(1, int(batch_capacity([pack_len], PlanOptions(max_cost, cost=cost))[0]))
+        plan = plan_packs(
+            lengths,
+            pack_len,
+            batch_size=batch_size,
+            max_rows=max_rows,
+            oversize=oversize,
+            seed=seed,
+            epoch=epoch,
+        )
+        seconds = None
+    tokens = plan.row_tokens
+    padded = np.maximum(tokens, plan.pack_len)
+    sizes = np.diff(plan.row_offsets)
+    costs = np.asarray(fn(np.ones_like(padded), padded), dtype=np.float64).reshape(-1)
+    mean = float(costs.mean()) if costs.size else 0.0
+    return replace(
+        PlanStats(
+            batches=int(sizes.size),
+            samples=int(sizes.sum()),
+            real_tokens=int(tokens.sum()),
+            padded_tokens=int(padded.sum()),
+            padding_efficiency=plan.efficiency,
+            batch_size_min=int(sizes.min()) if sizes.size else 0,
+            batch_size_median=float(np.median(sizes)) if sizes.size else 0.0,
+            batch_size_max=int(sizes.max()) if sizes.size else 0,
+            cost_max=float(costs.max()) if costs.size else 0.0,
+            cost_median=float(np.median(costs)) if costs.size else 0.0,
+            cost_mean=mean,
+            cost_cv=float(costs.std() / mean) if mean > 0 else 0.0,
+            utilization=None if max_cost is None else mean / float(max_cost),
+        ),
+        updates=plan.num_updates,
+        seconds=seconds,
     )
