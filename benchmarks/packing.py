@@ -162,7 +162,7 @@ def corpus_rows(name: str, lens: np.ndarray, pack_len: int) -> list[list[str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--million", action="store_true", help="also time 1M samples")
     args = parser.parse_args()
     chn = chnsenticorp_lengths()
