@@ -11,6 +11,7 @@ from strategies import lengths as lengths_strategy
 from conftest import shared_file
 from dynbatch import InputError, InputTypeError, StepTimeModel, StepTimeTable
 from dynbatch.pack_time import CHOICES, choose_packing
+from dynbatch.timing import shuffled
 
 FLAT = StepTimeModel(c=1.0, a=0.0, b=0.0)
 LINEAR = StepTimeModel(c=0.0, a=1e-3, b=0.0)
@@ -27,14 +28,25 @@ def check_choice(lens: np.ndarray, kw: dict[str, object], model: object) -> None
     plan = c.plan
     kept = np.setdiff1d(np.arange(lens.size), plan.skipped)
     assert np.array_equal(np.sort(c.micro_batches.indices), kept), "exactly once"
-    assert c.num_updates == plan.num_updates == c.update_offsets.size - 1, "the plan's updates"
-    assert c.num_updates == min(-(-kept.size // int(kw["batch_size"])), len(plan.rows)), "count"
-    for u in range(c.num_updates):  # each update runs the plan's update's samples, whatever way
+    batch = int(kw["batch_size"])  # type: ignore[call-overload]
+    fixed = shuffled(kept, int(kw["seed"]), int(kw["epoch"]))  # type: ignore[call-overload]
+    fixed_updates = [fixed[i : i + batch] for i in range(0, fixed.size, batch)]
+    if c.from_fixed:
+        assert c.num_updates == len(fixed_updates), "the fixed batch's updates"
+        assert not c.packed.any() and (c.choice != 0).all(), "nothing packed"
+    else:
+        assert c.num_updates == plan.num_updates, "the packed plan's updates"
+        assert c.num_updates == min(-(-kept.size // batch), len(plan.rows)), "count"
+    assert c.update_offsets.size - 1 == c.num_updates
+    drawn = fixed_updates if c.from_fixed else list(plan.updates)
+    for u in range(c.num_updates):  # each update runs the drawn update's samples, whatever way
         lo, hi = c.update_offsets[u], c.update_offsets[u + 1]
-        mine = np.sort(np.concatenate([c.micro_batches[m] for m in range(lo, hi)]))
-        assert np.array_equal(mine, np.sort(plan.updates[u])), f"update {u}: the same samples"
+        assert np.array_equal(np.sort(c.updates[u]), np.sort(drawn[u])), f"update {u}: its samples"
         assert c.packed[lo:hi].all() == (c.choice[u] == 0), f"update {u}: packed as chosen"
         assert (c.choice[u] != 2) or hi - lo == 1, f"update {u}: whole is one step"
+    fixed_whole = sum(float(np.asarray(model(u.size, lens[u].max()))) for u in fixed_updates)  # type: ignore[operator]
+    if kw.get("max_rows") is None:
+        assert c.epoch_seconds <= fixed_whole * (1 + 1e-12), "never slower than the fixed batch"
     chosen = c.chosen_seconds
     fits = c.whole_fits
     assert fits.all() or kw.get("max_rows") is not None, "without a budget the whole always fits"
@@ -47,9 +59,12 @@ def check_choice(lens: np.ndarray, kw: dict[str, object], model: object) -> None
         assert np.array_equal(chosen, best), "the fastest that fits"
     whole = [
         float(np.asarray(model(len(u), lens[u].max()))) if len(u) else 0.0  # type: ignore[operator]
-        for u in plan.updates
+        for u in drawn
     ]
     assert np.allclose(c.seconds[:, 2], whole), "whole: one step of n samples at the longest"
+    n, L = c.step_shapes
+    priced = np.asarray(model(n, L), dtype=np.float64)  # type: ignore[operator]
+    assert np.isclose(priced.sum(), c.epoch_seconds), "the steps as run add up to the choice"
     if kw.get("max_rows") is not None:
         rows = plan.rows_per_micro_batch
         assert rows.max() <= int(kw["max_rows"]), "packed micro-batches within max_rows"  # type: ignore[call-overload]
@@ -90,7 +105,8 @@ def test_a_flat_step_runs_every_update_whole() -> None:
     lens = np.random.default_rng(0).integers(10, 500, 400)
     c = choose_packing(lens, 512, batch_size=32, time_model=FLAT)
     assert c.counts == {"packed": 0, "split": 0, "whole": c.num_updates}
-    assert c.epoch_seconds == c.whole_seconds == c.num_updates
+    assert c.epoch_seconds == c.whole_seconds == c.num_updates == 13
+    assert c.from_fixed, "a tie: the fixed batch's own updates"
 
 
 def test_packing_is_chosen_where_padding_costs() -> None:
@@ -100,6 +116,7 @@ def test_packing_is_chosen_where_padding_costs() -> None:
     lens = np.tile([500, *[20] * 31], 20)
     model = StepTimeModel(c=10.0, a=1e-3, b=0.0)
     c = choose_packing(lens, 512, batch_size=32, time_model=model)
+    assert not c.from_fixed
     long_in = np.array([(lens[u] == 500).any() for u in c.plan.updates])
     assert long_in.any() and not long_in.all(), "the test needs both kinds of update"
     assert np.array_equal(c.choice == 0, long_in), "packed exactly where a long sample pads"
@@ -162,3 +179,20 @@ def test_bad_input_is_named(kwargs: dict[str, object], error: type, match: str) 
 
 def test_the_choices_are_named() -> None:
     assert CHOICES == ("packed", "split", "whole")
+
+
+def test_the_fixed_batchs_updates_run_where_packed_updates_would_be_slower() -> None:
+    """A step whose time jumps past B samples, and full rows that cost more: packed updates
+    hold B give or take a row, so some pay the jump (or a split, or a packed step); the fixed
+    batch's updates of exactly B never do, and are kept."""
+
+    def knee(n: object, length: object) -> np.ndarray:
+        n_, l_ = np.broadcast_arrays(np.asarray(n, np.float64), np.asarray(length, np.float64))
+        return np.where(n_ > 8, 10.0, 1.0) + np.where(l_ >= 100, 4.0, 0.0)
+
+    lens = np.random.default_rng(5).integers(20, 100, 400)
+    c = choose_packing(lens, 100, batch_size=8, time_model=knee)
+    assert (c.plan.updates.sizes > 8).any(), "some packed updates are past the knee"
+    assert c.from_fixed
+    assert c.epoch_seconds == c.num_updates == 50, "every update one step of 8, below the knee"
+    assert (c.micro_batches.sizes == 8).all()

@@ -23,6 +23,18 @@ NOTE [ choosing packing per update ]
     Updates, their count (the fixed batch's ``ceil(N / batch_size)``) and
     exactly-once are the packed plan's, whichever way each update runs.
 
+    *The fixed batch's own updates.* A packed update holds ``batch_size``
+    samples only on average (a row more or less), and a step's time is not
+    linear in its samples: near a GPU's knee an update of ``B + 3`` samples
+    costs more than the fixed batch's ``B`` saves on one of ``B - 3``. On the
+    H100 table at 128 tokens (B = 64) and 256 (B = 32) the packed plan's
+    updates run whole are 1-3 % slower than the fixed batch's, where packing
+    saves nothing. So the epoch is also planned as the fixed batch draws it
+    (:func:`~dynbatch.timing.shuffled`, updates of exactly ``batch_size``),
+    each update split or whole as above, and the faster epoch is kept
+    (:attr:`PackChoice.from_fixed`): the epoch is never predicted slower than
+    the fixed batch's, update for update, and packing runs only where it pays.
+
     *The price of a packed micro-batch* of ``R`` rows is ``time_model(R,
     pack_len)``: the step of ``R`` padded sequences of ``pack_len`` tokens,
     dense attention over the whole row. A block-diagonal kernel (FlashMask,
@@ -59,7 +71,7 @@ from .packing import PackPlan, plan_packs
 from .plan import Indices, Plan
 from .planning import batch_capacity
 from .stats import PlanStats
-from .timing import check_time_model, split_update
+from .timing import check_time_model, shuffled, split_update
 
 __all__ = ["CHOICES", "PackChoice", "choose_packing", "packed_stats"]
 
@@ -94,6 +106,16 @@ class PackChoice:
     seconds: NDArray[np.float64]
     #: Per update: its whole step fits the memory budget (always, without one).
     whole_fits: NDArray[np.bool_]
+    #: Per micro-batch, the step's shape as priced: rows or samples ``n``, padded length ``L``.
+    step_shapes: tuple[Indices, Indices]
+    #: True where the fixed batch's own updates, each split or whole, are predicted faster
+    #: than the packed plan's: the epoch runs those (NOTE [ choosing packing per update ]).
+    from_fixed: bool
+
+    @property
+    def updates(self) -> Plan:
+        """Every update's samples, as run."""
+        return Plan(self.micro_batches.indices, self.micro_batches.offsets[self.update_offsets])
 
     @property
     def num_updates(self) -> int:
@@ -224,19 +246,64 @@ def choose_packing(
     seconds = np.zeros((n_updates, len(CHOICES)), dtype=np.float64)
     if n_updates == 0:
         return PackChoice(
-            plan, plan.micro_batches, np.zeros(0, bool), np.zeros(1, np.int64),
-            np.zeros(0, np.int64), seconds, np.zeros(0, bool),
-        )  # fmt: skip
+            plan,
+            plan.micro_batches,
+            np.zeros(0, bool),
+            np.zeros(1, np.int64),
+            np.zeros(0, np.int64),
+            seconds,
+            np.zeros(0, bool),
+            (np.zeros(0, np.int64), np.zeros(0, np.int64)),
+            False,
+        )
     # (i) packed: each micro-batch's rows, padded to pack_len (a longer row: its own length)
     row_tokens = plan.row_tokens
     micro_rows = plan.rows_per_micro_batch
     micro_len = np.maximum(np.maximum.reduceat(row_tokens, plan.micro_row_offsets[:-1]), pack_len)
     micro_s = _predict(step, micro_rows, micro_len)
     seconds[:, _PACKED] = np.add.reduceat(micro_s, plan.update_offsets[:-1])
-    # (ii) split and (iii) whole: each update's samples sorted by length, by update size
-    updates = plan.updates
-    sizes = updates.sizes
+    # (ii) split and (iii) whole: each update's samples sorted by length
     whole_fits = np.zeros(n_updates, dtype=bool)
+    cuts_of = _split_or_whole(
+        lens, plan.updates, step, options, max_rows, pack_len, seconds, whole_fits
+    )
+    choice = np.full(n_updates, _SPLIT, dtype=np.int64)
+    choice[whole_fits & (seconds[:, _WHOLE] <= seconds[:, _SPLIT])] = _WHOLE
+    best = np.where(whole_fits, np.minimum(seconds[:, _SPLIT], seconds[:, _WHOLE]), np.inf)
+    best = np.minimum(best, seconds[:, _SPLIT])
+    choice[seconds[:, _PACKED] < best * (1.0 - error)] = _PACKED
+    packed = _assemble(
+        plan, choice, seconds, whole_fits, cuts_of, (micro_rows, micro_len), from_fixed=False
+    )
+    # the fixed batch's own updates, each split or whole (NOTE [ choosing packing per update ])
+    kept = np.setdiff1d(np.arange(lens.size), plan.skipped)
+    order = shuffled(kept, seed, epoch)
+    fixed = Plan(order, np.r_[np.arange(0, order.size, batch_size), order.size])
+    f_seconds = np.zeros((len(fixed), len(CHOICES)), dtype=np.float64)
+    f_seconds[:, _PACKED] = np.inf
+    f_fits = np.zeros(len(fixed), dtype=bool)
+    f_cuts = _split_or_whole(lens, fixed, step, options, max_rows, pack_len, f_seconds, f_fits)
+    f_choice = np.full(len(fixed), _SPLIT, dtype=np.int64)
+    f_choice[f_fits & (f_seconds[:, _WHOLE] <= f_seconds[:, _SPLIT])] = _WHOLE
+    unpacked = _assemble(
+        plan, f_choice, f_seconds, f_fits, f_cuts, (micro_rows, micro_len), from_fixed=True
+    )
+    return packed if packed.epoch_seconds < unpacked.epoch_seconds else unpacked
+
+
+def _split_or_whole(
+    lens: Indices,
+    updates: Plan,
+    step: Any,
+    options: PlanOptions | None,
+    max_rows: int | None,
+    pack_len: int,
+    seconds: NDArray[np.float64],
+    whole_fits: NDArray[np.bool_],
+) -> dict[int, tuple[NDArray[Any], NDArray[Any], NDArray[Any]]]:
+    """Fill ``seconds[:, split]``, ``seconds[:, whole]`` and ``whole_fits`` of ``updates``;
+    return, per update size, the updates, their samples shortest first and the cuts."""
+    sizes = updates.sizes
     cuts_of: dict[int, tuple[NDArray[Any], NDArray[Any], NDArray[Any]]] = {}
     for size in np.unique(sizes).tolist():
         which = np.flatnonzero(sizes == size)
@@ -260,12 +327,7 @@ def choose_packing(
         seconds[which, _WHOLE] = _predict(step, np.full(which.size, size), sorted_lens[:, -1])
         whole_fits[which] = size <= np.maximum(capacity[:, -1], 1)
         cuts_of[size] = (which, members, cuts)
-    choice = np.full(n_updates, _SPLIT, dtype=np.int64)
-    choice[whole_fits & (seconds[:, _WHOLE] <= seconds[:, _SPLIT])] = _WHOLE
-    best = np.where(whole_fits, np.minimum(seconds[:, _SPLIT], seconds[:, _WHOLE]), np.inf)
-    best = np.minimum(best, seconds[:, _SPLIT])
-    choice[seconds[:, _PACKED] < best * (1.0 - error)] = _PACKED
-    return _assemble(plan, choice, seconds, whole_fits, cuts_of)
+    return cuts_of
 
 
 def _assemble(
@@ -274,6 +336,9 @@ def _assemble(
     seconds: NDArray[np.float64],
     whole_fits: NDArray[np.bool_],
     cuts_of: dict[int, tuple[NDArray[Any], NDArray[Any], NDArray[Any]]],
+    packed_shapes: tuple[Indices, Indices],
+    *,
+    from_fixed: bool,
 ) -> PackChoice:
     """The chosen micro-batches, update after update."""
     split_batches: dict[int, list[Indices]] = {}
@@ -286,16 +351,24 @@ def _assemble(
                 split_batches[u] = np.split(row, stops[:-1])
     batches: list[Indices] = []
     packed: list[bool] = []
+    step_n: list[int] = []
+    step_len: list[int] = []
     ends = [0]
     micro = plan.micro_batches
+    rows, row_len = (x.tolist() for x in packed_shapes)
+    lens = plan.lengths
     for u in range(choice.size):
         if choice[u] == _PACKED:
             lo, hi = int(plan.update_offsets[u]), int(plan.update_offsets[u + 1])
             batches += [micro[m] for m in range(lo, hi)]
             packed += [True] * (hi - lo)
+            step_n += rows[lo:hi]
+            step_len += row_len[lo:hi]
         else:
             batches += split_batches[u]
             packed += [False] * len(split_batches[u])
+            step_n += [b.size for b in split_batches[u]]
+            step_len += [int(lens[b[-1]]) for b in split_batches[u]]  # shortest first
         ends.append(len(batches))
     return PackChoice(
         plan,
@@ -305,6 +378,8 @@ def _assemble(
         choice,
         seconds,
         whole_fits,
+        (np.asarray(step_n, dtype=np.int64), np.asarray(step_len, dtype=np.int64)),
+        from_fixed,
     )
 
 

@@ -26,7 +26,8 @@ rows (one per plan of one epoch, one rank):
                 (rows x N); updates hold --fixed-batch-size samples on average, the fixed
                 batch's count. epoch s: each update run packed (micro-batches of the most
                 rows --max-cost allows, priced as rows x N: dense attention, an upper
-                bound), split or whole, whichever the step time predicts fastest
+                bound), split or whole, whichever the step time predicts fastest; or
+                the fixed batch's own updates, split or whole, where that epoch is faster
 
 columns:
   order         the plan the row describes (see rows)
