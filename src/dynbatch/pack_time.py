@@ -32,7 +32,7 @@ NOTE [ choosing packing per update ]
     saves nothing. So the epoch is also planned as the fixed batch draws it
     (:func:`~dynbatch.timing.shuffled`, updates of exactly ``batch_size``),
     each update split or whole as above, and the faster epoch is kept
-    (:attr:`PackChoice.from_fixed`): the epoch is never predicted slower than
+    (``PackChoice.from_fixed``): the epoch is never predicted slower than
     the fixed batch's, update for update, and packing runs only where it pays.
 
     *The price of a packed micro-batch* of ``R`` rows is ``time_model(R,
