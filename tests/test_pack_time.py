@@ -196,3 +196,13 @@ def test_the_fixed_batchs_updates_run_where_packed_updates_would_be_slower() -> 
     assert c.from_fixed
     assert c.epoch_seconds == c.num_updates == 50, "every update one step of 8, below the knee"
     assert (c.micro_batches.sizes == 8).all()
+
+
+def test_coefficients_as_text_or_a_dict_are_a_model() -> None:
+    lens = np.random.default_rng(3).integers(1, 60, 90)
+    kw = {"batch_size": 8, "seed": 1}
+    model = StepTimeModel(c=0.5, a=1e-3, b=0.0)
+    want = choose_packing(lens, 64, time_model=model, **kw).epoch_seconds  # type: ignore[arg-type]
+    for given_as in ("0.5,1e-3,0", {"c": 0.5, "a": 1e-3, "b": 0.0}):
+        got = choose_packing(lens, 64, time_model=given_as, **kw)  # type: ignore[arg-type]
+        assert got.epoch_seconds == pytest.approx(want), given_as

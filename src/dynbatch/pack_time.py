@@ -144,8 +144,11 @@ class PackChoice:
 
 
 def _step_time(time_model: Any) -> Any:
-    """A vectorised ``(n, L) -> seconds``: a callable as it is, ``"c,a,b"`` as a model."""
-    if isinstance(time_model, str):
+    """A vectorised ``(n, L) -> seconds``: a callable as it is; ``"c,a,b"``, a dict or an object
+    with coefficients ``c``, ``a``, ``b`` as a :class:`~dynbatch.StepTimeModel`."""
+    if isinstance(time_model, (str, dict)) or (
+        not callable(time_model) and hasattr(time_model, "c")
+    ):  # coefficients c, a, b, as check_time_model takes them
         return check_time_model(time_model)
     if not callable(time_model):
         raise InputTypeError(
