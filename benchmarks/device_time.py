@@ -23,6 +23,23 @@ fixed batch size B it prints, averaged over --epochs epochs (each a new shuffle)
 * ``best split``: the fixed batch's updates, each cut at the least time *on the table*
   (an exhaustive search over length-sorted cuts): the limit for the fixed batch's updates.
 
+Packed rows (rows of ``max_len`` tokens; a micro-batch of R rows is priced as R sequences of
+``max_len``, dense attention over the row: an upper bound on a block-diagonal kernel):
+
+* ``packed, chosen (table)``: ``choose_packing(lens, max_len, batch_size=B,
+  time_model=table, max_rows=B)``: the packed plan's updates, each run packed, split or
+  whole, whichever the table prices fastest, or the fixed batch's own updates (each split or
+  whole) where the table prices that epoch faster (NOTE [ choosing packing per update ]);
+  micro-batches of at most B rows, the fixed batch's shape;
+* ``packed, chosen (fit)``: the same, chosen on the fitted model, replayed on the table;
+* ``packed, always``: ``plan_packs(..., max_rows=B)``, every update packed;
+* ``peer: per-update FFD``: the fixed batch's updates, each packed alone by first-fit
+  decreasing (as TRL's and axolotl's packers pack a batch), one micro-batch of its rows;
+* ``peer: PaddleNLP zero padding``: next-fit in arrival order (the fixed shuffle), the
+  rows cut into the fixed batch's update count (equal rows each); ``peer: PaddleNLP
+  greedy 500``: its ``greedy_intokens`` (500-sample buffers, the roomiest open row) cut
+  the same way.
+
 It asserts nothing. Replayed times are the device's step-time shape, not a run on it.
 """
 
@@ -37,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import SHARED, print_table
+from packing import first_fit_decreasing, next_fit, worst_fit_buffers
 
 import dynbatch
 from dynbatch.plan.epochs import plan_epoch
@@ -45,6 +63,7 @@ from dynbatch.plan.steptime import StepTimeTable
 from dynbatch.plan.text import wordpiece_counter
 
 Batches = list[np.ndarray]  # one epoch: index arrays, with update ends beside
+Shapes = tuple[np.ndarray, np.ndarray]  # one epoch as run: each step's n (rows) and length
 
 
 def wordpiece_lengths(data: Path, vocab: Path) -> np.ndarray:
@@ -111,13 +130,57 @@ def best_split(
     return out, updates
 
 
-def replay(batches: Batches, lens: np.ndarray, table: StepTimeTable) -> tuple[float, float, int]:
-    """Seconds of the epoch, its padding efficiency, its largest padded batch in tokens."""
-    n = np.array([b.size for b in batches])
-    longest = np.array([int(lens[b].max()) for b in batches])
+def packed_chosen(step_time: object, max_len: int) -> Callable[..., tuple[Shapes, int]]:
+    def plan(lens: np.ndarray, batch: int, epoch: int) -> tuple[Shapes, int]:
+        c = dynbatch.choose_packing(
+            lens, max_len, batch_size=batch, time_model=step_time, max_rows=batch, epoch=epoch
+        )
+        return c.step_shapes, c.num_updates
+
+    return plan
+
+
+def packed_always(lens: np.ndarray, batch: int, epoch: int, max_len: int) -> tuple[Shapes, int]:
+    p = dynbatch.plan_packs(lens, max_len, batch_size=batch, max_rows=batch, epoch=epoch)
+    return (p.rows_per_micro_batch, np.full(len(p), max_len)), p.num_updates
+
+
+def per_update_ffd(lens: np.ndarray, batch: int, epoch: int, max_len: int) -> tuple[Shapes, int]:
+    """TRL / axolotl packing a batch: each fixed update alone, first-fit decreasing."""
+    batches, updates = fixed(lens, batch, epoch)
+    rows = np.array([first_fit_decreasing(lens[b], max_len) for b in batches])
+    return (rows, np.full(rows.size, max_len)), updates
+
+
+def rows_in_updates(
+    packer: Callable[[np.ndarray, int], int], max_len: int
+) -> Callable[..., tuple[Shapes, int]]:
+    """A dataset packer in arrival order (the fixed shuffle), its rows cut into the fixed
+    batch's update count, equal rows each (a DataLoader over the packed rows)."""
+
+    def plan(lens: np.ndarray, batch: int, epoch: int) -> tuple[Shapes, int]:
+        order = shuffled(np.arange(lens.size), 0, epoch)
+        total = packer(lens[order], max_len)
+        updates = -(-lens.size // batch)
+        rows = np.array([a.size for a in np.array_split(np.arange(total), updates)])
+        return (rows, np.full(rows.size, max_len)), updates
+
+    return plan
+
+
+def replay(
+    batches: Batches | Shapes, lens: np.ndarray, table: StepTimeTable
+) -> tuple[float, float, int, int]:
+    """Seconds of the epoch, its padding efficiency, its largest padded batch in tokens, and
+    its micro-batches; ``batches`` are index arrays, or the shapes of packed steps."""
+    if isinstance(batches, tuple):
+        n, longest = batches
+    else:
+        n = np.array([b.size for b in batches])
+        longest = np.array([int(lens[b].max()) for b in batches])
     seconds = float(np.asarray(table(n, longest)).sum())
     efficiency = float(lens.sum() / (n * longest).sum()) if n.size else 0.0
-    return seconds, efficiency, int((n * longest).max())
+    return seconds, efficiency, int((n * longest).max()), int(n.size)
 
 
 def main() -> int:
@@ -157,7 +220,7 @@ def main() -> int:
                 lens, model, max_cost=largest, cost="linear", fraction=args.fill, batch_size=batch
             )
             study = dynbatch.PlanOptions(max_cost=batch * max_len**2, cost="quadratic")
-            plans: dict[str, Callable[..., tuple[Batches, int]]] = {
+            plans: dict[str, Callable[..., tuple[Batches | Shapes, int]]] = {
                 "fixed": fixed,
                 "recipe": planned(lens, recipe),
                 "recipe + time": planned(lens, timed),
@@ -167,6 +230,12 @@ def main() -> int:
                 "group_by_length": group_by_length,
                 "max tokens": lambda ln, b, e, top=max_len: max_tokens(ln, b * top, e),
                 "best split": lambda ln, b, e: best_split(table, ln, b, e),
+                "packed, chosen (table)": packed_chosen(table, max_len),
+                "packed, chosen (fit)": packed_chosen(model, max_len),
+                "packed, always": lambda ln, b, e, top=max_len: packed_always(ln, b, e, top),
+                "peer: per-update FFD": lambda ln, b, e, top=max_len: per_update_ffd(ln, b, e, top),
+                "peer: PaddleNLP zero padding": rows_in_updates(next_fit, max_len),
+                "peer: PaddleNLP greedy 500": rows_in_updates(worst_fit_buffers, max_len),
             }
             rows, base = [], 0.0
             for name, plan in plans.items():
@@ -181,7 +250,7 @@ def main() -> int:
                         f"{seconds:.2f}",
                         f"{base / seconds:.2f}x",
                         f"{np.mean([u for _, u in runs]):.0f}",
-                        f"{np.mean([len(b) for b, _ in runs]):.0f}",
+                        f"{np.mean([m[3] for m in measured]):.0f}",
                         f"{np.mean([m[1] for m in measured]):.3f}",
                         f"{worst / (batch * max_len):.2f}",
                     ]

@@ -136,6 +136,17 @@ FLAG_VALUES: dict[str, list[tuple[str, str]]] = {
         ("x", r"argument --truncate: invalid int value: 'x'"),
         (str(2**53), r"--truncate must be an integer in \[1, 2\*\*53\), got --truncate=9007"),
     ],
+    "--pack-len": [
+        ("0", r"--pack-len must be an integer >= 1, got --pack-len=0"),
+        ("-1", r"--pack-len must be an integer >= 1, got --pack-len=-1"),
+        ("x", r"argument --pack-len: invalid int value: 'x'"),
+        (str(2**53), r"--pack-len must be an integer in \[1, 2\*\*53\), got --pack-len=9007"),
+        (
+            "4",
+            r"1 sample\(s\) are longer than --pack-len=4; the first is .*ok.npy\[2\] \(length "
+            r"5\): raise --pack-len, --truncate them, or pass --oversize skip or --oversize alone",
+        ),
+    ],
     "--plot": [
         ("{dir}/out.jpg", r"--plot must name a .png, .svg, .pdf file, got --plot=.*out.jpg"),
         ("{dir}/no/such/dir/out.png", r"--plot .*out.png: directory .*no/such/dir does not exist"),

@@ -41,6 +41,7 @@ from bad_input import (
 from dynbatch import (
     InputError,
     MixedCost,
+    choose_packing,
     compute_lengths,
     find_oversize,
     like_fixed,
@@ -564,6 +565,35 @@ for label, call, error, match in [
     ),
 ]:
     case(f"EpochWindows-{label}", call, error, match)
+
+
+PACK_CALL: dict[str, Any] = {"pack_len": 64, "batch_size": 2, "time_model": "1,0,0"}
+for name in ("pack_len", "batch_size", "max_rows"):
+    values = [x for x in POSITIVE_INT if name != "max_rows" or x[0] != "None"]
+    for label, value, error, match in int_family(name, values, 1):
+        case(
+            f"choose_packing-{name}-{label}",
+            functools.partial(choose_packing, LENS, **{**PACK_CALL, name: value}),
+            error,
+            match,
+        )
+for label, value, error, match in [
+    ("int", 3, TYPE, r"time_model must be a step time.*got time_model=3"),
+    ("text", "fast", VALUE, r"time_model as text must be three numbers.*time_model='fast'"),
+    ("dict-negative", {"c": -1, "a": 0, "b": 0}, VALUE, r"coefficient c must be .*>= 0"),
+]:
+    case(
+        f"choose_packing-time_model-{label}",
+        functools.partial(choose_packing, LENS, **{**PACK_CALL, "time_model": value}),
+        error,
+        match,
+    )
+case(
+    "choose_packing-max_rows-and-max_cost",
+    functools.partial(choose_packing, LENS, **PACK_CALL, max_rows=2, max_cost=BUDGET),
+    VALUE,
+    r"give max_rows or max_cost, not both; got max_rows=2 and max_cost=2000.0",
+)
 
 
 @pytest.mark.parametrize(

@@ -538,6 +538,9 @@ BAD_ARGV = [
     ["--max-cost", "10", "--seed", "x"],
     ["--max-cost", "10", "--oversize", "drop"],
     ["--max-cost", "10", "--buffer-size", "0"],
+    ["--max-cost", "10", "--pack-len", "0"],
+    ["--max-cost", "1e9", "--pack-len", "50"],
+    ["--max-cost", "10", "--pack-len", "256"],
     ["--max-cost", "10", "--truncate", "0"],
     ["--max-cost", "10", "--plot", "x.gif"],
     ["--max-cost", "10", "--cost", "linear", "--cost-file", "c.json"],
@@ -601,6 +604,7 @@ def test_help_explains_every_column_and_how_to_pick_the_budget(
 ) -> None:
     path = corpus(tmp_path)
     argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--buffer-size", "100"]
+    argv += ["--pack-len", "256"]
     assert main(["stats", *argv, "--time-model", "0.01,1e-6,0", "--group-by-length"]) == 0
     head = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("order"))
     columns = re.split(r"\s{2,}", head.strip())
@@ -612,7 +616,7 @@ def test_help_explains_every_column_and_how_to_pick_the_budget(
     epilog = text[text.index("rows (") :]
     for column in columns:
         assert re.search(rf"^\s+{re.escape(column)}\s{{2,}}\S", epilog, re.M), column
-    for row in ("bucket", "shuffle", "fixed", "like fixed", "grouped", "stream N"):
+    for row in ("bucket", "shuffle", "fixed", "like fixed", "grouped", "stream N", "packed"):
         assert re.search(rf"^\s+{re.escape(row)}\s{{2,}}\S", epilog, re.M), row
     assert "B·L²" in epilog and "--max-cost" in epilog
 
@@ -630,3 +634,34 @@ def test_like_fixed_follows_a_time_table_within_the_budget(
     assert rows["fixed"]["cost_max"] > 2000
     assert rows["like fixed"]["cost_max"] <= 2000
     assert rows["like fixed"]["updates"] == rows["fixed"]["updates"]
+
+
+def test_the_packed_row_counts_rows_and_is_never_slower_than_whole_updates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--pack-len``: the packed plan's rows as batches, its efficiency, the fixed batch's
+    update count, and the epoch each update run packed, split or whole."""
+    from dynbatch import choose_packing, plan_packs
+
+    path = corpus(tmp_path)
+    lens = np.load(path)
+    argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--fixed-batch-size", "32"]
+    rows = rows_of(run_json(capsys, *argv, "--pack-len", "256"))
+    packed = rows["packed"]
+    plan = plan_packs(lens, 256, batch_size=32, max_rows=25, seed=0)
+    assert packed["batches"] == len(plan.rows), "rows, as batches"
+    assert packed["updates"] == plan.num_updates == rows["fixed"]["updates"] == 19
+    assert packed["padding_efficiency"] == pytest.approx(plan.efficiency)
+    assert packed["padding_efficiency"] > 0.95 > rows["fixed"]["padding_efficiency"]
+    assert packed["cost_max"] == 256 <= 6400, "a row costs cost(1, pack_len)"
+    assert packed["seconds"] is None, "no step time, no seconds"
+    model = "5,1e-3,0"  # a fixed part: packing wins where a long sample pads the short ones
+    timed = rows_of(run_json(capsys, *argv, "--pack-len", "256", "--time-model", model))
+    choice = choose_packing(lens, 256, batch_size=32, time_model=model, max_cost=6400,
+                            cost="linear")  # fmt: skip
+    assert timed["packed"]["seconds"] == pytest.approx(choice.epoch_seconds)
+    assert choice.epoch_seconds <= choice.whole_seconds
+    assert timed["packed"]["seconds"] < timed["fixed"]["seconds"], "faster than the fixed batch"
+    assert main(["stats", *argv, "--pack-len", "256", "--time-model", model]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("packed"))
+    assert line.split()[1] == str(len(plan.rows)), line

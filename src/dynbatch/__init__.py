@@ -29,6 +29,7 @@ from .plan.costs import LinearCost, MixedCost, QuadraticCost, WithinBudgets, res
 from .plan.epochs import plan_epoch
 from .plan.lengths import compute_lengths
 from .plan.options import PlanOptions
+from .plan.pack_time import PackChoice, choose_packing
 from .plan.packing import PackPlan, plan_packs
 from .plan.planning import find_oversize, plan_batches
 from .plan.plans import Plan
@@ -64,6 +65,7 @@ __all__ = [
     "MemoryBudgetError",
     "MemoryCost",
     "MixedCost",
+    "PackChoice",
     "PackCollator",
     "PackPlan",
     "Pad",
@@ -82,6 +84,7 @@ __all__ = [
     "WithinBudgets",
     "__version__",
     "calibrate",
+    "choose_packing",
     "compute_lengths",
     "fill_device",
     "find_oversize",

@@ -28,10 +28,13 @@ import sys
 import warnings
 from collections.abc import Sequence
 
+import numpy as np
+
 from .._checks import InputError
 from ..plan.options import PlanOptions
+from ..plan.pack_time import packed_stats
 from ..plan.planning import find_oversize
-from ..plan.stats import compare_orders
+from ..plan.stats import PlanStats, compare_orders
 from ..stream.state import stream_stats
 from .args import UsageError, as_flags, check_flags, parser
 from .corpora import Corpus, read_corpus, read_lengths
@@ -73,6 +76,8 @@ def _stats(args: argparse.Namespace) -> None:
                 rows[f"stream {args.buffer_size}"] = stream_stats(
                     lengths, options, args.buffer_size, step_time=args.step_time
                 )
+            if args.pack_len is not None:
+                rows["packed"] = _packed(args, corpus, options)
         except InputError as exc:
             raise UsageError(as_flags(str(exc))) from None
     bound = lower_bound(lengths, over, options)
@@ -84,6 +89,33 @@ def _stats(args: argparse.Namespace) -> None:
         plot(args.plot, lengths, options, args.fixed_batch_size)
         if not args.json:
             print(f"wrote {args.plot}")
+
+
+def _packed(args: argparse.Namespace, corpus: Corpus, options: PlanOptions) -> PlanStats:
+    """The ``packed`` row; a sample longer than ``--pack-len`` follows ``--oversize``."""
+    longer = np.flatnonzero(corpus.lengths > args.pack_len)
+    if longer.size and options.oversize == "error":
+        first = int(longer[0])
+        raise UsageError(
+            f"{longer.size} sample(s) are longer than --pack-len={args.pack_len}; the first is "
+            f"{corpus.where(first)} (length {int(corpus.lengths[first])}): raise --pack-len, "
+            "--truncate them, or pass --oversize skip or --oversize alone"
+        )
+    try:
+        return packed_stats(
+            corpus.lengths,
+            args.pack_len,
+            batch_size=args.fixed_batch_size,
+            cost=options.cost,
+            max_cost=options.max_cost,
+            step_time=args.step_time,
+            oversize=options.oversize,
+            seed=options.seed,
+        )
+    except InputError as exc:  # the packing's own names, as the command line spells them
+        raise UsageError(
+            str(exc).replace("pack_len=", "--pack-len=").replace("max_cost=", "--max-cost=")
+        ) from None
 
 
 def _closed_pipe() -> int:

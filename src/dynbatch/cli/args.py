@@ -85,6 +85,14 @@ def parser() -> argparse.ArgumentParser:
         help="add a row: the corpus read as a stream (DynamicBatchIterable), in file order, "
         "planned this many samples at a time",
     )
+    st.add_argument(
+        "--pack-len",
+        type=int,
+        default=None,
+        help="add a row: samples packed into rows of this many tokens (plan_packs), each "
+        "update of --fixed-batch-size samples run packed, split or whole as the step time "
+        "predicts fastest",
+    )
     st.add_argument("--column", help="text column of a CSV/TSV")
     st.add_argument("--field", help="text field of a JSONL file (text, or a list of tokens)")
     st.add_argument("--add", type=int, default=0, help="special tokens added to each sample")
@@ -157,6 +165,7 @@ def check_flags(args: argparse.Namespace) -> None:
         ("--fixed-batch-size", args.fixed_batch_size, 1),
         ("--add", args.add, 0),
         ("--buffer-size", 1 if args.buffer_size is None else args.buffer_size, 1),
+        ("--pack-len", 1 if args.pack_len is None else args.pack_len, 1),
     ):
         if value < low:
             raise UsageError(f"{flag} must be an integer >= {low}, got {flag}={value}")
@@ -165,6 +174,10 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.truncate is not None and not 1 <= args.truncate < MAX_LENGTH:
         raise UsageError(
             f"--truncate must be an integer in [1, 2**53), got --truncate={args.truncate}"
+        )
+    if args.pack_len is not None and args.pack_len >= MAX_LENGTH:
+        raise UsageError(
+            f"--pack-len must be an integer in [1, 2**53), got --pack-len={args.pack_len}"
         )
     if args.plot is not None:
         plot = Path(args.plot)

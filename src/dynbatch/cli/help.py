@@ -20,6 +20,14 @@ rows (one per plan of one epoch, one rank):
                 near-equal lengths as Hugging Face's group_by_length draws them
   stream N      with --buffer-size N: the corpus read as a stream (DynamicBatchIterable),
                 in file order, planned N samples at a time
+  packed        with --pack-len N: samples packed into rows of N tokens, no padding but
+                each row's end (plan_packs). A row counts as a batch: batches are rows,
+                bs the samples in a row, a row costs cost(1, N), pad eff is real tokens /
+                (rows x N); updates hold --fixed-batch-size samples on average, the fixed
+                batch's count. epoch s: each update run packed (micro-batches of the most
+                rows --max-cost allows, priced as rows x N: dense attention, an upper
+                bound), split or whole, whichever the step time predicts fastest; or
+                the fixed batch's own updates, split or whole, where that epoch is faster
 
 columns:
   order         the plan the row describes (see rows)

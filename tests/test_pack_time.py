@@ -1,0 +1,208 @@
+"""Packing chosen per update by the step time (NOTE [ choosing packing per update ])."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import lengths as lengths_strategy
+
+from conftest import shared_file
+from dynbatch import InputError, InputTypeError, StepTimeModel, StepTimeTable
+from dynbatch.plan.pack_time import CHOICES, choose_packing
+from dynbatch.plan.splits import shuffled
+
+FLAT = StepTimeModel(c=1.0, a=0.0, b=0.0)
+LINEAR = StepTimeModel(c=0.0, a=1e-3, b=0.0)
+MIXED = StepTimeModel(c=0.05, a=1e-6, b=1e-9, error=0.1)
+
+
+def h100() -> StepTimeTable:
+    return StepTimeTable.load(shared_file("h100_bert_base_step_times.json"))
+
+
+def check_choice(lens: np.ndarray, kw: dict[str, object], model: object) -> None:
+    """Every promise of a choice, each a labelled assert."""
+    c = choose_packing(lens, **kw, time_model=model)  # type: ignore[arg-type]
+    plan = c.plan
+    kept = np.setdiff1d(np.arange(lens.size), plan.skipped)
+    assert np.array_equal(np.sort(c.micro_batches.indices), kept), "exactly once"
+    batch = int(kw["batch_size"])  # type: ignore[call-overload]
+    fixed = shuffled(kept, int(kw["seed"]), int(kw["epoch"]))  # type: ignore[call-overload]
+    fixed_updates = [fixed[i : i + batch] for i in range(0, fixed.size, batch)]
+    if c.from_fixed:
+        assert c.num_updates == len(fixed_updates), "the fixed batch's updates"
+        assert not c.packed.any() and (c.choice != 0).all(), "nothing packed"
+    else:
+        assert c.num_updates == plan.num_updates, "the packed plan's updates"
+        assert c.num_updates == min(-(-kept.size // batch), len(plan.rows)), "count"
+    assert c.update_offsets.size - 1 == c.num_updates
+    drawn = fixed_updates if c.from_fixed else list(plan.updates)
+    for u in range(c.num_updates):  # each update runs the drawn update's samples, whatever way
+        lo, hi = c.update_offsets[u], c.update_offsets[u + 1]
+        assert np.array_equal(np.sort(c.updates[u]), np.sort(drawn[u])), f"update {u}: its samples"
+        assert c.packed[lo:hi].all() == (c.choice[u] == 0), f"update {u}: packed as chosen"
+        assert (c.choice[u] != 2) or hi - lo == 1, f"update {u}: whole is one step"
+    fixed_whole = sum(float(np.asarray(model(u.size, lens[u].max()))) for u in fixed_updates)  # type: ignore[operator]
+    if kw.get("max_rows") is None:
+        assert c.epoch_seconds <= fixed_whole * (1 + 1e-12), "never slower than the fixed batch"
+    chosen = c.chosen_seconds
+    fits = c.whole_fits
+    assert fits.all() or kw.get("max_rows") is not None, "without a budget the whole always fits"
+    assert (chosen[fits] <= c.seconds[fits, 2] * (1 + 1e-12)).all(), "never slower than whole"
+    assert (c.choice[~fits] != 2).all(), "a whole over the budget is never run"
+    if fits.all():
+        assert c.epoch_seconds <= c.whole_seconds * (1 + 1e-12), "nor over the epoch"
+    if not getattr(model, "error", 0):
+        best = np.where(fits, c.seconds.min(axis=1), c.seconds[:, :2].min(axis=1))
+        assert np.array_equal(chosen, best), "the fastest that fits"
+    whole = [
+        float(np.asarray(model(len(u), lens[u].max()))) if len(u) else 0.0  # type: ignore[operator]
+        for u in drawn
+    ]
+    assert np.allclose(c.seconds[:, 2], whole), "whole: one step of n samples at the longest"
+    n, L = c.step_shapes
+    priced = np.asarray(model(n, L), dtype=np.float64)  # type: ignore[operator]
+    assert np.isclose(priced.sum(), c.epoch_seconds), "the steps as run add up to the choice"
+    if kw.get("max_rows") is not None:
+        rows = plan.rows_per_micro_batch
+        assert rows.max() <= int(kw["max_rows"]), "packed micro-batches within max_rows"  # type: ignore[call-overload]
+
+
+@st.composite
+def corpora(draw: st.DrawFn) -> tuple[np.ndarray, dict[str, object]]:
+    lens = draw(lengths_strategy(max_size=300, max_len=600))
+    longest = int(lens.max())
+    return lens, {
+        "pack_len": draw(st.integers(longest, 2 * longest)),
+        "batch_size": draw(st.integers(1, 64)),
+        "max_rows": draw(st.none() | st.integers(1, 6)),
+        "window": draw(st.none() | st.integers(1, 400)),
+        "seed": draw(st.integers(0, 2**31)),
+        "epoch": draw(st.integers(0, 20)),
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(corpora(), st.sampled_from([FLAT, LINEAR, MIXED, StepTimeModel(c=1e-3, a=0, b=1e-7)]))
+def test_choice_keeps_every_promise_on_models(
+    corpus: tuple[np.ndarray, dict[str, object]], model: StepTimeModel
+) -> None:
+    check_choice(*corpus, model)
+
+
+@settings(max_examples=25, deadline=None)
+@given(corpora())
+def test_choice_keeps_every_promise_on_the_h100_table(
+    corpus: tuple[np.ndarray, dict[str, object]],
+) -> None:
+    check_choice(*corpus, h100())
+
+
+def test_a_flat_step_runs_every_update_whole() -> None:
+    """Flat: one step costs the same at any size, packing saves nothing; the whole is kept."""
+    lens = np.random.default_rng(0).integers(10, 500, 400)
+    c = choose_packing(lens, 512, batch_size=32, time_model=FLAT)
+    assert c.counts == {"packed": 0, "split": 0, "whole": c.num_updates}
+    assert c.epoch_seconds == c.whole_seconds == c.num_updates == 13
+    assert c.from_fixed, "a tie: the fixed batch's own updates"
+
+
+def test_packing_is_chosen_where_padding_costs() -> None:
+    """Linear in padded tokens with a fixed part: a long sample pads its update's short ones,
+    rows of the same samples hold far fewer tokens, and the fixed part rules out the split;
+    an update of short samples only is one step at 20 tokens, less than two rows of 512."""
+    lens = np.tile([500, *[20] * 31], 20)
+    model = StepTimeModel(c=10.0, a=1e-3, b=0.0)
+    c = choose_packing(lens, 512, batch_size=32, time_model=model)
+    assert not c.from_fixed
+    long_in = np.array([(lens[u] == 500).any() for u in c.plan.updates])
+    assert long_in.any() and not long_in.all(), "the test needs both kinds of update"
+    assert np.array_equal(c.choice == 0, long_in), "packed exactly where a long sample pads"
+    assert (c.choice[~long_in] == 2).all(), "short alone: one padded step beats two rows"
+    assert c.epoch_seconds < 0.8 * c.whole_seconds
+
+
+def test_a_budget_in_cost_caps_the_rows_of_a_packed_micro_batch() -> None:
+    lens = np.random.default_rng(1).integers(10, 200, 300)
+    c = choose_packing(lens, 256, batch_size=32, time_model=LINEAR, max_cost=3 * 256, cost="linear")
+    assert c.plan.rows_per_micro_batch.max() <= 3
+    padded = [
+        (b.size, lens[b].max()) for b, p in zip(c.micro_batches, c.packed, strict=True) if not p
+    ]
+    assert padded, "some updates are split"
+    assert all(n * L <= 3 * 256 or n == 1 for n, L in padded), "split within the budget"
+
+
+def test_same_seed_and_epoch_same_choice() -> None:
+    lens = np.random.default_rng(2).integers(1, 300, 500)
+    a = choose_packing(lens, 300, batch_size=16, time_model=MIXED, seed=3, epoch=1)
+    b = choose_packing(lens, 300, batch_size=16, time_model=MIXED, seed=3, epoch=1)
+    assert np.array_equal(a.micro_batches.indices, b.micro_batches.indices)
+    assert np.array_equal(a.choice, b.choice)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"time_model": 3}, InputTypeError, r"time_model must be a step time.*time_model=3"),
+        ({"time_model": "1,2"}, InputError, r"time_model as text must be three numbers"),
+        (
+            {"time_model": lambda n, L: -np.ones(np.shape(n))},
+            InputError,
+            r"time_model predicts -1.0 seconds .* must be finite and >= 0",
+        ),
+        (
+            {"max_rows": 2, "max_cost": 100.0},
+            InputError,
+            r"give max_rows or max_cost, not both; got max_rows=2 and max_cost=100.0",
+        ),
+        (
+            {"max_cost": 10.0, "cost": "linear"},
+            InputError,
+            r"one row of pack_len=16 tokens costs 16, over max_cost=10",
+        ),
+        ({"max_rows": 0}, InputError, r"max_rows must be an integer >= 1.*max_rows=0"),
+        ({"pack_len": 0}, InputError, r"pack_len must be an integer >= 1.*pack_len=0"),
+        ({"pack_len": 8}, InputError, r"longer than pack_len=8"),
+    ],
+    ids=["not-callable", "text", "negative", "both-budgets", "row-over-budget", "rows", "pack",
+         "oversize"],
+)  # fmt: skip
+def test_bad_input_is_named(kwargs: dict[str, object], error: type, match: str) -> None:
+    call: dict[str, object] = {"pack_len": 16, "batch_size": 2, "time_model": FLAT, **kwargs}
+    with pytest.raises(InputError, match=match) as info:
+        choose_packing([3, 9, 12, 5], **call)  # type: ignore[arg-type]
+    assert type(info.value) is error
+
+
+def test_the_choices_are_named() -> None:
+    assert CHOICES == ("packed", "split", "whole")
+
+
+def test_the_fixed_batchs_updates_run_where_packed_updates_would_be_slower() -> None:
+    """A step whose time jumps past B samples, and full rows that cost more: packed updates
+    hold B give or take a row, so some pay the jump (or a split, or a packed step); the fixed
+    batch's updates of exactly B never do, and are kept."""
+
+    def knee(n: object, length: object) -> np.ndarray:
+        n_, l_ = np.broadcast_arrays(np.asarray(n, np.float64), np.asarray(length, np.float64))
+        return np.where(n_ > 8, 10.0, 1.0) + np.where(l_ >= 100, 4.0, 0.0)
+
+    lens = np.random.default_rng(5).integers(20, 100, 400)
+    c = choose_packing(lens, 100, batch_size=8, time_model=knee)
+    assert (c.plan.updates.sizes > 8).any(), "some packed updates are past the knee"
+    assert c.from_fixed
+    assert c.epoch_seconds == c.num_updates == 50, "every update one step of 8, below the knee"
+    assert (c.micro_batches.sizes == 8).all()
+
+
+def test_coefficients_as_text_or_a_dict_are_a_model() -> None:
+    lens = np.random.default_rng(3).integers(1, 60, 90)
+    kw = {"batch_size": 8, "seed": 1}
+    model = StepTimeModel(c=0.5, a=1e-3, b=0.0)
+    want = choose_packing(lens, 64, time_model=model, **kw).epoch_seconds  # type: ignore[arg-type]
+    for given_as in ("0.5,1e-3,0", {"c": 0.5, "a": 1e-3, "b": 0.0}):
+        got = choose_packing(lens, 64, time_model=given_as, **kw)  # type: ignore[arg-type]
+        assert got.epoch_seconds == pytest.approx(want), given_as
