@@ -198,6 +198,7 @@ class _Cursor:
             unit, order = shortcuts.get("update_unit", "samples"), shortcuts.get("order", "bucket")
             # NOTE [ no time model on an accelerator ]: where like_fixed follows a step time
             follows = unit == "samples" and order in ("bucket", "shuffle")
+            follows = follows and shortcuts.get("pack_len") is None  # packing: no time split yet
             if shortcuts.get("time_model") is None and follows:
                 shortcuts = {**shortcuts, "time_model": default_time_model(type(self).__name__)}
             options = like_fixed(
