@@ -182,6 +182,9 @@ def plan_epoch(
 ) -> ShardedPlan:
     """Every rank's batches for ``epoch``: plan, then shard (``num_batches`` for equal epochs).
 
+    With ``options.pack_len`` the batches are packed micro-batches (NOTE [ packed epochs ]
+    in :mod:`dynbatch.plan.pack_epochs`).
+
     ``loss_tokens`` (per sample, at most its length) are what updates in
     ``"tokens"`` count, when only some tokens carry a loss (NOTE [ counting
     loss tokens ]); the cost still plans on the lengths.
