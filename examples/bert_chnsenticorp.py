@@ -94,7 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-len", type=int, default=512, help="truncate to this many tokens")
     p.add_argument("--batch-size", type=int, default=20, help="the fixed mode's batch size")
     dynbatch.PlanOptions.add_arguments(
-        p, exclude=("order", "oversize", "equal_epochs", "balance", "drop_last")
+        p, exclude=("order", "oversize", "equal_epochs", "balance", "drop_last", "pack_len")
     )
     p.add_argument(
         "--memory-target",

@@ -88,7 +88,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-len", type=int, default=128, help="truncate reviews to this many tokens")
     p.add_argument("--batch-size", type=int, default=20, help="the fixed mode's batch size")
     dynbatch.PlanOptions.add_arguments(
-        p, exclude=("order", "oversize", "equal_epochs", "balance", "drop_last", "time_model")
+        p,
+        exclude=(
+            "order",
+            "oversize",
+            "equal_epochs",
+            "balance",
+            "drop_last",
+            "time_model",
+            "pack_len",  # a packed micro-batch needs the PackCollator: not this example's yet
+        ),
     )
     p.add_argument("--accumulate", default="samples", choices=("samples", "tokens"))
     p.add_argument(

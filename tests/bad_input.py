@@ -212,6 +212,7 @@ OPTION_VALUES: dict[str, Rows] = {
         ("too-large", 11, VALUE, r"bucket_width must be in \[0.001, 10\].*got bucket_width=11"),
     ],
     "equal_epochs": bool_family("equal_epochs"),
+    "pack_len": int_family("pack_len", [x for x in POSITIVE_INT if x[0] != "None"], 1),
     "balance": [
         ("flops", "flops", VALUE, r"balance must be one of 'tokens', 'cost'; got balance='flops'"),
         ("int", 3, TYPE, r"balance must be 'tokens', 'cost' or a callable.*got balance=3"),

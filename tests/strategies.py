@@ -112,6 +112,8 @@ OPTION_ROWS = (
     OptionRow("source", st.sampled_from(["memory", "stream"])),
     OptionRow("budget", st.floats(0.5, 30.0)),  # max_cost over the longest sample's cost
     OptionRow("buffer_size", st.integers(1, 80)),  # streams only
+    # rows of this fraction of the longest sample (below 1: oversize samples); None: no packing
+    OptionRow("pack_len", st.sampled_from([None] * 5 + [0.6, 1.0, 2.5])),
 )
 
 

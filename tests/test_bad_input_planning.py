@@ -72,6 +72,36 @@ for field, values in OPTION_VALUES.items():
             match,
         )
 
+# what packing cannot honour is refused by name (NOTE [ packed epochs ])
+PACKED = {"pack_len": 64, "update_size": 8}
+for label, changes, match in [
+    ("no-update-size", {"update_size": None}, r"pack_len=64 cuts .* give update_size"),
+    ("sorted", {"order": "ascending"}, r"pack_len=64 .* random order .*order='ascending'"),
+    ("equal-epochs", {"equal_epochs": True}, r"pack_len=64 does not support equal_epochs=True"),
+    ("drop-last", {"drop_last": True}, r"pack_len=64 does not support drop_last=True"),
+    ("multiple", {"batch_size_multiple": 8}, r"pack_len=64 .* pass batch_size_multiple=1"),
+    ("pad-multiple", {"pad_to_multiple_of": 8}, r"pack_len=64 .* pass pad_to_multiple_of=1"),
+    ("time-model", {"time_model": FLAT_STEP}, r"pack_len=64 with a time_model is not supported"),
+    ("row-over-budget", {"max_cost": 10}, r"pack_len=64: one row costs 4096 .*max_cost=10"),
+]:
+    case(
+        f"PlanOptions-pack_len-{label}",
+        functools.partial(options_with, **{**PACKED, **changes}),
+        VALUE,
+        match,
+    )
+case(
+    "PlanOptions-pack_len-group_by_length",
+    functools.partial(
+        options_with,
+        **PACKED,
+        time_model=FLAT_STEP,
+        group_by_length=True,
+    ),
+    VALUE,
+    r"pack_len=64 does not support group_by_length=True",
+)
+
 # the keyword shortcuts of every entry point that takes options
 SHORTCUT_ENTRIES: dict[str, Callable[..., object]] = {
     "plan_batches": lambda **kw: plan_batches(LENS, **kw),

@@ -30,6 +30,7 @@ import dynbatch
 from conftest import shared_file
 from dynbatch import DistributedDynamicBatchSampler, InputError, PlanOptions
 from dynbatch.plan.epochs import epoch_candidates
+from dynbatch.plan.packing import next_fit_rows
 from dynbatch.plan.planning import find_oversize, padded_lengths
 from dynbatch.plan.sharding import ShardedPlan
 from dynbatch.plan.splits import epoch_seconds
@@ -85,6 +86,8 @@ def _option_kwargs(combo: dict[str, Any], lengths: np.ndarray) -> dict[str, Any]
         kwargs["time_model"] = time_model(combo["time_model"])
     if combo["group_by_length"]:
         kwargs["group_by_length"] = True
+    if combo["pack_len"] is not None:
+        kwargs["pack_len"] = max(1, int(combo["pack_len"] * int(lengths.max())))
     if combo["batch_size"] is None:
         single = float(np.asarray(dynbatch.resolve_cost("linear")(1, int(lengths.max()))))
         kwargs.update(cost="linear", max_cost=single * combo["budget"])
@@ -193,6 +196,9 @@ def equal_steps(b: Built, data: st.DataObject) -> None:
 
 def within_budget(b: Built, data: st.DataObject) -> None:
     opts = b.options
+    if opts.pack_len is not None:
+        within_rows(b)
+        return
     plens = padded_lengths(b.lengths, opts.pad_to_multiple_of)
     for ranks in b.ranks:
         for rank in ranks:
@@ -204,6 +210,23 @@ def within_budget(b: Built, data: st.DataObject) -> None:
                     assert n <= cap, "within max_batch_size"
                 cost = float(np.asarray(opts.cost(n, int(plens[batch].max()))))
                 assert cost <= opts.max_cost * (1 + 1e-12) or n == 1, "within max_cost"
+
+
+def within_rows(b: Built) -> None:
+    """A packed micro-batch: at most ``max_rows`` rows (next-fit, as the collator builds them),
+    each within ``pack_len`` tokens or a single oversize sample."""
+    opts = b.options
+    assert opts.pack_len is not None
+    for ranks in b.ranks:
+        for rank in ranks:
+            for batch in rank:
+                assert len(batch) >= 1, "no empty micro-batch"
+                lens = b.lengths[batch]
+                rows = next_fit_rows(lens, opts.pack_len)
+                assert rows.size - 1 <= opts.max_rows, "rows within max_rows"
+                for a, z in itertools.pairwise(rows.tolist()):
+                    one_over = z - a == 1 and lens[a] > opts.pack_len
+                    assert lens[a:z].sum() <= opts.pack_len or one_over, "a row within pack_len"
 
 
 def exact_step_counts(b: Built, data: st.DataObject) -> None:
@@ -385,6 +408,26 @@ def test_the_table_is_not_vacuous(data: Any) -> None:
             invariant.check(built, data)
 
 
+@pytest.mark.parametrize("pack_len", [0.6, 1.0, 2.5])
+@settings(max_examples=3, deadline=None)
+@given(data=st.data())
+def test_packed_combinations_keep_every_promise(pack_len: float, data: Any) -> None:
+    """Packing builds (most packed draws above are refused by another option) and keeps them."""
+    lengths = np.random.default_rng(1).integers(1, 80, 97)
+    combo = {
+        **_default(),
+        "ranks": 3,
+        "pack_len": pack_len,
+        "oversize": "alone",
+        "order": "shuffle",
+    }
+    for source in ("memory", "stream"):
+        built = build({**combo, "source": source}, lengths)
+        assert built.options.pack_len is not None
+        for invariant in INVARIANTS:
+            invariant.check(built, data)
+
+
 # -- examples the table found (issue 28) ---------------------------------------------------------
 LENGTHS = np.random.default_rng(7).integers(1, 120, 160)
 
@@ -432,4 +475,5 @@ def _default() -> dict[str, Any]:
         "source": "memory",
         "budget": 8.0,
         "buffer_size": 30,
+        "pack_len": None,
     }

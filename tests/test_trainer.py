@@ -656,6 +656,16 @@ def test_the_recipe_refuses_what_it_cannot_honour(
         )
 
 
+def test_packing_is_refused_by_name_until_the_trainer_packs(tmp_path: Path) -> None:
+    """The Trainer would feed packed micro-batches to a padding collator: refused, both ways."""
+    ds = Reviews(20)
+    with pytest.raises(dynbatch.InputError, match=r"DynamicBatchTrainer.*pack_len=64"):
+        recipe_trainer(tmp_path, ds, make_args(tmp_path), pack_len=64)
+    packed = dynbatch.PlanOptions(max_cost=640, cost="linear", update_size=8, pack_len=64)
+    with pytest.raises(dynbatch.InputError, match=r"DynamicBatchTrainer.*pack_len=64"):
+        recipe_trainer(tmp_path, ds, make_args(tmp_path), options=packed)
+
+
 # -- what the integration borrows from paddlenlp, and what it promises ------------------------
 def test_every_paddlenlp_private_name_touched_still_exists() -> None:
     """_compat names each private name it uses; an upgrade that drops one fails here, loudly."""

@@ -23,7 +23,8 @@ __all__ = ["EXCLUDED", "PLOT_FORMATS", "UsageError", "as_flags", "check_flags", 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 #: the options ``stats`` has no flag for: each row is one order's plan, one rank, one epoch
-EXCLUDED = ("order", "drop_last", "equal_epochs", "balance")
+#: (``pack_len``: packed rows are not one order's batches; its own flag is to come)
+EXCLUDED = ("order", "drop_last", "equal_epochs", "balance", "pack_len")
 
 
 class UsageError(InputError):

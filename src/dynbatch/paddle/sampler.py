@@ -198,6 +198,7 @@ class _Cursor:
             unit, order = shortcuts.get("update_unit", "samples"), shortcuts.get("order", "bucket")
             # NOTE [ no time model on an accelerator ]: where like_fixed follows a step time
             follows = unit == "samples" and order in ("bucket", "shuffle")
+            follows = follows and shortcuts.get("pack_len") is None  # packing: no time split yet
             if shortcuts.get("time_model") is None and follows:
                 shortcuts = {**shortcuts, "time_model": default_time_model(type(self).__name__)}
             options = like_fixed(
@@ -308,7 +309,10 @@ _SAMPLER_DOC = """
             keywords (``max_cost=..., cost=..., order=..., seed=...,
             max_batch_size=..., batch_size_multiple=..., pad_to_multiple_of=...,
             oversize=..., drop_last=..., bucket_width=..., equal_epochs=...,
-            balance=..., update_size=..., update_unit=...``), not both.
+            balance=..., update_size=..., update_unit=..., pack_len=...``), not both.
+            With ``pack_len`` each batch is a packed micro-batch: a list of
+            sample indices, row after row, for :class:`~dynbatch.PackCollator`
+            (NOTE [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`).
         batch_size: the fixed batch (per rank) to train like, instead of
             ``options``: :func:`~dynbatch.like_fixed` plans padding-free
             micro-batches in updates of that many samples, lengths mixed

@@ -63,7 +63,10 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         max_cost, cost, ...: the :class:`~dynbatch.PlanOptions` as keywords
             (``drop_last`` and ``equal_epochs`` are refused; ``time_model`` and
             ``group_by_length`` cut each block's updates at the step time, NOTE
-            [ a stream at the step time ] in :mod:`dynbatch.stream.blocks`), or ``options=``.
+            [ a stream at the step time ] in :mod:`dynbatch.stream.blocks`; ``pack_len``
+            packs each block as an epoch is packed, NOTE [ packed epochs ] in
+            :mod:`dynbatch.plan.pack_epochs`: collate with
+            :class:`~dynbatch.PackCollator`), or ``options=``.
         buffer_size: records planned at once; memory grows with it, not with
             the corpus.
         reader: ``reader(path)`` or ``reader(path, start=...)`` yielding a shard's

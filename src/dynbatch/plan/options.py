@@ -24,6 +24,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .._checks import (
     InputError,
     InputTypeError,
@@ -122,6 +124,15 @@ class PlanOptions:
             of each epoch ] in :mod:`dynbatch.plan.epochs`). None: the time split
             alone, its step ``max_batch_size``. :func:`~dynbatch.like_fixed`
             sets it.
+        pack_len: pack several samples into each row of this many tokens, no
+            padding (:func:`~dynbatch.plan.packing.plan_packs`): a micro-batch
+            is then rows, as many as ``cost(rows, pack_len) <= max_cost``
+            allows (and at most ``max_batch_size`` rows), and an update holds
+            ``update_size`` samples (or loss tokens) on average (NOTE [ packed
+            epochs ] in :mod:`dynbatch.plan.pack_epochs`). Needs
+            ``update_size`` and a random ``order``; refuses ``equal_epochs``,
+            ``drop_last``, ``group_by_length``, ``time_model``,
+            ``batch_size_multiple`` and ``pad_to_multiple_of`` other than 1.
 
     :func:`~dynbatch.like_fixed` makes the options that train like a fixed
     batch, faster; :func:`~dynbatch.fill_device` those that fill a device.
@@ -181,6 +192,14 @@ class PlanOptions:
         metadata=_help(
             "with --time-model: the fixed batch's step (samples a rank); each epoch keeps the "
             "faster of the padding-free split and the time split"
+        ),
+    )
+
+    pack_len: int | None = field(
+        default=None,
+        metadata=_help(
+            "pack several samples into rows of this many tokens, no padding; a micro-batch is the "
+            "most rows with cost(rows, pack_len) <= max_cost"
         ),
     )
 
@@ -274,6 +293,68 @@ class PlanOptions:
                 "time_model draws the fixed batch's updates at random each epoch, so it needs a "
                 f"random order ('bucket' or 'shuffle'), got order={self.order!r}"
             )
+        put(self, "pack_len", check_int("pack_len", self.pack_len, minimum=1, allow_none=True))
+        if self.pack_len is not None:
+            self._check_packing()
+
+    def _check_packing(self) -> None:
+        """Refuse, by name, what packing cannot honour (NOTE [ packed epochs ])."""
+        where = f"pack_len={self.pack_len}"
+        if self.update_size is None:
+            raise InputError(
+                f"{where} cuts the packed rows into updates of update_size samples (or loss "
+                "tokens): give update_size (like_fixed(..., pack_len=...) sets it), got "
+                "update_size=None"
+            )
+        if not self.random_order:
+            raise InputError(
+                f"{where} packs random windows of the epoch and draws updates at random, so it "
+                f"needs a random order ('bucket' or 'shuffle'), got order={self.order!r}"
+            )
+        refused = {
+            "equal_epochs": self.equal_epochs,
+            "drop_last": self.drop_last,
+            "group_by_length": self.group_by_length,
+        }
+        for name, value in refused.items():
+            if value:
+                raise InputError(
+                    f"{where} does not support {name}=True: packing keeps every sample once and "
+                    "makes the fixed batch's update count, with no batch to drop, none of one "
+                    f"length; pass {name}=False or pack_len=None"
+                )
+        if self.time_model is not None:
+            raise InputError(
+                f"{where} with a time_model is not supported yet (the per-update choice between "
+                f"packing and splitting): pass time_model=None or pack_len=None, got "
+                f"time_model={self.time_model!r}"
+            )
+        for name in ("batch_size_multiple", "pad_to_multiple_of"):
+            if getattr(self, name) != 1:
+                raise InputError(
+                    f"{where} makes rows of exactly pack_len tokens, so {name} has no meaning "
+                    f"there: pass {name}=1 (choose pack_len a multiple instead), got "
+                    f"{name}={getattr(self, name)!r}"
+                )
+        if self.max_rows < 1:
+            one_row = float(np.asarray(self.cost(np.asarray([1]), np.asarray([self.pack_len])))[0])
+            raise InputError(
+                f"{where}: one row costs {one_row:g} under "
+                f"{cost_spec(self.cost) or 'the cost'}, over max_cost={self.max_cost:g}; raise "
+                "max_cost or lower pack_len"
+            )
+
+    @property
+    def max_rows(self) -> int:
+        """With ``pack_len``, the most rows a micro-batch holds: the largest ``R`` with
+        ``cost(R, pack_len) <= max_cost``, at most ``max_batch_size`` (0: not even one).
+
+        >>> PlanOptions(max_cost=4096, cost="linear", pack_len=512, update_size=8).max_rows
+        8
+        """
+        if self.pack_len is None:
+            raise InputError("max_rows is the rows of a packed micro-batch: set pack_len")
+        return _rows_within(self.cost, self.pack_len, self.max_cost, self.max_batch_size)
 
     @property
     def random_order(self) -> bool:
@@ -350,6 +431,29 @@ class PlanOptions:
         }
         values.update(overrides)
         return cls(**values)
+
+
+def _rows_within(cost: Cost, pack_len: int, max_cost: float, cap: int | None = None) -> int:
+    """The largest ``R`` (at most ``cap``) with ``cost(R, pack_len) <= max_cost``; 0 if none.
+
+    A cost grows with ``n``, so a doubling then a bisection finds it.
+    """
+    length = np.asarray([pack_len], dtype=np.int64)
+
+    def fits(rows: int) -> bool:
+        return bool(np.asarray(cost(np.asarray([rows]), length))[0] <= max_cost)
+
+    if not fits(1):
+        return 0
+    limit = cap if cap is not None else 2**40
+    low, high = 1, 2
+    while high <= limit and fits(high):
+        low, high = high, 2 * high
+    high = min(high, limit + 1)  # fits(low); not fits(high) or high past the cap
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
 
 
 FIELDS = frozenset(f.name for f in dataclasses.fields(PlanOptions))

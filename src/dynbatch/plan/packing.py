@@ -224,6 +224,7 @@ def plan_packs(
     oversize: str = "error",
     seed: int = 0,
     epoch: int = 0,
+    num_updates: int | None = None,
 ) -> PackPlan:
     """Pack samples into rows of ``pack_len`` tokens, the rows into updates and micro-batches.
 
@@ -249,6 +250,8 @@ def plan_packs(
             makes it a row and a micro-batch of its own.
         seed: the shuffle's seed.
         epoch: the epoch, mixed into the seed.
+        num_updates: updates in the epoch instead of ``ceil(N / batch_size)``
+            (at most one per row); ``batch_size`` then only sizes the window.
 
     Returns:
         A :class:`PackPlan`.
@@ -266,6 +269,7 @@ def plan_packs(
     max_rows = check_int("max_rows", max_rows, minimum=1, allow_none=True)
     seed = check_int("seed", seed)
     epoch = check_int("epoch", epoch)
+    num_updates = check_int("num_updates", num_updates, minimum=1, allow_none=True)
     counts = check_loss_tokens(loss_tokens, lens)
     if update_unit == "tokens" and counts is None:
         raise InputError(
@@ -299,7 +303,8 @@ def plan_packs(
     by_tokens = update_unit == "tokens" and counts is not None
     weights = counts if by_tokens and counts is not None else np.ones(lens.size, dtype=np.int64)
     kept = lens.size - skipped.size
-    update_ends = _cut_updates(rows, weights, -(-kept // batch_size))
+    target = -(-kept // batch_size) if num_updates is None else num_updates
+    update_ends = _cut_updates(rows, weights, target)
     return _emit(rows, update_ends, lens, pack_len, max_rows, skipped)
 
 

@@ -322,7 +322,7 @@ def find_oversize(
     options: PlanOptions | None = None,
     **shortcuts: Any,
 ) -> NDArray[Any]:
-    """Indices of samples that exceed ``max_cost`` even alone.
+    """Indices of samples that exceed ``max_cost`` even alone (with ``pack_len``: a row).
 
     >>> find_oversize([10, 300, 20], 200**2).tolist()
     [1]
@@ -331,6 +331,8 @@ def find_oversize(
     if max_cost is not None:
         shortcuts["max_cost"] = max_cost
     opts = resolve_options(options, shortcuts, "find_oversize")
+    if opts.pack_len is not None:  # a packed sample is over when longer than its row
+        return np.flatnonzero(lens > opts.pack_len)
     plens = padded_lengths(lens, opts.pad_to_multiple_of)
     dist = _Distinct(plens)
     caps = _capacity(opts.cost, dist.uniq, opts.max_cost, 1, 1)

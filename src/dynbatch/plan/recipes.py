@@ -119,6 +119,12 @@ def like_fixed(
             without a ``time_model``): the fixed batch's update count with
             almost no padding, at the price of updates that are not random
             draws ("On a GPU" in the docs, docs/gpu.md, has what that cost in accuracy).
+        pack_len: pack several samples into rows of this many tokens
+            (NOTE [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`):
+            updates as above, each micro-batch as many rows as fit the fixed
+            batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (one
+            row at the least; at most ``max_batch_size`` rows, when given),
+            order ``"shuffle"``.
         time_model: the step's seconds, ``c + n·L·(a + b·L)``: an object with
             ``c``, ``a``, ``b`` (``MemoryCost.time_model``,
             :meth:`~dynbatch.plan.steptime.StepTimeTable.fit`) or ``"c,a,b"``.
@@ -129,6 +135,7 @@ def like_fixed(
     (32.0, 8, 1280.0, 'bucket')
     """
     grouped = check_bool("group_by_length", fields.pop("group_by_length", False))
+    pack_len = check_int("pack_len", fields.pop("pack_len", None), minimum=1, allow_none=True)
     lens, longest = _lengths(lengths, fields, "like_fixed")
     counted = check_loss_tokens(loss_tokens, lens)
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
@@ -144,6 +151,12 @@ def like_fixed(
         trained = np.asarray(fn(1, padded), dtype=np.float64) <= budget
         trained = trained if trained.any() else ~trained
     updates = _updates((lens if counted is None else counted)[trained], samples, update_unit)
+    if pack_len is not None:  # rows of pack_len within the fixed batch's worst cost
+        if max_cost is None:  # and one row at the least
+            one_row = float(np.asarray(fn(np.asarray([1]), np.asarray([pack_len])))[0])
+            budget = max(budget, one_row)
+        values = {"order": "shuffle", **updates, **fields, "pack_len": pack_len}
+        return PlanOptions(max_cost=budget, cost=fn, time_model=time_model, **values)
     if update_unit == "tokens":  # micro-batches of about equal (full) tokens, as updates are
         tokens = max(samples * float(lens[trained].mean()) / (parts * replicas), float(longest))
         fn, budget = WithinBudgets(((fn, budget), (LinearCost(), tokens))), 1.0

@@ -37,6 +37,8 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError
 from .options import PlanOptions
+from .pack_epochs import deal_rows
+from .packing import next_fit_rows
 from .planning import padded_lengths
 from .plans import Plan
 from .sharding import TOLERANCE, ShardedPlan, shard_checked
@@ -166,6 +168,8 @@ def deal_rest(
 ) -> ShardedPlan:
     """The saved rest of an epoch as a plan for ``num_replicas`` ranks, update by update."""
     sizes, indices, updates = check_rest(rest, lengths.size)
+    if options.pack_len is not None:
+        return _deal_packed(sizes, indices, updates, lengths, options, num_replicas)
     plens = padded_lengths(lengths, options.pad_to_multiple_of)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     parts: list[ShardedPlan] = []
@@ -184,3 +188,34 @@ def deal_rest(
     padding = np.concatenate([p.is_padding for p in parts]) if parts else np.zeros(0, bool)
     order = np.arange(len(whole), dtype=np.int64)
     return ShardedPlan(whole, order, padding, num_replicas, steps)
+
+
+def _deal_packed(
+    sizes: Any,
+    indices: Any,
+    updates: Any,
+    lengths: NDArray[np.int64],
+    options: PlanOptions,
+    num_replicas: int,
+) -> ShardedPlan:
+    """The rest of a packed epoch for ``num_replicas`` ranks: each saved micro-batch's rows
+    (next-fit of its order, as the collator builds them), dealt update by update (NOTE
+    [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`)."""
+    pack_len = int(options.pack_len or 0)
+    offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
+    idx = np.asarray(indices, dtype=np.int64)
+    starts: list[NDArray[np.int64]] = []
+    update_rows = [0]
+    batch = rows_so_far = 0
+    for count in np.asarray(updates, dtype=np.int64).tolist():
+        for b in range(batch, batch + count):
+            a, z = int(offsets[b]), int(offsets[b + 1])
+            starts.append(a + next_fit_rows(lengths[idx[a:z]], pack_len)[:-1])
+            rows_so_far += starts[-1].size
+        batch += count
+        update_rows.append(rows_so_far)
+    row_starts = np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
+    rows = Plan(idx, np.concatenate([row_starts, [idx.size]]).astype(np.int64))
+    return deal_rows(
+        rows, np.asarray(update_rows), lengths, pack_len, options.max_rows, num_replicas
+    )

@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 
 from ..errors import InputError, InputTypeError
 from ..plan.options import PlanOptions
+from ..plan.pack_epochs import plan_packed_epoch
 from ..plan.planning import Plan, padded_lengths, plan_draw
 from ..plan.sharding import TOLERANCE, ShardedPlan, shard_checked
 from ..plan.splits import plan_split_updates
@@ -182,6 +183,8 @@ def plan_block(
     >>> sp.num_steps, sorted(sp.plan.indices.tolist())
     (3, [0, 1, 2, 3, 4, 5, 6, 7])
     """
+    if options.pack_len is not None:  # a block packed as an epoch (NOTE [ packed epochs ])
+        return plan_packed_epoch(lengths, options, key, num_replicas)
     if options.time_model is not None:  # NOTE [ a stream at the step time ]
         return plan_split_updates(lengths, options, key, num_replicas)
     plan = plan_draw(lengths, options, key, shuffle_batches=False)  # sharding orders them

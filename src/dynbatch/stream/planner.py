@@ -331,6 +331,11 @@ class StreamPlanner:
             f"(padded {padded}) and costs {float(opts.cost(1, padded)):g} alone, over "
             f"max_cost={opts.max_cost:g}"
         )
+        if opts.pack_len is not None:
+            head = (
+                f"the sample at {self._where(positions[i], epoch, slot, slots)} has length "
+                f"{length}, longer than a row of pack_len={opts.pack_len}"
+            )
         if opts.oversize == "error":
             raise InputError(
                 f"{head}. Raise max_cost, truncate it, or pass oversize='skip' or 'alone'"

@@ -1,0 +1,171 @@
+"""The packed plan of an epoch, as the samplers consume it: numpy only.
+
+:func:`plan_packed_epoch` is :func:`~dynbatch.plan.epochs.plan_epoch` for
+options with ``pack_len``: the rows of :func:`~dynbatch.plan.packing.plan_packs`
+grouped into micro-batches and dealt to the ranks as a
+:class:`~dynbatch.plan.sharding.ShardedPlan`, so the samplers, the
+accumulator, resume and ``steps_for_epochs`` work on it unchanged.
+
+NOTE [ packed epochs ]
+    The epoch is packed as :func:`~dynbatch.plan.packing.plan_packs` packs it
+    (NOTE [ packing windows ]): rows of at most ``pack_len`` tokens, shuffled
+    and cut into updates of ``update_size`` samples (or loss tokens) on
+    average, summed over the ranks. The update count is the epoch's samples
+    (or loss tokens) over ``update_size``, rounded up: the fixed batch's, as
+    with the unpacked updates (NOTE [ mixed updates ] in
+    :mod:`dynbatch.plan.windows`).
+
+    An update's rows are then dealt as micro-batches: ``T`` of them, a
+    multiple of ``num_replicas``, so that every rank takes the same number
+    of steps in every update (``T / num_replicas``) and all ranks step the
+    optimizer together. ``T`` is the fewest that keep each micro-batch within
+    :attr:`~dynbatch.PlanOptions.max_rows` (the most rows ``R`` with
+    ``cost(R, pack_len) <= max_cost``, at most ``max_batch_size``), rounded up
+    to the ranks; the update's rows are cut, in order, into micro-batches of
+    near-equal row counts, so the ranks of a step carry about equal work. A
+    row is never split. An oversize row (``oversize="alone"``) is a
+    micro-batch of its own. Only an update with fewer rows than ranks cannot
+    be dealt so; its missing micro-batches repeat its lightest row, flagged
+    in ``is_padding`` (weight 0 in the loss), as sharding does (NOTE [ equal
+    steps without dropping or repeating ] in :mod:`dynbatch.plan.sharding`).
+
+    A micro-batch is a list of sample indices, row after row; the collator
+    (:class:`~dynbatch.PackCollator`) rebuilds its rows by next-fit of that
+    order (NOTE [ rows by next-fit ] in :mod:`dynbatch.plan.packing`). Next-fit
+    over consecutive groups that each fit a row never makes more rows than
+    groups, so the collator's rows are never more than the micro-batch's
+    planned rows, and the budget holds.
+
+    ``drop_last``, ``equal_epochs``, ``group_by_length``, a ``time_model``,
+    ``batch_size_multiple`` and ``pad_to_multiple_of`` are refused with
+    ``pack_len`` (:class:`~dynbatch.PlanOptions`); ``order`` must be random
+    (the packing draws its own order from ``(seed, epoch)``), and
+    ``bucket_width`` and ``balance`` play no part.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._checks import InputError
+from .options import PlanOptions
+from .packing import plan_packs
+from .plans import Plan
+from .sharding import ShardedPlan
+
+__all__ = ["deal_rows", "plan_packed_epoch"]
+
+
+def plan_packed_epoch(
+    lengths: NDArray[np.int64],
+    options: PlanOptions,
+    epoch: int,
+    num_replicas: int = 1,
+    loss_tokens: NDArray[Any] | None = None,
+) -> ShardedPlan:
+    """Every rank's packed micro-batches of ``epoch`` (NOTE [ packed epochs ]), on checked inputs.
+
+    >>> opts = PlanOptions(max_cost=16, cost="linear", pack_len=8, update_size=4)
+    >>> sp = plan_packed_epoch(np.array([5, 3, 4, 2, 6, 1, 7, 8]), opts, 0, 2)
+    >>> sp.num_steps, sp.window_ends.tolist(), sorted(sp.plan.indices.tolist())
+    (2, [1, 2], [0, 1, 2, 3, 4, 5, 6, 7])
+    """
+    pack_len, size = options.pack_len, options.update_size
+    if pack_len is None or size is None:
+        raise InputError(
+            "plan_packed_epoch plans options with pack_len and update_size, got "
+            f"pack_len={pack_len!r}, update_size={size!r}"
+        )
+    tokens = options.update_unit == "tokens"
+    counted = (loss_tokens if loss_tokens is not None else lengths) if tokens else None
+    kept = np.ones(lengths.size, dtype=bool)
+    if options.oversize == "skip":
+        kept = lengths <= pack_len
+    total = float(kept.sum()) if counted is None else float(counted[kept].sum())
+    updates = max(1, math.ceil(total / float(size) - 1e-9))  # NOTE [ mixed updates ]'s count
+    packs = plan_packs(
+        lengths,
+        pack_len,
+        batch_size=max(1, round(int(kept.sum()) / updates)),
+        loss_tokens=counted,
+        update_unit=options.update_unit,
+        oversize=options.oversize,
+        seed=options.seed,
+        epoch=epoch,
+        num_updates=updates,
+    )
+    row_offsets = packs.row_offsets
+    update_rows = packs.micro_row_offsets[packs.update_offsets]
+    return deal_rows(
+        Plan(packs.micro_batches.indices, row_offsets),
+        update_rows,
+        lengths,
+        pack_len,
+        options.max_rows,
+        num_replicas,
+    )
+
+
+def deal_rows(
+    rows: Plan,
+    update_rows: NDArray[Any],
+    lengths: NDArray[np.int64],
+    pack_len: int,
+    max_rows: int,
+    num_replicas: int,
+) -> ShardedPlan:
+    """Rows, cut into updates at ``update_rows``, as micro-batches dealt to the ranks.
+
+    Each update becomes a multiple of ``num_replicas`` micro-batches of at most
+    ``max_rows`` rows (NOTE [ packed epochs ]); ``window_ends`` mark the updates.
+
+    >>> rows = Plan.from_batches([[0, 1], [2], [3], [4, 5], [6]])
+    >>> sp = deal_rows(rows, np.array([0, 3, 5]), np.ones(7, np.int64), 2, 2, 2)
+    >>> [b.tolist() for b in sp.plan], sp.window_ends.tolist(), sp.is_padding.tolist()
+    ([[0, 1, 2], [3], [4, 5], [6]], [1, 2], [False, False, False, False])
+    """
+    n_rows = len(rows)
+    offsets = rows.offsets
+    sizes = np.diff(offsets)
+    tokens = (
+        np.add.reduceat(lengths[rows.indices], offsets[:-1]) if n_rows else np.zeros(0, np.int64)
+    )
+    alone = (sizes == 1) & (tokens > pack_len)
+    order: list[NDArray[np.int64]] = []  # the rows, update after update, as dealt
+    counts: list[int] = []  # rows per micro-batch
+    padding: list[bool] = []
+    steps: list[int] = []  # steps per update
+    bounds = np.asarray(update_rows, dtype=np.int64).tolist()
+    for a, b in itertools.pairwise(bounds):
+        ids = np.arange(a, b, dtype=np.int64)
+        single = alone[a:b]
+        normal, apart = ids[~single], ids[single]
+        r, k = int(normal.size), int(apart.size)
+        least = -(-r // max_rows) + k
+        total = max(num_replicas, -(-least // num_replicas) * num_replicas)
+        chunks = min(total - k, r)
+        repeats = total - k - chunks
+        if chunks:
+            base, extra = divmod(r, chunks)
+            counts += [base + 1] * extra + [base] * (chunks - extra)
+        counts += [1] * (k + repeats)
+        padding += [False] * (chunks + k) + [True] * repeats
+        lightest = ids[np.argmin(tokens[a:b])] if repeats else 0
+        order += [normal, apart, np.full(repeats, lightest, dtype=np.int64)]
+        steps.append(total // num_replicas)
+    row_order = np.concatenate(order) if order else np.zeros(0, dtype=np.int64)
+    dealt = rows.take(row_order)
+    micro = np.concatenate([[0], np.cumsum(np.asarray(counts, dtype=np.int64))])
+    base_plan = Plan(dealt.indices, dealt.offsets[micro])
+    return ShardedPlan(
+        base_plan,
+        np.arange(len(base_plan), dtype=np.int64),
+        np.asarray(padding, dtype=bool),
+        num_replicas,
+        np.cumsum(np.asarray(steps, dtype=np.int64)),
+    )

@@ -1,0 +1,320 @@
+"""``pack_len=`` as a planning option: the samplers yield packed micro-batches.
+
+Every promise of the samplers holds for packed micro-batches too (NOTE [ packed
+epochs ] in ``dynbatch.plan.pack_epochs``): the collator's rows are the plan's,
+exactly once, equal steps across ranks, exact step counts, determinism, resume.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import paddle
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import lengths as lengths_strategy
+
+import dynbatch
+from dynbatch import DistributedDynamicBatchSampler, DynamicBatchSampler, PackCollator
+from dynbatch.plan.epochs import plan_epoch
+from dynbatch.plan.packing import next_fit_rows
+
+
+def lognormal(n: int, cap: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.minimum(np.ceil(rng.lognormal(4.0, 0.8, n)), cap).astype(np.int64)
+
+
+def dataset(lens: np.ndarray) -> list[dict[str, list[int]]]:
+    """Samples whose ids are their own index, so rows can be traced back."""
+    return [{"input_ids": [i + 1] * int(k)} for i, k in enumerate(lens)]
+
+
+def rank_samplers(lens: np.ndarray, replicas: int, **kw: Any) -> list[Any]:
+    return [
+        DistributedDynamicBatchSampler(
+            dataset(lens), lengths=lens, num_replicas=replicas, rank=r, **kw
+        )
+        for r in range(replicas)
+    ]
+
+
+def real_samples(passes: list[list[list[int]]], pads: list[np.ndarray]) -> list[int]:
+    """Every rank's samples but those of micro-batches flagged as padding."""
+    out = []
+    for batches, mask in zip(passes, pads, strict=True):
+        for batch, is_pad in zip(batches, mask, strict=True):
+            out += [] if is_pad else batch
+    return out
+
+
+def test_sampler_yields_lists_of_indices_the_collator_packs_as_planned() -> None:
+    lens = lognormal(400, 256)
+    ds = dataset(lens)
+    sampler = DynamicBatchSampler(ds, lengths=lens, batch_size=16, pack_len=256, seed=3)
+    collate = PackCollator(pack_len=256)
+    rows_cap = sampler.options.max_rows
+    seen: list[int] = []
+    for batch in sampler:
+        assert isinstance(batch, list) and all(isinstance(i, int) for i in batch), "lists of ints"
+        out = collate([ds[i] for i in batch])
+        planned = next_fit_rows(lens[batch], 256)
+        assert out["input_ids"].shape == (planned.size - 1, 256), "the plan's rows, [R, P]"
+        assert planned.size - 1 <= rows_cap, "rows within max_rows"
+        for r in range(planned.size - 1):
+            members = batch[planned[r] : planned[r + 1]]
+            ids = out["input_ids"][r]
+            assert sorted(set(ids[ids > 0].tolist())) == sorted(i + 1 for i in members), "row"
+        seen += batch
+    assert sorted(seen) == list(range(lens.size)), "every sample exactly once"
+    fixed_updates = -(-lens.size // 16)
+    assert sampler.steps_for_epochs([0]) == fixed_updates, "the fixed batch's update count"
+
+
+def test_packing_fills_rows_and_keeps_the_micro_batch_within_the_fixed_batch_worst() -> None:
+    lens = lognormal(3000, 512, seed=1)
+    opts = dynbatch.like_fixed(lens, batch_size=32, pack_len=512)
+    sp = plan_epoch(lens, opts, 0)
+    tokens, rows = 0, 0
+    for batch in sp.plan:
+        offs = next_fit_rows(lens[batch], 512)
+        rows += offs.size - 1
+        tokens += int(lens[batch].sum())
+        assert float(opts.cost(offs.size - 1, 512)) <= opts.max_cost, "the budget"
+    assert tokens / (rows * 512) >= 0.95, "rows are filled"
+    assert opts.max_rows == 32 * int(lens.max()) // 512, "linear cost: B * L_max / pack_len rows"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lens=lengths_strategy(max_size=200, max_len=300),
+    batch_size=st.integers(1, 12),
+    slack=st.integers(0, 200),
+    replicas=st.integers(1, 4),
+    oversize=st.sampled_from(["error", "skip", "alone"]),
+    unit=st.sampled_from(["samples", "tokens"]),
+    max_batch_size=st.none() | st.integers(1, 4),
+    seed=st.integers(0, 2**31),
+    epoch=st.integers(0, 20),
+)
+def test_every_packed_plan_keeps_every_promise(
+    lens: np.ndarray,
+    batch_size: int,
+    slack: int,
+    replicas: int,
+    oversize: str,
+    unit: str,
+    max_batch_size: int | None,
+    seed: int,
+    epoch: int,
+) -> None:
+    longest = int(lens.max())
+    pack_len = longest + slack if oversize == "error" else max(1, int(np.median(lens)) + slack)
+    if oversize == "skip" and not (lens <= pack_len).any():
+        pack_len = longest
+    fields: dict[str, Any] = {"pack_len": pack_len, "oversize": oversize, "seed": seed}
+    if max_batch_size is not None:
+        fields["max_batch_size"] = max_batch_size
+    opts = dynbatch.like_fixed(
+        lens, batch_size=batch_size, num_replicas=replicas, update_unit=unit, **fields
+    )
+    sp = plan_epoch(lens, opts, epoch, replicas)
+    over = lens > pack_len
+    kept = np.flatnonzero(~over) if oversize == "skip" else np.arange(lens.size)
+    real = sp.plan.take(np.flatnonzero(~sp.is_padding))
+    assert np.array_equal(np.sort(real.indices), kept), "exactly once (skipped: oversize)"
+    assert sp.order.size % replicas == 0, "equal steps across ranks"
+    ends = sp.window_ends
+    assert ends is not None and ends[-1] == sp.num_steps and np.all(np.diff(ends) > 0)
+    for batch in sp.plan:
+        offs = next_fit_rows(lens[batch], pack_len)
+        assert offs.size - 1 <= opts.max_rows, "rows within max_rows"
+        for a, b in itertools.pairwise(offs.tolist()):
+            row = lens[batch[a:b]]
+            assert row.sum() <= pack_len or (row.size == 1 and row[0] > pack_len), "row budget"
+        if over[batch].any():
+            assert batch.size == 1, "an oversize sample alone"
+    again = plan_epoch(lens, opts, epoch, replicas)
+    assert again.digest() == sp.digest(), "deterministic by (seed, epoch)"
+    total = kept.size if unit == "samples" else int(lens[kept].sum())
+    expected = -(-total // int(opts.update_size)) if unit == "samples" else None
+    rows = sum(next_fit_rows(lens[b], pack_len).size - 1 for b in real)
+    if expected is not None and rows >= expected:
+        assert ends.size == expected, "the fixed batch's update count"
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 3, 4])
+def test_ranks_take_equal_steps_and_step_counts_are_exact(replicas: int) -> None:
+    lens = lognormal(250, 200, seed=replicas)
+    samplers = rank_samplers(lens, replicas, batch_size=8, pack_len=200, seed=5)
+    for epoch in (0, 1):
+        for s in samplers:
+            s.set_epoch(epoch)
+        passes = [list(s) for s in samplers]
+        assert len({len(p) for p in passes}) == 1, "equal steps on every rank"
+        assert all(len(p) == len(s) for p, s in zip(passes, samplers, strict=True)), "len()"
+        pads = [s.padding_mask(epoch) for s in samplers]
+        real = sorted(
+            i
+            for p, m in zip(passes, pads, strict=True)
+            for b, f in zip(p, m, strict=True)
+            if not f
+            for i in b
+        )
+        assert real == list(range(lens.size)), "exactly once over the ranks"
+    counted = samplers[0].steps_for_epochs(range(2))
+    windows = [samplers[0].epoch_plan(e).window_ends for e in range(2)]
+    assert counted == sum(w.size for w in windows), "steps_for_epochs: the planned updates"
+    fixed = -(-lens.size // (8 * replicas))
+    assert counted == 2 * fixed, "the fixed batch's update count"
+
+
+def test_other_seed_or_epoch_packs_other_rows() -> None:
+    lens = lognormal(300, 200)
+    a = DynamicBatchSampler(lengths=lens, batch_size=8, pack_len=200, seed=1)
+    b = DynamicBatchSampler(lengths=lens, batch_size=8, pack_len=200, seed=1)
+    c = DynamicBatchSampler(lengths=lens, batch_size=8, pack_len=200, seed=2)
+    assert list(a) == list(b), "same (seed, epoch): the same micro-batches"
+    assert a.epoch_plan(0).digest() != c.epoch_plan(0).digest(), "another seed"
+    assert a.epoch_plan(0).digest() != a.epoch_plan(1).digest(), "another epoch"
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_resume_mid_epoch_yields_exactly_the_rest(replicas: int) -> None:
+    lens = lognormal(300, 200, seed=7)
+    first = rank_samplers(lens, replicas, batch_size=8, pack_len=200, seed=2)
+    for s in first:
+        s.set_epoch(1)
+    full = [list(s) for s in first]
+    cut = len(full[0]) // 2
+    states = [s.state_dict(consumed_batches=cut) for s in first]
+    resumed = rank_samplers(lens, replicas, batch_size=8, pack_len=200, seed=2)
+    for s, state in zip(resumed, states, strict=True):
+        s.load_state_dict(state)
+    rest = [list(s) for s in resumed]
+    assert rest == [p[cut:] for p in full], "exactly the rest, on every rank"
+
+
+def test_resume_refuses_a_state_saved_with_another_pack_len() -> None:
+    lens = lognormal(200, 200)
+    saved = DynamicBatchSampler(lengths=lens, batch_size=8, pack_len=200)
+    state = saved.state_dict(consumed_batches=1)
+    other = DynamicBatchSampler(lengths=lens, batch_size=8, pack_len=256)
+    with pytest.raises(dynbatch.InputError, match="pack_len: saved 200, here 256"):
+        other.load_state_dict(state)
+    unpacked = DynamicBatchSampler(lengths=lens, batch_size=8)
+    with pytest.raises(dynbatch.InputError, match="pack_len"):
+        unpacked.load_state_dict(state)
+
+
+def test_resume_on_another_number_of_ranks_keeps_rows_and_equal_steps() -> None:
+    lens = lognormal(300, 200, seed=4)
+    two = rank_samplers(lens, 2, batch_size=8, pack_len=200, seed=3)
+    passes = [list(s) for s in two]
+    ends = two[0].epoch_plan(0).window_ends
+    cut = int(ends[len(ends) // 2])  # at an update's end
+    states = [s.state_dict(consumed_batches=cut) for s in two]
+    opts = two[0].options  # the global update kept: 2 x 8 = 16 samples, update_size=16
+    three = [
+        DistributedDynamicBatchSampler(
+            dataset(lens), lengths=lens, num_replicas=3, rank=r, options=opts
+        )
+        for r in range(3)
+    ]
+    for s in three:
+        s.load_state_dict(states[0])
+    rest = [list(s) for s in three]
+    assert len({len(p) for p in rest}) == 1, "equal steps on the new ranks"
+    pads = [s.padding_mask() for s in three]
+    done = {i for p in passes for b in p[:cut] for i in b}
+    left = sorted(
+        i
+        for p, m in zip(rest, pads, strict=True)
+        for b, f in zip(p, m, strict=True)
+        if not f
+        for i in b
+    )
+    assert left == sorted(set(range(lens.size)) - done), "exactly the rest"
+    for p in rest:
+        for b in p:
+            assert next_fit_rows(lens[b], 200).size - 1 <= opts.max_rows, "rows within budget"
+
+
+class Bag(paddle.nn.Layer):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = paddle.nn.Embedding(512, 4)
+        self.out = paddle.nn.Linear(4, 1)
+
+    def forward(self, ids: paddle.Tensor) -> paddle.Tensor:
+        return self.out(self.emb(ids))
+
+
+def test_accumulator_steps_at_the_planned_update_ends() -> None:
+    lens = lognormal(120, 100, seed=2)
+    ds = [{"input_ids": list(range(1, int(k) + 1))} for k in lens]
+    sampler = DynamicBatchSampler(ds, lengths=lens, batch_size=8, pack_len=128, seed=1)
+    paddle.seed(0)
+    model = Bag()
+    acc = dynbatch.GradientAccumulator(
+        model, paddle.optimizer.SGD(0.01, parameters=model.parameters()), sampler=sampler
+    )
+    collate = PackCollator(pack_len=128)
+    ends = set(sampler.epoch_plan(0).window_ends.tolist())
+    stepped = []
+    for k, batch in enumerate(sampler):
+        out = collate([ds[i] for i in batch])
+        ids = paddle.to_tensor(out["input_ids"])
+        with acc.accumulate():
+            loss = (
+                model(ids).squeeze(-1) * paddle.to_tensor((out["input_ids"] > 0).astype("float32"))
+            ).sum()
+            before = acc.optimizer_steps
+            acc.backward(loss, count=len(batch))
+        if acc.optimizer_steps > before:
+            stepped.append(k + 1)
+    assert set(stepped) == ends, "the optimizer steps exactly at the planned update ends"
+    assert acc.optimizer_steps == sampler.steps_for_epochs([0])
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_a_stream_packs_each_block_as_an_epoch(replicas: int) -> None:
+    lens = lognormal(230, 128, seed=9)
+    source = [{"input_ids": [i + 1] * int(k)} for i, k in enumerate(lens)]
+    streams = [
+        dynbatch.DynamicBatchIterable(
+            source,
+            length_fn=lambda s: len(s["input_ids"]),
+            max_cost=4 * 128,
+            cost="linear",
+            pack_len=128,
+            update_size=8,
+            buffer_size=100,
+            num_replicas=replicas,
+            rank=r,
+        )
+        for r in range(replicas)
+    ]
+    collate = PackCollator(pack_len=128)
+    passes = [list(s) for s in streams]
+    assert len({len(p) for p in passes}) == 1, "equal steps on every rank"
+    seen = []
+    for p in passes:
+        for batch in p:
+            out = collate(list(batch))
+            ids = [s["input_ids"][0] - 1 for s in batch]
+            assert out["input_ids"].shape[0] <= 4, "rows within max_rows = 4"
+            assert out["input_ids"].shape[1] == 128
+            if not batch.info.padding:
+                seen += ids
+    assert sorted(seen) == list(range(lens.size)), "every sample once over the ranks"
+
+
+def test_a_stream_refuses_pack_len_without_update_size() -> None:
+    with pytest.raises(dynbatch.InputError, match=r"pack_len=64 .* update_size"):
+        dynbatch.DynamicBatchIterable(
+            [[1, 2]], length_fn=len, max_cost=640, cost="linear", pack_len=64
+        )
