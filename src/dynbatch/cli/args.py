@@ -23,7 +23,7 @@ __all__ = ["EXCLUDED", "PLOT_FORMATS", "UsageError", "as_flags", "check_flags", 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 #: the options ``stats`` has no flag for: each row is one order's plan, one rank, one epoch
-#: (``pack_len``: packed rows are not one order's batches; its own flag is to come)
+#: (``pack_len``: packed rows are not one order's batches: its own flag, --pack-len, adds a row)
 EXCLUDED = ("order", "drop_last", "equal_epochs", "balance", "pack_len")
 
 
@@ -196,7 +196,10 @@ def check_flags(args: argparse.Namespace) -> None:
             message if "--cost" in message else f"--cost={args.cost}: {message}"
         ) from None
     try:
-        # the step time and the grouping are rows' (like fixed, grouped), not every order's
-        args.options = PlanOptions.from_args(args, time_model=None, group_by_length=False)
+        # the step time, the grouping and packing are rows' (like fixed, grouped, packed), not
+        # every order's
+        args.options = PlanOptions.from_args(
+            args, time_model=None, group_by_length=False, pack_len=None
+        )
     except InputError as exc:
         raise UsageError(as_flags(str(exc))) from None
