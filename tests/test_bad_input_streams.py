@@ -80,6 +80,24 @@ case(
     r"prefetch_factor must be an integer >= 1.*got prefetch_factor='2'",
 )
 case(
+    "loader-unknown-keyword",
+    lambda: stream().loader(None, bogus=1),
+    TYPE,
+    r"loader\(\) got an unknown keyword bogus=1: .*paddle.io.DataLoader takes .*prefetch_factor",
+)
+case(
+    "read_jsonl-missing",
+    lambda: list(read_jsonl(SHARD.parent / "missing.jsonl")),
+    VALUE,
+    r"path=.*missing.jsonl: no such file",
+)
+case(
+    "read_jsonl-directory",
+    lambda: list(read_jsonl(SHARD.parent)),
+    VALUE,
+    r"path=.* is a directory, not a JSON-lines file",
+)
+case(
     "loader-num_workers-negative",
     lambda: stream().loader(num_workers=-1),
     VALUE,
@@ -143,7 +161,7 @@ case(
 
 
 def test_the_table_is_full() -> None:
-    CASES.check_size(17)
+    CASES.check_size(20)
 
 
 @pytest.mark.filterwarnings("ignore:skipping")
