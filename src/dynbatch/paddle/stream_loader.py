@@ -8,6 +8,7 @@ and for the accumulator (NOTE [ resuming a stream ] in :mod:`dynbatch.stream.pla
 
 from __future__ import annotations
 
+import inspect
 import mmap
 import threading
 import traceback
@@ -367,6 +368,14 @@ class StreamLoader:
         **kwargs: Any,
     ) -> None:
         self.num_workers = check_int("num_workers", num_workers)
+        known = set(inspect.signature(DataLoader.__init__).parameters) - {"self", "dataset"}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            name = unknown[0]
+            raise InputTypeError(
+                f"loader() got an unknown keyword {name}={kwargs[name]!r:.80}: the keywords it "
+                f"passes on are those paddle.io.DataLoader takes ({', '.join(sorted(known))})"
+            )
         if kwargs.get("persistent_workers"):
             raise InputError(
                 "persistent_workers=True keeps the workers of the first pass, which would not "
