@@ -260,33 +260,32 @@ _END = object()
 class _HandRead:
     """A mark the workers of a hand-built DataLoader leave for the main process to see.
 
-    One byte of anonymous shared memory (NOTE [ who reads a stream ]): a worker
-    forked from the stream writes the generation it was forked in, and the main
-    process reads the mark only while that generation lasts, so a worker of a pass
-    that :meth:`forget` ended (``set_epoch``, ``load_state_dict``, a new pass) is
-    not mistaken for one of the pass under way. A pickled copy (a worker started by
-    spawn, not fork) gets a mark of its own, which the main process cannot see.
+    One byte of anonymous shared memory (NOTE [ who reads a stream ]): a worker forked
+    from the stream sets it when it starts reading, and the main process clears it
+    where what training took is known again (``set_epoch``, ``load_state_dict``, a
+    pass of its own). A worker that starts reading after that (persistent workers,
+    which never see ``set_epoch``) sets it again: a refusal too many, never a state
+    that restarts the epoch. A pickled copy (a worker started by spawn, not fork)
+    gets a byte of its own, which the main process cannot see.
     """
 
     def __init__(self) -> None:
         self._shared = mmap.mmap(-1, 1)
-        self._generation = 1
 
     def mark(self) -> None:
-        self._shared[0] = self._generation
+        self._shared[0] = 1
 
     def marked(self) -> bool:
-        return self._shared[0] == self._generation
+        return self._shared[0] == 1
 
     def forget(self) -> None:
-        self._generation = self._generation % 255 + 1
+        self._shared[0] = 0
 
     def __getstate__(self) -> dict[str, int]:
-        return {"generation": self._generation}
+        return {}
 
     def __setstate__(self, state: dict[str, int]) -> None:
-        self.__init__()  # type: ignore[misc]
-        self._generation = state["generation"]
+        self._shared = mmap.mmap(-1, 1)
 
 
 @dataclass(frozen=True)
