@@ -183,13 +183,19 @@ COLLATE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         r"Dict: sample 0 must be a dict with field 'ids', got \[1, 2\]",
     ),
     ("Dict-empty-batch", lambda: Dict({"ids": Pad()})([]), VALUE, r"Dict got an empty batch"),
+    (
+        "Pad-pad_val-str",
+        lambda: Pad(pad_val="x")([[1, 2, 3], [4]]),
+        TYPE,
+        r"pad_val must be a number \(the fill value\), got pad_val='x'",
+    ),
 ]
 for label, call, error, match in COLLATE_CASES:
     case(label, call, error, match)
 
 
 def test_table_is_large() -> None:
-    CASES.check_size(30)
+    CASES.check_size(31)
 
 
 @pytest.mark.parametrize("bad", CASES, ids=CASES.ids())

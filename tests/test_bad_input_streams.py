@@ -35,6 +35,16 @@ def read_an_open_file() -> object:
         os.close(fd)  # raises if read_jsonl closed the caller's descriptor
 
 
+def resumed_from(steps: int, cursor: list[int]) -> object:
+    """A state taken after one batch, its steps and cursor replaced, loaded and read on."""
+    it = stream(max_cost=8, buffer_size=2)
+    next(iter(it))
+    state = {**it.state_dict(), "steps": steps, "cursors": [cursor]}
+    again = stream(max_cost=8, buffer_size=2)
+    again.load_state_dict(state)
+    return list(again)
+
+
 CASES = Cases()
 case = CASES.add
 case("read_jsonl-int", read_an_open_file, TYPE, r"path must be a file path .*got path=\d+")
@@ -68,6 +78,24 @@ case(
     lambda: stream().loader(prefetch_factor="2", num_workers=2),
     TYPE,
     r"prefetch_factor must be an integer >= 1.*got prefetch_factor='2'",
+)
+case(
+    "loader-unknown-keyword",
+    lambda: stream().loader(None, bogus=1),
+    TYPE,
+    r"loader\(\) got an unknown keyword bogus=1: .*paddle.io.DataLoader takes .*prefetch_factor",
+)
+case(
+    "read_jsonl-missing",
+    lambda: list(read_jsonl(SHARD.parent / "missing.jsonl")),
+    VALUE,
+    r"path=.*missing.jsonl: no such file",
+)
+case(
+    "read_jsonl-directory",
+    lambda: list(read_jsonl(SHARD.parent)),
+    VALUE,
+    r"path=.* is a directory, not a JSON-lines file",
 )
 case(
     "loader-num_workers-negative",
@@ -106,9 +134,34 @@ case(
     r"group_by_length draws the updates of a time_model's split.*time_model=None",
 )
 
+case(
+    "state-steps-not-its-cursors",
+    lambda: resumed_from(10**9, [0, 0, 0, 1, 1, 0]),
+    VALUE,
+    r"state\['steps'\]=1000000000 must be the steps its cursors took \(1, the sum",
+)
+case(
+    "state-block_step-over-slot_step",
+    lambda: resumed_from(1, [0, 0, 0, 3, 1, 0]),
+    VALUE,
+    r"state\['cursors'\]\[0\].*block step 3.*over the slot's steps 1",
+)
+case(
+    "state-cursor-past-its-block",
+    lambda: resumed_from(999, [0, 0, 0, 999, 999, 0]),
+    VALUE,
+    r"stream state.*step 999 of block 0.*holds 2 steps",
+)
+case(
+    "state-cursor-past-the-stream",
+    lambda: resumed_from(5, [5, 0, 999, 0, 5, 0]),
+    VALUE,
+    r"stream state.*block 5 at record 999.*no record there",
+)
+
 
 def test_the_table_is_full() -> None:
-    CASES.check_size(13)
+    CASES.check_size(20)
 
 
 @pytest.mark.filterwarnings("ignore:skipping")

@@ -521,6 +521,47 @@ def test_the_stream_row_is_priced(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert line.split()[-2] == str(stream["batches"]), line
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["split", "grouped"])
+def test_with_update_size_a_step_time_rows_are_what_the_sampler_and_the_stream_make(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], grouped: bool
+) -> None:
+    """``--update-size`` with a step time: the sampler and the stream given ``time_model=``
+    split the updates at the step time, so the ``split`` and ``stream`` rows are their plans."""
+    paddle = pytest.importorskip("paddle")  # noqa: F841
+    from dynbatch import DynamicBatchIterable, DynamicBatchSampler
+
+    lens = np.random.default_rng(0).lognormal(3.5, 0.8, 500).clip(1, 256).astype(np.int64)
+    path = tmp_path / "l.npy"
+    np.save(path, lens)
+    flags = ["--update-size", "32", "--time-model", "0.01,1e-6,0"]
+    flags += ["--group-by-length"] if grouped else []
+    argv = [str(path), "--max-cost", "20000", "--cost", "linear", "--buffer-size", "100", *flags]
+    rows = rows_of(run_json(capsys, *argv))
+    options = {"max_cost": 20000, "cost": "linear", "update_size": 32}
+    options.update(time_model="0.01,1e-6,0", group_by_length=grouped)
+
+    def seconds(batches: list) -> float:
+        return sum(0.01 + 1e-6 * len(b) * int(lens[list(b)].max()) for b in batches)
+
+    sampler = DynamicBatchSampler(lengths=lens, **options)  # type: ignore[arg-type]
+    planned = list(sampler)
+    assert rows["split"]["batches"] == len(planned), "the sampler's plan"
+    assert rows["split"]["updates"] == sampler.steps_for_epochs([0])
+    assert rows["split"]["seconds"] == pytest.approx(seconds(planned))
+    it = DynamicBatchIterable(
+        list(range(lens.size)),
+        length_fn=lambda i: int(lens[i]),
+        buffer_size=100,
+        num_replicas=1,
+        rank=0,
+        **options,  # type: ignore[arg-type]
+    )
+    read = list(it)
+    assert rows["stream 100"]["batches"] == len(read), "the stream's plan"
+    assert rows["stream 100"]["updates"] == it.steps_for_epochs([0])
+    assert rows["stream 100"]["seconds"] == pytest.approx(seconds(read))
+
+
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
 
 #: argv that reach each kind of refusal: argparse's, the flag checks', the options' own

@@ -295,14 +295,19 @@ def test_a_stream_iterated_directly_resumes_after_what_it_yielded(how: str) -> N
     assert taken + [[s["id"] for s in b] for b in again] == whole
 
 
+@pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("before", ["nothing", "list(stream)"])
-def test_a_hand_built_loader_then_state_dict_is_refused(before: str) -> None:
-    """Its thread reads ahead of the loop, so what training took is not known."""
+def test_a_hand_built_loader_then_state_dict_is_refused(before: str, workers: int) -> None:
+    """Its thread or its workers read ahead of the loop, so what training took is not known;
+    its workers are other processes, yet the stream they were forked from learns of them."""
     it = stream(num_replicas=1, rank=0)
     if before == "list(stream)":
         list(it)
-    plain = paddle.io.DataLoader(it, batch_size=None, num_workers=0, collate_fn=collate)
-    next(iter(plain))
+    plain = paddle.io.DataLoader(it, batch_size=None, num_workers=workers, collate_fn=collate)
+    batches = iter(plain)
+    for _ in range(3):
+        next(batches)
+    del batches
     with pytest.raises(
         InputError,
         match=r"state_dict\(\).*DataLoader built by hand.*"

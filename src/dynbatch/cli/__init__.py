@@ -34,7 +34,7 @@ from .._checks import InputError
 from ..plan.options import PlanOptions
 from ..plan.pack_time import packed_stats
 from ..plan.planning import find_oversize
-from ..plan.stats import PlanStats, compare_orders
+from ..plan.stats import PlanStats, compare_orders, split_options
 from ..stream.state import stream_stats
 from .args import UsageError, as_flags, check_flags, parser
 from .corpora import Corpus, read_corpus, read_lengths
@@ -73,8 +73,10 @@ def _stats(args: argparse.Namespace) -> None:
                 group_by_length=args.group_by_length,
             )
             if args.buffer_size is not None:  # the corpus as DynamicBatchIterable reads it
+                # the stream given the step time as time_model splits updates as the sampler does
+                timed = split_options(options, args.step_time, args.group_by_length)
                 rows[f"stream {args.buffer_size}"] = stream_stats(
-                    lengths, options, args.buffer_size, step_time=args.step_time
+                    lengths, timed or options, args.buffer_size, step_time=args.step_time
                 )
             if args.pack_len is not None:
                 rows["packed"] = _packed(args, corpus, options)

@@ -18,8 +18,11 @@ rows (one per plan of one epoch, one rank):
                 the split the step time predicts faster
   grouped       with --group-by-length: like_fixed(group_by_length=True), updates of
                 near-equal lengths as Hugging Face's group_by_length draws them
+  split         with --update-size and a step time: what the sampler given it as time_model
+                plans, the updates split at the step time (grouped with --group-by-length)
   stream N      with --buffer-size N: the corpus read as a stream (DynamicBatchIterable),
-                in file order, planned N samples at a time
+                in file order, planned N samples at a time; with --update-size and a step
+                time, split at the step time as the split row is
   packed        with --pack-len N: samples packed into rows of N tokens, no padding but
                 each row's end (plan_packs). A row counts as a batch: batches are rows,
                 bs the samples in a row, a row costs cost(1, N), pad eff is real tokens /

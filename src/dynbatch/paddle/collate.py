@@ -17,6 +17,7 @@ is given where paddlenlp always returns int32.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -143,6 +144,11 @@ class Pad:
         pad_to_multiple_of: int | None = None,
         ret_mask: bool = False,
     ) -> None:
+        if not isinstance(pad_val, (numbers.Number, np.number, np.bool_)):
+            raise InputTypeError(
+                f"pad_val must be a number (the fill value), got pad_val={pad_val!r:.80} "
+                f"({type(pad_val).__name__})"
+            )
         self._pad_val = pad_val
         self._axis = _check_axis(axis)
         if ret_length is not None and not isinstance(ret_length, (bool, np.bool_)):

@@ -8,6 +8,8 @@ and for the accumulator (NOTE [ resuming a stream ] in :mod:`dynbatch.stream.pla
 
 from __future__ import annotations
 
+import inspect
+import mmap
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -114,6 +116,7 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         self.num_workers: int | None = None
         self._start = self.progress.upcoming()  # what the workers of the next pass start from
         self._managed = False  # the next __iter__ is StreamLoader's (NOTE [ who reads a stream ])
+        self._hand_read = _HandRead()  # set by the workers of a hand-built DataLoader
 
     # -- epochs ---------------------------------------------------------------------------------
     @property
@@ -123,6 +126,7 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
     def set_epoch(self, epoch: int) -> None:
         """Read ``epoch`` next; a state loaded for that epoch is kept."""
         self.progress.set_epoch(epoch)
+        self._hand_read.forget()
         self._start = self.progress.upcoming()
 
     def __len__(self) -> NoReturn:
@@ -137,6 +141,8 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         managed, self._managed = self._managed, False
         start = self._start
         if info is not None:  # a DataLoader worker process
+            if not managed:  # a hand-built DataLoader's worker: tell the main process
+                self._hand_read.mark()
             batches = self.planner.worker_batches(
                 start.epoch, self.rank, info.id, info.num_workers, start
             )
@@ -157,6 +163,7 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
             yield from self.planner.worker_batches(start.epoch, self.rank, 0, 0, start)
             return
         start = self._start = self.progress.begin(0)  # not begin_pass: no loader reads it
+        self._hand_read.forget()
         batches = self.planner.worker_batches(start.epoch, self.rank, 0, 0, start)
         pending = next(batches, None)
         while pending is not None:
@@ -194,6 +201,7 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         """Start a pass read by `workers` DataLoader workers (what :class:`StreamLoader` does)."""
         self.num_workers = workers
         self._start = self.progress.begin(workers)
+        self._hand_read.forget()
         self._managed = True
 
     def taken(self) -> Taken | None:
@@ -234,16 +242,53 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
     def state_dict(self) -> dict[str, Any]:
         """Where the epoch stands, after the batches the loop took from :meth:`loader` (or from
         the stream itself, iterated in the main thread); refused after a hand-built
-        DataLoader's thread read it (NOTE [ who reads a stream ])."""
+        DataLoader's thread or workers read it (NOTE [ who reads a stream ])."""
+        if self._hand_read.marked():
+            self.progress.unknown(
+                "its batches were read by the worker processes of a paddle.io.DataLoader built "
+                "by hand, which read ahead of the training loop"
+            )
         return self.progress.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """The next pass goes on where the saved one stood (checked before anything changes)."""
         self.progress.load_state_dict(state)
+        self._hand_read.forget()
         self._start = self.progress.upcoming()
 
 
 _END = object()
+
+
+class _HandRead:
+    """A mark the workers of a hand-built DataLoader leave for the main process to see.
+
+    One byte of anonymous shared memory (NOTE [ who reads a stream ]): a worker forked
+    from the stream sets it when it starts reading, and the main process clears it
+    where what training took is known again (``set_epoch``, ``load_state_dict``, a
+    pass of its own). A worker that starts reading after that (persistent workers,
+    which never see ``set_epoch``) sets it again: a refusal too many, never a state
+    that restarts the epoch. A pickled copy (a worker started by spawn, not fork)
+    gets a byte of its own, which the main process cannot see.
+    """
+
+    def __init__(self) -> None:
+        self._shared = mmap.mmap(-1, 1)
+
+    def mark(self) -> None:
+        self._shared[0] = 1
+
+    def marked(self) -> bool:
+        return self._shared[0] == 1
+
+    def forget(self) -> None:
+        self._shared[0] = 0
+
+    def __getstate__(self) -> dict[str, int]:
+        return {}
+
+    def __setstate__(self, state: dict[str, int]) -> None:
+        self._shared = mmap.mmap(-1, 1)
 
 
 @dataclass(frozen=True)
@@ -261,9 +306,11 @@ class Failure:
         each batch as it hands it over, so :meth:`DynamicBatchIterable.state_dict`
         resumes after the last one. A ``paddle.io.DataLoader`` built by hand
         reads ahead of the loop (a thread or workers), so what training took is
-        not known there: after its thread read the stream, ``state_dict()`` is
-        refused (its workers the main process cannot see: use ``stream.loader``
-        to resume).
+        not known there: after its thread or its workers read the stream,
+        ``state_dict()`` is refused (use ``stream.loader`` to resume). Its
+        workers are other processes: each marks a :class:`_HandRead`, a byte
+        of memory shared with the process that forked it, and the main
+        process turns the mark into the refusal.
     """
 
     kind: str
@@ -323,6 +370,14 @@ class StreamLoader:
         **kwargs: Any,
     ) -> None:
         self.num_workers = check_int("num_workers", num_workers)
+        known = set(inspect.signature(DataLoader.__init__).parameters) - {"self", "dataset"}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            name = unknown[0]
+            raise InputTypeError(
+                f"loader() got an unknown keyword {name}={kwargs[name]!r:.80}: the keywords it "
+                f"passes on are those paddle.io.DataLoader takes ({', '.join(sorted(known))})"
+            )
         if kwargs.get("persistent_workers"):
             raise InputError(
                 "persistent_workers=True keeps the workers of the first pass, which would not "

@@ -46,6 +46,7 @@ __all__ = [
     "lower_bound_batches",
     "plan_stats",
     "predicted_seconds",
+    "split_options",
 ]
 
 
@@ -353,6 +354,11 @@ def compare_orders(
     fitted to a table). ``options.time_model`` is such a step time (when
     ``step_time`` is None): each order's row is still that order's plan.
 
+    With ``options.update_size`` and a step time, a row ``split`` shows what
+    ``DynamicBatchSampler(update_size=..., time_model=...)`` plans: the updates
+    split at the step time (grouped with ``group_by_length``), each order's row
+    staying that order's plan.
+
     With ``group_by_length`` (or ``options.group_by_length``) and
     ``fixed_batch_size``, a row ``grouped`` shows ``like_fixed(...,
     group_by_length=True)``: the fixed batch's updates of near-equal lengths.
@@ -416,7 +422,29 @@ def compare_orders(
         rows["like fixed"] = planned(recipe())
         if grouped:
             rows["grouped"] = planned(recipe(group_by_length=True))
+    timed = split_options(options, step_time, grouped)
+    if timed is not None:  # what DynamicBatchSampler(update_size=..., time_model=...) plans
+        rows["split"] = planned(timed)
     return rows
+
+
+def split_options(
+    options: PlanOptions, step_time: Any, group_by_length: bool
+) -> PlanOptions | None:
+    """The options a sampler or stream plans with when given ``options.update_size`` and the
+    step time as ``time_model`` (the fitted model of a table): the updates split at the step
+    time (NOTE [ splitting updates at the step time ]). None without an update size or a step
+    time: nothing is split.
+
+    >>> split_options(PlanOptions(max_cost=100), lambda n, L: 1.0, False) is None
+    True
+    """
+    if options.update_size is None or step_time is None:
+        return None
+    fit = getattr(step_time, "fit", None)
+    return options.replace(
+        time_model=fit() if callable(fit) else step_time, group_by_length=group_by_length
+    )
 
 
 def predicted_seconds(

@@ -73,7 +73,10 @@ NOTE [ resuming a stream ]
     the same batches in the same order, on every rank. With shards, the
     resumed DataLoader's first worker takes the slot the uninterrupted run
     would have served next, so that the turns of the workers go on as they
-    were.
+    were. A loaded state is never half-read: its steps must be its cursors'
+    steps, and a cursor that is no place of the stream (past its block's
+    steps, or where the source has no record) is named when the worker
+    reaches it, not passed over with the samples after it.
 """
 
 from __future__ import annotations
@@ -376,13 +379,21 @@ class StreamPlanner:
         first_step, mine = cursor.slot_step, worker // slots
         step = first_step
         read = kept = 0  # records read (a stream without shards: the last block's end), blocks kept
+        blocks = 0
         for block in self.blocks(epoch, slot, slots, cursor):
-            read = block.end[1]
+            read, blocks = block.end[1], blocks + 1
+            first = block.index == cursor.block
             if not block.lengths.size:
+                if first and cursor.block_step:
+                    raise InputError(self._off_the_stream(cursor, slot, "holds no step"))
                 continue
             kept += 1
             sharded = self.plan(block, epoch, slot)
-            skip = cursor.block_step if block.index == cursor.block else 0
+            skip = cursor.block_step if first else 0
+            if skip >= sharded.num_steps:  # a cursor never points past its block's steps
+                raise InputError(
+                    self._off_the_stream(cursor, slot, f"holds {sharded.num_steps} steps")
+                )
             indices, offsets = sharded.for_rank(rank).lists()
             samples = micro_step_counts(sharded, block.lengths, "samples").astype(np.int64)
             tokens = micro_step_counts(sharded, block.lengths, "tokens").astype(np.int64)
@@ -411,6 +422,8 @@ class StreamPlanner:
                     members = indices[offsets[j] : offsets[j + 1]]
                     yield StreamBatch([block.samples[i] for i in members], info)
                 step += 1
+        if not blocks and cursor != SlotCursor():  # a cursor that is not done points at a record
+            raise InputError(self._off_the_stream(cursor, slot, "has no record there"))
         if cursor == SlotCursor() and not self.source.sharded and not kept:
             if read:  # every block emptied by oversize="skip"
                 raise InputError(
@@ -420,6 +433,17 @@ class StreamPlanner:
                     "samples, or pass oversize='alone' (each its own batch)"
                 )
             raise InputError(empty_epoch(self.source.describe(), epoch))
+
+    def _off_the_stream(self, cursor: SlotCursor, slot: int, what: str) -> str:
+        """Why a loaded state's cursor is no place in this stream (NOTE [ resuming a stream ])."""
+        shard, record = cursor.start
+        place = f"record {record}" + (f" of shard {shard}" if self.source.sharded else "")
+        return (
+            f"this stream state's cursor of slot {slot} goes on at step {cursor.block_step} of "
+            f"block {cursor.block} at {place}, but the source ({self.source.describe()}) "
+            f"{what}: the state is not this stream's or was altered, and resuming from it "
+            "would lose samples. Load the state this stream saved, or start the epoch afresh"
+        )
 
     def sequence(
         self, epoch: int, rank: int = 0, workers: int = 0, resume: Resume | None = None

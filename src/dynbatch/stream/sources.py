@@ -68,7 +68,23 @@ def read_jsonl(path: str | os.PathLike[str], start: int = 0) -> Iterator[Any]:
 
 def _read_jsonl(path: str | os.PathLike[str], start: int) -> Iterator[Any]:
     index = 0
-    with open(path, encoding="utf-8-sig") as fh:
+    try:
+        fh = open(path, encoding="utf-8-sig")  # noqa: SIM115 (closed by the with below)
+    except FileNotFoundError:
+        raise InputError(
+            f"read_jsonl: path={os.fspath(path)!s}: no such file (a JSON-lines file to read)"
+        ) from None
+    except IsADirectoryError:
+        raise InputError(
+            f"read_jsonl: path={os.fspath(path)!s} is a directory, not a JSON-lines file: give "
+            "its files (each a shard of the stream)"
+        ) from None
+    except OSError as exc:
+        raise InputError(
+            f"read_jsonl: path={os.fspath(path)!s} cannot be read ({exc.strerror}): give a "
+            "readable JSON-lines file"
+        ) from None
+    with fh:
         for number, line in enumerate(fh, 1):
             if not line.strip():
                 continue

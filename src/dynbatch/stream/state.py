@@ -355,7 +355,18 @@ def _checked_state(state: Any, planner: StreamPlanner) -> Resume:
                 f"block step, slot step, done), got {row!r}"
             )
         block, shard, record, block_step, slot_step, done = (int(v) for v in row)
+        if block_step > slot_step:
+            raise InputError(
+                f"state['cursors'][{k}] goes on at block step {block_step}, over the slot's steps "
+                f"{slot_step}: a block's steps are among its slot's. Got {row!r}"
+            )
         cursors.append(SlotCursor(block, (shard, record), block_step, slot_step, bool(done)))
+    taken = sum(c.slot_step for c in cursors)
+    if steps != taken:  # each batch taken is one step of one slot
+        raise InputError(
+            f"state['steps']={steps} must be the steps its cursors took ({taken}, the sum of "
+            "their slot steps): the state was altered or is not whole"
+        )
     if steps == 0 and rotation == 0 and all(c == SlotCursor() for c in cursors):
         # the start of an epoch (saved before its pass or after set_epoch) holds no slot's
         # position: it loads under any num_workers
