@@ -293,6 +293,32 @@ def test_a_time_model_refuses_an_order_it_would_not_keep(order: str) -> None:
         dynbatch.PlanOptions(max_cost=10, update_size=4, order=order, time_model="1,0,0")
 
 
+@pytest.mark.parametrize(
+    ("keywords", "named"),
+    [
+        ({"update_unit": "tokens"}, "update_unit='tokens'"),
+        ({"order": "none"}, "order='none'"),
+        ({"order": "descending"}, "order='descending'"),
+        ({"order": "ascending"}, "order='ascending'"),
+    ],
+)
+def test_the_recipe_refuses_a_time_model_it_would_not_follow(
+    keywords: dict[str, str], named: str
+) -> None:
+    """Dropped without a word, a flat step's updates ran as 4-6x the fixed batch's steps."""
+    lens = np.random.default_rng(0).integers(1, 200, 80)
+    flat = StepTimeModel(c=1.0, a=0.0, b=0.0)
+    for build in (
+        lambda: dynbatch.like_fixed(lens, 8, time_model=flat, **keywords),
+        lambda: dynbatch.DynamicBatchSampler(
+            lengths=lens, batch_size=8, time_model=flat, **keywords
+        ),
+    ):
+        with pytest.raises(dynbatch.InputError, match=rf"time_model=StepTimeModel.*{named}"):
+            build()
+    assert dynbatch.like_fixed(lens, 8, **keywords).time_model is None, "without one: accepted"
+
+
 # -- the samplers: no CPU split on an accelerator ------------------------------------------------
 def test_on_an_accelerator_without_a_time_model_updates_run_whole_and_it_says_so(
     monkeypatch: pytest.MonkeyPatch,
