@@ -128,3 +128,32 @@ def test_a_rest_cut_short_at_a_batch_is_refused_by_name() -> None:
     }
     with pytest.raises(InputError, match=r"state\['rest'\]"):
         samplers(1)[0].load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    ("changed", "named"),
+    [
+        ({"seed": 5}, r"seed: saved 3, here 5"),
+        ({"order": "shuffle"}, r"order: saved 'bucket', here 'shuffle'"),
+        ({"time_model": "1,0,0"}, r"time_model: saved None, here \[1.0, 0.0, 0.0, 0.0\]"),
+        ({"pad_to_multiple_of": 8}, r"pad_to_multiple_of: saved 1, here 8"),
+    ],
+)
+def test_a_state_on_other_ranks_is_refused_with_the_option_that_differs(
+    changed: dict[str, object], named: str
+) -> None:
+    """Only what scales with the ranks may differ: the later epochs are this sampler's plan."""
+    state = samplers(2)[0].state_dict(consumed_batches=1)
+    options = {"seed": 3, **changed}
+    one = DistributedDynamicBatchSampler(
+        lengths=LENGTHS, num_replicas=1, rank=0, batch_size=GLOBAL, **options
+    )
+    with pytest.raises(InputError, match=rf"saved with other options.*{named}"):
+        one.load_state_dict(state)
+    samplers(1)[0].load_state_dict(state)  # the same run on 1 rank: per-rank budgets differ
+
+
+def test_a_rest_whose_position_was_edited_is_refused() -> None:
+    state = samplers(2)[0].state_dict(consumed_batches=1)
+    with pytest.raises(InputError, match=r"state\['rest'\]"):
+        samplers(1)[0].load_state_dict({**state, "position": 999})
