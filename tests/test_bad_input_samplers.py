@@ -7,8 +7,8 @@ DatasetForDBL / get_dynamic_batch_loader.
 
 from __future__ import annotations
 
-import math
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
