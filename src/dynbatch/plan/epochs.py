@@ -566,7 +566,7 @@ class Epochs:
                 f"num_replicas={replicas}, this sampler has num_replicas={self.num_replicas}"
             )
         dealt = deal_rest(
-            state["rest"], self.lengths, self.options, self.num_replicas, epoch, position
+            state["rest"], self.lengths, self.options, self.num_replicas, epoch, position, replicas
         )
         self.epoch = epoch
         self._resume = self._yielded = 0

@@ -21,9 +21,11 @@ NOTE [ resume on another number of ranks ]
     batches an update, which ``M`` ranks cannot keep: it is refused by name.
     Later epochs are planned by the new sampler, as a fresh run on ``M``
     ranks would plan them. Save at the end of an update to resume on other
-    ranks: the rest of an update cut by the save becomes an update of its
-    own, so a :class:`~dynbatch.GradientAccumulator`'s open window (its
-    ``state_dict`` mid-update) would not average with it as one update.
+    ranks: the rest of an update cut by the save would become an update of
+    its own, and a :class:`~dynbatch.GradientAccumulator`'s open window (its
+    ``state_dict`` mid-update, held by the saved ranks) would not average with
+    it as one update, so a rest saved inside an update (its ``update_end``
+    past the state's position) is refused by name on other ranks.
 """
 
 from __future__ import annotations
@@ -73,16 +75,20 @@ def rest_of(sharded: ShardedPlan, position: int, epoch: int = 0) -> dict[str, li
     sizes = plan.sizes[keep]
     indices = plan.indices[np.repeat(keep, plan.sizes)]
     updates = counts[counts > 0]
+    # the last update ended before position (0: none yet), the next one ends after it
+    inside = position not in (0, *ends.tolist())
+    after = int(ends[np.searchsorted(ends, position, side="right")]) if inside else position
     return {
         "sizes": sizes.tolist(),
         "indices": indices.tolist(),
         "updates": updates.tolist(),
-        "digest": _digest(sizes, indices, updates, (epoch, position)),
+        "update_end": after,
+        "digest": _digest(sizes, indices, updates, (epoch, position, after)),
     }
 
 
 def _digest(
-    sizes: NDArray[Any], indices: NDArray[Any], updates: NDArray[Any], where: tuple[int, int]
+    sizes: NDArray[Any], indices: NDArray[Any], updates: NDArray[Any], where: tuple[int, ...]
 ) -> str:
     """A hash of a rest and of ``(epoch, position)`` where it starts: a torn or edited one that
     still adds up is caught by it."""
@@ -94,18 +100,20 @@ def _digest(
 
 def check_rest(
     rest: Any, samples: int, where: tuple[int, int] = (0, 0)
-) -> tuple[NDArray[np.int64], NDArray[np.int64], list[int]]:
+) -> tuple[NDArray[np.int64], NDArray[np.int64], list[int], int]:
     """A saved :func:`rest_of`, checked: every index in range and once, the counts adding up,
     saved at ``where`` (the state's epoch and position)."""
-    if not isinstance(rest, Mapping) or {"sizes", "indices", "updates", "digest"} - set(rest):
+    keys = {"sizes", "indices", "updates", "update_end", "digest"}
+    if not isinstance(rest, Mapping) or keys - set(rest):
         raise InputTypeError(
-            "state['rest'] must be the dict of 'sizes', 'indices', 'updates' and 'digest' that "
-            f"state_dict() saved, got {type(rest).__name__}"
+            "state['rest'] must be the dict of 'sizes', 'indices', 'updates', 'update_end' and "
+            f"'digest' that state_dict() saved, got {type(rest).__name__}"
         )
     try:
         sizes = np.asarray(rest["sizes"], dtype=np.int64).reshape(-1)
         indices = np.asarray(rest["indices"], dtype=np.int64).reshape(-1)
         updates = [int(u) for u in rest["updates"]]
+        after = int(rest["update_end"])
     except (TypeError, ValueError) as err:
         raise InputTypeError(f"state['rest'] holds values that are not integers: {err}") from None
     bad = (
@@ -115,7 +123,8 @@ def check_rest(
         or min(updates, default=1) < 1
         or ((indices < 0) | (indices >= samples)).any()
         or np.unique(indices).size != indices.size
-        or rest["digest"] != _digest(sizes, indices, np.asarray(updates, dtype=np.int64), where)
+        or rest["digest"]
+        != _digest(sizes, indices, np.asarray(updates, dtype=np.int64), (*where, after))
     )
     if bad:
         raise InputError(
@@ -124,7 +133,7 @@ def check_rest(
             "digest of them and of the state's epoch and position differs): the state was "
             "changed or torn"
         )
-    return sizes, indices, updates
+    return sizes, indices, updates, after
 
 
 def check_global_update(
@@ -190,10 +199,20 @@ def deal_rest(
     num_replicas: int,
     epoch: int,
     position: int = 0,
+    saved_replicas: int | None = None,
 ) -> ShardedPlan:
     """The saved rest of an epoch as a plan for ``num_replicas`` ranks, update by update
-    (``position``: where the state says the rest starts, checked by the rest's digest)."""
-    sizes, indices, updates = check_rest(rest, lengths.size, (epoch, position))
+    (``position``: where the state says the rest starts, checked by the rest's digest; a
+    rest saved on ``saved_replicas`` other than these must start at an update's end)."""
+    sizes, indices, updates, after = check_rest(rest, lengths.size, (epoch, position))
+    if saved_replicas not in (None, num_replicas) and after != position:
+        raise InputError(
+            f"this sampler state was saved inside an update (after micro-batch {position}; "
+            f"updates end at {after}, not there): the rest of that update would train as an "
+            "update of its own on other ranks, and a GradientAccumulator's open window would "
+            "not average with it. Resume on the saved number of ranks, or save at an update's "
+            "end (where GradientAccumulator.backward returns True)"
+        )
     plens = padded_lengths(lengths, options.pad_to_multiple_of)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     parts: list[ShardedPlan] = []
