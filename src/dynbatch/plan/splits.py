@@ -276,7 +276,12 @@ def plan_split_updates(
             )
         keep[over] = False
         if not keep.any():
-            raise InputError("every sample is over max_cost alone: nothing to train on")
+            shortest = int(np.argmin(lengths))
+            raise InputError(
+                f"every sample is over max_cost={options.max_cost:g} alone (the shortest, sample "
+                f"{shortest} of length {int(lengths[shortest])}, too): nothing to train on. "
+                "Raise max_cost, or truncate the samples"
+            )
     order = shuffled(np.flatnonzero(keep), options.seed, epoch)
     if options.group_by_length:  # mega-batches sorted by length, longest first (as HF's)
         mega = MEGA_BATCH * size
