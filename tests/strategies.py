@@ -121,4 +121,38 @@ OPTION_ROWS = (
 def option_combinations(draw: st.DrawFn) -> dict[str, Any]:
     """A combination of every row's option and small lengths to plan with it."""
     combo = draw(st.fixed_dictionaries({row.name: row.values for row in OPTION_ROWS}))
+    if draw(st.integers(0, 9), label="as drawn") < 9:  # options that go together, mostly
+        combo = compatible(combo, draw(st.integers(1, 64), label="update_size"))
     return {"combo": combo, "lengths": draw(lengths(max_size=120, max_len=200))}
+
+
+def compatible(combo: dict[str, Any], update_size: int) -> dict[str, Any]:
+    """``combo`` with the options that refuse each other made to fit (drawn as-is, they are
+    refused by name: tests/test_options_table.py checks that once in ten draws): a time model
+    or ``group_by_length`` with updates of samples drawn at random, ``group_by_length`` with a
+    time model, a budget's time model with an ``update_size``, a multiple within the batch, a
+    stream without ``drop_last`` or a sorted order, packing with what it takes (updates, a
+    random order, no time model, grouping, ``drop_last`` or multiples)."""
+    combo = dict(combo)
+    if combo.get("pack_len") is not None:
+        combo.update(time_model=None, group_by_length=False, drop_last=False)
+        combo.update(batch_size_multiple=1, pad_to_multiple_of=1)
+        if combo["order"] not in ("bucket", "shuffle"):
+            combo["order"] = "shuffle"
+        if combo["batch_size"] is None and combo["update_size"] is None:
+            combo["update_size"] = update_size
+    if combo["group_by_length"] and combo["time_model"] is None:
+        combo["time_model"] = "flat"
+    if combo["time_model"] is not None:
+        combo["update_unit"] = "samples"
+        if combo["order"] not in ("bucket", "shuffle"):
+            combo["order"] = "shuffle"
+        if combo["batch_size"] is None and combo["update_size"] is None:
+            combo["update_size"] = update_size
+    if combo["batch_size"] is not None and combo["batch_size_multiple"] > combo["batch_size"]:
+        combo["batch_size_multiple"] = 1
+    if combo["source"] == "stream":
+        combo["drop_last"] = False
+        if combo["order"] in ("ascending", "descending"):  # a stream sorts no block
+            combo["order"] = "bucket"
+    return combo

@@ -596,6 +596,160 @@ for label, call, error, match in [
 ]:
     case(f"EpochWindows-{label}", call, error, match)
 
+# the tester's report B, item 4: what escaped unnamed or was accepted
+SPLIT_LENS = np.array([5, 7, 3, 9, 2, 8])
+SPLIT = options_with(
+    cost="linear", max_cost=100, update_size=4, max_batch_size=4, time_model=FLAT_STEP
+)
+SPLIT_PLAN = plan_epoch(SPLIT_LENS, options_with(cost="linear", max_cost=20), 0)
+for label, call, error, match in [
+    (
+        "epoch-negative",
+        lambda: plan_split_updates(SPLIT_LENS, SPLIT, -1),
+        VALUE,
+        r"epoch must be an integer >= 0, got epoch=-1",
+    ),
+    (
+        "epoch-str",
+        lambda: plan_split_updates(SPLIT_LENS, SPLIT, "a"),
+        TYPE,
+        r"epoch must be an integer >= 0, got epoch='a'",
+    ),
+    (
+        "lengths-empty",
+        lambda: plan_split_updates(np.array([], int), SPLIT, 0),
+        VALUE,
+        r"lengths is empty",
+    ),
+    (
+        "lengths-nan",
+        lambda: plan_split_updates(np.array([1.0, np.nan]), SPLIT, 0),
+        VALUE,
+        r"lengths must be whole numbers; lengths\[1\]=.*nan",
+    ),
+]:
+    case(f"plan_split_updates-{label}", call, error, match)
+for label, call, error, match in [
+    (
+        "step_time-None",
+        lambda: epoch_seconds(SPLIT_PLAN, SPLIT_LENS, None),
+        TYPE,
+        r"step_time must be a step time \(n, L\) -> seconds.*got step_time=None",
+    ),
+    (
+        "lengths-short",
+        lambda: epoch_seconds(SPLIT_PLAN, SPLIT_LENS[:2], FLAT_STEP),
+        VALUE,
+        r"lengths must hold one length per sample, 6 or more \(the plan holds sample 5\), got 2",
+    ),
+    (
+        "sharded-None",
+        lambda: epoch_seconds(None, SPLIT_LENS, FLAT_STEP),
+        TYPE,
+        r"sharded must be an epoch's plan \(a ShardedPlan.*got sharded=None",
+    ),
+    (
+        "step_time-negative",
+        lambda: epoch_seconds(SPLIT_PLAN, SPLIT_LENS, lambda n, L: -1.0 * n),
+        VALUE,
+        r"step_time=.* predicts -3 seconds for a step of 3 samples of length 5.*>= 0",
+    ),
+    (
+        "pad_to_multiple_of-zero",
+        lambda: epoch_seconds(SPLIT_PLAN, SPLIT_LENS, FLAT_STEP, 0),
+        VALUE,
+        r"pad_to_multiple_of must be an integer >= 1, got pad_to_multiple_of=0",
+    ),
+    (
+        "pad_to_multiple_of-negative",
+        lambda: epoch_seconds(SPLIT_PLAN, SPLIT_LENS, FLAT_STEP, -2),
+        VALUE,
+        r"pad_to_multiple_of must be an integer >= 1, got pad_to_multiple_of=-2",
+    ),
+]:
+    case(f"epoch_seconds-{label}", call, error, match)
+for label, value, error in [
+    ("negative", -1, VALUE),
+    ("nan", math.nan, VALUE),
+    ("one", 1.0, VALUE),
+    ("str", "0.1", TYPE),
+]:
+    case(
+        f"StepTimeModel-error-{label}",
+        functools.partial(StepTimeModel, 0.1, 0.0, 0.0, error=value),
+        error,
+        rf"StepTimeModel error must be a number in \[0, 1\).*got error={re.escape(repr(value))}",
+    )
+case(
+    "StepTimeTable-load-int",
+    lambda: StepTimeTable.load(3),
+    TYPE,
+    r"path must be a file path \(str or os.PathLike\), got path=3",
+)
+for label, call, error, match in [
+    (
+        "every-zero",
+        lambda: EpochWindows(WINDOWED, LENS, epoch=0, every=0),
+        VALUE,
+        r"every must be an integer >= 1, got every=0",
+    ),
+    (
+        "every-negative",
+        lambda: EpochWindows(WINDOWED, LENS, epoch=0, every=-2),
+        VALUE,
+        r"every must be an integer >= 1, got every=-2",
+    ),
+    (
+        "every-float",
+        lambda: EpochWindows(WINDOWED, LENS, epoch=0, every=2.5),
+        TYPE,
+        r"every must be an integer >= 1, got every=2.5",
+    ),
+    (
+        "every-str",
+        lambda: EpochWindows(WINDOWED, LENS, epoch=0, every="a"),
+        TYPE,
+        r"every must be an integer >= 1, got every='a'",
+    ),
+    (
+        "epoch-str",
+        lambda: EpochWindows(WINDOWED, LENS, epoch="a"),
+        TYPE,
+        r"epoch must be an integer >= 0, got epoch='a'",
+    ),
+    (
+        "epoch-negative",
+        lambda: EpochWindows(WINDOWED, LENS, epoch=-1),
+        VALUE,
+        r"epoch must be an integer >= 0, got epoch=-1",
+    ),
+    (
+        "counted-str",
+        lambda: EpochWindows(WINDOWED, ["a"] * 8, epoch=0),
+        TYPE,
+        r"counted must hold integers, got dtype <U1",
+    ),
+    (
+        "ends_at-str",
+        lambda: EpochWindows(WINDOWED, LENS, epoch=0).ends_at("a"),
+        TYPE,
+        r"position must be an integer >= 0, got position='a'",
+    ),
+    (
+        "spans-str",
+        lambda: list(EpochWindows(WINDOWED, LENS, epoch=0).spans("a")),
+        TYPE,
+        r"start must be an integer >= 0, got start='a'",
+    ),
+    (
+        "spans-negative",
+        lambda: list(EpochWindows(WINDOWED, LENS, epoch=0).spans(-1)),
+        VALUE,
+        r"start must be an integer >= 0, got start=-1",
+    ),
+]:
+    case(f"EpochWindows-{label}", call, error, match)
+
 
 PACK_CALL: dict[str, Any] = {"pack_len": 64, "batch_size": 2, "time_model": "1,0,0"}
 for name in ("pack_len", "batch_size", "max_rows"):

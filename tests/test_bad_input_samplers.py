@@ -8,6 +8,7 @@ DatasetForDBL / get_dynamic_batch_loader.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -391,6 +392,53 @@ case(
     VALUE,
     r"saved with num_replicas=1, this sampler has num_replicas=2",
 )
+
+
+# a state saved on 2 ranks of a global update of 4, loaded on 1 (NOTE [ resume on another ...
+# number of ranks ]): what the rest's checks see
+def on_one_rank(**changes: Any) -> None:
+    two = DistributedDynamicBatchSampler(lengths=LENS, batch_size=2, num_replicas=2, rank=0)
+    state = two.state_dict(consumed_batches=1)
+    options = {**state["options"], **changes.pop("options", {})}
+    one = DistributedDynamicBatchSampler(lengths=LENS, batch_size=4, num_replicas=1, rank=0)
+    one.load_state_dict({**state, "options": options, **changes})
+
+
+for label, changes, error, match in [
+    (
+        "update_size-str",
+        {"options": {"update_size": "4"}},
+        TYPE,
+        r"state\['options'\]\['update_size'\] must be a number > 0 or None, got "
+        r"state\['options'\]\['update_size'\]='4' \(str\)",
+    ),
+    (
+        "update_size-nan",
+        {"options": {"update_size": math.nan}},
+        VALUE,
+        r"state\['options'\]\['update_size'\] must be a number > 0 or None, got .*nan",
+    ),
+    (
+        "update_unit-other",
+        {"options": {"update_unit": "words"}},
+        VALUE,
+        r"state\['options'\]\['update_unit'\] must be 'samples' or 'tokens', got .*'words'",
+    ),
+    (
+        "dealt-str",
+        {"dealt": "yes"},
+        TYPE,
+        r"state\['dealt'\] must be True or False, got state\['dealt'\]='yes'",
+    ),
+    ("position", {"position": 999}, VALUE, r"state\['rest'\] is not the rest of an epoch"),
+    ("epoch", {"epoch": 3}, VALUE, r"state\['rest'\] is not the rest of an epoch"),
+]:
+    case(
+        f"DistributedDynamicBatchSampler.load_state_dict-other-ranks-{label}",
+        functools.partial(on_one_rank, **changes),
+        error,
+        match,
+    )
 
 # -- the study's API ------------------------------------------------------------------------------
 

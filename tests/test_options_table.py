@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,11 +30,10 @@ from strategies import option_combinations
 import dynbatch
 from conftest import shared_file
 from dynbatch import DistributedDynamicBatchSampler, InputError, PlanOptions
-from dynbatch.plan.epochs import epoch_candidates
 from dynbatch.plan.packing import next_fit_rows
 from dynbatch.plan.planning import find_oversize, padded_lengths
 from dynbatch.plan.sharding import ShardedPlan
-from dynbatch.plan.splits import epoch_seconds
+from dynbatch.plan.splits import epoch_seconds, shuffled
 from dynbatch.plan.steptime import FLAT_STEP, StepTimeModel, StepTimeTable
 from dynbatch.stream.planner import StreamPlanner
 from dynbatch.stream.sources import open_source
@@ -237,6 +237,18 @@ def exact_step_counts(b: Built, data: st.DataObject) -> None:
         assert plan is not None
         updates += plan.num_steps if plan.window_ends is None else int(plan.window_ends.size)
     assert b.steps_for_epochs == updates, "steps_for_epochs counts the updates the plans make"
+    combo = b.combo
+    if combo["batch_size"] is not None and combo["update_unit"] == "samples":
+        # the fixed batch's count, from the options alone: ceil(N / (B * R)) (drop_last: floor)
+        n = b.lengths.size
+        if b.options.oversize == "skip":
+            n -= find_oversize(b.lengths, options=b.options).size
+        update = combo["batch_size"] * combo["ranks"]
+        each = n // update if b.options.drop_last else -(-n // update)
+        # left: drop_last with fewer samples than one update makes 0 updates on 1 rank, 1 on more
+        assert (b.options.drop_last and each == 0) or b.steps_for_epochs == EPOCHS * each, (
+            f"{EPOCHS} epochs of {n} samples make {EPOCHS} x {each} updates of {update}"
+        )
     for epoch, plan in enumerate(b.plans):
         assert plan is not None and plan.num_steps == len(b.ranks[epoch][0]), "len is exact"
 
@@ -268,9 +280,7 @@ def resume_on_other_ranks(b: Built, data: st.DataObject) -> None:
     other = {**combo, "ranks": ranks}
     if combo["batch_size"] is not None:
         global_batch = combo["batch_size"] * combo["ranks"]
-        if global_batch % ranks:
-            return
-        other["batch_size"] = global_batch // ranks
+        other["batch_size"] = max(1, global_batch // ranks)  # not kept where ranks do not divide
     epoch = data.draw(st.integers(0, EPOCHS - 1), label="resume epoch")
     whole = b.ranks[epoch]
     k = data.draw(st.integers(0, len(whole[0])), label="resume at")
@@ -282,7 +292,16 @@ def resume_on_other_ranks(b: Built, data: st.DataObject) -> None:
         fresh = memory_samplers(other, b.lengths)
     except InputError:
         return  # the options refused on these ranks (their own named refusal)
+    plan = b.plans[epoch]
+    assert plan is not None
+    ends = [0] if plan.window_ends is None else [0, *plan.window_ends.tolist()]
     if fresh[0].options.update_size != b.options.update_size:
+        with pytest.raises(InputError, match=r"Keep the global update: with num_replicas="):
+            fresh[0].load_state_dict(state)
+        return
+    if ranks != combo["ranks"] and k not in ends and k < len(whole[0]):
+        with pytest.raises(InputError, match=r"saved inside an update"):
+            fresh[0].load_state_dict(state)
         return
     for s in fresh:
         s.load_state_dict(state)
@@ -328,20 +347,40 @@ def fixed_seconds(plan: ShardedPlan, lengths: np.ndarray, model: Any, pad: int =
     return total
 
 
+def the_fixed_batch_seconds(b: Built, epoch: int, model: Any) -> float:
+    """An independent yardstick: the fixed batch's own shuffle (``shuffled``, the draws a
+    fixed batch of ``batch_size`` makes) cut into updates of ``batch_size`` x ranks, each one
+    step of ``ceil(n / ranks)`` samples a rank padded to its longest (paddle's deal)."""
+    opts, combo = b.options, b.combo
+    plens = padded_lengths(b.lengths, opts.pad_to_multiple_of)
+    keep = np.ones(b.lengths.size, dtype=bool)
+    if opts.oversize == "skip":
+        keep[find_oversize(b.lengths, options=opts)] = False
+    order = shuffled(np.flatnonzero(keep), opts.seed, epoch)
+    update = combo["batch_size"] * combo["ranks"]
+    if opts.drop_last:
+        order = order[: order.size - order.size % update]
+    total = 0.0
+    for start in range(0, order.size, update):
+        members = order[start : start + update]
+        per_rank = -(-members.size // combo["ranks"])
+        total += float(np.asarray(model(per_rank, int(plens[members].max()))))
+    return total
+
+
 def never_slower_than_fixed(b: Built, data: st.DataObject) -> None:
-    model = b.options.time_model
-    if model is None or b.combo["source"] == "stream" or b.combo["batch_size"] is None:
+    if b.combo["time_model"] is None or b.combo["source"] == "stream":
+        return
+    model = time_model(b.combo["time_model"])
+    assert b.options.time_model == model, "a time model given is followed, never dropped"
+    if b.combo["batch_size"] is None:
         return  # under a budget of its own the fixed batch may not fit: nothing to compare
     for epoch, plan in enumerate(b.plans):
         assert plan is not None and plan.window_ends is not None
-        # the fixed batch's own shuffle: the updates the time split draws (recipes choose
-        # between it and the padding-free split each epoch); else the plan's own updates
-        shuffle = plan
-        if b.options.fixed_step_size is not None:
-            shuffle = epoch_candidates(b.lengths, b.options, epoch, plan.num_replicas)[0][
-                "time split"
-            ]
-        fixed = fixed_seconds(shuffle, b.lengths, model, b.options.pad_to_multiple_of)
+        if b.options.group_by_length:  # its own updates (grouped by length), each run whole
+            fixed = fixed_seconds(plan, b.lengths, model, b.options.pad_to_multiple_of)
+        else:
+            fixed = the_fixed_batch_seconds(b, epoch, model)
         predicted = epoch_seconds(plan, b.lengths, model, b.options.pad_to_multiple_of)
         assert predicted <= fixed * (1 + 1e-9) + 1e-12, (
             f"epoch {epoch}: predicted {predicted:.6g}s, the fixed batch {fixed:.6g}s"
@@ -370,11 +409,11 @@ NAMED = (InputError,)  # a refusal is an InputError (InputTypeError is one), nev
 
 
 def refused_by_name(err: InputError, combo: dict[str, Any]) -> None:
+    """The refusal names an option (drawn, or one the recipe derives) and echoes its value."""
     message = str(err)
-    named = [name for name in combo if name in message] + [
-        w for w in ("max_cost", "update_size", "max_batch_size", "cost") if w in message
-    ]
-    assert named, f"the refusal names the option it refuses: {message!r}"
+    names = [*combo, "max_cost", "update_size", "max_batch_size", "cost"]
+    echoed = [name for name in names if re.search(rf"\b{name}=\S", message)]
+    assert echoed, f"the refusal names the option it refuses and its value: {message!r}"
 
 
 @settings(  # examples: the profile's (150 in CI)

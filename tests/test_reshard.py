@@ -76,8 +76,9 @@ def test_a_resumed_state_saved_again_resumes_the_same_rest() -> None:
     state = before[0].state_dict(consumed_batches=position)
     middle = samplers(1)[0]
     middle.load_state_dict(state)
-    again = middle.state_dict(consumed_batches=1)
-    rest = list(middle)[1:]
+    first = int(middle.epoch_plan().window_ends[0])  # type: ignore[index]
+    again = middle.state_dict(consumed_batches=first)  # at an update's end: it moves on
+    rest = list(middle)[first:]
     for ranks in (1, 2):
         later = samplers(ranks)
         for s in later:
@@ -128,3 +129,49 @@ def test_a_rest_cut_short_at_a_batch_is_refused_by_name() -> None:
     }
     with pytest.raises(InputError, match=r"state\['rest'\]"):
         samplers(1)[0].load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    ("changed", "named"),
+    [
+        ({"seed": 5}, r"seed: saved 3, here 5"),
+        ({"order": "shuffle"}, r"order: saved 'bucket', here 'shuffle'"),
+        ({"time_model": "1,0,0"}, r"time_model: saved None, here \[1.0, 0.0, 0.0, 0.0\]"),
+        ({"pad_to_multiple_of": 8}, r"pad_to_multiple_of: saved 1, here 8"),
+    ],
+)
+def test_a_state_on_other_ranks_is_refused_with_the_option_that_differs(
+    changed: dict[str, object], named: str
+) -> None:
+    """Only what scales with the ranks may differ: the later epochs are this sampler's plan."""
+    two = samplers(2)[0]
+    state = two.state_dict(consumed_batches=int(two.epoch_plan().window_ends[0]))  # type: ignore[index]
+    options = {"seed": 3, **changed}
+    one = DistributedDynamicBatchSampler(
+        lengths=LENGTHS, num_replicas=1, rank=0, batch_size=GLOBAL, **options
+    )
+    with pytest.raises(InputError, match=rf"saved with other options.*{named}"):
+        one.load_state_dict(state)
+    samplers(1)[0].load_state_dict(state)  # the same run on 1 rank: per-rank budgets differ
+
+
+def test_a_rest_whose_position_was_edited_is_refused() -> None:
+    state = samplers(2)[0].state_dict(consumed_batches=1)
+    with pytest.raises(InputError, match=r"state\['rest'\]"):
+        samplers(1)[0].load_state_dict({**state, "position": 999})
+
+
+def test_a_state_saved_inside_an_update_stays_on_its_ranks() -> None:
+    """The rest of a cut update would be an update of its own, and a GradientAccumulator's open
+    window (its gradients on the saved ranks) could not average with it: refused by name."""
+    before = samplers(2)
+    ends = before[0].epoch_plan().window_ends
+    assert ends is not None and ends[0] > 1
+    inside = before[0].state_dict(consumed_batches=int(ends[0]) - 1)
+    with pytest.raises(
+        InputError,
+        match=rf"saved inside an update \(after micro-batch "
+        rf"{int(ends[0]) - 1}; updates end at {int(ends[0])}, .*save at an update's end",
+    ):
+        samplers(1)[0].load_state_dict(inside)
+    samplers(2)[0].load_state_dict(inside)  # on its own ranks it resumes inside the update

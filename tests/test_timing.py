@@ -6,6 +6,7 @@ import itertools
 import json
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import paddle
@@ -240,7 +241,8 @@ def test_a_table_never_predicts_less_time_for_more_tokens_past_its_largest_shape
         ("1,-1,0", "coefficient a must be a finite number >= 0"),
         ("nan,0,0", "coefficient c must be a finite number"),
         (object(), "must have number coefficients c, a, b"),
-        (StepTimeModel(c=1.0, a=0.0, b=0.0, error=1.5), "error must be a number in"),
+        # any object with c, a, b (StepTimeModel itself refuses error=1.5)
+        (SimpleNamespace(c=1.0, a=0.0, b=0.0, error=1.5), "error must be a number in"),
     ],
 )
 def test_a_bad_time_model_is_named(value: object, match: str) -> None:
@@ -291,6 +293,32 @@ def test_a_time_model_refuses_an_order_it_would_not_keep(order: str) -> None:
     would be dropped without a word (and the plan would still change with the epoch)."""
     with pytest.raises(dynbatch.InputError, match=f"order='{order}'"):
         dynbatch.PlanOptions(max_cost=10, update_size=4, order=order, time_model="1,0,0")
+
+
+@pytest.mark.parametrize(
+    ("keywords", "named"),
+    [
+        ({"update_unit": "tokens"}, "update_unit='tokens'"),
+        ({"order": "none"}, "order='none'"),
+        ({"order": "descending"}, "order='descending'"),
+        ({"order": "ascending"}, "order='ascending'"),
+    ],
+)
+def test_the_recipe_refuses_a_time_model_it_would_not_follow(
+    keywords: dict[str, str], named: str
+) -> None:
+    """Dropped without a word, a flat step's updates ran as 4-6x the fixed batch's steps."""
+    lens = np.random.default_rng(0).integers(1, 200, 80)
+    flat = StepTimeModel(c=1.0, a=0.0, b=0.0)
+    for build in (
+        lambda: dynbatch.like_fixed(lens, 8, time_model=flat, **keywords),
+        lambda: dynbatch.DynamicBatchSampler(
+            lengths=lens, batch_size=8, time_model=flat, **keywords
+        ),
+    ):
+        with pytest.raises(dynbatch.InputError, match=rf"time_model=StepTimeModel.*{named}"):
+            build()
+    assert dynbatch.like_fixed(lens, 8, **keywords).time_model is None, "without one: accepted"
 
 
 # -- the samplers: no CPU split on an accelerator ------------------------------------------------

@@ -199,7 +199,11 @@ def fit(grid: ProbeGrid, runs: Sequence[Run]) -> Fit:
     memory = _Peak(*fit_polynomial(n[above], length[above], peak[above]), floor=floor)
     timed = ok & (role == "fit")
     coefficients = fit_polynomial(n[timed], length[timed], secs[timed])
-    timed_error = np.abs(StepTimeModel(*coefficients)(n[timed], length[timed]) / secs[timed] - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        timed_error = np.abs(
+            StepTimeModel(*coefficients)(n[timed], length[timed]) / secs[timed] - 1
+        )
+    timed_error = np.nan_to_num(timed_error, nan=0.0)  # 0 s predicted for 0 s timed: exact
     time_model = StepTimeModel(*coefficients, error=min(float(np.mean(timed_error)), 0.99))
     pred = np.asarray(memory(n, length), dtype=np.float64)
     checked = ok & (peak >= CHECKED_FRACTION * np.nanmax(peak))

@@ -135,9 +135,8 @@ def default_time_model(where: str) -> StepTimeModel | None:
         slower. It says so once; ``time_model=`` (``dynbatch.calibrate``'s,
         or a fitted :class:`~dynbatch.plan.steptime.StepTimeTable`) lets it cut
         updates where that is faster. Updates in ``"tokens"``, or a sorted
-        order, keep the recipe's split whatever the step time
-        (:func:`~dynbatch.like_fixed`), so there it assumes nothing and says
-        nothing.
+        order, keep the recipe's split (:func:`~dynbatch.like_fixed` refuses a
+        step time there), so there it assumes nothing and says nothing.
     """
     device = str(paddle.device.get_device())
     if device.startswith("cpu"):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import numbers
+import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -511,7 +512,7 @@ class Epochs:
             "options": self.options.fingerprint(),
             "plan": sharded.digest(),
             # NOTE [ resume on another number of ranks ] in dynbatch.plan.reshard
-            "rest": rest_of(sharded, position),
+            "rest": rest_of(sharded, position, epoch),
             "dealt": self._dealt is not None and self._dealt[0] == epoch,
         }
 
@@ -527,8 +528,14 @@ class Epochs:
                 "dataset, or lengths measured differently): resuming from it would feed the wrong "
                 "samples"
             )
-        if replicas != self.num_replicas or state.get("dealt") is True:
-            self._load_rest(state, epoch, replicas)
+        dealt = state.get("dealt", False)
+        if not isinstance(dealt, bool):
+            raise InputTypeError(
+                f"state['dealt'] must be True or False, got state['dealt']={dealt!r} "
+                f"({type(dealt).__name__})"
+            )
+        if replicas != self.num_replicas or dealt:
+            self._load_rest(state, epoch, replicas, position)
             return
         _check_options(state["options"], self.options.fingerprint())
         sharded = self.plan(epoch)
@@ -548,20 +555,25 @@ class Epochs:
         self._advance = False  # the next pass is the loaded epoch
         self._dealt = None
 
-    def _load_rest(self, state: Mapping[str, Any], epoch: int, replicas: int) -> None:
+    def _load_rest(
+        self, state: Mapping[str, Any], epoch: int, replicas: int, position: int
+    ) -> None:
         """Resume a state saved on ``replicas`` ranks (NOTE [ resume on another number of
         ranks ] in :mod:`dynbatch.plan.reshard`): the saved rest of its epoch, dealt to these."""
         saved = state["options"]
         if not isinstance(saved, Mapping):
             raise InputTypeError(f"state['options'] must be a dict, got {saved!r}")
         check_global_update(saved, replicas, self.options, self.num_replicas)
+        _check_options(_per_run(saved), _per_run(self.options.fingerprint()))
         if "rest" not in state:
             raise InputError(
                 f"this sampler state was saved with num_replicas={replicas} by a dynbatch "
                 "release that kept no rest of its epoch: it resumes only on "
                 f"num_replicas={replicas}, this sampler has num_replicas={self.num_replicas}"
             )
-        dealt = deal_rest(state["rest"], self.lengths, self.options, self.num_replicas, epoch)
+        dealt = deal_rest(
+            state["rest"], self.lengths, self.options, self.num_replicas, epoch, position, replicas
+        )
         self.epoch = epoch
         self._resume = self._yielded = 0
         self._advance = False
@@ -610,6 +622,23 @@ def _check_state(state: Any) -> tuple[int, int, int]:
                 f"{state[key]!r} ({type(state[key]).__name__})"
             )
     return epoch, position, int(replicas)
+
+
+#: Options that scale with a rank's share, so may differ on another number of ranks: one
+#: card's budget (the rest is cut to fit it) and the fixed batch's per-rank step.
+_PER_RANK = ("max_cost", "max_batch_size", "fixed_step_size")
+
+
+def _per_run(options: Any) -> Any:
+    """Fingerprinted options without those that scale with the ranks (NOTE [ resume on
+    another number of ranks ]): every other one must be the saved run's, as on the same ranks.
+    A cost's own budgets (``"tokens"``' micro-batch share) scale too: its kinds are kept."""
+    if not isinstance(options, Mapping):
+        return options
+    kept = {k: v for k, v in options.items() if k not in _PER_RANK}
+    if isinstance(kept.get("cost"), str):
+        kept["cost"] = re.sub(r"<=[^;]*", "", kept["cost"])
+    return kept
 
 
 def _check_options(saved: Any, here: Mapping[str, Any]) -> None:

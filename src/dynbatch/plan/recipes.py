@@ -96,8 +96,9 @@ def like_fixed(
         a CPU, where padding costs, that is the padding-free split above; on
         a GPU below its knee, where a step costs the same at any size, it is
         one micro-batch per update, the fixed batch's own speed; above the
-        knee, cuts where they pay. Updates in ``"tokens"`` keep the split
-        above.
+        knee, cuts where they pay. Updates in ``"tokens"``, or an order that
+        is not random, have no such candidate: a ``time_model`` there is
+        refused by name rather than dropped.
 
     Args:
         lengths: the per-sample lengths the plan will be made from.
@@ -163,12 +164,20 @@ def like_fixed(
     values = {"order": "bucket", "max_batch_size": cap, **updates, **fields}
     options = PlanOptions(max_cost=budget, cost=fn, **values)
     model = check_time_model(time_model)
+    if model is not None and (update_unit != "samples" or not options.random_order):
+        # NOTE [ the fixed batch's recipe ]: dropped, the split ran 4-6x the fixed batch's steps
+        raise InputError(
+            f"like_fixed: time_model={model!r} cuts updates of samples drawn at random each "
+            "epoch (update_unit='samples' and order 'bucket' or 'shuffle'), got "
+            f"update_unit={update_unit!r}, order={options.order!r}: leave time_model out "
+            "(the padding-free split), or draw samples at random"
+        )
     # the fixed batch's step, ``B`` a rank, a multiple or not (NOTE [ the multiple and the
     # fixed batch's step ] in dynbatch.plan.splits): rounded down, every update would be cut
     whole = {"order": "shuffle", "max_batch_size": batch, **fields}
     if grouped:  # Hugging Face's grouping, split at the step time (a flat one: each whole)
         return options.replace(**whole, time_model=model or FLAT_STEP, group_by_length=True)
-    if model is None or update_unit != "samples" or not options.random_order:
+    if model is None:
         return options
     # each epoch keeps the faster of the two (NOTE [ the faster plan of each epoch ])
     return options.replace(time_model=model, fixed_step_size=batch)

@@ -21,14 +21,17 @@ NOTE [ resume on another number of ranks ]
     batches an update, which ``M`` ranks cannot keep: it is refused by name.
     Later epochs are planned by the new sampler, as a fresh run on ``M``
     ranks would plan them. Save at the end of an update to resume on other
-    ranks: the rest of an update cut by the save becomes an update of its
-    own, so a :class:`~dynbatch.GradientAccumulator`'s open window (its
-    ``state_dict`` mid-update) would not average with it as one update.
+    ranks: the rest of an update cut by the save would become an update of
+    its own, and a :class:`~dynbatch.GradientAccumulator`'s open window (its
+    ``state_dict`` mid-update, held by the saved ranks) would not average with
+    it as one update, so a rest saved inside an update (its ``update_end``
+    past the state's position) is refused by name on other ranks.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,12 +49,14 @@ from .sharding import TOLERANCE, ShardedPlan, shard_checked
 __all__ = ["check_global_update", "deal_rest", "rest_of"]
 
 
-def rest_of(sharded: ShardedPlan, position: int) -> dict[str, list[int]]:
+def rest_of(sharded: ShardedPlan, position: int, epoch: int = 0) -> dict[str, list[int]]:
     """The global batches of ``sharded`` after ``position`` steps, update by update, JSON-safe.
 
     ``updates`` counts the batches of each remaining update (the rest of a cut
     update is an update of its own); batches that only repeat samples to even
     out the ranks are left out (a new deal makes its own).
+    The digest also covers ``epoch`` and ``position``, where the state says the
+    rest starts: an edited one is refused, as on the same ranks.
 
     >>> from dynbatch.plan.epochs import plan_epoch
     >>> opts = PlanOptions(max_cost=8, cost="linear", max_batch_size=2, update_size=4, order="none")
@@ -72,33 +77,45 @@ def rest_of(sharded: ShardedPlan, position: int) -> dict[str, list[int]]:
     sizes = plan.sizes[keep]
     indices = plan.indices[np.repeat(keep, plan.sizes)]
     updates = counts[counts > 0]
+    # the last update ended before position (0: none yet), the next one ends after it
+    inside = position not in (0, *ends.tolist())
+    after = int(ends[np.searchsorted(ends, position, side="right")]) if inside else position
     return {
         "sizes": sizes.tolist(),
         "indices": indices.tolist(),
         "updates": updates.tolist(),
-        "digest": _digest(sizes, indices, updates),
+        "update_end": after,
+        "digest": _digest(sizes, indices, updates, (epoch, position, after)),
     }
 
 
-def _digest(sizes: NDArray[Any], indices: NDArray[Any], updates: NDArray[Any]) -> str:
-    """A hash of a rest: a torn or edited one that still adds up is caught by it."""
+def _digest(
+    sizes: NDArray[Any], indices: NDArray[Any], updates: NDArray[Any], where: tuple[int, ...]
+) -> str:
+    """A hash of a rest and of ``(epoch, position)`` where it starts: a torn or edited one that
+    still adds up is caught by it."""
     h = hashlib.blake2b(digest_size=16)
-    for part in (sizes, indices, updates):
+    for part in (sizes, indices, updates, where):
         h.update(np.asarray(part, dtype=np.int64).tobytes() + b"|")
     return h.hexdigest()
 
 
-def check_rest(rest: Any, samples: int) -> tuple[NDArray[np.int64], NDArray[np.int64], list[int]]:
-    """A saved :func:`rest_of`, checked: every index in range and once, the counts adding up."""
-    if not isinstance(rest, Mapping) or {"sizes", "indices", "updates", "digest"} - set(rest):
+def check_rest(
+    rest: Any, samples: int, where: tuple[int, int] = (0, 0)
+) -> tuple[NDArray[np.int64], NDArray[np.int64], list[int], int]:
+    """A saved :func:`rest_of`, checked: every index in range and once, the counts adding up,
+    saved at ``where`` (the state's epoch and position)."""
+    keys = {"sizes", "indices", "updates", "update_end", "digest"}
+    if not isinstance(rest, Mapping) or keys - set(rest):
         raise InputTypeError(
-            "state['rest'] must be the dict of 'sizes', 'indices', 'updates' and 'digest' that "
-            f"state_dict() saved, got {type(rest).__name__}"
+            "state['rest'] must be the dict of 'sizes', 'indices', 'updates', 'update_end' and "
+            f"'digest' that state_dict() saved, got {type(rest).__name__}"
         )
     try:
         sizes = np.asarray(rest["sizes"], dtype=np.int64).reshape(-1)
         indices = np.asarray(rest["indices"], dtype=np.int64).reshape(-1)
         updates = [int(u) for u in rest["updates"]]
+        after = int(rest["update_end"])
     except (TypeError, ValueError) as err:
         raise InputTypeError(f"state['rest'] holds values that are not integers: {err}") from None
     bad = (
@@ -108,15 +125,17 @@ def check_rest(rest: Any, samples: int) -> tuple[NDArray[np.int64], NDArray[np.i
         or min(updates, default=1) < 1
         or ((indices < 0) | (indices >= samples)).any()
         or np.unique(indices).size != indices.size
-        or rest["digest"] != _digest(sizes, indices, np.asarray(updates, dtype=np.int64))
+        or rest["digest"]
+        != _digest(sizes, indices, np.asarray(updates, dtype=np.int64), (*where, after))
     )
     if bad:
         raise InputError(
             f"state['rest'] is not the rest of an epoch of these {samples} samples (sizes, "
             "indices and updates do not add up, an index is out of range or repeated, or the "
-            "digest differs): the state was changed or torn"
+            "digest of them and of the state's epoch and position differs): the state was "
+            "changed or torn"
         )
-    return sizes, indices, updates
+    return sizes, indices, updates, after
 
 
 def check_global_update(
@@ -125,6 +144,18 @@ def check_global_update(
     """Refuse a rest whose updates this sampler's would not be (NOTE [ resume on another ...
     number of ranks ]), saying which ``batch_size`` keeps the saved update."""
     size, unit = saved.get("update_size"), saved.get("update_unit", "samples")
+    if size is not None and (
+        isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size < math.inf
+    ):
+        raise (InputError if isinstance(size, (int, float)) else InputTypeError)(
+            "state['options']['update_size'] must be a number > 0 or None, got "
+            f"state['options']['update_size']={size!r} ({type(size).__name__})"
+        )
+    if unit not in ("samples", "tokens"):
+        raise (InputError if isinstance(unit, str) else InputTypeError)(
+            "state['options']['update_unit'] must be 'samples' or 'tokens', got "
+            f"state['options']['update_unit']={unit!r}"
+        )
     if size is None:
         raise InputError(
             f"this sampler state was saved with num_replicas={saved_replicas}, this sampler has "
@@ -164,10 +195,26 @@ def _fit(batch: NDArray[np.int64], plens: NDArray[Any], options: PlanOptions) ->
 
 
 def deal_rest(
-    rest: Any, lengths: NDArray[np.int64], options: PlanOptions, num_replicas: int, epoch: int
+    rest: Any,
+    lengths: NDArray[np.int64],
+    options: PlanOptions,
+    num_replicas: int,
+    epoch: int,
+    position: int = 0,
+    saved_replicas: int | None = None,
 ) -> ShardedPlan:
-    """The saved rest of an epoch as a plan for ``num_replicas`` ranks, update by update."""
-    sizes, indices, updates = check_rest(rest, lengths.size)
+    """The saved rest of an epoch as a plan for ``num_replicas`` ranks, update by update
+    (``position``: where the state says the rest starts, checked by the rest's digest; a
+    rest saved on ``saved_replicas`` other than these must start at an update's end)."""
+    sizes, indices, updates, after = check_rest(rest, lengths.size, (epoch, position))
+    if saved_replicas not in (None, num_replicas) and after != position:
+        raise InputError(
+            f"this sampler state was saved inside an update (after micro-batch {position}; "
+            f"updates end at {after}, not there): the rest of that update would train as an "
+            "update of its own on other ranks, and a GradientAccumulator's open window would "
+            "not average with it. Resume on the saved number of ranks, or save at an update's "
+            "end (where GradientAccumulator.backward returns True)"
+        )
     if options.pack_len is not None:
         return _deal_packed(sizes, indices, updates, lengths, options, num_replicas)
     plens = padded_lengths(lengths, options.pad_to_multiple_of)

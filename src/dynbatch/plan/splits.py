@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError, check_int
+from .._checks import InputError, InputTypeError, check_int, check_lengths
 from .options import PlanOptions
 from .planning import Plan, batch_capacity, find_oversize, padded_lengths
 from .sharding import ShardedPlan
@@ -243,6 +243,8 @@ def plan_split_updates(
             f"{options.update_size!r}, update_unit={options.update_unit!r}"
         )
     replicas = check_int("num_replicas", num_replicas, minimum=1)
+    lengths = check_lengths(lengths)
+    epoch = check_int("epoch", epoch)
     plens = padded_lengths(lengths, options.pad_to_multiple_of)
     size = max(1, round(float(options.update_size)))
     with np.errstate(over="ignore"):  # the worst step: the cost grows with n and L
@@ -274,7 +276,12 @@ def plan_split_updates(
             )
         keep[over] = False
         if not keep.any():
-            raise InputError("every sample is over max_cost alone: nothing to train on")
+            shortest = int(np.argmin(lengths))
+            raise InputError(
+                f"every sample is over max_cost={options.max_cost:g} alone (the shortest, sample "
+                f"{shortest} of length {int(lengths[shortest])}, too): nothing to train on. "
+                "Raise max_cost, or truncate the samples"
+            )
     order = shuffled(np.flatnonzero(keep), options.seed, epoch)
     if options.group_by_length:  # mega-batches sorted by length, longest first (as HF's)
         mega = MEGA_BATCH * size
@@ -341,14 +348,41 @@ def epoch_seconds(
 
     ``step_time`` is a :class:`~dynbatch.plan.steptime.StepTimeModel`, a
     :class:`~dynbatch.plan.steptime.StepTimeTable` or any vectorised ``(n, L) -> seconds``;
-    an epoch whose seconds are not finite is an :class:`~dynbatch.InputError` naming it as
-    ``name``.
+    an epoch whose seconds are not finite, or a step predicted below 0 seconds, is an
+    :class:`~dynbatch.InputError` naming it as ``name``.
     """
+    if not isinstance(sharded, ShardedPlan):
+        raise InputTypeError(
+            "sharded must be an epoch's plan (a ShardedPlan, e.g. plan_epoch(...)), got "
+            f"sharded={sharded!r}"
+        )
+    if not callable(step_time):
+        raise InputTypeError(
+            f"{name} must be a step time (n, L) -> seconds (a StepTimeModel, a StepTimeTable or "
+            f"a vectorised function), got {name}={step_time!r}"
+        )
+    pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
+    lens = check_lengths(lengths)
+    needed = int(sharded.plan.indices.max()) + 1 if sharded.plan.indices.size else 0
+    if lens.size < needed:
+        raise InputError(
+            f"lengths must hold one length per sample, {needed} or more (the plan holds sample "
+            f"{needed - 1}), got {lens.size}"
+        )
     if sharded.num_steps == 0:
         return 0.0
-    longest = padded_lengths(sharded.longest(lengths), pad_to_multiple_of)
+    longest = padded_lengths(sharded.longest(lens), pad)
     with np.errstate(over="ignore", invalid="ignore"):
         seconds = np.asarray(step_time(sharded.sizes, longest), dtype=np.float64)
+        seconds = np.broadcast_to(seconds, sharded.sizes.shape)
+    if (seconds < 0).any():
+        i = int(np.argmax(seconds < 0))
+        raise InputError(
+            f"{name}={step_time!r} predicts {seconds[i]:g} seconds for a step of "
+            f"{int(sharded.sizes[i])} samples of length {int(longest[i])}: a step's seconds must "
+            "be >= 0"
+        )
+    with np.errstate(over="ignore", invalid="ignore"):
         total = float(seconds.reshape(-1, sharded.num_replicas).max(axis=1).sum())
     if not math.isfinite(total):
         raise InputError(

@@ -415,7 +415,12 @@ def compare_orders(
                 pad_to_multiple_of=options.pad_to_multiple_of,
                 oversize=options.oversize,
                 update_unit=options.update_unit,
-                time_model=fit() if callable(fit) else step_time,
+                # like_fixed follows a step time in samples only (it refuses one in tokens)
+                time_model=None
+                if options.update_unit != "samples"
+                else fit()
+                if callable(fit)
+                else step_time,
                 **extra,
             )
 

@@ -47,6 +47,19 @@ class StepTimeModel(PolynomialCost):
     floor: float = absent_coefficient()
     grows = False  # a step too quick to time grows by nothing measurable
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        error = self.error
+        number = isinstance(error, (int, float, np.number)) and not isinstance(
+            error, (bool, np.bool_)
+        )
+        if not number or not 0 <= float(error) < 1:  # the split and the epoch's seconds use it
+            raise (InputError if number else InputTypeError)(
+                "StepTimeModel error must be a number in [0, 1) (the model's typical relative "
+                f"error), got error={error!r}"
+            )
+        object.__setattr__(self, "error", float(error))
+
 
 #: A step that costs the same at any size: each update runs whole (a GPU below its knee).
 FLAT_STEP = StepTimeModel(c=1.0, a=0.0, b=0.0)
@@ -148,6 +161,10 @@ class StepTimeTable:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> StepTimeTable:
         """From JSON: ``{"columns": [..., "n", "L", "step_s", ...], "rows": [[...], ...]}``."""
+        if not isinstance(path, (str, os.PathLike)):  # an int would open a file descriptor
+            raise InputTypeError(
+                f"path must be a file path (str or os.PathLike), got path={path!r}"
+            )
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)

@@ -48,7 +48,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError, check_choice, check_lengths, check_positive_number
+from .._checks import (
+    InputError,
+    InputTypeError,
+    check_choice,
+    check_int,
+    check_lengths,
+    check_positive_number,
+)
 from .options import UNITS, PlanOptions
 from .sharding import ShardedPlan
 
@@ -238,6 +245,9 @@ class EpochWindows:
                 f"counted must hold one count per sample, {needed} or more (the plan holds sample "
                 f"{needed - 1}), got an array of shape {counts.shape}"
             )
+        counted = check_lengths(counted, "counted", zero=True)
+        epoch = check_int("epoch", epoch)
+        every = check_int("every", every, minimum=1)
         self.epoch, self.plan = epoch, sharded
         self.counts = micro_step_counts(sharded, counted, unit)
         if every > 1:
@@ -255,6 +265,7 @@ class EpochWindows:
 
     def ends_at(self, position: int) -> bool:
         """Whether the micro-step at ``position`` (0-based) ends a window."""
+        position = check_int("position", position)
         i = int(np.searchsorted(self.ends, position + 1))
         return i < self.ends.size and int(self.ends[i]) == position + 1
 
@@ -269,6 +280,7 @@ class EpochWindows:
 
     def spans(self, start: int = 0) -> Iterator[Span]:
         """The windows from micro-step ``start`` on (a window boundary: :meth:`check_start`)."""
+        start = check_int("start", start)
         self.check_start(start)
         begin = 0
         for index, stop in enumerate(self.ends.tolist()):

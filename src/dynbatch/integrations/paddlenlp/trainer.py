@@ -216,6 +216,8 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
             return
         lengths = resolve_lengths(train_dataset, lengths, length_fn, ref_index, cache_path)
         if planned is None and self.accumulate == "samples":  # the recipe follows the step time
+            if _measure(time_model) and kwargs.get("order", "bucket") not in ("bucket", "shuffle"):
+                time_model = None  # a sorted order keeps the recipe's split (like_fixed)
             if _measure(time_model):
                 batch = args.per_device_train_batch_size
                 time_model = measure_time_model(self, train_dataset, lengths, batch)
