@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("paddlenlp")
+import paddle
 
 import dynbatch
 from dynbatch.integrations import paddlenlp as integration
@@ -481,21 +482,20 @@ def test_a_wrong_value_in_a_checkpoints_state_is_named_before_anything_loads(
     )
 
 
-def test_ignoring_the_saved_optimizer_still_resumes_the_plan(tmp_path: Path) -> None:
+def test_ignoring_the_saved_optimizer_on_resume_is_refused_by_name(tmp_path: Path) -> None:
     """Tester report C 2: ignore_load_lr_and_optim=True skipped the plan's state too and, with
-    ignore_data_skip forced on, replayed the run from its first batch on the saved weights."""
+    ignore_data_skip forced on, replayed the run from its first batch on the saved weights.
+    paddlenlp then also skips the Trainer's state (global_step), so no exact resume exists:
+    it is refused, naming the flag, before anything trains."""
     ds = Reviews(40)
-    args = make_args(tmp_path, max_steps=3, save_strategy="steps", save_steps=1)
-    full = make_recorder()
-    make_trainer(tmp_path, ds, args=args, callbacks=[full]).train()
-    resumed = make_recorder()
-    args = make_args(tmp_path, max_steps=3, save_strategy="no", ignore_load_lr_and_optim=True)
-    trainer = make_trainer(tmp_path, ds, args=args, callbacks=[resumed])
-    trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-1"))
-    assert batches_of(resumed.windows) == batches_of(full.windows[1:]), (
-        "only the batches after the checkpoint are trained"
-    )
-    assert trainer.resumed_step == 1
+    args = make_args(tmp_path, max_steps=2, save_strategy="steps", save_steps=1)
+    make_trainer(tmp_path, ds, args=args).train()
+    recorder = make_recorder()
+    args = make_args(tmp_path, max_steps=2, ignore_load_lr_and_optim=True)
+    trainer = make_trainer(tmp_path, ds, args=args, callbacks=[recorder])
+    with pytest.raises(dynbatch.InputError, match=r"ignore_load_lr_and_optim=True.*resume"):
+        trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-1"))
+    assert recorder.windows == [], "nothing was trained"
 
 
 def _keep_time_model(out: Path, model: dict[str, float]) -> None:
@@ -513,14 +513,16 @@ def test_a_resume_plans_by_the_checkpoints_own_step_time(tmp_path: Path) -> None
     _keep_time_model(tmp_path / "a", saved_model)
     args = make_args(tmp_path / "a", max_steps=3, save_strategy="steps", save_steps=1)
     full = make_recorder()
-    recipe_trainer(tmp_path / "a", ds, args, callbacks=[full]).train()
+    with paddle.utils.unique_name.guard():  # each run names its layers as a fresh process would
+        recipe_trainer(tmp_path / "a", ds, args, callbacks=[full]).train()
     checkpoint = str(tmp_path / "a" / "checkpoint-1")
     _keep_time_model(tmp_path / "b", {"c": 0.5, "a": 0.0, "b": 0.0, "error": 0.0})
     resumed = make_recorder()
-    trainer = recipe_trainer(
-        tmp_path / "b", ds, make_args(tmp_path / "b", max_steps=3), callbacks=[resumed]
-    )
-    trainer.train(resume_from_checkpoint=checkpoint)
+    with paddle.utils.unique_name.guard():
+        trainer = recipe_trainer(
+            tmp_path / "b", ds, make_args(tmp_path / "b", max_steps=3), callbacks=[resumed]
+        )
+        trainer.train(resume_from_checkpoint=checkpoint)
     assert trainer.options.time_model == dynbatch.StepTimeModel(**saved_model)
     assert batches_of(resumed.windows) == batches_of(full.windows[1:])
 
