@@ -230,7 +230,8 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
             kwargs["time_model"] = time_model
 
         def plan(step_time: Any) -> DistributedDynamicBatchSampler:
-            keywords = kwargs if planned is not None else {**kwargs, "time_model": step_time}
+            follows = "time_model" in kwargs  # the recipe of samples: it follows a step time
+            keywords = {**kwargs, "time_model": step_time} if follows else kwargs
             return train_sampler(
                 train_dataset,
                 args,
