@@ -53,7 +53,7 @@ from dynbatch import (
 )
 from dynbatch.plan.splits import epoch_seconds, plan_split_updates, split_update
 from dynbatch.plan.stats import batch_table, compare_orders
-from dynbatch.plan.steptime import FLAT_STEP, StepTimeModel, StepTimeTable
+from dynbatch.plan.steptime import FLAT_STEP, StepTimeModel, StepTimeTable, check_time_model
 from dynbatch.plan.windows import EpochWindows
 
 FLAT_STEP_BIG = StepTimeModel(c=1e307, a=0.0, b=0.0)  # finite steps whose sum is not
@@ -528,6 +528,14 @@ case(
     VALUE,
     r"time_model=StepTimeModel\(c=1e\+307.* predicts inf seconds for an epoch of 30 steps",
 )
+for key in ("c", "a", "b", "error"):  # an int too big for a float: OverflowError escaped
+    huge = {"c": 0.0, "a": 0.0, "b": 0.0, key: 10**400}
+    case(
+        f"check_time_model-{key}-beyond-float",
+        functools.partial(check_time_model, huge),
+        VALUE,
+        rf"time_model .*(a finite number|a number in).*{key}=1000000000",
+    )
 for label, rows in [
     ("one-row", [(8, 128, 0.05)]),
     ("three-shapes", [(1, 8, 0.1), (2, 8, 0.1), (4, 8, 0.2), (4, 8, 0.3)]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("paddlenlp")
+import paddle
 
 import dynbatch
 from dynbatch.integrations import paddlenlp as integration
@@ -405,6 +407,147 @@ def test_a_torn_checkpoint_state_is_named_never_half_read(tmp_path: Path) -> Non
             make_trainer(tmp_path, ds, args=args).train(resume_from_checkpoint=str(state.parent))
 
 
+# -- what a checkpoint's state file may hold (tester report C) ---------------------------------
+@pytest.fixture(scope="module")
+def saved_state(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A run of 2 steps saved after each; the folder and checkpoint-1's state text."""
+    out = tmp_path_factory.mktemp("saved")
+    args = make_args(out, max_steps=2, save_strategy="steps", save_steps=1)
+    make_trainer(out, Reviews(40), args=args).train()
+    return out, (out / "checkpoint-1" / STATE_FILE).read_text()
+
+
+def _changed(state: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    *folders, key = path
+    for folder in folders:
+        state = state[folder]
+    if value is _DROP:
+        del state[key]
+    else:
+        state[key] = value
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "match"),
+    [
+        (("loss_total",), float("nan"), "loss_total=nan"),
+        (("loss_total",), "abc", "loss_total='abc'"),
+        (("loss_total",), [1], r"loss_total=\[1\]"),
+        (("loss_total",), _DROP, "loss_total"),
+        (("consumed_samples",), -7, "consumed_samples=-7"),
+        (("consumed_samples",), 54.9, "consumed_samples=54.9"),
+        (("consumed_samples",), "x", "consumed_samples='x'"),
+        (("consumed_samples",), _DROP, "consumed_samples"),
+        (("global_step",), "x", "global_step='x'"),
+        (("global_step",), float("nan"), "global_step=nan"),
+        (("global_step",), True, "global_step=True"),
+        (("global_step",), -3, "global_step=-3"),
+        (("global_step",), _DROP, "global_step"),
+        (("windows",), [1], r"windows=\[1\]"),
+        (("windows",), "x", "windows='x'"),
+        (("sampler",), "x", "sampler='x'"),
+        (("sampler", "position"), 999, "position"),
+        (("sampler", "position"), "x", "position"),
+        (("sampler", "epoch"), -1, "epoch"),
+        (("sampler", "epoch"), _DROP, "epoch"),
+        (("sampler", "options"), "x", "options"),
+        (("sampler", "num_replicas"), True, "num_replicas"),
+    ],
+)
+def test_a_wrong_value_in_a_checkpoints_state_is_named_before_anything_loads(
+    saved_state: tuple[Path, str], path: tuple[str, ...], value: Any, match: str
+) -> None:
+    """Tester report C 3, 4, 6: a NaN loss total was summed on, -7 samples counted, 54.9 cut to
+    54, a missing key a bare KeyError after the sampler had loaded, and the sampler's own
+    refusals did not name the file. Each is an InputError naming the state file."""
+    out, good = saved_state
+    state = json.loads(good)
+    _changed(state, path, value)
+    checkpoint = out / "checkpoint-1"
+    (checkpoint / STATE_FILE).write_text(json.dumps(state))
+    args = make_args(out, max_steps=2, save_strategy="steps", save_steps=1)
+    trainer = make_trainer(out, Reviews(40), args=args)
+    try:
+        with pytest.raises(dynbatch.InputError) as info:
+            trainer.train(resume_from_checkpoint=str(checkpoint))
+    finally:
+        (checkpoint / STATE_FILE).write_text(good)
+    assert str(checkpoint / STATE_FILE) in str(info.value), "the file is named"
+    assert re.search(match, str(info.value)), str(info.value)
+    assert trainer.train_sampler is not None and trainer.train_sampler.epoch == 0, (
+        "nothing was loaded"
+    )
+
+
+def test_ignoring_the_saved_optimizer_on_resume_is_refused_by_name(tmp_path: Path) -> None:
+    """Tester report C 2: ignore_load_lr_and_optim=True skipped the plan's state too and, with
+    ignore_data_skip forced on, replayed the run from its first batch on the saved weights.
+    paddlenlp then also skips the Trainer's state (global_step), so no exact resume exists:
+    it is refused, naming the flag, before anything trains."""
+    ds = Reviews(40)
+    args = make_args(tmp_path, max_steps=2, save_strategy="steps", save_steps=1)
+    make_trainer(tmp_path, ds, args=args).train()
+    recorder = make_recorder()
+    args = make_args(tmp_path, max_steps=2, ignore_load_lr_and_optim=True)
+    trainer = make_trainer(tmp_path, ds, args=args, callbacks=[recorder])
+    with pytest.raises(dynbatch.InputError, match=r"ignore_load_lr_and_optim=True.*resume"):
+        trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-1"))
+    assert recorder.windows == [], "nothing was trained"
+
+
+def _keep_time_model(out: Path, model: dict[str, float]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / integration.probe.TIME_MODEL_FILE).write_text(json.dumps(model))
+
+
+def test_a_resume_plans_by_the_checkpoints_own_step_time(tmp_path: Path) -> None:
+    """Tester report C 1: a checkpoint resumed in another output_dir, or once the kept step time
+    was deleted (as its torn-file error advises), measured a new step time and was refused
+    ("saved with other options ... time_model"). The checkpoint holds the step time it was
+    planned by; a resume with the default time_model plans by that one."""
+    ds = Reviews(40)
+    saved_model = {"c": 0.01, "a": 1e-4, "b": 0.0, "error": 0.1}
+    _keep_time_model(tmp_path / "a", saved_model)
+    args = make_args(tmp_path / "a", max_steps=3, save_strategy="steps", save_steps=1)
+    full = make_recorder()
+    with paddle.utils.unique_name.guard():  # each run names its layers as a fresh process would
+        recipe_trainer(tmp_path / "a", ds, args, callbacks=[full]).train()
+    checkpoint = str(tmp_path / "a" / "checkpoint-1")
+    _keep_time_model(tmp_path / "b", {"c": 0.5, "a": 0.0, "b": 0.0, "error": 0.0})
+    resumed = make_recorder()
+    with paddle.utils.unique_name.guard():
+        trainer = recipe_trainer(
+            tmp_path / "b", ds, make_args(tmp_path / "b", max_steps=3), callbacks=[resumed]
+        )
+        trainer.train(resume_from_checkpoint=checkpoint)
+    assert trainer.options.time_model == dynbatch.StepTimeModel(**saved_model)
+    assert batches_of(resumed.windows) == batches_of(full.windows[1:])
+
+
+@pytest.mark.parametrize(
+    ("field", "now"),
+    [("per_device_train_batch_size", 8), ("gradient_accumulation_steps", 2)],
+)
+def test_a_changed_training_argument_on_resume_is_named(
+    tmp_path: Path, field: str, now: int
+) -> None:
+    """Tester report C 7: the refusal named the plan's internal options (max_cost,
+    update_size) and a remedy for sampler users, not the TrainingArguments field changed."""
+    ds = Reviews(40)
+    args = make_args(
+        tmp_path, max_steps=1, save_strategy="steps", save_steps=1, per_device_train_batch_size=6
+    )
+    recipe_trainer(tmp_path, ds, args, time_model=None).train()
+    changed = make_args(tmp_path, max_steps=1, **{"per_device_train_batch_size": 6, field: now})
+    trainer = recipe_trainer(tmp_path, ds, changed, time_model=None)
+    saved = getattr(args, field)
+    with pytest.raises(dynbatch.InputError, match=rf"{field}: saved {saved}, now {now}"):
+        trainer.train(resume_from_checkpoint=True)
+
+
 # -- the fixed batch's recipe, and what a paddlenlp user passes ---------------------------------
 def recipe_trainer(out: Path, ds: Reviews, args: Any, **kw: Any) -> DynamicBatchTrainer:
     return DynamicBatchTrainer(
@@ -590,10 +733,25 @@ def test_a_torn_kept_step_time_is_named_never_half_read(tmp_path: Path) -> None:
     InputError naming the file and saying to delete it to measure again."""
     path = tmp_path / integration.probe.TIME_MODEL_FILE
     whole = json.dumps({"c": 0.01, "a": 0.001, "b": 0.0, "error": 0.1})
-    for text in (whole[: len(whole) // 2], "", whole[:-1], '{"c": 0.01}', "[1, 2]"):
+    beyond_float = '{"c": 1' + "0" * 400 + ', "a": 0, "b": 0}'  # was a bare OverflowError
+    inf_steps = '{"c": 1e308, "a": 1e308, "b": 1e308}'  # was named as an argument never passed
+    for text in (
+        whole[: len(whole) // 2],
+        "",
+        whole[:-1],
+        '{"c": 0.01}',
+        "[1, 2]",
+        beyond_float,
+        inf_steps,
+    ):
         path.write_text(text)
         with pytest.raises(dynbatch.InputError, match=rf"{path.name}.*delete it"):
             recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path))
+    path.unlink()
+    path.mkdir()  # was a whole probe, then a bare IsADirectoryError on writing the result
+    with pytest.raises(dynbatch.InputError, match=rf"{path.name}.* not a file"):
+        recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path))
+    path.rmdir()
     path.write_text(whole)
     trainer = recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path))
     assert trainer.options.time_model in (None, dynbatch.StepTimeModel(**json.loads(whole)))

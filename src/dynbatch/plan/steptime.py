@@ -65,6 +65,14 @@ class StepTimeModel(PolynomialCost):
 FLAT_STEP = StepTimeModel(c=1.0, a=0.0, b=0.0)
 
 
+def _as_float(v: Any) -> float:
+    """``float(v)``, or inf for an int beyond any float (``float(10**400)`` raises)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf
+
+
 def check_time_model(value: Any, name: str = "time_model") -> StepTimeModel | None:
     """``value`` as a :class:`StepTimeModel`: an object with ``c``, ``a``, ``b``, or ``"c,a,b"``.
 
@@ -95,14 +103,14 @@ def check_time_model(value: Any, name: str = "time_model") -> StepTimeModel | No
                 f"{name} must have number coefficients c, a, b (seconds = c + n*L*(a + b*L)), "
                 f"e.g. MemoryCost.time_model or StepTimeTable.fit(); got {key}={v!r} on {value!r}"
             )
-        if not (math.isfinite(float(v)) and float(v) >= 0):
+        if not (math.isfinite(_as_float(v)) and float(v) >= 0):
             raise InputError(
                 f"{name} coefficient {key} must be a finite number >= 0, got {key}={v!r}"
             )
         coefficients[key] = float(v)
     error = value.get("error", 0.0) if isinstance(value, dict) else getattr(value, "error", 0.0)
     number = isinstance(error, (int, float, np.number)) and not isinstance(error, (bool, np.bool_))
-    if not number or not 0 <= float(error) < 1:
+    if not number or not 0 <= _as_float(error) < 1:
         raise InputError(
             f"{name} error must be a number in [0, 1) (the model's typical relative error), got "
             f"error={error!r}"

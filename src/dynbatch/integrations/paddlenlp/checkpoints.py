@@ -10,12 +10,18 @@ NOTE [ resume from the plan ]
     also skip ``global_step`` windows on top of that, so ``ignore_data_skip``
     is forced on; it then never restores the RNG, so the integration does; and
     ``resume_from_checkpoint=True`` is resolved here (it crashes in that
-    version) to the newest checkpoint that holds the dynbatch state.
+    version) to the newest checkpoint that holds the dynbatch state. The
+    whole file is checked before any of it loads, and ``train()`` reads it
+    before paddlenlp does: a recipe that measures its step time then plans
+    by the checkpoint's. ``ignore_load_lr_and_optim`` is refused on resume:
+    paddlenlp then skips its own state too (``global_step``), so no exact
+    resume exists.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -97,8 +103,23 @@ def write_state(folder: str, state: Mapping[str, Any]) -> None:
     write_text_atomic(os.path.join(folder, STATE_FILE), text)  # NOTE [ atomic writes ]
 
 
-def read_state(checkpoint: str, windows: Mapping[str, Any]) -> dict[str, Any]:
-    """The checkpoint's state, checked: this release's, saved with the same ``windows``."""
+def _refuse(path: str, key: str, value: Any, valid: str) -> InputError:
+    return InputError(
+        f"{path} holds {key}={value!r}, but a DynamicBatchTrainer state holds {valid} there: it "
+        "was changed or is not one; resume from another checkpoint folder"
+    )
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def read_state(
+    checkpoint: str, windows: Mapping[str, Any], arguments: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The checkpoint's state, checked whole before anything loads (NOTE [ resume from the
+    plan ]): this release's, every value of its kind, saved with the same ``windows`` and the
+    same training ``arguments`` (those of them the state holds)."""
     path = os.path.join(checkpoint, STATE_FILE)
     try:
         with open(path, encoding="utf-8") as fh:
@@ -109,13 +130,25 @@ def read_state(checkpoint: str, windows: Mapping[str, Any]) -> dict[str, Any]:
             "not one; resume from another checkpoint folder, or delete this one (True then "
             "takes the newest left)"
         ) from None
-    keys = {"version", "windows", "sampler"}
+    keys = {"version", "windows", "sampler", "global_step", "loss_total", "consumed_samples"}
     if not isinstance(state, Mapping) or not keys <= set(state):
         raise InputError(
             f"{path} is not a DynamicBatchTrainer state: it needs the keys {sorted(keys)}"
         )
     if state.get("version") != _STATE_VERSION:
         raise InputError(f"{path} is not a DynamicBatchTrainer state of this release")
+    for key in ("windows", "sampler"):
+        if not isinstance(state[key], Mapping):
+            raise _refuse(path, key, state[key], "a JSON object")
+    for key in ("global_step", "consumed_samples"):
+        if not _whole(state[key]):
+            raise _refuse(path, key, state[key], "a whole number >= 0")
+    loss = state["loss_total"]
+    if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss):
+        raise _refuse(path, "loss_total", loss, "a finite number (the losses logged, summed)")
+    replicas = state["sampler"].get("num_replicas")
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise _refuse(path, "sampler.num_replicas", replicas, "a whole number >= 1")
     saved = state["windows"]
     if saved != windows:
         differ = "; ".join(
@@ -126,6 +159,16 @@ def read_state(checkpoint: str, windows: Mapping[str, Any]) -> dict[str, Any]:
         raise InputError(
             f"{checkpoint} was trained with other optimizer windows ({differ}); resume with "
             "the same gradient_accumulation_steps, accumulate and accumulate_target"
+        )
+    kept = state.get("arguments", {})  # states saved before it held them have none
+    if not isinstance(kept, Mapping):
+        raise _refuse(path, "arguments", kept, "a JSON object")
+    changed = [(k, kept[k], v) for k, v in (arguments or {}).items() if k in kept and kept[k] != v]
+    if changed:
+        differ = "; ".join(f"{k}: saved {old!r}, now {new!r}" for k, old, new in changed)
+        raise InputError(
+            f"{checkpoint} was trained with other TrainingArguments ({differ}): the plan of the "
+            "rest of the run follows them, so resume with the saved values"
         )
     return dict(state)
 
@@ -144,6 +187,12 @@ class PlanCheckpoints:
     accumulate_target: float | None
     micro_batches_per_step: int
     resumed_step: int | None
+    #: whether the plan is the fixed batch's recipe at the batch of ``args`` (no options given)
+    follows_args: bool
+    #: ``args.gradient_accumulation_steps`` as given (the recipe plans its updates by it)
+    planned_accumulation_steps: int
+    #: the checkpoint whose state :meth:`read_plan_state` checked, and that state
+    resume_state: tuple[str, dict[str, Any]] | None
 
     def _window_settings(self) -> dict[str, Any]:
         return {
@@ -151,6 +200,28 @@ class PlanCheckpoints:
             "accumulate_target": self.accumulate_target,
             "gradient_accumulation_steps": self.micro_batches_per_step,
         }
+
+    def _argument_settings(self) -> dict[str, Any]:
+        """The TrainingArguments the fixed batch's recipe plans by (none for given options)."""
+        if not self.follows_args:
+            return {}
+        return {
+            "per_device_train_batch_size": self.args.per_device_train_batch_size,
+            "gradient_accumulation_steps": self.planned_accumulation_steps,
+        }
+
+    def read_plan_state(self, checkpoint: str) -> dict[str, Any]:
+        """``checkpoint``'s state, checked against this run's windows and arguments."""
+        if self.args.ignore_load_lr_and_optim:
+            raise InputError(
+                "args.ignore_load_lr_and_optim=True makes paddlenlp skip the checkpoint's "
+                "Trainer state (its global_step) with the optimizer, so the plan cannot resume "
+                f"where {checkpoint} stopped: resume without it, or start a new run "
+                "(resume_from_checkpoint=None) from the checkpoint's weights"
+            )
+        state = read_state(checkpoint, self._window_settings(), self._argument_settings())
+        self.resume_state = (checkpoint, state)
+        return state
 
     def save_plan_state(self, global_step: int) -> None:
         """Write the sampler's position and the run's totals beside checkpoint ``global_step``."""
@@ -164,6 +235,7 @@ class PlanCheckpoints:
             "global_step": int(global_step),
             "sampler": sampler.state_dict(consumed_batches=position),
             "windows": self._window_settings(),
+            "arguments": self._argument_settings(),
             "loss_total": self.run_log.loss_total,
             "consumed_samples": self.run_log.consumed_samples,
         }
@@ -173,8 +245,11 @@ class PlanCheckpoints:
         """Check and load the checkpoint's state file; then the Trainer loads the rest."""
         if self.run is None:
             return False
-        state = read_state(checkpoint, self._window_settings())
-        saved = state["sampler"].get("num_replicas") if isinstance(state["sampler"], dict) else None
+        kept = self.resume_state
+        state = kept[1] if kept is not None and kept[0] == checkpoint else None
+        if state is None:
+            state = self.read_plan_state(checkpoint)
+        saved = state["sampler"]["num_replicas"]
         if saved != self.run.sampler.num_replicas:  # the Trainer skips by its saved position
             raise InputError(
                 f"{checkpoint} was saved on num_replicas={saved!r} ranks, this run has "
@@ -182,7 +257,11 @@ class PlanCheckpoints:
                 "the number of cards it saved on (a sampler's own load_state_dict resumes on "
                 "another: NOTE [ resume on another number of ranks ] in dynbatch.plan.reshard)"
             )
-        self.run.sampler.load_state_dict(state["sampler"])  # checks lengths, options, plan
+        path = os.path.join(checkpoint, STATE_FILE)
+        try:  # checks lengths, options, plan
+            self.run.sampler.load_state_dict(state["sampler"])
+        except (InputError, KeyError, TypeError, AttributeError) as exc:
+            raise InputError(f"{path}'s sampler state cannot be loaded here: {exc}") from None
         self.run.position = (int(state["sampler"]["epoch"]), int(state["sampler"]["position"]))
         self.run_log.loss_total = float(state["loss_total"])
         self.run_log.consumed_samples = int(state["consumed_samples"])

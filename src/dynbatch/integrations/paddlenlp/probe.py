@@ -18,7 +18,9 @@ NOTE [ the Trainer measures the step time ]
     probe, would not find. Every rank probes
     and the ranks average the coefficients, so all plan alike. The model is
     written to ``output_dir`` and read back by a later Trainer of the same
-    ``output_dir`` (a resume plans the same batches); ``time_model=None``
+    ``output_dir``; a resume plans by the step time its checkpoint's state
+    holds (the one it was planned by), so it plans the same batches in
+    another ``output_dir`` or after the kept file was deleted. ``time_model=None``
     skips the probe, an object uses it as given.
 """
 
@@ -47,6 +49,7 @@ from .run import check_fields, split_batch
 
 __all__ = [
     "TIME_MODEL_FILE",
+    "kept_time_model",
     "measure_time_model",
     "probe_batch",
     "read_time_model",
@@ -101,7 +104,12 @@ def measure_time_model(
     trainer: Any, dataset: Any, lengths: NDArray[Any], batch_size: int
 ) -> StepTimeModel | None:
     """The step time of ``trainer``'s model on its device (NOTE [ the Trainer measures ... ])."""
-    path = os.path.join(trainer.args.output_dir, TIME_MODEL_FILE)
+    path = kept_time_model(trainer.args.output_dir)
+    if os.path.exists(path) and not os.path.isfile(path):  # before a probe that cannot keep it
+        raise InputError(
+            f"{path} is not a file: the Trainer keeps the step time it measures there; move "
+            "it away, or pass time_model= (an object, 'c,a,b' or None)"
+        )
     if _on_every_rank(trainer, os.path.isfile(path)):  # else every rank probes: none waits
         model = read_time_model(path)
         if model is not None:
@@ -184,6 +192,11 @@ def measure_time_model(
     return model
 
 
+def kept_time_model(output_dir: str) -> str:
+    """Where the Trainer keeps the step time it measured for ``output_dir``."""
+    return os.path.join(output_dir, TIME_MODEL_FILE)
+
+
 def read_time_model(path: str) -> StepTimeModel | None:
     """The step time kept at ``path``, checked; a torn or garbled file is named, not half-read."""
     try:
@@ -195,7 +208,8 @@ def read_time_model(path: str) -> StepTimeModel | None:
     except (ValueError, OSError) as exc:  # InputError is a ValueError
         raise InputError(
             f"{path} is not a step time this Trainer kept ({exc}): delete it to measure the "
-            "step time again, or pass time_model= (an object, 'c,a,b' or None)"
+            "step time again (a resume plans by its checkpoint's own), or pass time_model= (an "
+            "object, 'c,a,b' or None)"
         ) from None
 
 

@@ -30,11 +30,11 @@ from ...plan.steptime import check_time_model
 from ...plan.windows import UNITS
 from ._compat import CompatTrainer, int_hparams_visualdl
 from .arguments import checked_args, plan_options, run_args, split_keywords, train_sampler
-from .checkpoints import PlanCheckpoints, resolve_checkpoint
+from .checkpoints import STATE_FILE, PlanCheckpoints, resolve_checkpoint
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
 from .logs import RunLog
 from .losses import loss_fn_for
-from .probe import measure_time_model, split_reason
+from .probe import kept_time_model, measure_time_model, split_reason
 from .run import RealEpochs, RunLoader, RunPlan, Window
 from .step import train_window
 
@@ -209,12 +209,20 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         self.add_callback(RealEpochs(self))
         self.loss_fn = loss_for(self.label_names[0])
         self.resumed_step: int | None = None
+        self.resume_state: tuple[str, dict[str, Any]] | None = None
+        self.follows_args = planned is None
+        self.planned_accumulation_steps = int(args.gradient_accumulation_steps)
         self.run_log = RunLog()
         self.train_sampler: DistributedDynamicBatchSampler | None = None
         self.run: RunPlan | None = None
         if train_dataset is None:
             return
         lengths = resolve_lengths(train_dataset, lengths, length_fn, ref_index, cache_path)
+        #: the recipe follows a step time measured or kept in output_dir (NOTE [ the Trainer
+        #: measures the step time ]); a resume plans by its checkpoint's own instead
+        self.measures_step_time = (
+            planned is None and self.accumulate == "samples" and _measure(time_model)
+        )
         if planned is None and self.accumulate == "samples":  # the recipe follows the step time
             if _measure(time_model) and kwargs.get("order", "bucket") not in ("bucket", "shuffle"):
                 time_model = None  # a sorted order keeps the recipe's split (like_fixed)
@@ -222,26 +230,60 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
                 batch = args.per_device_train_batch_size
                 time_model = measure_time_model(self, train_dataset, lengths, batch)
             kwargs["time_model"] = time_model
-        self.train_sampler = train_sampler(
-            train_dataset,
-            args,
-            options=planned,
-            unit=self.accumulate,
-            plan_keywords=kwargs,
-            lengths=lengths,
-            loss_tokens=loss_tokens,
-        )
-        self.options = self.train_sampler.options
-        if planned is None and self.accumulate == "samples" and time_model is not None:
+
+        def plan(step_time: Any) -> DistributedDynamicBatchSampler:
+            follows = "time_model" in kwargs  # the recipe of samples: it follows a step time
+            keywords = {**kwargs, "time_model": step_time} if follows else kwargs
+            return train_sampler(
+                train_dataset,
+                args,
+                options=planned,
+                unit=self.accumulate,
+                plan_keywords=keywords,
+                lengths=lengths,
+                loss_tokens=loss_tokens,
+            )
+
+        self._plan = plan
+        try:
+            self._use_sampler(plan(time_model))
+        except InputError as exc:
+            if not (self.measures_step_time and "time_model" in str(exc)):
+                raise
+            raise type(exc)(
+                f"{kept_time_model(self.args.output_dir)} holds a step time this run cannot plan "
+                f"by ({exc}): delete it to measure the step time again, or pass time_model="
+            ) from None
+        if self.follows_args and self.accumulate == "samples" and time_model is not None:
             logger.info(split_reason(self.train_sampler, time_model))
+
+    def _use_sampler(self, sampler: DistributedDynamicBatchSampler) -> None:
+        self.train_sampler = sampler
+        self.options = sampler.options
         self.run = RunPlan(
-            self.train_sampler,
+            sampler,
             unit=self.accumulate,
             micro_batches_per_step=self.micro_batches_per_step,
             target=self.accumulate_target,
             num_epochs=self.num_epochs,
             max_steps=self.max_steps,
         )
+
+    def _plan_by_saved_step_time(self, checkpoint: str, state: Mapping[str, Any]) -> None:
+        """NOTE [ the Trainer measures the step time ]: a resume plans by its checkpoint's."""
+        options = state["sampler"].get("options")
+        saved = options.get("time_model") if isinstance(options, Mapping) else None
+        if not (isinstance(saved, list) and len(saved) == 4):
+            return  # none, or not one: the sampler's load_state_dict names what differs
+        where = f"{os.path.join(checkpoint, STATE_FILE)}'s time_model"
+        model = check_time_model(dict(zip(("c", "a", "b", "error"), saved, strict=True)), where)
+        if model == self.options.time_model:
+            return
+        logger.info(
+            f"dynbatch: resuming {checkpoint} by the step time it was planned by, {model} (not "
+            f"{self.options.time_model}, measured or kept in output_dir)"
+        )
+        self._use_sampler(self._plan(model))
 
     # -- the plan's windows ------------------------------------------------------------------
     def _run(self) -> RunPlan:
@@ -316,8 +358,14 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
     # -- Trainer overrides: training -------------------------------------------------------------
     def train(self, resume_from_checkpoint: Any = None, ignore_keys_for_eval: Any = None) -> Any:
         """Train for the real epochs of ``args``; resume exactly from a checkpoint (or True)."""
-        run = self._run()
+        self._run()
         checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
+        self.resume_state = None
+        if checkpoint is not None:  # everything of ours is checked before anything loads
+            state = self.read_plan_state(checkpoint)
+            if self.measures_step_time:
+                self._plan_by_saved_step_time(checkpoint, state)
+        run = self._run()
         run.position, run.last_window = (0, 0), None
         self.resumed_step = None
         self.run_log = RunLog()
