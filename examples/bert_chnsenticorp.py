@@ -13,7 +13,10 @@ Modes: ``fixed`` (a shuffled batch of --batch-size: the study's baseline), ``dyn
 updates of as many samples with lengths mixed), ``fill`` (micro-batches at the knee of a
 calibrated step time, within the fixed batch's worst memory, or with --time-table at the knee
 of a device's measured step times: fewer, larger updates), ``group`` (Hugging Face's
-``group_by_length``, the peer a GPU user picks; run only when --modes names it), ``shuffle``,
+``group_by_length``, the peer a GPU user picks; run only when --modes names it), ``pack``
+(the dynamic mode's updates, each micro-batch's reviews packed into rows of --max-len tokens,
+each review alone in its row: a block-diagonal mask, positions from 0, its own ``[CLS]``
+pooled; run when --modes names it or with --pack), ``shuffle``,
 ``ascending`` (the study's uprank=True), ``bucket`` (dynbatch's bucket order
 under --cost/--max-cost, one batch per update as in the study) and ``calibrated`` (bucket under
 a MemoryCost calibrated on the model, with the fixed mode's worst-batch peak memory as the
@@ -60,6 +63,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--modes",
         default=",".join(DEFAULT_MODES),
         help="comma-separated, of " + ", ".join(MODES),
+    )
+    p.add_argument(
+        "--pack",
+        action="store_true",
+        help="add the pack mode to --modes: the dynamic mode's updates in packed rows of "
+        "--max-len tokens",
     )
     p.add_argument("--dataset", default="chnsenticorp", help="paddlenlp dataset when online")
     p.add_argument("--data-file", help="local label,review CSV or ChnSentiCorp TSV")
@@ -143,6 +152,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one mode here
     args = p.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.pack and "pack" not in args.modes:
+        args.modes.append("pack")
     unknown = [m for m in args.modes if m not in MODES]
     if unknown or not args.modes:
         raise UsageError(

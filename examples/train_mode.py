@@ -9,7 +9,9 @@ batches of --batch-size of near-equal lengths, every batch an update); ``fill``:
 micro-batches at the knee of the step time fitted by :func:`dynbatch.calibrate`, within the
 fixed batch's worst-batch memory, or with --time-table at the knee of a device's measured
 step times, within its largest measured batch (fewer, larger updates: the plan that device
-would train); ``shuffle``, ``ascending`` and ``bucket`` (dynbatch orders
+would train); ``pack``: the fixed batch's updates as ``dynamic`` makes them, each
+micro-batch's reviews packed into rows of --max-len tokens, each review alone in its row
+(NOTE [ a packed classifier ]); ``shuffle``, ``ascending`` and ``bucket`` (dynbatch orders
 under the cost given by --cost / --max-cost, the study's way: one batch, one update), and
 ``calibrated``: bucket order under a :class:`dynbatch.MemoryCost` calibrated on this model,
 with the fixed mode's worst-batch peak as the memory target, so both get the same memory.
@@ -37,9 +39,19 @@ from typing import Any
 import numpy as np
 from corpus import TokenIds
 
-MODES = ("fixed", "dynamic", "fill", "shuffle", "ascending", "bucket", "calibrated", "group")
-#: the modes run when --modes is not given (``group`` is a peer, run on request)
-DEFAULT_MODES = MODES[:-1]
+MODES = (
+    "fixed",
+    "dynamic",
+    "fill",
+    "shuffle",
+    "ascending",
+    "bucket",
+    "calibrated",
+    "group",
+    "pack",
+)
+#: the modes run when --modes is not given (``group`` is a peer, ``pack`` a choice: on request)
+DEFAULT_MODES = MODES[:-2]
 #: the modes whose every batch is an update of --batch-size samples: no lr scaling
 FIXED_SIZE = ("fixed", "group")
 #: the modes that calibrate the model's memory against the fixed mode's worst batch
@@ -161,6 +173,64 @@ def random_step(model: Any, optimizer: Any, meta: dict[str, Any], seed: int) -> 
     return step
 
 
+def pack_collate(meta: dict[str, Any], pack_len: int) -> Any:
+    """The collate of the ``pack`` mode: one micro-batch's reviews as packed rows.
+
+    It returns ``(input_ids, token_type_ids, position_ids, mask, cls, labels, index)``: the
+    rows of :class:`dynbatch.PackCollator` (``[R, P]``), BERT's additive block-diagonal mask
+    ``[R, 1, P, P]``, ``cls`` ``[S, 2]`` the (row, column) of each review's ``[CLS]``, and
+    each review's label and index, in the order of ``cls`` (NOTE [ a packed classifier ]).
+    """
+    import dynbatch
+    from dynbatch.paddle.pack_collate import additive_mask
+
+    packer = dynbatch.PackCollator(
+        pack_len, causal=False, pad_val=meta["pad_id"], return_startend=False
+    )
+
+    def collate(samples: list[tuple[np.ndarray, Any, Any]]) -> tuple[np.ndarray, ...]:
+        rows = packer([{"input_ids": ids} for ids, _, _ in samples])
+        starts = rows["sample_starts"]
+        r, k = np.nonzero(starts >= 0)  # row by row: the reviews in the order given
+        return (
+            rows["input_ids"],
+            rows["token_type_ids"],
+            rows["position_ids"],
+            additive_mask(rows["attention_mask"]),
+            np.stack([r, starts[r, k]], axis=1),
+            np.asarray([s[1] for s in samples], dtype=np.int64),
+            np.asarray([s[2] for s in samples], dtype=np.int64),
+        )
+
+    return collate
+
+
+def packed_logits(model: Any, batch: Any) -> Any:
+    """The logits ``[S, num_labels]`` of the reviews packed in ``batch`` (:func:`pack_collate`).
+
+    NOTE [ a packed classifier ]
+        ``BertForSequenceClassification`` pools the first token of each row, so on packed
+        rows its own forward would classify one review a row. The ``pack`` mode runs its
+        ``bert`` on the rows with the block-diagonal additive mask and the positions
+        restarting at 0 at each review (each review attends only to itself and sees its own
+        absolute positions: the tokens it would see alone), gathers each review's ``[CLS]``
+        hidden state, applies the model's own pooler to them (``BertPooler`` takes
+        ``[S, T, H]`` and pools ``[:, 0]``), then its dropout and classifier: the same
+        weights, the same logits as each review alone. The collator keeps the reviews in the
+        order given (next-fit rows), so the ``[CLS]`` found row by row are the reviews in
+        order and the labels follow them. The loss is summed over the reviews and the
+        accumulator divides by the update's reviews: the exact mean over the update.
+    """
+    import paddle
+
+    ids, types, positions, mask, cls = batch[:5]
+    seq = model.bert(
+        ids, token_type_ids=types, position_ids=positions, attention_mask=mask, return_dict=False
+    )[0]
+    pooled = model.bert.pooler(paddle.gather_nd(seq, cls).unsqueeze(1))
+    return model.classifier(model.dropout(pooled))
+
+
 def evaluate(model: Any, ds: TokenIds, collate: Any, max_len: int) -> float:
     import paddle
 
@@ -279,6 +349,7 @@ def run_mode(args: argparse.Namespace) -> int:
     collate = dynbatch.Tuple(
         dynbatch.Pad(pad_val=meta["pad_id"]), dynbatch.Stack(), dynbatch.Stack()
     )
+    packed = mode == "pack"
 
     paddle.seed(args.seed)
     np.random.seed(args.seed)
@@ -288,9 +359,13 @@ def run_mode(args: argparse.Namespace) -> int:
         sampler: Any = paddle.io.BatchSampler(train, shuffle=True, batch_size=args.batch_size)
     elif mode == "group":
         sampler = LengthGroupedBatchSampler(train.lengths, args.batch_size, args.seed)
-    elif mode == "dynamic":  # the default recipe: say the batch you would have used
+    elif mode in ("dynamic", "pack"):  # the default recipe: say the batch you would have used
         sampler = dynbatch.DynamicBatchSampler(
-            train, lengths=train.lengths, batch_size=args.batch_size, seed=args.seed
+            train,
+            lengths=train.lengths,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            pack_len=args.max_len if packed else None,
         )
     else:
         if mode == "fill" and args.time_table:
@@ -302,7 +377,10 @@ def run_mode(args: argparse.Namespace) -> int:
         sampler = dynbatch.DynamicBatchSampler(train, lengths=train.lengths, options=options)
     dynamic = mode not in FIXED_SIZE  # a dynbatch sampler: its plan, its updates
     loader = paddle.io.DataLoader(
-        train, batch_sampler=sampler, num_workers=args.num_workers, collate_fn=collate
+        train,
+        batch_sampler=sampler,
+        num_workers=args.num_workers,
+        collate_fn=pack_collate(meta, args.max_len) if packed else collate,
     )
     lr = args.lr or (1e-3 if meta["model"] == "tiny" else 5e-5)
     planned = dynamic and sampler.options.update_size is not None  # the plan makes updates
@@ -347,6 +425,7 @@ def run_mode(args: argparse.Namespace) -> int:
     by_epoch: list[float] = []  # dev accuracy after each whole epoch
     reached: int | None = None  # the first epoch whose dev accuracy is --target-accuracy's
     train_seconds = 0.0
+    slots = 0  # token slots trained: padded micro-batches, or packed rows of --max-len
     epoch = finished = 0  # epochs begun, epochs run to their end
     stop = whole = False
     while not stop:
@@ -356,30 +435,33 @@ def run_mode(args: argparse.Namespace) -> int:
         elif mode == "group":
             sampler.set_epoch(epoch)
         whole = False
-        for step, (ids, labels, index) in enumerate(loader):
+        for step, batch in enumerate(loader):
             start = time.perf_counter()
             hook.on_train_batch_begin(step)  # resets the allocator's peak
+            ids, labels, index = batch[0], batch[-2], batch[-1]
+            n = int(labels.shape[0])  # the micro-batch's reviews (packed: fewer rows)
             with acc.accumulate():  # no_sync on multi-card unless this micro-batch ends a step
                 with paddle.amp.auto_cast(enable=args.amp):
-                    logits = model(ids)
+                    logits = packed_logits(model, batch) if packed else model(ids)
                 losses = paddle.nn.functional.cross_entropy(
                     logits.astype("float32"), labels, reduction="none"
                 )
                 loss_sum = losses.sum()  # a sum: the accumulator divides by the step's count
-                acc.backward(loss_sum, count=ids.shape[0])
+                acc.backward(loss_sum, count=n)
             peak = peak_memory_mib()
             train_seconds += time.perf_counter() - start
             idx = index.numpy()
             trained.append(idx)
+            slots += int(ids.shape[0]) * int(ids.shape[1])
             if epoch == 0:
                 first_epoch.extend(idx.tolist())
-            mean_loss = float(loss_sum) / ids.shape[0]
+            mean_loss = float(loss_sum) / n
             history["time"].append(train_seconds)
             history["loss"].append(mean_loss)
-            history["batch_size"].append(float(ids.shape[0]))
+            history["batch_size"].append(float(n))
             history["memory"].append(peak)
-            pending += int(ids.shape[0])
-            hook.on_train_batch_end(step, {"loss": mean_loss, "batch_size": ids.shape[0]})
+            pending += n
+            hook.on_train_batch_end(step, {"loss": mean_loss, "batch_size": n})
             done = acc.optimizer_steps + acc.skipped_steps
             if done > len(history["update_size"]):  # this micro-batch ended an update
                 history["update_time"].append(train_seconds)
@@ -415,7 +497,8 @@ def run_mode(args: argparse.Namespace) -> int:
         "epochs": stats.samples / len(train),
         "samples_per_sec": stats.samples / train_seconds,
         "real_tokens_per_sec": stats.real_tokens / train_seconds,
-        "padding_efficiency": stats.padding_efficiency,
+        # real tokens over the token slots trained (packed: rows x --max-len)
+        "padding_efficiency": stats.real_tokens / slots if packed else stats.padding_efficiency,
         "peak_memory_mb": float(memory.max()),
         "median_memory_mb": float(np.median(memory)),
         "memory_max_over_median": float(memory.max() / np.median(memory)),

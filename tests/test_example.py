@@ -286,3 +286,69 @@ def test_group_and_fill_planned_for_a_device_with_a_target(
     (row,) = json.loads((tmp_path / "reached" / "results.json").read_text())["rows"]
     assert row["epochs_to_target"] == 1 and row["epochs"] == 1.0, "stops at the first epoch"
     assert len(row["dev_accuracy_by_epoch"]) == 1 and row["lr"] == 0.001, "--lr-scaling none"
+
+
+def test_pack_mode_trains_the_fixed_batchs_updates_packed_as_if_unpacked(
+    tmp_path: Path, chnsenticorp_csv: Path, bert_vocab: Path
+) -> None:
+    done = run(
+        *("--data-file", str(chnsenticorp_csv), "--vocab", str(bert_vocab), "--model", "tiny"),
+        *("--modes", "fixed,pack", "--epochs", "1", "--max-train-samples", "300"),
+        *("--max-len", "128", "--batch-size", "32", "--output-dir", str(tmp_path)),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    rows = {r["mode"]: r for r in results["rows"]}
+    assert list(rows) == ["fixed", "pack"]
+    pack = rows["pack"]
+    assert set(pack) >= KEYS, "every documented key"
+    assert pack["every_sample_once"] and pack["epochs"] == 1.0, "every review once an epoch"
+    assert pack["steps"] == rows["fixed"]["steps"] == 10, "the fixed batch's updates"
+    assert pack["padding_efficiency"] >= 0.9, "rows of --max-len nearly full"
+    assert pack["padding_efficiency"] > rows["fixed"]["padding_efficiency"]
+    assert "| pack |" in (tmp_path / "results.md").read_text()
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # the first micro-batch's loss, packed, is its reviews' loss each run alone
+    import paddle
+
+    import dynbatch
+
+    train_mode = example_module("train_mode")
+    meta = json.loads((tmp_path / "work" / "meta.json").read_text())
+    train = example_module("corpus").TokenIds(np.load(tmp_path / "work" / "data.npz"), "train")
+    paddle.seed(0)
+    model = train_mode.build_model(meta)
+    model.eval()  # no dropout: the same review gives the same logits
+    sampler = dynbatch.DynamicBatchSampler(
+        train, lengths=train.lengths, batch_size=32, seed=0, pack_len=128
+    )
+    first = next(iter(sampler))
+    batch = train_mode.pack_collate(meta, 128)([train[i] for i in first])
+    assert batch[0].shape[0] < len(first), "several reviews share a row"
+    assert batch[-1].tolist() == list(first), "the labels follow the reviews"
+    with paddle.no_grad():
+        logits = train_mode.packed_logits(model, [paddle.to_tensor(a) for a in batch])
+        packed = paddle.nn.functional.cross_entropy(
+            logits, paddle.to_tensor(batch[-2]), reduction="none"
+        ).numpy()
+        alone = np.array(
+            [
+                float(
+                    paddle.nn.functional.cross_entropy(
+                        model(paddle.to_tensor(train[i][0][None])),
+                        paddle.to_tensor([int(train[i][1])]),
+                    )
+                )
+                for i in first
+            ]
+        )
+    np.testing.assert_allclose(packed.ravel(), alone, atol=1e-5, rtol=0)
+    assert abs(packed.mean() - alone.mean()) <= 1e-5, "the micro-batch's mean loss"
+
+
+def test_pack_flag_adds_the_pack_mode_once() -> None:
+    parse = example_module("bert_chnsenticorp").parse_args
+    assert parse(["--modes", "fixed,dynamic", "--pack"]).modes == ["fixed", "dynamic", "pack"]
+    assert parse(["--modes", "pack,fixed", "--pack"]).modes == ["fixed", "pack"], "fixed first"
+    assert "pack" not in parse([]).modes, "a mode on request"
