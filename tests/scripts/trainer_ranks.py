@@ -53,7 +53,7 @@ class Steps(TrainerCallback):  # type: ignore[misc]
 def end() -> None:
     """:func:`launched.finish`; one rank has no process group to wait for."""
     if dist.is_initialized():
-        end()
+        finish()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
