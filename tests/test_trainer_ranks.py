@@ -42,9 +42,14 @@ def per_step(out: Path, name: str, ranks: int) -> tuple[dict[int, list[int]], di
     steps: dict[int, list[int]] = {}
     for rec in records:
         assert rec["steps"] == records[0]["steps"], "every rank takes the same steps"
+        assert rec["epochs"] == records[0]["epochs"]
         for step, samples in zip(rec["steps"], rec["samples"], strict=True):
             steps.setdefault(step, []).extend(samples)
     return {k: sorted(v) for k, v in steps.items()}, records[0]
+
+
+def epoch_of(record: dict[str, Any]) -> dict[int, int]:
+    return dict(zip(record["steps"], record["epochs"], strict=True))
 
 
 @pytest.mark.parametrize(("saved", "resumed"), [(2, 1), (1, 2)])
@@ -61,8 +66,16 @@ def test_a_checkpoint_saved_on_n_ranks_resumes_on_m_in_the_same_updates(
     rest, record = per_step(tmp_path, "run-resume", resumed)
     assert record["global_step"] == full["global_step"], "the run's optimizer steps unchanged"
     assert record["planned"] == full["planned"]
-    # every remaining sample once, in the same updates as the uninterrupted run's
-    assert rest == {k: v for k, v in whole.items() if k > STOP}
+    epochs, saved_epochs = epoch_of(record), epoch_of(full)
+    assert min(epochs) == STOP + 1 and epochs[STOP + 1] == saved_epochs[STOP] == 0
+    # the rest of the saved epoch: every remaining sample once, in the same updates
+    assert {k: v for k, v in rest.items() if epochs[k] == 0} == {
+        k: v for k, v in whole.items() if k > STOP and saved_epochs[k] == 0
+    }
+    # a later epoch is planned on the new ranks, as a fresh run there plans it: every sample once
+    later = sorted(i for k, v in rest.items() if epochs[k] == 1 for i in v)
+    assert later == list(range(60))
+    assert [k for k in rest if epochs[k] == 1] == [k for k in whole if saved_epochs[k] == 1]
 
 
 def test_a_changed_global_update_names_the_training_arguments_that_keep_it(

@@ -5,9 +5,9 @@
 MODE ``full`` trains the fixed batch's recipe (no time model) for 2 epochs, ``stop`` the same,
 stopping once checkpoint-STOP is saved, ``resume`` resumes RUN's newest checkpoint. BATCH is
 ``per_device_train_batch_size`` (default: GLOBAL / ranks, the global update kept). Each rank
-writes OUT/<RUN>-<MODE>-rank<r>.json: every optimizer step's global step and the real samples
-this rank trained in it, the run's final global step and its planned total; a refusal is
-written to OUT/<RUN>-<MODE>-error.txt instead.
+writes OUT/<RUN>-<MODE>-rank<r>.json: every optimizer step's global step, real epoch and the
+real samples this rank trained in it, the run's final global step and its planned total; a
+refusal is written to OUT/<RUN>-<MODE>-error.txt instead.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import paddle.distributed as dist
 from launched import finish
@@ -34,7 +33,9 @@ class Steps(TrainerCallback):  # type: ignore[misc]
     """Each step's global step and the real samples this rank trained in it."""
 
     def __init__(self, stop: int | None) -> None:
-        self.stop, self.steps, self.window = stop, [], None
+        self.stop, self.window = stop, None
+        self.steps: list[int] = []
+        self.epochs: list[int] = []
         self.samples: list[list[int]] = []
 
     def on_load_data_end(self, args, state, control, inputs=None, **kw):  # type: ignore[no-untyped-def]
@@ -44,6 +45,7 @@ class Steps(TrainerCallback):  # type: ignore[misc]
         w = self.window
         ids = [i for idx, pad in zip(w.indices, w.padding, strict=True) if not pad for i in idx]
         self.steps.append(int(state.global_step))
+        self.epochs.append(int(w.epoch))
         self.samples.append([int(i) for i in ids])
         if self.stop is not None and state.global_step == self.stop:
             control.should_training_stop = True  # saved at this step, then the job ends
@@ -88,6 +90,7 @@ def main() -> None:
         json.dumps(
             {
                 "steps": rec.steps,
+                "epochs": rec.epochs,
                 "samples": rec.samples,
                 "global_step": int(trainer.state.global_step),
                 "planned": trainer.total_steps(),
