@@ -76,6 +76,12 @@ def test_a_checkpoint_saved_on_n_ranks_resumes_on_m_in_the_same_updates(
     later = sorted(i for k, v in rest.items() if epochs[k] == 1 for i in v)
     assert later == list(range(60))
     assert [k for k in rest if epochs[k] == 1] == [k for k in whole if saved_epochs[k] == 1]
+    # a checkpoint of the dealt rest resumes again on these ranks, to the same steps
+    launch(tmp_path, resumed, "run", "restop")
+    launch(tmp_path, resumed, "run", "again")
+    again, record = per_step(tmp_path, "run-again", resumed)
+    assert record["global_step"] == full["global_step"]
+    assert again == {k: v for k, v in rest.items() if k > 2 * STOP}
 
 
 def test_a_changed_global_update_names_the_training_arguments_that_keep_it(

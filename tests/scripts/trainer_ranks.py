@@ -3,7 +3,8 @@
     python -m paddle.distributed.launch --nproc_per_node R trainer_ranks.py OUT RUN MODE [BATCH]
 
 MODE ``full`` trains the fixed batch's recipe (no time model) for 2 epochs, ``stop`` the same,
-stopping once checkpoint-STOP is saved, ``resume`` resumes RUN's newest checkpoint. BATCH is
+stopping once checkpoint-STOP is saved, ``resume`` resumes RUN's newest checkpoint, ``restop``
+resumes it and stops once checkpoint-2xSTOP is saved, ``again`` resumes the newest. BATCH is
 ``per_device_train_batch_size`` (default: GLOBAL / ranks, the global update kept). Each rank
 writes OUT/<RUN>-<MODE>-rank<r>.json: every optimizer step's global step, real epoch and the
 real samples this rank trained in it, the run's final global step and its planned total; a
@@ -66,9 +67,10 @@ def main() -> None:
     probe = make_args(out)
     ranks = probe.dataset_world_size
     batch = int(sys.argv[4]) if len(sys.argv) > 4 else GLOBAL // ranks
-    saves = {"save_strategy": "steps", "save_steps": STOP} if mode == "stop" else {}
+    stop = {"stop": STOP, "restop": 2 * STOP}.get(mode)
+    saves = {"save_strategy": "steps", "save_steps": STOP} if stop else {}
     args = make_args(out / run, per_device_train_batch_size=batch, **saves)
-    rec = Steps(STOP if mode == "stop" else None)
+    rec = Steps(stop)
     ds = Reviews(60)
     name = f"{run}-{mode}"
     try:
@@ -81,7 +83,7 @@ def main() -> None:
             callbacks=[rec],
             time_model=None,
         )
-        trainer.train(resume_from_checkpoint=True if mode == "resume" else None)
+        trainer.train(resume_from_checkpoint=None if mode in ("full", "stop") else True)
     except InputError as exc:
         if args.dataset_rank == 0:
             (out / f"{name}-error.txt").write_text(str(exc))
