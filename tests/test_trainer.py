@@ -383,7 +383,7 @@ def test_bad_losses_and_checkpoints_are_named(tmp_path: Path) -> None:
     good = state_file.read_text()
     state["sampler"]["num_replicas"] = 2  # as if saved on two cards
     state_file.write_text(json.dumps(state))
-    with pytest.raises(dynbatch.InputError, match=r"num_replicas=2 ranks.*number of cards"):
+    with pytest.raises(dynbatch.InputError, match=r"on num_replicas=2 ranks.*cannot be loaded"):
         make_trainer(saved, ds, args=args).train(resume_from_checkpoint=checkpoint)
     state_file.write_text(good)
     (saved / "checkpoint-1" / STATE_FILE).write_text("{not json")

@@ -16,6 +16,20 @@ NOTE [ resume from the plan ]
     by the checkpoint's. ``ignore_load_lr_and_optim`` is refused on resume:
     paddlenlp then skips its own state too (``global_step``), so no exact
     resume exists.
+
+    On another number of cards (pure data parallel: paddlenlp's model and
+    optimizer are replicated, so they load on any world size), the sampler's
+    own ``load_state_dict`` deals the rest of the saved epoch to the new ranks
+    (NOTE [ resume on another number of ranks ] in :mod:`dynbatch.plan.reshard`);
+    the recipe's ``per_device_train_batch_size x gradient_accumulation_steps x
+    ranks`` must stay the same, or the error names the values that keep it.
+    That rest replaces the epoch's plan, so the run starts it at micro-batch 0
+    after the checkpoint's ``global_step``, and counts its steps as that
+    ``global_step`` plus the rest's updates plus the later epochs' (planned on
+    the new ranks): ``train()`` loads it before paddlenlp sizes the loader from
+    ``len()``. A state that is itself such a rest resumes the same way on any
+    ranks. ``accumulate_target`` windows are cut on each rank's micro-batches,
+    which other ranks cut elsewhere: refused there by name.
 """
 
 from __future__ import annotations
@@ -114,12 +128,68 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+#: the TrainingArguments whose product, times the ranks, is the recipe's global update
+_GLOBAL_UPDATE = ("per_device_train_batch_size", "gradient_accumulation_steps")
+
+
+def _check_global_update(
+    checkpoint: str,
+    kept: Mapping[str, Any],
+    arguments: Mapping[str, Any],
+    saved_replicas: int,
+    replicas: int,
+) -> None:
+    """Refuse a resume on ``replicas`` ranks of a recipe saved on ``saved_replicas`` whose
+    global update (``per_device_train_batch_size x gradient_accumulation_steps x ranks``)
+    changed, naming the values that keep it (NOTE [ resume from the plan ])."""
+    if not all(k in kept and k in arguments for k in _GLOBAL_UPDATE):
+        return  # options given: the sampler's load_state_dict checks their update_size
+    batch, steps = (kept[k] for k in _GLOBAL_UPDATE)
+    if not all(_whole(v) and v > 0 for v in (batch, steps)):
+        raise _refuse(checkpoint, "arguments", dict(kept), "whole numbers > 0")
+    saved = batch * steps * saved_replicas
+    here_batch, here_steps = (arguments[k] for k in _GLOBAL_UPDATE)
+    if here_batch * here_steps * replicas == saved:
+        return
+    if saved % replicas:
+        valid = (
+            f"no whole per_device_train_batch_size x gradient_accumulation_steps makes {saved} "
+            f"on {replicas} rank(s): resume on a number of ranks that divides {saved}, such as "
+            f"the saved {saved_replicas}"
+        )
+    else:
+        per_rank = saved // replicas
+        keep = [f"per_device_train_batch_size={per_rank} with gradient_accumulation_steps=1"]
+        if per_rank % here_steps == 0 and here_steps > 1:
+            keep.insert(
+                0,
+                f"per_device_train_batch_size={per_rank // here_steps} with "
+                f"gradient_accumulation_steps={here_steps}",
+            )
+        valid = (
+            f"on {replicas} rank(s) use per_device_train_batch_size x "
+            f"gradient_accumulation_steps = {per_rank}, e.g. " + ", or ".join(keep)
+        )
+    raise InputError(
+        f"{checkpoint} was saved on {saved_replicas} rank(s) x per_device_train_batch_size="
+        f"{batch} x gradient_accumulation_steps={steps} = {saved} samples per optimizer step; "
+        f"this run makes {replicas} x {here_batch} x {here_steps} = "
+        f"{replicas * here_batch * here_steps}: the rest of the epoch would train other updates. "
+        f"Keep the global update: {valid}"
+    )
+
+
 def read_state(
-    checkpoint: str, windows: Mapping[str, Any], arguments: Mapping[str, Any] | None = None
+    checkpoint: str,
+    windows: Mapping[str, Any],
+    arguments: Mapping[str, Any] | None = None,
+    num_replicas: int | None = None,
 ) -> dict[str, Any]:
     """The checkpoint's state, checked whole before anything loads (NOTE [ resume from the
     plan ]): this release's, every value of its kind, saved with the same ``windows`` and the
-    same training ``arguments`` (those of them the state holds)."""
+    same training ``arguments`` (those of them the state holds). On another number of
+    ranks (``num_replicas``) than it was saved on, the recipe's batch arguments may change
+    where their global update stays the same."""
     path = os.path.join(checkpoint, STATE_FILE)
     try:
         with open(path, encoding="utf-8") as fh:
@@ -163,7 +233,11 @@ def read_state(
     kept = state.get("arguments", {})  # states saved before it held them have none
     if not isinstance(kept, Mapping):
         raise _refuse(path, "arguments", kept, "a JSON object")
-    changed = [(k, kept[k], v) for k, v in (arguments or {}).items() if k in kept and kept[k] != v]
+    arguments = dict(arguments or {})
+    if num_replicas is not None and num_replicas != replicas:
+        _check_global_update(checkpoint, kept, arguments, replicas, num_replicas)
+        arguments = {k: v for k, v in arguments.items() if k not in _GLOBAL_UPDATE}
+    changed = [(k, kept[k], v) for k, v in arguments.items() if k in kept and kept[k] != v]
     if changed:
         differ = "; ".join(f"{k}: saved {old!r}, now {new!r}" for k, old, new in changed)
         raise InputError(
@@ -219,7 +293,8 @@ class PlanCheckpoints:
                 f"where {checkpoint} stopped: resume without it, or start a new run "
                 "(resume_from_checkpoint=None) from the checkpoint's weights"
             )
-        state = read_state(checkpoint, self._window_settings(), self._argument_settings())
+        replicas = None if self.run is None else self.run.sampler.num_replicas
+        state = read_state(checkpoint, self._window_settings(), self._argument_settings(), replicas)
         self.resume_state = (checkpoint, state)
         return state
 
@@ -241,6 +316,37 @@ class PlanCheckpoints:
         }
         write_state(checkpoint_folder(self.args.output_dir, global_step), state)
 
+    def resumes_rest(self, state: Mapping[str, Any]) -> bool:
+        """Whether ``state`` resumes as the saved rest of its epoch, dealt to this run's ranks
+        (saved on another number of them, or itself such a rest): NOTE [ resume from the plan ]."""
+        sampler = state["sampler"]
+        replicas = None if self.run is None else self.run.sampler.num_replicas
+        return sampler["num_replicas"] != replicas or sampler.get("dealt") is True
+
+    def load_rest(self, checkpoint: str, state: Mapping[str, Any]) -> None:
+        """Load ``state``'s rest of its epoch into the sampler; the run starts it at 0, after the
+        checkpoint's ``global_step`` (before the Trainer sizes its loader: ``train()``)."""
+        if self.run is None:
+            return
+        saved = state["sampler"]["num_replicas"]
+        if self.accumulate_target is not None and saved != self.run.sampler.num_replicas:
+            raise InputError(
+                f"{checkpoint} was saved on num_replicas={saved} ranks, this run has "
+                f"num_replicas={self.run.sampler.num_replicas}, and accumulate_target="
+                f"{self.accumulate_target:g} cuts windows on each rank's micro-batches, which "
+                "other ranks would cut elsewhere: resume on the saved number of ranks, or train "
+                "with the plan's own updates (no accumulate_target) to resume on others"
+            )
+        path = os.path.join(checkpoint, STATE_FILE)
+        try:  # NOTE [ resume on another number of ranks ] in dynbatch.plan.reshard
+            self.run.sampler.load_state_dict(state["sampler"])
+        except (InputError, KeyError, TypeError, AttributeError) as exc:
+            raise InputError(
+                f"{path}'s sampler state (saved on num_replicas={saved} ranks) cannot be loaded "
+                f"on num_replicas={self.run.sampler.num_replicas}: {exc}"
+            ) from None
+        self.run.resume_rest(int(state["sampler"]["epoch"]), int(state["global_step"]))
+
     def load_plan_state(self, checkpoint: str) -> bool:
         """Check and load the checkpoint's state file; then the Trainer loads the rest."""
         if self.run is None:
@@ -249,20 +355,15 @@ class PlanCheckpoints:
         state = kept[1] if kept is not None and kept[0] == checkpoint else None
         if state is None:
             state = self.read_plan_state(checkpoint)
-        saved = state["sampler"]["num_replicas"]
-        if saved != self.run.sampler.num_replicas:  # the Trainer skips by its saved position
-            raise InputError(
-                f"{checkpoint} was saved on num_replicas={saved!r} ranks, this run has "
-                f"num_replicas={self.run.sampler.num_replicas}: DynamicBatchTrainer resumes on "
-                "the number of cards it saved on (a sampler's own load_state_dict resumes on "
-                "another: NOTE [ resume on another number of ranks ] in dynbatch.plan.reshard)"
-            )
         path = os.path.join(checkpoint, STATE_FILE)
-        try:  # checks lengths, options, plan
-            self.run.sampler.load_state_dict(state["sampler"])
-        except (InputError, KeyError, TypeError, AttributeError) as exc:
-            raise InputError(f"{path}'s sampler state cannot be loaded here: {exc}") from None
-        self.run.position = (int(state["sampler"]["epoch"]), int(state["sampler"]["position"]))
+        if not self.resumes_rest(state):
+            try:  # checks lengths, options, plan
+                self.run.sampler.load_state_dict(state["sampler"])
+            except (InputError, KeyError, TypeError, AttributeError) as exc:
+                raise InputError(f"{path}'s sampler state cannot be loaded here: {exc}") from None
+            self.run.position = (int(state["sampler"]["epoch"]), int(state["sampler"]["position"]))
+        else:
+            self.load_rest(checkpoint, state)
         self.run_log.loss_total = float(state["loss_total"])
         self.run_log.consumed_samples = int(state["consumed_samples"])
         self.resumed_step = int(state["global_step"])

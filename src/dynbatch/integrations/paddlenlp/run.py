@@ -91,6 +91,15 @@ class RunPlan:
         self._tables: Recent[int, dict[str, NDArray[Any]]] = Recent(2)
         self.position = (0, 0)
         self.last_window: Window | None = None
+        #: ``(epoch, global_step)`` of a resume whose epoch is the saved rest, dealt anew
+        self.rest_from: tuple[int, int] | None = None
+
+    def resume_rest(self, epoch: int, global_step: int) -> None:
+        """Start at the sampler's loaded rest of ``epoch`` (its micro-batch 0), after
+        ``global_step`` optimizer steps (NOTE [ resume from the plan ])."""
+        self._epochs, self._tables = Recent(2), Recent(2)  # the rest replaces epoch's plan
+        self.position = (epoch, 0)
+        self.rest_from = (epoch, global_step)
 
     def _epoch(self, epoch: int) -> EpochWindows:
         return self._epochs.get(epoch, self._make_epoch)
@@ -121,6 +130,9 @@ class RunPlan:
             return self.max_steps
         if self.num_epochs is None:  # unreachable: the arguments set one of the two
             raise RuntimeError("neither num_epochs nor max_steps is set")
+        if self.rest_from is not None:  # the steps taken, then the rest of the run
+            epoch, taken = self.rest_from
+            return taken + sum(self.steps_per_epoch(e) for e in range(epoch, self.num_epochs))
         return sum(self.steps_per_epoch(e) for e in range(self.num_epochs))
 
     def describe(self, total: int, options: PlanOptions) -> str:

@@ -366,7 +366,9 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
             if self.measures_step_time:
                 self._plan_by_saved_step_time(checkpoint, state)
         run = self._run()
-        run.position, run.last_window = (0, 0), None
+        run.position, run.last_window, run.rest_from = (0, 0), None, None
+        if checkpoint is not None and self.resumes_rest(state):  # before the loader is sized
+            self.load_rest(checkpoint, state)
         self.resumed_step = None
         self.run_log = RunLog()
         out = super().train(
