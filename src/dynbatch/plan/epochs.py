@@ -58,7 +58,14 @@ from .sharding import TOLERANCE, ShardedPlan, shard_checked
 from .splits import epoch_seconds, plan_split_updates
 from .windows import mix_updates, optimizer_steps
 
-__all__ = ["Epochs", "Recent", "epoch_candidates", "equal_batch_count", "plan_epoch"]
+__all__ = [
+    "Epochs",
+    "Recent",
+    "epoch_candidates",
+    "equal_batch_count",
+    "faster_candidate",
+    "plan_epoch",
+]
 
 #: Epochs planned to fix the batch count of ``equal_epochs`` (NOTE [ equal epochs ]).
 EQUAL_EPOCH_PROBES = 8
@@ -254,11 +261,13 @@ def _faster_plan(
         slower than the time split, and so than the fixed batch.
     """
     plans, seconds = epoch_candidates(lengths, options, epoch, num_replicas, loss_tokens)
-    return (
-        plans["time split"]
-        if seconds["time split"] < seconds["padding-free"]
-        else plans["padding-free"]
-    )
+    return plans[faster_candidate(seconds)]
+
+
+def faster_candidate(seconds: dict[str, float]) -> str:
+    """Which of :func:`epoch_candidates`' plans an epoch keeps: the faster, the padding-free
+    one on a tie (NOTE [ the faster plan of each epoch ])."""
+    return "time split" if seconds["time split"] < seconds["padding-free"] else "padding-free"
 
 
 def epoch_candidates(

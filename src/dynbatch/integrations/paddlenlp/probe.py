@@ -42,7 +42,7 @@ from ..._files import write_text_atomic
 from ...memory.counters import check_counter
 from ...memory.probe import measure
 from ...plan.costs import fit_polynomial
-from ...plan.epochs import epoch_candidates
+from ...plan.epochs import epoch_candidates, faster_candidate
 from ...plan.splits import epoch_seconds
 from ...plan.steptime import StepTimeModel, check_time_model
 from .run import check_fields, split_batch
@@ -233,7 +233,7 @@ def split_reason(sampler: Any, time_model: Any) -> str:
     plans, seconds = epoch_candidates(
         sampler.lengths, options, 0, sampler.num_replicas, sampler.loss_tokens
     )
-    kept = "time split" if seconds["time split"] < seconds["padding-free"] else "padding-free"
+    kept = faster_candidate(seconds)
     other = "padding-free" if kept == "time split" else "time split"
     plan = plans[kept]
     updates = plan.num_steps if plan.window_ends is None else len(plan.window_ends)
