@@ -52,7 +52,7 @@ B = 32
 Packer = Callable[[np.ndarray, int], np.ndarray]
 
 
-def next_fit(lens: np.ndarray, pack_len: int) -> np.ndarray:
+def next_fit_rows(lens: np.ndarray, pack_len: int) -> np.ndarray:
     rows, room = [], -1
     for length in lens.tolist():
         if length > room:
@@ -62,7 +62,7 @@ def next_fit(lens: np.ndarray, pack_len: int) -> np.ndarray:
     return np.cumsum(rows) - 1
 
 
-def worst_fit_buffers(lens: np.ndarray, pack_len: int, buffer: int = 500) -> np.ndarray:
+def worst_fit_buffers_rows(lens: np.ndarray, pack_len: int, buffer: int = 500) -> np.ndarray:
     out, n_rows = [], 0
     for start in range(0, lens.size, buffer):
         heap: list[tuple[int, int]] = []  # (-room, row) of each open row
@@ -78,7 +78,7 @@ def worst_fit_buffers(lens: np.ndarray, pack_len: int, buffer: int = 500) -> np.
     return np.asarray(out, dtype=np.int64)
 
 
-def first_fit_decreasing(lens: np.ndarray, pack_len: int) -> np.ndarray:
+def first_fit_decreasing_rows(lens: np.ndarray, pack_len: int) -> np.ndarray:
     """First fit over a max-segment-tree of rooms: the first row with room, in O(log rows)."""
     by = np.argsort(-lens, kind="stable")
     size = 1
@@ -100,11 +100,11 @@ def first_fit_decreasing(lens: np.ndarray, pack_len: int) -> np.ndarray:
     return dense
 
 
-def ffd_groups(lens: np.ndarray, pack_len: int, group: int = 100_000) -> np.ndarray:
-    return _in_groups(lens, pack_len, group, first_fit_decreasing)
+def ffd_groups_rows(lens: np.ndarray, pack_len: int, group: int = 100_000) -> np.ndarray:
+    return _in_groups(lens, pack_len, group, first_fit_decreasing_rows)
 
 
-def best_fit_decreasing_all(lens: np.ndarray, pack_len: int) -> np.ndarray:
+def best_fit_decreasing_all_rows(lens: np.ndarray, pack_len: int) -> np.ndarray:
     """Each sample, longest first, into the open row with the least room that holds it."""
     by = np.argsort(-lens, kind="stable")
     rooms: list[int] = []  # distinct rooms of open rows, ascending
@@ -130,8 +130,8 @@ def best_fit_decreasing_all(lens: np.ndarray, pack_len: int) -> np.ndarray:
     return out
 
 
-def ffd_per_update(lens: np.ndarray, pack_len: int) -> np.ndarray:
-    return _in_groups(lens, pack_len, B, first_fit_decreasing)
+def ffd_per_update_rows(lens: np.ndarray, pack_len: int) -> np.ndarray:
+    return _in_groups(lens, pack_len, B, first_fit_decreasing_rows)
 
 
 def _in_groups(lens: np.ndarray, pack_len: int, group: int, packer: Packer) -> np.ndarray:
@@ -144,13 +144,28 @@ def _in_groups(lens: np.ndarray, pack_len: int, group: int, packer: Packer) -> n
 
 
 PEERS: dict[str, Packer] = {
-    "PaddleNLP zero padding (arrival order)": next_fit,
-    "PaddleNLP greedy_intokens (500-sample buffers)": worst_fit_buffers,
-    "TRL best-fit decreasing (whole dataset)": best_fit_decreasing_all,
-    "axolotl multipack FFD (groups of 100k)": ffd_groups,
-    "torchtune in-order packing": next_fit,
-    "per-update FFD (each fixed update alone)": ffd_per_update,
+    "PaddleNLP zero padding (arrival order)": next_fit_rows,
+    "PaddleNLP greedy_intokens (500-sample buffers)": worst_fit_buffers_rows,
+    "TRL best-fit decreasing (whole dataset)": best_fit_decreasing_all_rows,
+    "axolotl multipack FFD (groups of 100k)": ffd_groups_rows,
+    "torchtune in-order packing": next_fit_rows,
+    "per-update FFD (each fixed update alone)": ffd_per_update_rows,
 }
+
+
+def next_fit(lens: np.ndarray, pack_len: int) -> int:
+    """Rows of next-fit in arrival order (for benchmarks/device_time.py)."""
+    return int(next_fit_rows(lens, pack_len).max()) + 1
+
+
+def worst_fit_buffers(lens: np.ndarray, pack_len: int) -> int:
+    """Rows of PaddleNLP's greedy_intokens (for benchmarks/device_time.py)."""
+    return int(worst_fit_buffers_rows(lens, pack_len).max()) + 1
+
+
+def first_fit_decreasing(lens: np.ndarray, pack_len: int) -> int:
+    """Rows of first-fit decreasing (for benchmarks/device_time.py)."""
+    return int(first_fit_decreasing_rows(lens, pack_len).max()) + 1
 
 
 def short_only(lens: np.ndarray, row_of: np.ndarray) -> float:
@@ -318,7 +333,7 @@ def main() -> None:
             wall, plan = timed(lambda: plan_packs(big, 512, batch_size=B))
             walls.append(wall)
             cpus.append(time.process_time() - cpu)
-            peer_walls.append(timed(lambda: best_fit_decreasing_all(big, 512))[0])
+            peer_walls.append(timed(lambda: best_fit_decreasing_all_rows(big, 512))[0])
         print(
             f"\nplan_packs on 1,000,000 samples (ChnSentiCorp lengths resampled) @512: "
             f"best of 3 {min(walls):.2f} s wall, {min(cpus):.2f} s CPU (the two differ on a "
