@@ -344,9 +344,9 @@ def plan_packs(
     fits = perm[~over[perm]]
     window = max(1, fits.size) if window is None else window
     items, offsets = _best_fit_windows(lens, fits, window, pack_len)
-    if window < fits.size:
+    if round(fits.size / window) > 1:
         items, offsets = _repair_windows(lens, items, offsets, pack_len)
-    else:
+    else:  # one window: the whole epoch
         items, offsets = _pack_harder(lens, fits, pack_len, items, offsets)
     items, offsets = _mix_rows(lens, items, offsets, pack_len)
     if alone.size:
@@ -388,7 +388,7 @@ def _best_fit_windows(
     put_row, put_count = row_ids.append, row_counts.append
     n_rows = 0
     shortest = int(lens.min())  # a room below it can never be filled: never kept
-    rows_with: list[list[int]] = [[] for _ in range(pack_len + 1)]  # open rows by room
+    rows_with: dict[int, list[int]] = {}  # open rows by room
     sizes: list[int] = []  # the rooms that have open rows, ascending
     n_open = 0
     for length, m, fresh in zip(
@@ -422,7 +422,7 @@ def _best_fit_windows(
             put_row(row)
             put_count(k)
             if room >= shortest:
-                stack = rows_with[room]
+                stack = rows_with.setdefault(room, [])
                 if not stack:
                     ins(sizes, room)
                 stack.append(row)
@@ -442,22 +442,23 @@ def _lower_bound(lens: Indices, pack_len: int) -> int:
     """
     if lens.size == 0:
         return 0
-    count = np.bincount(lens, minlength=pack_len + 1)
-    tokens = count * np.arange(pack_len + 1)
-    n_above = np.cumsum(count[::-1])[::-1]  # n_above[v]: samples of length >= v
-    t_above = np.cumsum(tokens[::-1])[::-1]
+    values, count = np.unique(lens, return_counts=True)
+    n_cum = np.concatenate([[0], np.cumsum(count)])
+    t_cum = np.concatenate([[0], np.cumsum(count * values)])
+
+    def at_least(v: Any) -> tuple[Any, Any]:  # samples of length >= v, and their tokens
+        i = np.searchsorted(values, v)
+        return n_cum[-1] - n_cum[i], t_cum[-1] - t_cum[i]
+
     half = pack_len // 2
-    ks = np.arange(0, half + 1)
-    ks = ks[(ks == 0) | (count[ks] > 0)]
-    big = pack_len - ks + 1  # J1: longer than pack_len - K
-    j1 = n_above[np.minimum(big, pack_len)] * (big <= pack_len)
-    j2_n = n_above[half + 1] - j1 if half + 1 <= pack_len else 0 * j1
-    j2_t = (t_above[half + 1] if half + 1 <= pack_len else 0) - t_above[
-        np.minimum(big, pack_len)
-    ] * (big <= pack_len)
-    j3_t = t_above[np.maximum(ks, 1)] - (t_above[half + 1] if half + 1 <= pack_len else 0)
-    spill = -(-(j3_t - (j2_n * pack_len - j2_t)) // pack_len)
-    return int(max(-(-int(lens.sum()) // pack_len), int((j1 + j2_n + np.maximum(spill, 0)).max())))
+    ks = np.concatenate([[0], values[values <= half]])
+    j1, j1_t = at_least(pack_len - ks + 1)  # longer than pack_len - K: a row each
+    over_half, over_half_t = at_least(half + 1)
+    j2, j2_t = over_half - j1, over_half_t - j1_t  # longer than half: a row each too
+    j3_t = at_least(np.maximum(ks, 1))[1] - over_half_t  # K to half: in J2's room or new rows
+    spill = -(-(j3_t - (j2 * pack_len - j2_t)) // pack_len)
+    bound = (j1 + j2 + np.maximum(spill, 0)).max()
+    return int(max(-(-int(t_cum[-1]) // pack_len), int(bound)))
 
 
 def _best_fit_lookahead(lens: Indices, order: Indices, pack_len: int) -> tuple[Indices, Indices]:
@@ -475,7 +476,7 @@ def _best_fit_lookahead(lens: Indices, order: Indices, pack_len: int) -> tuple[I
     shortest = placed[-1]
     to_come = int(lo.sum())
     bl, ins = bisect.bisect_left, bisect.insort
-    rows_with: list[list[int]] = [[] for _ in range(pack_len + 1)]
+    rows_with: dict[int, list[int]] = {}
     sizes: list[int] = []
     open_room = 0
     n_rows = 0
@@ -502,7 +503,7 @@ def _best_fit_lookahead(lens: Indices, order: Indices, pack_len: int) -> tuple[I
         row_of.append(row)
         room -= length
         if room >= shortest:
-            stack = rows_with[room]
+            stack = rows_with.setdefault(room, [])
             if not stack:
                 ins(sizes, room)
             stack.append(row)
@@ -628,9 +629,9 @@ def _mix_rows(
     if givers.size == 0 or takers.size == 0:
         return items, offsets
     givers = givers[np.argsort(li[givers], kind="stable")]
-    left = np.bincount(li[givers], minlength=pack_len + 2)  # givers of each length not yet given
-    given = np.zeros(pack_len + 2, dtype=np.int64)
-    first_of = np.searchsorted(li[givers], np.arange(pack_len + 2))
+    lengths, left = np.unique(li[givers], return_counts=True)  # givers not yet given, a length
+    first_of = np.concatenate([[0], np.cumsum(left)[:-1]])
+    given = np.zeros(lengths.size, dtype=np.int64)
     # every short-only row's samples longest first; p: the sum of the first k (k = 0, 1, ...)
     mine = np.flatnonzero(np.repeat(n_long == 0, sizes))
     mine = mine[np.lexsort((-li[mine], row_of[mine]))]
@@ -655,9 +656,9 @@ def _mix_rows(
         has = np.flatnonzero(left > 0)
         if has.size == 0:
             break
-        at = np.searchsorted(has, lo)
-        x = np.where(at < has.size, has[np.minimum(at, has.size - 1)], pack_len + 1)
-        fits = (x <= hi) & open_row[cand_row]
+        at = np.minimum(np.searchsorted(lengths[has], lo), has.size - 1)
+        x = has[at]  # the index of the shortest length >= lo left
+        fits = (lengths[x] >= lo) & (lengths[x] <= hi) & open_row[cand_row]
         if not fits.any():
             break
         # each row's first fitting sum (fewest samples given)
@@ -673,7 +674,7 @@ def _mix_rows(
         r, want, c, rank = r[ok], want[ok], c[ok], rank[ok]
         got_x[r], got_k[r] = want, k[c]
         got_pos[r] = givers[first_of[want] + given[want] + rank]
-        served = np.bincount(want, minlength=pack_len + 2)
+        served = np.bincount(want, minlength=lengths.size)
         given += served
         left -= served
         open_row[r] = False
