@@ -293,3 +293,11 @@ def test_balanced_rows_are_within_pack_len_or_none(lens: Any, n_rows: int) -> No
     assert np.array_equal(np.sort(items), np.arange(lens.size)), "exactly once"
     assert offsets.size - 1 <= n_rows and (np.diff(offsets) > 0).all(), "no empty row"
     assert np.add.reduceat(lens[items], offsets[:-1]).max() <= pack_len, "within pack_len"
+
+
+def test_a_huge_pack_len_packs_every_sample_in_one_row() -> None:
+    """Rooms, bound and givers are kept by the lengths there are, not per token of pack_len."""
+    lens = lognormal(3000, 10_000, seed=7)
+    plan = plan_packs(lens, 10**12, batch_size=32)
+    assert len(plan.rows) == 1 and plan.num_updates == 1
+    assert _lower_bound(lens, 10**12) == 1
