@@ -28,6 +28,12 @@ length. Rows drawn at random (next-fit in arrival order) set the level chance
 gives; best-fit and first-fit decreasing leave a tail of such rows, the
 corpus's shortest samples packed together (40-48 % of the samples here).
 
+*Update spread* (updates that are random draws): the standard deviation of the updates'
+mean sample lengths over that of random draws of ``B`` (the fixed batch: about 1). Every
+packer's rows, dynbatch's too, are shuffled and cut the same way into the fixed batch's
+update count (at every ``k / U`` of the samples, whole rows), so the column compares what
+the rows hold; per-update packing keeps the fixed batch's updates.
+
 Times are of these Python re-implementations on this machine (axolotl's is
 numba-compiled in the original): read them as orders of magnitude.
 """
@@ -176,6 +182,27 @@ def short_only(lens: np.ndarray, row_of: np.ndarray) -> float:
     return float((longest[row_of] < median).mean())
 
 
+def update_spread(lens: np.ndarray, updates: list[np.ndarray], batch: int) -> float:
+    """The spread of the updates' mean lengths over a random draw's: 1 for the fixed batch."""
+    means = np.array([lens[u].mean() for u in updates])
+    return float(means.std() / (lens.std() / np.sqrt(batch))) if lens.std() else 1.0
+
+
+def rows_into_updates(row_of: np.ndarray, batch: int, seed: int = 0) -> list[np.ndarray]:
+    """A dataset packer's rows shuffled and cut into the fixed batch's update count, at every
+    k / U of the samples, whole rows, as dynbatch cuts its rows."""
+    n_rows = int(row_of.max()) + 1
+    rank = np.random.default_rng(seed).permutation(n_rows)
+    by = np.argsort(rank[row_of], kind="stable")  # samples row after shuffled row
+    sizes = np.bincount(rank[row_of], minlength=n_rows)
+    ends = np.cumsum(sizes)
+    u = -(-row_of.size // batch)
+    cuts = np.unique(
+        ends[np.minimum(np.searchsorted(ends, np.arange(1, u + 1) * row_of.size / u), n_rows - 1)]
+    )
+    return np.split(by, cuts[:-1])
+
+
 def sft_lengths(max_len: int) -> np.ndarray:
     """examples/sft_causal_lm.py's pairs: <s> 评论：review \\n情感：answer </s>, review cut."""
     with open(SHARED / "chnsenticorp_htl_all.csv", encoding="utf-8", newline="") as fh:
@@ -222,20 +249,32 @@ def corpus_rows(name: str, lens: np.ndarray, pack_len: int, batch: int = B) -> l
             " (default: the epoch)" if window is None else f", window {window // batch}·B"
         )
         eff = plan.efficiency  # type: ignore[attr-defined]
-        mix = short_only(cut, plan_rows(plan, lens.size))
+        row_of = plan_rows(plan, lens.size)
+        mix = short_only(cut, row_of)
+        spread = update_spread(cut, rows_into_updates(row_of, batch), batch)
         n_up = str(plan.num_updates)  # type: ignore[attr-defined]
-        out.append([name, label, f"{eff:.4f}", f"{mix:.3f}", n_up, f"{t * 1000:.0f} ms"])
+        out.append(
+            [name, label, f"{eff:.4f}", f"{mix:.3f}", f"{spread:.2f}", n_up, f"{t * 1000:.0f} ms"]
+        )
     for peer, packer in PEERS.items():
         t, row_of = timed(lambda p=packer: p(cut[order], pack_len))  # type: ignore[misc]
         rows = int(row_of.max()) + 1  # type: ignore[attr-defined]
         mix = short_only(cut[order], row_of)  # type: ignore[arg-type]
-        updates = str(fixed_updates) if peer.startswith("per-update") else "-"
+        alone = peer.startswith("per-update")  # its updates: the fixed batch's
+        groups = (
+            np.split(np.arange(lens.size), np.arange(batch, lens.size, batch))
+            if alone
+            else rows_into_updates(row_of, batch)  # type: ignore[arg-type]
+        )
+        spread = update_spread(cut[order], groups, batch)
+        updates = str(fixed_updates) if alone else "-"
         out.append(
             [
                 name,
                 peer,
                 f"{tokens / (rows * pack_len):.4f}",
                 f"{mix:.3f}",
+                f"{spread:.2f}",
                 updates,
                 f"{t * 1000:.0f} ms",
             ]
@@ -288,7 +327,7 @@ def main() -> None:
         (f"SFT pairs ({chn.size}) @512", sft_lengths(512), 512, B),
         ("long tail (20k) @4096", long_tail(), 4096, B),
     ]
-    head = ["corpus", "plan", "efficiency", "short-only", "updates", "planning"]
+    head = ["corpus", "plan", "efficiency", "short-only", "update spread", "updates", "planning"]
     rows: list[list[str]] = []
     for name, lens, pack_len, batch in corpora:
         rows += corpus_rows(name, lens, pack_len, batch)
