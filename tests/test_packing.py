@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from strategies import pack_args
+from hypothesis import strategies as st
+from strategies import lengths, pack_args
 
 import dynbatch
-from dynbatch.plan.packing import PackPlan, next_fit_rows, plan_packs
+from dynbatch.plan.packing import (
+    PackPlan,
+    _balanced_rows,
+    _lower_bound,
+    _mix_rows,
+    next_fit_rows,
+    plan_packs,
+)
 
 
 def lognormal(n: int, cap: int, seed: int = 0, mean: float = 4.6, sigma: float = 0.8) -> Any:
@@ -128,3 +138,166 @@ def test_next_fit_starts_a_row_when_the_next_sample_does_not_fit() -> None:
     assert next_fit_rows([3, 4, 2, 5, 9, 1], 8).tolist() == [0, 2, 4, 5, 6]
     assert next_fit_rows([], 8).tolist() == [0]
     assert next_fit_rows([8, 8], 8).tolist() == [0, 1, 2]
+
+
+# -- efficiency against the peers, rows that mix (NOTE [ packing windows ], [ rows that mix ]) ---
+def _count_rows(lens: Any, pack_len: int) -> int:
+    """Best-fit decreasing over the whole epoch (TRL's), written here apart from dynbatch's."""
+    rows = 0
+    rooms: list[int] = []
+    for length in sorted((int(v) for v in lens), reverse=True):
+        i = bisect.bisect_left(rooms, length)
+        if i == len(rooms):
+            rows += 1
+            room = pack_len
+        else:
+            room = rooms.pop(i)
+        if room - length:
+            bisect.insort(rooms, room - length)
+    return rows
+
+
+def worst_fit_rows(lens: Any, pack_len: int, buffer: int = 500) -> int:
+    """PaddleNLP's greedy_intokens: per buffer in arrival order, the row with the most room."""
+    rows = 0
+    for start in range(0, len(lens), buffer):
+        heap: list[int] = []
+        for length in (int(v) for v in lens[start : start + buffer]):
+            if heap and -heap[0] >= length:
+                heapq.heapreplace(heap, heap[0] + length)
+            else:
+                heapq.heappush(heap, length - pack_len)
+        rows += len(heap)
+    return rows
+
+
+def short_only(plan: PackPlan, lens: Any) -> float:
+    """The share of samples in rows where no sample reaches the median length."""
+    rows = plan.rows
+    longest = np.maximum.reduceat(lens[rows.indices], rows.offsets[:-1])
+    return float(np.diff(rows.offsets)[longest < np.median(lens)].sum() / lens.size)
+
+
+def corpus(shape: str, n: int, pack_len: int, seed: int) -> Any:
+    rng = np.random.default_rng(seed)
+    out = {
+        "short-heavy": lambda: np.ceil(rng.exponential(pack_len / 20, n)),
+        "uniform": lambda: rng.integers(1, pack_len + 1, n),
+        "bimodal": lambda: np.where(
+            rng.random(n) < 0.5,
+            rng.integers(1, pack_len // 8 + 1, n),
+            rng.integers(pack_len // 2, pack_len + 1, n),
+        ),
+        "long-tail": lambda: np.ceil(rng.lognormal(np.log(pack_len / 10), 1.2, n)),
+        "half+1": lambda: np.where(
+            rng.random(n) < 0.4, pack_len // 2 + 1, rng.integers(1, pack_len // 2, n)
+        ),
+        "alike": lambda: rng.choice(rng.integers(1, pack_len + 1, 2), n) + rng.integers(-30, 31, n),
+        "three": lambda: rng.choice(rng.integers(1, pack_len // 4 + 1, 3), n),
+    }[shape]()
+    return np.clip(out, 1, pack_len).astype(np.int64)
+
+
+SHAPES = ["short-heavy", "uniform", "bimodal", "long-tail", "half+1", "alike", "three"]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize(
+    ("n", "pack_len", "batch_size"),
+    [(3000, 512, 32), (3000, 4096, 1), (40, 512, 32), (2000, 128, 10_000)],
+)
+def test_no_peer_packs_fewer_rows(shape: str, n: int, pack_len: int, batch_size: int) -> None:
+    """As many rows as whole-epoch best-fit decreasing at most, nor more than greedy_intokens."""
+    lens = corpus(shape, n, pack_len, seed=n + pack_len)
+    plan = plan_packs(lens, pack_len, batch_size=batch_size, seed=1)
+    order = np.random.default_rng(2).permutation(n)
+    bfd, greedy = _count_rows(lens, pack_len), worst_fit_rows(lens[order], pack_len)
+    tokens = lens.sum()
+    assert plan.efficiency >= tokens / (bfd * pack_len), (len(plan.rows), bfd)
+    assert plan.efficiency >= tokens / (greedy * pack_len), (len(plan.rows), greedy)
+    assert len(plan.rows) >= _lower_bound(lens, pack_len), "no plan beats the lower bound"
+
+
+@settings(max_examples=150, deadline=None)
+@given(pack_args())
+def test_a_drawn_plan_has_no_more_rows_than_best_fit_decreasing(args: dict[str, Any]) -> None:
+    args = {**args, "window": None, "max_rows": None}
+    lens = np.asarray(args["lengths"])
+    kept = lens[lens <= args["pack_len"]]
+    plan = plan_packs(**args)
+    fitting = sum(1 for r in plan.rows if lens[r].sum() <= args["pack_len"])
+    assert _lower_bound(kept, args["pack_len"]) <= fitting <= _count_rows(kept, args["pack_len"])
+
+
+def test_rows_mix_lengths_where_best_fit_decreasing_leaves_a_tail() -> None:
+    """NOTE [ rows that mix ]: no tail of rows holding only the shortest samples."""
+    for mean, sigma, cap in [(4.6, 0.8, 512), (3.5, 1.0, 512), (5.5, 1.2, 4096)]:
+        lens = lognormal(20_000, cap, seed=6, mean=mean, sigma=sigma)
+        plan = plan_packs(lens, cap, batch_size=32, seed=0)
+        tail = plan_packs(lens, cap, batch_size=32, seed=0, window=lens.size)  # mixed as well
+        by_bfd = lens[np.argsort(-lens, kind="stable")]
+        assert short_only(plan, lens) <= 0.02 < 0.3 <= _bfd_short_only(by_bfd, cap)
+        assert len(plan.rows) == len(tail.rows)
+
+
+def _bfd_short_only(lens: Any, pack_len: int) -> float:
+    """The short-only share of best-fit decreasing's rows (lengths longest first)."""
+    rooms: list[tuple[int, int]] = []
+    row_of = []
+    n_rows = 0
+    for length in lens.tolist():
+        i = bisect.bisect_left(rooms, (length, -1))
+        if i == len(rooms):
+            room, row = pack_len, n_rows
+            n_rows += 1
+        else:
+            room, row = rooms.pop(i)
+        row_of.append(row)
+        if room - length:
+            bisect.insort(rooms, (room - length, row))
+    rows = np.asarray(row_of)
+    longest = np.zeros(n_rows, dtype=np.int64)
+    np.maximum.at(longest, rows, lens)
+    return float((longest[rows] < np.median(lens)).mean())
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths(max_size=300, max_len=200), st.integers(0, 3), st.integers(0, 2**31))
+def test_mixing_keeps_the_rows_and_never_adds_a_short_only_row(
+    lens: Any, extra: int, seed: int
+) -> None:
+    pack_len = int(lens.max()) * (1 + extra)
+    order = np.random.default_rng(seed).permutation(lens.size)
+    rows = next_fit_rows(lens[order], pack_len)  # any rows within pack_len will do
+    items, offsets = _mix_rows(lens, order, rows, pack_len)
+    assert np.array_equal(np.sort(items), np.arange(lens.size)), "exactly once"
+    assert offsets.size == rows.size, "as many rows"
+    assert np.add.reduceat(lens[items], offsets[:-1]).max() <= pack_len, "within pack_len"
+    median = max(1, int(np.median(lens)))
+
+    def n_short(it: Any, off: Any) -> int:
+        return int((np.maximum.reduceat(lens[it], off[:-1]) < median).sum())
+
+    assert n_short(items, offsets) <= n_short(order, rows)
+
+
+@settings(max_examples=100, deadline=None)
+@given(lengths(max_size=200, max_len=100), st.integers(1, 120))
+def test_balanced_rows_are_within_pack_len_or_none(lens: Any, n_rows: int) -> None:
+    pack_len = int(lens.max()) + 20
+    got = _balanced_rows(lens, np.arange(lens.size), pack_len, n_rows)
+    if got is None:
+        assert n_rows < lens.size, "a row each never fails"
+        return
+    items, offsets = got
+    assert np.array_equal(np.sort(items), np.arange(lens.size)), "exactly once"
+    assert offsets.size - 1 <= n_rows and (np.diff(offsets) > 0).all(), "no empty row"
+    assert np.add.reduceat(lens[items], offsets[:-1]).max() <= pack_len, "within pack_len"
+
+
+def test_a_huge_pack_len_packs_every_sample_in_one_row() -> None:
+    """Rooms, bound and givers are kept by the lengths there are, not per token of pack_len."""
+    lens = lognormal(3000, 10_000, seed=7)
+    plan = plan_packs(lens, 10**12, batch_size=32)
+    assert len(plan.rows) == 1 and plan.num_updates == 1
+    assert _lower_bound(lens, 10**12) == 1
