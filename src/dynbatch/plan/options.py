@@ -323,12 +323,6 @@ class PlanOptions:
                     "makes the fixed batch's update count, with no batch to drop, none of one "
                     f"length; pass {name}=False or pack_len=None"
                 )
-        if self.time_model is not None:
-            raise InputError(
-                f"{where} with a time_model is not supported yet (the per-update choice between "
-                f"packing and splitting): pass time_model=None or pack_len=None, got "
-                f"time_model={self.time_model!r}"
-            )
         for name in ("batch_size_multiple", "pad_to_multiple_of"):
             if getattr(self, name) != 1:
                 raise InputError(

@@ -81,6 +81,12 @@ def plan_packed_epoch(
             "plan_packed_epoch plans options with pack_len and update_size, got "
             f"pack_len={pack_len!r}, update_size={size!r}"
         )
+    if options.time_model is not None:  # NOTE [ choosing packing per update ]
+        from .pack_time import plan_timed_packs  # it deals its packed rows with deal_rows
+
+        chosen = plan_timed_packs(lengths, options, epoch, num_replicas, loss_tokens)
+        assert chosen.sharded is not None
+        return chosen.sharded
     tokens = options.update_unit == "tokens"
     counted = (loss_tokens if loss_tokens is not None else lengths) if tokens else None
     kept = np.ones(lengths.size, dtype=bool)
@@ -129,6 +135,20 @@ def deal_rows(
     >>> [b.tolist() for b in sp.plan], sp.window_ends.tolist(), sp.is_padding.tolist()
     ([[0, 1, 2], [3], [4, 5], [6]], [1, 2], [False, False, False, False])
     """
+    return deal_rows_counted(rows, update_rows, lengths, pack_len, max_rows, num_replicas)[0]
+
+
+def deal_rows_counted(
+    rows: Plan,
+    update_rows: NDArray[Any],
+    lengths: NDArray[np.int64],
+    pack_len: int,
+    max_rows: int,
+    num_replicas: int,
+) -> tuple[ShardedPlan, NDArray[np.int64]]:
+    """:func:`deal_rows`, and each micro-batch's rows as the collator builds them (next-fit
+    of its order) where the dealt rows are those, else 0: a row whose head fits the room the
+    row before it left (an oversize row dealt apart between them) is merged by next-fit."""
     n_rows = len(rows)
     offsets = rows.offsets
     sizes = np.diff(offsets)
@@ -162,10 +182,20 @@ def deal_rows(
     dealt = rows.take(row_order)
     micro = np.concatenate([[0], np.cumsum(np.asarray(counts, dtype=np.int64))])
     base_plan = Plan(dealt.indices, dealt.offsets[micro])
-    return ShardedPlan(
+    per_micro = np.diff(micro)
+    if row_order.size > 1:  # a row's head that fits the room before it: next-fit merges
+        room = pack_len - tokens[row_order]
+        heads = lengths[dealt.indices[dealt.offsets[1:-1]]]
+        merges = heads <= room[:-1]
+        merges[micro[1:-1] - 1] = False  # a micro-batch's first row starts anew
+        if merges.any():
+            micro_of_row = np.repeat(np.arange(per_micro.size), per_micro)
+            per_micro[np.unique(micro_of_row[1:][merges])] = 0
+    sharded = ShardedPlan(
         base_plan,
         np.arange(len(base_plan), dtype=np.int64),
         np.asarray(padding, dtype=bool),
         num_replicas,
         np.cumsum(np.asarray(steps, dtype=np.int64)),
     )
+    return sharded, per_micro.astype(np.int64)
