@@ -131,8 +131,10 @@ class PlanOptions:
             ``update_size`` samples (or loss tokens) on average (NOTE [ packed
             epochs ] in :mod:`dynbatch.plan.pack_epochs`). Needs
             ``update_size`` and a random ``order``; refuses ``equal_epochs``,
-            ``drop_last``, ``group_by_length``, ``time_model``,
-            ``batch_size_multiple`` and ``pad_to_multiple_of`` other than 1.
+            ``drop_last``, ``group_by_length``, ``batch_size_multiple`` and
+            ``pad_to_multiple_of`` other than 1. With ``time_model`` each
+            update runs packed, split or whole, the fastest (NOTE [ choosing
+            packing per update ] in :mod:`dynbatch.plan.pack_time`).
 
     :func:`~dynbatch.like_fixed` makes the options that train like a fixed
     batch, faster; :func:`~dynbatch.fill_device` those that fill a device.

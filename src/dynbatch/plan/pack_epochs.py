@@ -36,11 +36,17 @@ NOTE [ packed epochs ]
     groups, so the collator's rows are never more than the micro-batch's
     planned rows, and the budget holds.
 
-    ``drop_last``, ``equal_epochs``, ``group_by_length``, a ``time_model``,
+    With a ``time_model`` the micro-batches so dealt are one way to run each
+    update; the step time chooses, per update, between them, the split and
+    the whole, and may run the fixed batch's own updates instead (NOTE
+    [ choosing packing per update ] in :mod:`dynbatch.plan.pack_time`).
+
+    ``drop_last``, ``equal_epochs``, ``group_by_length``,
     ``batch_size_multiple`` and ``pad_to_multiple_of`` are refused with
-    ``pack_len`` (:class:`~dynbatch.PlanOptions`); ``order`` must be random
-    (the packing draws its own order from ``(seed, epoch)``), and
-    ``bucket_width`` and ``balance`` play no part.
+    ``pack_len`` (:class:`~dynbatch.PlanOptions`), and a ``time_model`` with
+    updates in tokens; ``order`` must be random (the packing draws its own
+    order from ``(seed, epoch)``), and ``bucket_width`` and ``balance`` play
+    no part.
 """
 
 from __future__ import annotations
@@ -81,12 +87,6 @@ def plan_packed_epoch(
             "plan_packed_epoch plans options with pack_len and update_size, got "
             f"pack_len={pack_len!r}, update_size={size!r}"
         )
-    if options.time_model is not None:  # NOTE [ choosing packing per update ]
-        from .pack_time import plan_timed_packs  # it deals its packed rows with deal_rows
-
-        chosen = plan_timed_packs(lengths, options, epoch, num_replicas, loss_tokens)
-        assert chosen.sharded is not None
-        return chosen.sharded
     tokens = options.update_unit == "tokens"
     counted = (loss_tokens if loss_tokens is not None else lengths) if tokens else None
     kept = np.ones(lengths.size, dtype=bool)

@@ -98,7 +98,7 @@ NOTE [ a micro-batch's layout ]
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -113,13 +113,12 @@ from .._checks import (
 )
 from .costs import CostLike, resolve_cost
 from .options import PlanOptions
-from .pack_epochs import deal_rows_counted
+from .pack_epochs import deal_rows_counted, plan_packed_epoch
 from .packing import PackPlan, next_fit_rows, plan_packs
 from .planning import batch_capacity
 from .plans import Indices, Plan
 from .sharding import ShardedPlan
 from .splits import shuffled, split_update
-from .stats import PlanStats
 from .steptime import check_time_model
 
 __all__ = [
@@ -129,7 +128,7 @@ __all__ = [
     "PackLayout",
     "choose_packing",
     "packed_epoch_seconds",
-    "packed_stats",
+    "plan_packed",
     "plan_timed_packs",
 ]
 
@@ -736,6 +735,22 @@ def plan_timed_packs(
     )
 
 
+def plan_packed(
+    lengths: NDArray[np.int64],
+    options: PlanOptions,
+    epoch: int,
+    num_replicas: int = 1,
+    loss_tokens: NDArray[Any] | None = None,
+) -> ShardedPlan:
+    """The packed epoch the samplers and streams run: at the step time with a ``time_model``
+    (:func:`plan_timed_packs`), else every update's rows (:func:`plan_packed_epoch`)."""
+    if options.time_model is None:  # NOTE [ packed epochs ]
+        return plan_packed_epoch(lengths, options, epoch, num_replicas, loss_tokens)
+    chosen = plan_timed_packs(lengths, options, epoch, num_replicas, loss_tokens)
+    assert chosen.sharded is not None
+    return chosen.sharded
+
+
 def packed_epoch_seconds(
     sharded: ShardedPlan, lengths: Any, options: PlanOptions, time_model: Any = None
 ) -> float:
@@ -832,83 +847,4 @@ def choose_packing(
         time_model=step,
         window=window,
         fixed_size=batch_size,
-    )
-
-
-def packed_stats(
-    lengths: Any,
-    pack_len: int,
-    *,
-    batch_size: int,
-    cost: CostLike = "quadratic",
-    max_cost: float | None = None,
-    step_time: Any = None,
-    oversize: str = "error",
-    seed: int = 0,
-    epoch: int = 0,
-) -> PlanStats:
-    """``dynbatch stats``' ``packed`` row: the packed plan's rows, each counted as a batch.
-
-    A row is one padded sequence of ``pack_len`` tokens: ``batches`` are rows,
-    the batch sizes are samples per row, a row costs ``cost(1, pack_len)`` (an
-    oversize row its own length), and ``padding_efficiency`` is the plan's
-    (real tokens / ``rows * pack_len``). Micro-batches hold the most rows
-    ``max_cost`` allows. With ``step_time``, ``seconds`` is the epoch of
-    :func:`choose_packing`: each update packed, split or whole, the fastest.
-
-    >>> s = packed_stats([5, 3, 4, 2, 6, 7], 8, batch_size=3, cost="linear", max_cost=16)
-    >>> s.batches, s.updates, s.padding_efficiency, s.cost_max
-    (4, 2, 0.84375, 8.0)
-    """
-    fn = resolve_cost(cost)
-    max_rows = None
-    if step_time is not None:
-        chosen = choose_packing(
-            lengths,
-            pack_len,
-            batch_size=batch_size,
-            time_model=step_time,
-            max_cost=max_cost,
-            cost=cost,
-            oversize=oversize,
-            seed=seed,
-            epoch=epoch,
-        )
-        plan, seconds = chosen.plan, chosen.epoch_seconds
-    else:
-        if max_cost is not None:
-            max_rows = max(1, int(batch_capacity([pack_len], PlanOptions(max_cost, cost=cost))[0]))
-        plan = plan_packs(
-            lengths,
-            pack_len,
-            batch_size=batch_size,
-            max_rows=max_rows,
-            oversize=oversize,
-            seed=seed,
-            epoch=epoch,
-        )
-        seconds = None
-    tokens = plan.row_tokens
-    padded = np.maximum(tokens, plan.pack_len)
-    sizes = np.diff(plan.row_offsets)
-    costs = np.asarray(fn(np.ones_like(padded), padded), dtype=np.float64).reshape(-1)
-    mean = float(costs.mean()) if costs.size else 0.0
-    return replace(
-        PlanStats(
-            batches=int(sizes.size),
-            samples=int(sizes.sum()),
-            real_tokens=int(tokens.sum()),
-            padded_tokens=int(padded.sum()),
-            padding_efficiency=plan.efficiency,
-            batch_size_min=int(sizes.min()) if sizes.size else 0,
-            batch_size_median=float(np.median(sizes)) if sizes.size else 0.0,
-            batch_size_max=int(sizes.max()) if sizes.size else 0,
-            cost_max=float(costs.max()) if costs.size else 0.0,
-            cost_median=float(np.median(costs)) if costs.size else 0.0,
-            cost_mean=mean,
-            cost_cv=float(costs.std() / mean) if mean > 0 else 0.0,
-            utilization=None if max_cost is None else mean / float(max_cost),
-        ),
-        updates=plan.num_updates,
-        seconds=seconds,
     )
