@@ -51,7 +51,6 @@ NOTE [ packed epochs ]
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -156,29 +155,32 @@ def deal_rows_counted(
         np.add.reduceat(lengths[rows.indices], offsets[:-1]) if n_rows else np.zeros(0, np.int64)
     )
     alone = (sizes == 1) & (tokens > pack_len)
-    order: list[NDArray[np.int64]] = []  # the rows, update after update, as dealt
-    counts: list[int] = []  # rows per micro-batch
-    padding: list[bool] = []
-    steps: list[int] = []  # steps per update
-    bounds = np.asarray(update_rows, dtype=np.int64).tolist()
-    for a, b in itertools.pairwise(bounds):
-        ids = np.arange(a, b, dtype=np.int64)
-        single = alone[a:b]
-        normal, apart = ids[~single], ids[single]
-        r, k = int(normal.size), int(apart.size)
-        least = -(-r // max_rows) + k
-        total = max(num_replicas, -(-least // num_replicas) * num_replicas)
-        chunks = min(total - k, r)
-        repeats = total - k - chunks
-        if chunks:
-            base, extra = divmod(r, chunks)
-            counts += [base + 1] * extra + [base] * (chunks - extra)
-        counts += [1] * (k + repeats)
-        padding += [False] * (chunks + k) + [True] * repeats
-        lightest = ids[np.argmin(tokens[a:b])] if repeats else 0
-        order += [normal, apart, np.full(repeats, lightest, dtype=np.int64)]
-        steps.append(total // num_replicas)
-    row_order = np.concatenate(order) if order else np.zeros(0, dtype=np.int64)
+    # every update at once: its normal rows cut into ``chunks`` micro-batches of near-equal
+    # row counts, then its oversize rows alone, then repeats of its lightest row (padding)
+    bounds = np.asarray(update_rows, dtype=np.int64)
+    n_updates = bounds.size - 1
+    update_of = np.repeat(np.arange(n_updates), np.diff(bounds))
+    k = np.bincount(update_of[alone], minlength=n_updates)
+    r = np.diff(bounds) - k
+    least = -(-r // max_rows) + k
+    total = np.maximum(num_replicas, -(-least // num_replicas) * num_replicas)
+    chunks = np.minimum(total - k, r)
+    repeats = total - k - chunks
+    base = r // np.maximum(chunks, 1)
+    extra = r - base * chunks
+    by_token = np.lexsort((tokens, update_of))  # each update's lightest row first
+    lightest = by_token[np.r_[0, np.cumsum(np.diff(bounds))[:-1]]] if n_updates else bounds[:0]
+    main = np.argsort(update_of * 2 + alone, kind="stable")  # normal rows, then oversize
+    fill = np.repeat(lightest, repeats)
+    owner = np.concatenate([update_of[main], np.repeat(np.arange(n_updates), repeats)])
+    row_order = np.concatenate([main, fill])[np.argsort(owner, kind="stable")]
+    values = np.stack([base + 1, base, np.ones_like(base)], axis=1).reshape(-1)
+    spans = np.stack([extra, chunks - extra, k + repeats], axis=1).reshape(-1)
+    counts = np.repeat(values, spans)
+    padding = np.repeat(
+        np.tile([False, True], n_updates), np.stack([chunks + k, repeats], 1).reshape(-1)
+    )
+    steps = total // num_replicas
     dealt = rows.take(row_order)
     micro = np.concatenate([[0], np.cumsum(np.asarray(counts, dtype=np.int64))])
     base_plan = Plan(dealt.indices, dealt.offsets[micro])

@@ -319,7 +319,7 @@ class _Grid:
     def __init__(self, step: Any, lengths: Indices, top: int) -> None:
         self.step = step
         self.error = float(getattr(step, "error", 0.0) or 0.0)
-        self.lengths = np.unique(lengths).astype(np.float64)
+        self.lengths = _distinct(lengths).astype(np.float64)
         self.top = top
         n = np.arange(1, top + 1, dtype=np.float64)
         self.table = _predict(step, n[:, None], self.lengths[None, :])
@@ -337,6 +337,14 @@ class _Grid:
             n_, l_, hit = np.broadcast_arrays(n0, l0, hit)
             out[~hit] = np.asarray(self.step(n_[~hit], l_[~hit]), dtype=np.float64)
         return np.asarray(out, dtype=np.float64)
+
+
+def _distinct(lengths: Indices) -> Indices:
+    """The distinct lengths, ascending: counted where they are few (lengths are), else sorted."""
+    top = int(lengths.max(initial=0))
+    if top <= 4 * lengths.size + (1 << 20):
+        return np.flatnonzero(np.bincount(lengths, minlength=top + 1))
+    return np.unique(lengths)
 
 
 def step_time(time_model: Any) -> Any:
@@ -465,6 +473,9 @@ def _split_ways(
     sizes = updates.sizes
     n_updates = sizes.size
     budget = options.replace(batch_size_multiple=1)
+    distinct = _distinct(lens)  # each length's capacity once, not once a sample
+    capacity_of = np.zeros(int(distinct[-1]) + 1, dtype=np.int64)
+    capacity_of[distinct] = batch_capacity(distinct, budget, int(sizes.max(initial=1)))
     groups = []
     whole_fits = np.zeros(n_updates, dtype=bool)
     for size in np.unique(sizes).tolist():
@@ -472,7 +483,7 @@ def _split_ways(
         members = updates.indices[updates.offsets[which][:, None] + np.arange(size)]
         members = np.take_along_axis(members, np.argsort(lens[members], axis=1), axis=1)
         sorted_lens = lens[members]
-        capacity = batch_capacity(sorted_lens.reshape(-1), budget, size).reshape(members.shape)
+        capacity = capacity_of[sorted_lens]
         whole_fits[which] = -(-size // ranks) <= np.maximum(capacity[:, -1], 1)
         whole = np.zeros(members.shape, dtype=bool)
         whole[:, -1] = True
