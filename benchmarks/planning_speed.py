@@ -7,6 +7,12 @@ batches), and lengths drawn from ChnSentiCorp with the reference budget 20*512^2
 ``plan_batches`` is timed alone; "sampler epoch" is rank 0 of 8 of a
 DistributedDynamicBatchSampler planning, sharding and yielding a whole epoch as lists of
 indices, as a DataLoader consumes it. PaddleNLP's SamplerHelper is timed at one size.
+
+Packing (``--pack-size`` ChnSentiCorp lengths, rows of 512, the fixed batch of 32): the
+packed plan alone (``plan_packs``), and packing at the step time
+(``choose_packing(..., time_model=...)``, the samplers' planner on one rank; NOTE
+[ choosing packing per update ]) on the H100 step-time table and on its fit, each with its
+time above ``plan_packs``; then a sampler's epoch (rank 0 of 8) with ``pack_len`` and the fit.
 """
 
 from __future__ import annotations
@@ -15,9 +21,24 @@ import argparse
 import os
 
 import numpy as np
-from _common import BUDGET, best_of, chnsenticorp_lengths, print_table, sampler_helper_batches
+from _common import (
+    BUDGET,
+    SHARED,
+    best_of,
+    chnsenticorp_lengths,
+    print_table,
+    sampler_helper_batches,
+)
 
-from dynbatch import DistributedDynamicBatchSampler, PlanOptions, plan_batches
+from dynbatch import (
+    DistributedDynamicBatchSampler,
+    PlanOptions,
+    StepTimeTable,
+    choose_packing,
+    like_fixed,
+    plan_batches,
+    plan_packs,
+)
 
 RANKS = 8
 
@@ -41,7 +62,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000_000, 20_000_000])
     parser.add_argument("--helper-size", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--pack-size", type=int, default=1_000_000, help="0: no packing rows")
+    parser.add_argument("--time-table", default=str(SHARED / "h100_bert_base_step_times.json"))
+    parser.add_argument("--skip-plan-batches", action="store_true", help="the packing rows only")
     args = parser.parse_args()
+    if args.skip_plan_batches:
+        args.sizes, args.helper_size = [], 0
     corpus = chnsenticorp_lengths()
     rng = np.random.default_rng(0)
     shapes = {
@@ -87,6 +113,8 @@ def main() -> None:
         ],
         rows,
     )
+    if args.pack_size:
+        packing(np.random.default_rng(0).choice(corpus, args.pack_size), args)
     if args.helper_size:
         lens = rng.choice(corpus, args.helper_size)
         ours, plan = best_of(lambda: plan_batches(lens, BUDGET), args.repeat)
@@ -97,6 +125,38 @@ def main() -> None:
                 f"({len(plan):,} batches); SamplerHelper (sort buffer 2000) {helper_s:.2f} s "
                 f"({len(helper):,} batches), {helper_s / ours:.0f}x slower"
             )
+
+
+def packing(lens: np.ndarray, args: argparse.Namespace) -> None:
+    """The packing rows: plan_packs alone, packing at the step time, a sampler's epoch."""
+    table = StepTimeTable.load(args.time_table)
+    model = table.fit()
+    pack_s, plan = best_of(lambda: plan_packs(lens, 512, batch_size=32), args.repeat)
+    rows = [["plan_packs", f"{pack_s:.2f} s", "", f"{plan.num_updates:,}", ""]]
+    for name, step in (("H100 table", table), ("its fit", model)):
+        chosen_s, chosen = best_of(
+            lambda s=step: choose_packing(lens, 512, batch_size=32, time_model=s, max_rows=32),
+            args.repeat,
+        )
+        counts = ", ".join(f"{k} {v:,}" for k, v in chosen.counts.items())
+        if chosen.from_fixed:
+            counts += " (the fixed batch's updates)"
+        rows.append(
+            [
+                f"choose_packing, {name}",
+                f"{chosen_s:.2f} s",
+                f"+{chosen_s - pack_s:.2f} s",
+                f"{chosen.num_updates:,}",
+                counts,
+            ]
+        )
+    options = like_fixed(lens, 32, num_replicas=RANKS, pack_len=512, time_model=model)
+    sampler_s, yielded = best_of(epoch_timer(lens, options), args.repeat)
+    rows.append(
+        [f"sampler epoch, rank 0 of {RANKS}", f"{sampler_s:.2f} s", "", "", f"{yielded:,} steps"]
+    )
+    print(f"\n{lens.size:,} ChnSentiCorp lengths packed into rows of 512, fixed batch 32:\n")
+    print_table(["packing", "time", "over plan_packs", "updates", "updates run"], rows)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from bad_input import (
     raises_as_the_table_says,
 )
 
-from dynbatch import Dict, InputError, Pad, Stack, Tuple
+from dynbatch import Dict, InputError, PackCollator, Pad, PlanOptions, Stack, Tuple
+from dynbatch.plan.pack_time import PackLayout
 
 CASES = Cases()
 case = CASES.add
@@ -188,6 +189,51 @@ COLLATE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         lambda: Pad(pad_val="x")([[1, 2, 3], [4]]),
         TYPE,
         r"pad_val must be a number \(the fill value\), got pad_val='x'",
+    ),
+    (
+        "PackCollator-layout-type",
+        lambda: PackCollator(64, layout=3),
+        TYPE,
+        r"layout must be a dynbatch.plan.pack_time.PackLayout .* got layout=3",
+    ),
+    (
+        "PackCollator-layout-pack_len",
+        lambda: PackCollator(64, layout=PackLayout(32, max_cost=64, time_model="1,0,0")),
+        VALUE,
+        r"layout lays out rows of pack_len=32, the collator's are pack_len=64",
+    ),
+    (
+        "PackCollator-for_sampler-unpacked",
+        lambda: PackCollator.for_sampler(PlanOptions(max_cost=64)),
+        VALUE,
+        r"PackCollator.for_sampler needs a sampler \(or PlanOptions\) that packs.*pack_len",
+    ),
+    (
+        "PackLayout-max_cost",
+        lambda: PackLayout(32, max_cost=0),
+        VALUE,
+        r"max_cost must be a positive number, got max_cost=0",
+    ),
+    (
+        "PackLayout-max_cost-str",
+        lambda: PackLayout(32, max_cost="64"),
+        TYPE,
+        r"max_cost must be a positive number \(the budget\), got max_cost='64'",
+    ),
+    (
+        "PackLayout-time_model",
+        lambda: PackLayout(32, max_cost=64, time_model=3),
+        TYPE,
+        r"time_model must be a step time.*time_model=3",
+    ),
+    (
+        "PackCollator-layout-over-budget",
+        lambda: PackCollator(
+            4, layout=PackLayout(4, max_cost=4, cost="linear", time_model="1,0,0")
+        )([[1, 2, 3], [4, 5, 6]]),
+        VALUE,
+        r"a micro-batch of 2 samples \(longest 3\) fits max_cost=4 neither padded nor as 2 "
+        r"rows of pack_len=4",
     ),
 ]
 for label, call, error, match in COLLATE_CASES:

@@ -81,7 +81,11 @@ for label, changes, match in [
     ("drop-last", {"drop_last": True}, r"pack_len=64 does not support drop_last=True"),
     ("multiple", {"batch_size_multiple": 8}, r"pack_len=64 .* pass batch_size_multiple=1"),
     ("pad-multiple", {"pad_to_multiple_of": 8}, r"pack_len=64 .* pass pad_to_multiple_of=1"),
-    ("time-model", {"time_model": FLAT_STEP}, r"pack_len=64 with a time_model is not supported"),
+    (  # packing at the step time compares the fixed batch's updates: samples, not tokens
+        "time-model-tokens",
+        {"time_model": FLAT_STEP, "update_unit": "tokens"},
+        r"time_model cuts updates .*update_unit='tokens'",
+    ),
     ("row-over-budget", {"max_cost": 10}, r"pack_len=64: one row costs 4096 .*max_cost=10"),
 ]:
     case(

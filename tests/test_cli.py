@@ -706,3 +706,34 @@ def test_the_packed_row_counts_rows_and_is_never_slower_than_whole_updates(
     assert main(["stats", *argv, "--pack-len", "256", "--time-model", model]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("packed"))
     assert line.split()[1] == str(len(plan.rows)), line
+
+
+@pytest.mark.parametrize("step", ["5,1e-3,0", "0.01,2e-5,0", "table"])
+def test_the_packed_row_prices_the_samplers_own_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], step: str
+) -> None:
+    """One code path: ``stats --pack-len N`` with a step time prices the epoch the sampler
+    plans with the same options (NOTE [ choosing packing per update ])."""
+    from dynbatch import DynamicBatchSampler, PlanOptions, StepTimeTable, choose_packing
+    from dynbatch.plan.pack_time import packed_epoch_seconds
+
+    path = corpus(tmp_path)
+    lens = np.load(path)
+    argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--fixed-batch-size", "32"]
+    if step == "table":  # a table is priced as measured: choose_packing, the same planner
+        table = write_table(
+            tmp_path / "t.json",
+            [[n, L, 0.01 + 1e-5 * n * L] for n in (1, 8, 32, 64) for L in (8, 64, 256)],
+        )
+        timed = rows_of(run_json(capsys, *argv, "--pack-len", "256", "--time-table", str(table)))
+        chosen = choose_packing(lens, 256, batch_size=32, time_model=StepTimeTable.load(table),
+                                max_cost=6400, cost="linear")  # fmt: skip
+        assert timed["packed"]["seconds"] == pytest.approx(chosen.epoch_seconds)
+        return
+    timed = rows_of(run_json(capsys, *argv, "--pack-len", "256", "--time-model", step))
+    options = PlanOptions(max_cost=6400, cost="linear", pack_len=256, update_size=32,
+                          order="shuffle", time_model=step)  # fmt: skip
+    sampler = DynamicBatchSampler(lengths=lens, options=options)
+    seconds = packed_epoch_seconds(sampler.epoch_plan(0), lens, options)
+    assert timed["packed"]["seconds"] == pytest.approx(seconds), "the sampler's epoch"
+    assert timed["packed"]["seconds"] <= timed["fixed"]["seconds"] * (1 + 1e-9), "never slower"

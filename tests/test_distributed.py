@@ -111,3 +111,17 @@ def test_two_rank_accumulated_gradient_equals_the_global_mean(
         assert all(r["micro_batches"] > 1 for r in ranks)
     for name, values in ranks[0]["params"].items():
         assert np.allclose(values, ranks[1]["params"][name], atol=1e-7), name
+
+
+def test_two_ranks_train_packed_at_the_step_time(tmp_path: Path) -> None:
+    """pack_len with a time_model on 2 gloo ranks: equal steps (no hang), every sample once,
+    micro-batches run packed and padded, built in DataLoader workers as the plan priced them."""
+    n = 203
+    launch("ddp_pack_time.py", tmp_path, str(tmp_path), str(n))
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert ranks[0]["batches"] == ranks[1]["batches"] > 0, "equal micro-batches iterated"
+    assert sorted(ranks[0]["seen"] + ranks[1]["seen"]) == list(range(n)), "every sample once"
+    widths = set(ranks[0]["widths"] + ranks[1]["widths"])
+    assert 128 in widths and min(widths) < 128, "packed rows and padded micro-batches both ran"
+    for name, values in ranks[0]["params"].items():
+        assert np.allclose(values, ranks[1]["params"][name], atol=1e-6), f"{name}: in sync"

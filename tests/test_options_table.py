@@ -30,6 +30,7 @@ from strategies import option_combinations
 import dynbatch
 from conftest import shared_file
 from dynbatch import DistributedDynamicBatchSampler, InputError, PlanOptions
+from dynbatch.plan.pack_time import PackLayout, packed_epoch_seconds
 from dynbatch.plan.packing import next_fit_rows
 from dynbatch.plan.planning import find_oversize, padded_lengths
 from dynbatch.plan.sharding import ShardedPlan
@@ -213,16 +214,24 @@ def within_budget(b: Built, data: st.DataObject) -> None:
 
 
 def within_rows(b: Built) -> None:
-    """A packed micro-batch: at most ``max_rows`` rows (next-fit, as the collator builds them),
-    each within ``pack_len`` tokens or a single oversize sample."""
+    """A packed micro-batch as the collator lays it out (NOTE [ a micro-batch's layout ]): at
+    most ``max_rows`` rows, each within ``pack_len`` tokens or a single oversize sample; or,
+    with a time model, padded within the budget."""
     opts = b.options
     assert opts.pack_len is not None
+    layout = PackLayout.from_options(opts)
     for ranks in b.ranks:
         for rank in ranks:
             for batch in rank:
                 assert len(batch) >= 1, "no empty micro-batch"
                 lens = b.lengths[batch]
-                rows = next_fit_rows(lens, opts.pack_len)
+                rows, width = layout.rows(lens)
+                if opts.time_model is None:
+                    assert np.array_equal(rows, next_fit_rows(lens, opts.pack_len)), "packed"
+                if rows.size - 1 == len(batch) and width == lens.max() and len(batch) > 1:
+                    cost = float(np.asarray(opts.cost(len(batch), int(width))))
+                    assert cost <= opts.max_cost * (1 + 1e-12), "padded: within max_cost"
+                    continue
                 assert rows.size - 1 <= opts.max_rows, "rows within max_rows"
                 for a, z in itertools.pairwise(rows.tolist()):
                     one_over = z - a == 1 and lens[a] > opts.pack_len
@@ -246,11 +255,36 @@ def exact_step_counts(b: Built, data: st.DataObject) -> None:
         update = combo["batch_size"] * combo["ranks"]
         each = n // update if b.options.drop_last else -(-n // update)
         # left: drop_last with fewer samples than one update makes 0 updates on 1 rank, 1 on more
-        assert (b.options.drop_last and each == 0) or b.steps_for_epochs == EPOCHS * each, (
-            f"{EPOCHS} epochs of {n} samples make {EPOCHS} x {each} updates of {update}"
+        # packed: fewer only where the epoch packs into fewer rows (NOTE [ updates of packed
+        # rows ]); with a time model the fixed batch's own updates may run instead, all of them
+        counts = [min(each, _packed_rows(b, epoch, each)) for epoch in range(EPOCHS)]
+        made = [len(p.window_ends) for p in b.plans if p is not None and p.window_ends is not None]
+        fewer = b.options.pack_len is not None and all(
+            m in (each, c) for m, c in zip(made, counts, strict=True)
         )
+        assert (
+            (b.options.drop_last and each == 0) or b.steps_for_epochs == EPOCHS * each or fewer
+        ), f"{EPOCHS} epochs of {n} samples make {EPOCHS} x {each} updates of {update}"
     for epoch, plan in enumerate(b.plans):
         assert plan is not None and plan.num_steps == len(b.ranks[epoch][0]), "len is exact"
+
+
+def _packed_rows(b: Built, epoch: int, updates: int) -> int:
+    """Rows of the packed plan of ``epoch`` (as :func:`plan_packed_epoch` packs it)."""
+    opts = b.options
+    if opts.pack_len is None:
+        return updates
+    kept = int((b.lengths <= opts.pack_len).sum()) if opts.oversize == "skip" else b.lengths.size
+    plan = dynbatch.plan_packs(
+        b.lengths,
+        opts.pack_len,
+        batch_size=max(1, round(kept / updates)),
+        oversize=opts.oversize,
+        seed=opts.seed,
+        epoch=epoch,
+        num_updates=updates,
+    )
+    return len(plan.rows)
 
 
 def resume_equality(b: Built, data: st.DataObject) -> None:
@@ -381,7 +415,10 @@ def never_slower_than_fixed(b: Built, data: st.DataObject) -> None:
             fixed = fixed_seconds(plan, b.lengths, model, b.options.pad_to_multiple_of)
         else:
             fixed = the_fixed_batch_seconds(b, epoch, model)
-        predicted = epoch_seconds(plan, b.lengths, model, b.options.pad_to_multiple_of)
+        if b.options.pack_len is not None:  # each micro-batch as the collator lays it out
+            predicted = packed_epoch_seconds(plan, b.lengths, b.options)
+        else:
+            predicted = epoch_seconds(plan, b.lengths, model, b.options.pad_to_multiple_of)
         assert predicted <= fixed * (1 + 1e-9) + 1e-12, (
             f"epoch {epoch}: predicted {predicted:.6g}s, the fixed batch {fixed:.6g}s"
         )
@@ -447,16 +484,21 @@ def test_the_table_is_not_vacuous(data: Any) -> None:
             invariant.check(built, data)
 
 
+@pytest.mark.parametrize("time_model", [None, "linear", "h100"])
 @pytest.mark.parametrize("pack_len", [0.6, 1.0, 2.5])
 @settings(max_examples=3, deadline=None)
 @given(data=st.data())
-def test_packed_combinations_keep_every_promise(pack_len: float, data: Any) -> None:
-    """Packing builds (most packed draws above are refused by another option) and keeps them."""
+def test_packed_combinations_keep_every_promise(
+    pack_len: float, time_model: str | None, data: Any
+) -> None:
+    """Packing builds (most packed draws above are refused by another option) and keeps them,
+    alone or chosen per update by a time model (NOTE [ choosing packing per update ])."""
     lengths = np.random.default_rng(1).integers(1, 80, 97)
     combo = {
         **_default(),
         "ranks": 3,
         "pack_len": pack_len,
+        "time_model": time_model,
         "oversize": "alone",
         "order": "shuffle",
     }

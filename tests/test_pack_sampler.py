@@ -318,3 +318,177 @@ def test_a_stream_refuses_pack_len_without_update_size() -> None:
         dynbatch.DynamicBatchIterable(
             [[1, 2]], length_fn=len, max_cost=640, cost="linear", pack_len=64
         )
+
+
+# -- packing at the step time (NOTE [ choosing packing per update ]) ------------------------------
+#: A fixed part and a part linear in padded tokens: some micro-batches run faster padded (a
+#: few short samples: narrower than a row), some as rows (a long sample padding short ones).
+STEP = dynbatch.StepTimeModel(c=0.02, a=2e-6, b=0.0)
+
+
+def h100() -> dynbatch.StepTimeModel:
+    from conftest import shared_file
+
+    return dynbatch.StepTimeTable.load(shared_file("h100_bert_base_step_times.json")).fit()
+
+
+class Samples(paddle.io.Dataset):  # type: ignore[misc]
+    """Sample ``i``: ``len_i`` tokens of id ``i + 1`` (traced back through the rows)."""
+
+    def __init__(self, lens: np.ndarray) -> None:
+        self.lens = lens
+
+    def __len__(self) -> int:
+        return int(self.lens.size)
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        return {"input_ids": np.full(int(self.lens[i]), i + 1, dtype=np.int64)}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_collator_builds_every_micro_batch_as_the_plan_priced_it(workers: int) -> None:
+    """PackCollator.for_sampler lays each micro-batch out as the planner priced it (NOTE [ a
+    micro-batch's layout ]), in DataLoader workers too: the plan's shapes, its samples."""
+    from dynbatch.plan.pack_time import plan_timed_packs
+
+    lens = bimodal(500, 11, (150, 257))
+    ds = Samples(lens)
+    sampler = DynamicBatchSampler(
+        ds, lengths=lens, batch_size=16, pack_len=256, time_model=STEP, seed=1
+    )
+    chosen = plan_timed_packs(lens, sampler.options, 0)
+    assert chosen.sharded is not None
+    assert chosen.sharded.digest() == sampler.epoch_plan(0).digest(), "the sampler's plan"
+    n, width = chosen.step_shapes
+    assert chosen.packed.any() and not chosen.packed.all(), "the test needs both layouts"
+    collate = PackCollator.for_sampler(sampler, causal=False)
+    loader = paddle.io.DataLoader(
+        ds, batch_sampler=sampler, collate_fn=collate, num_workers=workers
+    )
+    seen = []
+    for k, (out, batch) in enumerate(zip(loader, chosen.micro_batches, strict=True)):
+        ids = out["input_ids"].numpy()
+        assert tuple(ids.shape) == (n[k], width[k]), f"micro-batch {k}: the shape priced"
+        assert set(out) >= {"labels", "position_ids", "attention_mask", "sample_starts"}
+        assert tuple(out["attention_mask"].shape) == (n[k], width[k], width[k])
+        if not chosen.packed[k]:  # padded: a sample a row, in the order given
+            assert ids[:, 0].tolist() == (batch + 1).tolist(), f"micro-batch {k}: a row each"
+        got = sorted(set(ids[ids > 0].tolist()))
+        assert got == sorted((batch + 1).tolist()), f"micro-batch {k}: its samples"
+        seen += batch.tolist()
+    assert sorted(seen) == list(range(lens.size)), "every sample once"
+
+
+@pytest.mark.parametrize("model", ["polynomial", "h100"])
+@pytest.mark.parametrize("replicas", [1, 2, 3])
+def test_packing_at_the_step_time_keeps_every_promise_on_ranks(replicas: int, model: str) -> None:
+    """Equal steps, exactly once, exact step counts, deterministic, within the budget, and
+    never predicted slower than the fixed batch (B a rank, one padded step an update)."""
+    from dynbatch.plan.pack_time import PackLayout, packed_epoch_seconds
+    from dynbatch.plan.splits import shuffled
+
+    step = STEP if model == "polynomial" else h100()
+    lens = lognormal(400, 512, seed=replicas)
+    samplers = rank_samplers(lens, replicas, batch_size=8, pack_len=512, time_model=step, seed=4)
+    opts = samplers[0].options
+    assert opts.time_model == step and opts.pack_len == 512
+    layout = PackLayout.from_options(opts)
+    for epoch in (0, 1):
+        for s in samplers:
+            s.set_epoch(epoch)
+        passes = [list(s) for s in samplers]
+        assert len({len(p) for p in passes}) == 1, "equal steps on every rank"
+        pads = [s.padding_mask(epoch) for s in samplers]
+        assert real_samples(passes, pads) == [] or sorted(real_samples(passes, pads)) == list(
+            range(lens.size)
+        ), "exactly once over the ranks"
+        for p in passes:
+            for b in p:
+                rows, w = layout.rows(lens[b])
+                padded = rows.size - 1 == len(b) and w == lens[b].max()
+                cost = float(opts.cost(len(b), w)) if padded else float(opts.cost(rows.size - 1, w))
+                assert cost <= opts.max_cost or len(b) == 1, "within the budget, as laid out"
+        plan = samplers[0].epoch_plan(epoch)
+        order = shuffled(np.arange(lens.size), opts.seed, epoch)
+        update = 8 * replicas
+        fixed = sum(
+            float(
+                step(-(-order[a : a + update].size // replicas), lens[order[a : a + update]].max())
+            )
+            for a in range(0, order.size, update)
+        )
+        assert packed_epoch_seconds(plan, lens, opts) <= fixed * (1 + 1e-9), "never slower"
+        again = rank_samplers(lens, replicas, batch_size=8, pack_len=512, time_model=step, seed=4)
+        assert again[0].epoch_plan(epoch).digest() == plan.digest(), "deterministic"
+    counted = samplers[0].steps_for_epochs(range(2))
+    assert counted == 2 * -(-lens.size // (8 * replicas)), "the fixed batch's update count"
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_packing_at_the_step_time_resumes_mid_epoch_exactly(replicas: int) -> None:
+    lens = lognormal(300, 200, seed=7)
+    kw: dict[str, Any] = {"batch_size": 8, "pack_len": 200, "seed": 2, "time_model": STEP}
+    first = rank_samplers(lens, replicas, **kw)
+    for s in first:
+        s.set_epoch(1)
+    full = [list(s) for s in first]
+    cut = len(full[0]) // 2
+    states = [s.state_dict(consumed_batches=cut) for s in first]
+    resumed = rank_samplers(lens, replicas, **kw)
+    for s, state in zip(resumed, states, strict=True):
+        s.load_state_dict(state)
+    assert [list(s) for s in resumed] == [p[cut:] for p in full], "exactly the rest"
+
+
+def test_packing_at_the_step_time_resumes_on_another_number_of_ranks() -> None:
+    lens = lognormal(300, 200, seed=4)
+    two = rank_samplers(lens, 2, batch_size=8, pack_len=200, seed=3, time_model=STEP)
+    passes = [list(s) for s in two]
+    ends = two[0].epoch_plan(0).window_ends
+    cut = int(ends[len(ends) // 2])  # at an update's end
+    state = two[0].state_dict(consumed_batches=cut)
+    opts = two[0].options
+    three = [
+        DistributedDynamicBatchSampler(
+            dataset(lens), lengths=lens, num_replicas=3, rank=r, options=opts
+        )
+        for r in range(3)
+    ]
+    for s in three:
+        s.load_state_dict(state)
+    rest = [list(s) for s in three]
+    assert len({len(p) for p in rest}) == 1, "equal steps on the new ranks"
+    done = {i for p in passes for b in p[:cut] for i in b}
+    left = real_samples(rest, [s.padding_mask() for s in three])
+    assert sorted(left) == sorted(set(range(lens.size)) - done), "exactly the rest"
+    collate = PackCollator.for_sampler(three[0])
+    for p in rest:
+        for b in p:
+            collate([dataset(lens)[i] for i in b])  # every dealt micro-batch fits a layout
+
+
+def bimodal(n: int, seed: int, long: tuple[int, int]) -> np.ndarray:
+    """One long sample in about 10: some updates all short, fastest padded."""
+    rng = np.random.default_rng(seed)
+    return np.where(rng.random(n) < 0.1, rng.integers(*long, n), rng.integers(5, 21, n))
+
+
+def test_a_stream_packs_each_block_at_the_step_time() -> None:
+    lens = bimodal(230, 9, (80, 129))
+    source = [{"input_ids": [i + 1] * int(k)} for i, k in enumerate(lens)]
+    kw: dict[str, Any] = {"max_cost": 4 * 128, "cost": "linear", "pack_len": 128}
+    kw.update(update_size=8, buffer_size=100)
+    plain, timed = (
+        dynbatch.DynamicBatchIterable(source, length_fn=lambda s: len(s["input_ids"]), **kw, **t)
+        for t in ({}, {"time_model": STEP})
+    )
+    collate = PackCollator.for_sampler(timed)
+    assert collate.layout is not None and PackCollator.for_sampler(plain).layout is None
+    seen, shapes = [], set()
+    for batch in timed:
+        out = collate(list(batch))
+        shapes.add(out["input_ids"].shape[1] == 128)
+        seen += [s["input_ids"][0] - 1 for s in batch]
+    assert sorted(seen) == list(range(lens.size)), "every sample once"
+    assert shapes == {True, False}, "some blocks' micro-batches run padded, some packed"
+    assert [list(map(id, b)) for b in plain] != [list(map(id, b)) for b in timed]

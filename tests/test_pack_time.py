@@ -10,7 +10,7 @@ from strategies import lengths as lengths_strategy
 
 from conftest import shared_file
 from dynbatch import InputError, InputTypeError, StepTimeModel, StepTimeTable
-from dynbatch.plan.pack_time import CHOICES, choose_packing
+from dynbatch.plan.pack_time import CHOICES, PackLayout, choose_packing
 from dynbatch.plan.splits import shuffled
 
 FLAT = StepTimeModel(c=1.0, a=0.0, b=0.0)
@@ -33,17 +33,39 @@ def check_choice(lens: np.ndarray, kw: dict[str, object], model: object) -> None
     fixed_updates = [fixed[i : i + batch] for i in range(0, fixed.size, batch)]
     if c.from_fixed:
         assert c.num_updates == len(fixed_updates), "the fixed batch's updates"
-        assert not c.packed.any() and (c.choice != 0).all(), "nothing packed"
+        assert (c.choice != 0).all(), "no update of packed rows"
     else:
         assert c.num_updates == plan.num_updates, "the packed plan's updates"
         assert c.num_updates == min(-(-kept.size // batch), len(plan.rows)), "count"
     assert c.update_offsets.size - 1 == c.num_updates
     drawn = fixed_updates if c.from_fixed else list(plan.updates)
+    layout = PackLayout(
+        int(kw["pack_len"]),  # type: ignore[call-overload]
+        max_cost=float(kw["max_rows"] or 10**9) * int(kw["pack_len"]),  # type: ignore[call-overload]
+        cost="linear",
+        time_model=model,
+    )
+    n, L = c.step_shapes
     for u in range(c.num_updates):  # each update runs the drawn update's samples, whatever way
         lo, hi = c.update_offsets[u], c.update_offsets[u + 1]
         assert np.array_equal(np.sort(c.updates[u]), np.sort(drawn[u])), f"update {u}: its samples"
-        assert c.packed[lo:hi].all() == (c.choice[u] == 0), f"update {u}: packed as chosen"
         assert (c.choice[u] != 2) or hi - lo == 1, f"update {u}: whole is one step"
+    for m, batch_ in enumerate(c.micro_batches):  # the collator's layout is the plan's
+        rows, width = layout.rows(lens[batch_])
+        assert (rows.size - 1, width) == (n[m], L[m]), f"micro-batch {m}: laid out as priced"
+        assert c.packed[m] == (rows.size - 1 < batch_.size or width > lens[batch_].max()) or (
+            rows.size - 1 == batch_.size
+        ), f"micro-batch {m}: packed flag"
+        if kw.get("max_rows") is not None:
+            within = (
+                rows.size - 1 <= int(kw["max_rows"])
+                if c.packed[m]
+                # type: ignore[call-overload]
+                else (
+                    n[m] * L[m] <= int(kw["max_rows"]) * int(kw["pack_len"]) or n[m] == 1  # type: ignore[call-overload]
+                )
+            )
+            assert within, f"micro-batch {m}: within the budget"
     fixed_whole = sum(float(np.asarray(model(u.size, lens[u].max()))) for u in fixed_updates)  # type: ignore[operator]
     if kw.get("max_rows") is None:
         assert c.epoch_seconds <= fixed_whole * (1 + 1e-12), "never slower than the fixed batch"
@@ -57,17 +79,12 @@ def check_choice(lens: np.ndarray, kw: dict[str, object], model: object) -> None
     if not getattr(model, "error", 0):
         best = np.where(fits, c.seconds.min(axis=1), c.seconds[:, :2].min(axis=1))
         assert np.array_equal(chosen, best), "the fastest that fits"
-    whole = [
-        float(np.asarray(model(len(u), lens[u].max()))) if len(u) else 0.0  # type: ignore[operator]
-        for u in drawn
-    ]
-    assert np.allclose(c.seconds[:, 2], whole), "whole: one step of n samples at the longest"
-    n, L = c.step_shapes
+    padded = np.array(
+        [float(np.asarray(model(len(u), lens[u].max()))) for u in drawn]  # type: ignore[operator]
+    )
+    assert (c.seconds[fits, 2] <= padded[fits] * (1 + 1e-12)).all(), "whole: at most padded"
     priced = np.asarray(model(n, L), dtype=np.float64)  # type: ignore[operator]
     assert np.isclose(priced.sum(), c.epoch_seconds), "the steps as run add up to the choice"
-    if kw.get("max_rows") is not None:
-        rows = plan.rows_per_micro_batch
-        assert rows.max() <= int(kw["max_rows"]), "packed micro-batches within max_rows"  # type: ignore[call-overload]
 
 
 @st.composite
@@ -112,27 +129,31 @@ def test_a_flat_step_runs_every_update_whole() -> None:
 def test_packing_is_chosen_where_padding_costs() -> None:
     """Linear in padded tokens with a fixed part: a long sample pads its update's short ones,
     rows of the same samples hold far fewer tokens, and the fixed part rules out the split;
-    an update of short samples only is one step at 20 tokens, less than two rows of 512."""
+    an update of short samples only is one step at 20 tokens, less than two rows of 512. Each
+    update runs as one step (whole), laid out as rows exactly where a long sample is in it."""
     lens = np.tile([500, *[20] * 31], 20)
     model = StepTimeModel(c=10.0, a=1e-3, b=0.0)
     c = choose_packing(lens, 512, batch_size=32, time_model=model)
     assert not c.from_fixed
     long_in = np.array([(lens[u] == 500).any() for u in c.plan.updates])
     assert long_in.any() and not long_in.all(), "the test needs both kinds of update"
-    assert np.array_equal(c.choice == 0, long_in), "packed exactly where a long sample pads"
-    assert (c.choice[~long_in] == 2).all(), "short alone: one padded step beats two rows"
-    assert c.epoch_seconds < 0.8 * c.whole_seconds
+    assert (c.choice != 1).all(), "the fixed part rules out the split"
+    first = c.update_offsets[:-1]
+    assert (np.diff(c.update_offsets) == 1).all(), "one step an update"
+    assert np.array_equal(c.packed[first], long_in), "rows exactly where a long sample pads"
+    padded = sum(float(model(u.size, lens[u].max())) for u in c.plan.updates)
+    assert c.epoch_seconds < 0.8 * padded, "rows save where a long sample pads"
 
 
 def test_a_budget_in_cost_caps_the_rows_of_a_packed_micro_batch() -> None:
     lens = np.random.default_rng(1).integers(10, 200, 300)
     c = choose_packing(lens, 256, batch_size=32, time_model=LINEAR, max_cost=3 * 256, cost="linear")
-    assert c.plan.rows_per_micro_batch.max() <= 3
-    padded = [
-        (b.size, lens[b].max()) for b, p in zip(c.micro_batches, c.packed, strict=True) if not p
-    ]
-    assert padded, "some updates are split"
-    assert all(n * L <= 3 * 256 or n == 1 for n, L in padded), "split within the budget"
+    n, width = c.step_shapes
+    assert (n[c.packed] <= 3).all(), "packed: at most 3 rows"
+    padded = ~c.packed
+    assert padded.any(), "some micro-batches run padded"
+    assert ((n * width)[padded] <= 3 * 256).all() or (n[padded] == 1).all(), "padded: the budget"
+    assert (n[padded] == c.micro_batches.sizes[padded]).all(), "padded: a sample a row"
 
 
 def test_same_seed_and_epoch_same_choice() -> None:

@@ -32,9 +32,8 @@ import numpy as np
 
 from .._checks import InputError
 from ..plan.options import PlanOptions
-from ..plan.pack_time import packed_stats
 from ..plan.planning import find_oversize
-from ..plan.stats import PlanStats, compare_orders, split_options
+from ..plan.stats import PlanStats, compare_orders, packed_stats, split_options
 from ..stream.state import stream_stats
 from .args import UsageError, as_flags, check_flags, parser
 from .corpora import Corpus, read_corpus, read_lengths

@@ -34,7 +34,11 @@ NOTE [ one sample, alone in its row ]
 
     The rows are next-fit of the samples in the order given (a new row when
     the next sample does not fit), which is how :func:`dynbatch.plan_packs`
-    defines its rows: the collator's rows are the plan's rows.
+    defines its rows: the collator's rows are the plan's rows. With a time
+    model (``PackCollator.for_sampler``, or ``layout=``) a micro-batch may run
+    padded instead, a sample a row, as the plan priced it (NOTE [ a
+    micro-batch's layout ] in :mod:`dynbatch.plan.pack_time`): the same
+    fields, one sample in each row.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_bool, check_int
+from ..plan.options import PlanOptions
+from ..plan.pack_time import PackLayout
 from ..plan.packing import next_fit_rows
 
 __all__ = ["PackCollator", "additive_mask"]
@@ -69,6 +75,13 @@ class PackCollator:
       the row's last sample; ``sample_ids`` ``[R, P]``: each token's sample
       within its row, -1 on fill.
 
+    With ``layout`` (a :class:`~dynbatch.plan.pack_time.PackLayout`: the
+    sampler's options and time model, see :meth:`for_sampler`) each
+    micro-batch is laid out as the plan priced it: packed rows, or padded,
+    ``R`` = its samples and ``P`` = its longest (NOTE [ a micro-batch's
+    layout ]). It is a pure function of the samples' lengths, so a
+    DataLoader's worker processes build the same.
+
     >>> out = PackCollator(6)([{"input_ids": [5, 6, 7]}, {"input_ids": [8, 9]}, [4, 4]])
     >>> out["input_ids"].tolist(), out["position_ids"].tolist()
     ([[5, 6, 7, 8, 9, 0], [4, 4, 0, 0, 0, 0]], [[0, 1, 2, 0, 1, 0], [0, 1, 0, 0, 0, 0]])
@@ -88,8 +101,21 @@ class PackCollator:
         shift: bool = True,
         return_mask: bool = True,
         return_startend: bool = True,
+        layout: PackLayout | None = None,
     ) -> None:
         self.pack_len = check_int("pack_len", pack_len, minimum=1)
+        if layout is not None and not isinstance(layout, PackLayout):
+            raise InputTypeError(
+                "layout must be a dynbatch.plan.pack_time.PackLayout (PackLayout.from_options("
+                f"sampler.options)) or None, got layout={layout!r:.80}"
+            )
+        if layout is not None and layout.pack_len != self.pack_len:
+            raise InputError(
+                f"layout lays out rows of pack_len={layout.pack_len}, the collator's are "
+                f"pack_len={self.pack_len}: build both from the sampler's options "
+                "(PackCollator.for_sampler(sampler))"
+            )
+        self.layout = layout
         self.causal = check_bool("causal", causal)
         self.pad_val = _check_label("pad_val", pad_val)
         self.ignore_index = _check_label("ignore_index", ignore_index)
@@ -97,10 +123,37 @@ class PackCollator:
         self.return_mask = check_bool("return_mask", return_mask)
         self.return_startend = check_bool("return_startend", return_startend)
 
+    @classmethod
+    def for_sampler(cls, sampler: Any, **kwargs: Any) -> PackCollator:
+        """The collator that builds ``sampler``'s micro-batches as its plan priced them.
+
+        ``sampler`` is a packing sampler or stream (anything with ``.options``
+        holding ``pack_len``), or its :class:`~dynbatch.PlanOptions`;
+        ``kwargs`` are the other arguments (``causal=...``). With the options'
+        ``time_model`` the micro-batches are laid out by it (NOTE [ a
+        micro-batch's layout ]); without, every one is packed.
+
+        >>> from dynbatch import PlanOptions
+        >>> opts = PlanOptions(max_cost=64, cost="linear", pack_len=8, update_size=4,
+        ...                    order="shuffle", time_model="1,0.1,0")
+        >>> collate = PackCollator.for_sampler(opts, causal=False)
+        >>> collate([[1, 2], [3, 4], [5]])["input_ids"].tolist()  # 3 x 2 beat a row of 8
+        [[1, 2], [3, 4], [5, 0]]
+        """
+        options = sampler if isinstance(sampler, PlanOptions) else getattr(sampler, "options", None)
+        if not isinstance(options, PlanOptions) or options.pack_len is None:
+            raise InputError(
+                "PackCollator.for_sampler needs a sampler (or PlanOptions) that packs: its "
+                f"options must hold pack_len, got {sampler!r:.80}"
+            )
+        layout = None if options.time_model is None else PackLayout.from_options(options)
+        return cls(options.pack_len, layout=layout, **kwargs)
+
     def __repr__(self) -> str:
+        timed = "" if self.layout is None else ", layout=PackLayout(...)"
         return (
             f"PackCollator(pack_len={self.pack_len}, causal={self.causal}, "
-            f"shift={self.shift}, ignore_index={self.ignore_index})"
+            f"shift={self.shift}, ignore_index={self.ignore_index}{timed})"
         )
 
     def __call__(self, samples: Sequence[Any]) -> dict[str, NDArray[Any]]:
@@ -112,8 +165,12 @@ class PackCollator:
             raise InputError("PackCollator got an empty micro-batch: nothing to pack")
         ids, labels, types = zip(*(_fields(s, k) for k, s in enumerate(samples)), strict=True)
         lens = np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids))
-        offsets = next_fit_rows(lens, self.pack_len)
-        n_rows, width = offsets.size - 1, max(self.pack_len, int(lens.max()))
+        if self.layout is None:
+            offsets = next_fit_rows(lens, self.pack_len)
+            width = max(self.pack_len, int(lens.max()))
+        else:  # NOTE [ a micro-batch's layout ]: packed rows, or a sample a row
+            offsets, width = self.layout.rows(lens)
+        n_rows = offsets.size - 1
         row_of = np.repeat(np.arange(n_rows), np.diff(offsets))
         # each sample's first column in its row
         ends = np.cumsum(lens)

@@ -197,7 +197,8 @@ class _Cursor:
             unit, order = shortcuts.get("update_unit", "samples"), shortcuts.get("order", "bucket")
             # NOTE [ no time model on an accelerator ]: where like_fixed follows a step time
             follows = unit == "samples" and order in ("bucket", "shuffle")
-            follows = follows and shortcuts.get("pack_len") is None  # packing: no time split yet
+            # packing as asked: rows, chosen per update only by a time model given
+            follows = follows and shortcuts.get("pack_len") is None
             if shortcuts.get("time_model") is None and follows:
                 shortcuts = {**shortcuts, "time_model": default_time_model(type(self).__name__)}
             options = like_fixed(
@@ -311,7 +312,12 @@ _SAMPLER_DOC = """
             balance=..., update_size=..., update_unit=..., pack_len=...``), not both.
             With ``pack_len`` each batch is a packed micro-batch: a list of
             sample indices, row after row, for :class:`~dynbatch.PackCollator`
-            (NOTE [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`).
+            (NOTE [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`); with
+            ``pack_len`` and ``time_model`` each update runs packed, split or
+            whole, the fastest (NOTE [ choosing packing per update ] in
+            :mod:`dynbatch.plan.pack_time`): collate with
+            ``PackCollator.for_sampler(sampler)``, which lays each micro-batch
+            out as the plan priced it.
         batch_size: the fixed batch (per rank) to train like, instead of
             ``options``: :func:`~dynbatch.like_fixed` plans padding-free
             micro-batches in updates of that many samples, lengths mixed

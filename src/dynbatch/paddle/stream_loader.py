@@ -67,8 +67,10 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
             ``group_by_length`` cut each block's updates at the step time, NOTE
             [ a stream at the step time ] in :mod:`dynbatch.stream.blocks`; ``pack_len``
             packs each block as an epoch is packed, NOTE [ packed epochs ] in
-            :mod:`dynbatch.plan.pack_epochs`: collate with
-            :class:`~dynbatch.PackCollator`), or ``options=``.
+            :mod:`dynbatch.plan.pack_epochs`, and with ``time_model`` too each
+            update runs packed, split or whole, NOTE [ choosing packing per
+            update ] in :mod:`dynbatch.plan.pack_time`: collate with
+            ``PackCollator.for_sampler(stream)``), or ``options=``.
         buffer_size: records planned at once; memory grows with it, not with
             the corpus.
         reader: ``reader(path)`` or ``reader(path, start=...)`` yielding a shard's

@@ -50,7 +50,7 @@ from .._checks import (
 )
 from .contract import Pass
 from .options import UNDESCRIBED, PlanOptions
-from .pack_epochs import plan_packed_epoch
+from .pack_time import plan_packed
 from .planning import find_oversize, plan_draw
 from .plans import Plan
 from .reshard import check_global_update, deal_rest, rest_of
@@ -209,8 +209,8 @@ def plan_epoch(
     num_replicas = check_int("num_replicas", num_replicas, minimum=1)
     if num_batches is not None:
         num_batches = check_int("num_batches", num_batches, minimum=1)
-    if options.pack_len is not None:  # NOTE [ packed epochs ]
-        return plan_packed_epoch(lengths, options, epoch, num_replicas, loss_tokens)
+    if options.pack_len is not None:  # NOTE [ packed epochs ], [ choosing packing per update ]
+        return plan_packed(lengths, options, epoch, num_replicas, loss_tokens)
     if options.fixed_step_size is not None:  # NOTE [ the faster plan of each epoch ]
         return _faster_plan(lengths, options, epoch, num_replicas, loss_tokens)
     if options.time_model is not None:  # NOTE [ splitting updates at the step time ]

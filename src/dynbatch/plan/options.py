@@ -131,8 +131,10 @@ class PlanOptions:
             ``update_size`` samples (or loss tokens) on average (NOTE [ packed
             epochs ] in :mod:`dynbatch.plan.pack_epochs`). Needs
             ``update_size`` and a random ``order``; refuses ``equal_epochs``,
-            ``drop_last``, ``group_by_length``, ``time_model``,
-            ``batch_size_multiple`` and ``pad_to_multiple_of`` other than 1.
+            ``drop_last``, ``group_by_length``, ``batch_size_multiple`` and
+            ``pad_to_multiple_of`` other than 1. With ``time_model`` each
+            update runs packed, split or whole, the fastest (NOTE [ choosing
+            packing per update ] in :mod:`dynbatch.plan.pack_time`).
 
     :func:`~dynbatch.like_fixed` makes the options that train like a fixed
     batch, faster; :func:`~dynbatch.fill_device` those that fill a device.
@@ -323,12 +325,6 @@ class PlanOptions:
                     "makes the fixed batch's update count, with no batch to drop, none of one "
                     f"length; pass {name}=False or pack_len=None"
                 )
-        if self.time_model is not None:
-            raise InputError(
-                f"{where} with a time_model is not supported yet (the per-update choice between "
-                f"packing and splitting): pass time_model=None or pack_len=None, got "
-                f"time_model={self.time_model!r}"
-            )
         for name in ("batch_size_multiple", "pad_to_multiple_of"):
             if getattr(self, name) != 1:
                 raise InputError(

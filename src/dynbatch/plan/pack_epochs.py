@@ -36,16 +36,21 @@ NOTE [ packed epochs ]
     groups, so the collator's rows are never more than the micro-batch's
     planned rows, and the budget holds.
 
-    ``drop_last``, ``equal_epochs``, ``group_by_length``, a ``time_model``,
+    With a ``time_model`` the micro-batches so dealt are one way to run each
+    update; the step time chooses, per update, between them, the split and
+    the whole, and may run the fixed batch's own updates instead (NOTE
+    [ choosing packing per update ] in :mod:`dynbatch.plan.pack_time`).
+
+    ``drop_last``, ``equal_epochs``, ``group_by_length``,
     ``batch_size_multiple`` and ``pad_to_multiple_of`` are refused with
-    ``pack_len`` (:class:`~dynbatch.PlanOptions`); ``order`` must be random
-    (the packing draws its own order from ``(seed, epoch)``), and
-    ``bucket_width`` and ``balance`` play no part.
+    ``pack_len`` (:class:`~dynbatch.PlanOptions`), and a ``time_model`` with
+    updates in tokens; ``order`` must be random (the packing draws its own
+    order from ``(seed, epoch)``), and ``bucket_width`` and ``balance`` play
+    no part.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -129,6 +134,20 @@ def deal_rows(
     >>> [b.tolist() for b in sp.plan], sp.window_ends.tolist(), sp.is_padding.tolist()
     ([[0, 1, 2], [3], [4, 5], [6]], [1, 2], [False, False, False, False])
     """
+    return deal_rows_counted(rows, update_rows, lengths, pack_len, max_rows, num_replicas)[0]
+
+
+def deal_rows_counted(
+    rows: Plan,
+    update_rows: NDArray[Any],
+    lengths: NDArray[np.int64],
+    pack_len: int,
+    max_rows: int,
+    num_replicas: int,
+) -> tuple[ShardedPlan, NDArray[np.int64]]:
+    """:func:`deal_rows`, and each micro-batch's rows as the collator builds them (next-fit
+    of its order) where the dealt rows are those, else 0: a row whose head fits the room the
+    row before it left (an oversize row dealt apart between them) is merged by next-fit."""
     n_rows = len(rows)
     offsets = rows.offsets
     sizes = np.diff(offsets)
@@ -136,36 +155,49 @@ def deal_rows(
         np.add.reduceat(lengths[rows.indices], offsets[:-1]) if n_rows else np.zeros(0, np.int64)
     )
     alone = (sizes == 1) & (tokens > pack_len)
-    order: list[NDArray[np.int64]] = []  # the rows, update after update, as dealt
-    counts: list[int] = []  # rows per micro-batch
-    padding: list[bool] = []
-    steps: list[int] = []  # steps per update
-    bounds = np.asarray(update_rows, dtype=np.int64).tolist()
-    for a, b in itertools.pairwise(bounds):
-        ids = np.arange(a, b, dtype=np.int64)
-        single = alone[a:b]
-        normal, apart = ids[~single], ids[single]
-        r, k = int(normal.size), int(apart.size)
-        least = -(-r // max_rows) + k
-        total = max(num_replicas, -(-least // num_replicas) * num_replicas)
-        chunks = min(total - k, r)
-        repeats = total - k - chunks
-        if chunks:
-            base, extra = divmod(r, chunks)
-            counts += [base + 1] * extra + [base] * (chunks - extra)
-        counts += [1] * (k + repeats)
-        padding += [False] * (chunks + k) + [True] * repeats
-        lightest = ids[np.argmin(tokens[a:b])] if repeats else 0
-        order += [normal, apart, np.full(repeats, lightest, dtype=np.int64)]
-        steps.append(total // num_replicas)
-    row_order = np.concatenate(order) if order else np.zeros(0, dtype=np.int64)
+    # every update at once: its normal rows cut into ``chunks`` micro-batches of near-equal
+    # row counts, then its oversize rows alone, then repeats of its lightest row (padding)
+    bounds = np.asarray(update_rows, dtype=np.int64)
+    n_updates = bounds.size - 1
+    update_of = np.repeat(np.arange(n_updates), np.diff(bounds))
+    k = np.bincount(update_of[alone], minlength=n_updates)
+    r = np.diff(bounds) - k
+    least = -(-r // max_rows) + k
+    total = np.maximum(num_replicas, -(-least // num_replicas) * num_replicas)
+    chunks = np.minimum(total - k, r)
+    repeats = total - k - chunks
+    base = r // np.maximum(chunks, 1)
+    extra = r - base * chunks
+    by_token = np.lexsort((tokens, update_of))  # each update's lightest row first
+    lightest = by_token[np.r_[0, np.cumsum(np.diff(bounds))[:-1]]] if n_updates else bounds[:0]
+    main = np.argsort(update_of * 2 + alone, kind="stable")  # normal rows, then oversize
+    fill = np.repeat(lightest, repeats)
+    owner = np.concatenate([update_of[main], np.repeat(np.arange(n_updates), repeats)])
+    row_order = np.concatenate([main, fill])[np.argsort(owner, kind="stable")]
+    values = np.stack([base + 1, base, np.ones_like(base)], axis=1).reshape(-1)
+    spans = np.stack([extra, chunks - extra, k + repeats], axis=1).reshape(-1)
+    counts = np.repeat(values, spans)
+    padding = np.repeat(
+        np.tile([False, True], n_updates), np.stack([chunks + k, repeats], 1).reshape(-1)
+    )
+    steps = total // num_replicas
     dealt = rows.take(row_order)
     micro = np.concatenate([[0], np.cumsum(np.asarray(counts, dtype=np.int64))])
     base_plan = Plan(dealt.indices, dealt.offsets[micro])
-    return ShardedPlan(
+    per_micro = np.diff(micro)
+    if row_order.size > 1:  # a row's head that fits the room before it: next-fit merges
+        room = pack_len - tokens[row_order]
+        heads = lengths[dealt.indices[dealt.offsets[1:-1]]]
+        merges = heads <= room[:-1]
+        merges[micro[1:-1] - 1] = False  # a micro-batch's first row starts anew
+        if merges.any():
+            micro_of_row = np.repeat(np.arange(per_micro.size), per_micro)
+            per_micro[np.unique(micro_of_row[1:][merges])] = 0
+    sharded = ShardedPlan(
         base_plan,
         np.arange(len(base_plan), dtype=np.int64),
         np.asarray(padding, dtype=bool),
         num_replicas,
         np.cumsum(np.asarray(steps, dtype=np.int64)),
     )
+    return sharded, per_micro.astype(np.int64)

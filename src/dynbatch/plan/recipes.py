@@ -125,7 +125,10 @@ def like_fixed(
             updates as above, each micro-batch as many rows as fit the fixed
             batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (one
             row at the least; at most ``max_batch_size`` rows, when given),
-            order ``"shuffle"``.
+            order ``"shuffle"``; with ``time_model``, each update runs packed,
+            split or whole, the fastest, or the epoch the fixed batch's own
+            updates (NOTE [ choosing packing per update ] in
+            :mod:`dynbatch.plan.pack_time`).
         time_model: the step's seconds, ``c + n·L·(a + b·L)``: an object with
             ``c``, ``a``, ``b`` (``MemoryCost.time_model``,
             :meth:`~dynbatch.plan.steptime.StepTimeTable.fit`) or ``"c,a,b"``.

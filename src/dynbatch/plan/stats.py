@@ -30,6 +30,8 @@ from .._checks import (
 from .costs import CostLike, resolve_cost
 from .epochs import plan_epoch
 from .options import ORDERS, PlanOptions
+from .pack_time import choose_packing
+from .packing import plan_packs
 from .planning import batch_capacity, find_oversize, padded_lengths
 from .plans import Plan
 from .recipes import like_fixed
@@ -44,6 +46,7 @@ __all__ = [
     "compare_orders",
     "fixed_batches",
     "lower_bound_batches",
+    "packed_stats",
     "plan_stats",
     "predicted_seconds",
     "split_options",
@@ -465,3 +468,83 @@ def predicted_seconds(
         return None
     table = batch_table(lengths, batches, pad_to_multiple_of=pad_to_multiple_of)
     return float(np.asarray(step_time(table["batch_size"], table["max_len"])).sum())
+
+
+def packed_stats(
+    lengths: Any,
+    pack_len: int,
+    *,
+    batch_size: int,
+    cost: CostLike = "quadratic",
+    max_cost: float | None = None,
+    step_time: Any = None,
+    oversize: str = "error",
+    seed: int = 0,
+    epoch: int = 0,
+) -> PlanStats:
+    """``dynbatch stats``' ``packed`` row: the packed plan's rows, each counted as a batch.
+
+    A row is one padded sequence of ``pack_len`` tokens: ``batches`` are rows,
+    the batch sizes are samples per row, a row costs ``cost(1, pack_len)`` (an
+    oversize row its own length), and ``padding_efficiency`` is the plan's
+    (real tokens / ``rows * pack_len``). Micro-batches hold the most rows
+    ``max_cost`` allows. With ``step_time``, ``seconds`` is the epoch of
+    :func:`~dynbatch.plan.pack_time.choose_packing` (the samplers' plan, one rank): each
+    update packed, split or whole, the fastest.
+
+    >>> s = packed_stats([5, 3, 4, 2, 6, 7], 8, batch_size=3, cost="linear", max_cost=16)
+    >>> s.batches, s.updates, s.padding_efficiency, s.cost_max
+    (4, 2, 0.84375, 8.0)
+    """
+    fn = resolve_cost(cost)
+    max_rows = None
+    if step_time is not None:
+        chosen = choose_packing(
+            lengths,
+            pack_len,
+            batch_size=batch_size,
+            time_model=step_time,
+            max_cost=max_cost,
+            cost=cost,
+            oversize=oversize,
+            seed=seed,
+            epoch=epoch,
+        )
+        plan, seconds = chosen.plan, chosen.epoch_seconds
+    else:
+        if max_cost is not None:
+            max_rows = max(1, int(batch_capacity([pack_len], PlanOptions(max_cost, cost=cost))[0]))
+        plan = plan_packs(
+            lengths,
+            pack_len,
+            batch_size=batch_size,
+            max_rows=max_rows,
+            oversize=oversize,
+            seed=seed,
+            epoch=epoch,
+        )
+        seconds = None
+    tokens = plan.row_tokens
+    padded = np.maximum(tokens, plan.pack_len)
+    sizes = np.diff(plan.row_offsets)
+    costs = np.asarray(fn(np.ones_like(padded), padded), dtype=np.float64).reshape(-1)
+    mean = float(costs.mean()) if costs.size else 0.0
+    return replace(
+        PlanStats(
+            batches=int(sizes.size),
+            samples=int(sizes.sum()),
+            real_tokens=int(tokens.sum()),
+            padded_tokens=int(padded.sum()),
+            padding_efficiency=plan.efficiency,
+            batch_size_min=int(sizes.min()) if sizes.size else 0,
+            batch_size_median=float(np.median(sizes)) if sizes.size else 0.0,
+            batch_size_max=int(sizes.max()) if sizes.size else 0,
+            cost_max=float(costs.max()) if costs.size else 0.0,
+            cost_median=float(np.median(costs)) if costs.size else 0.0,
+            cost_mean=mean,
+            cost_cv=float(costs.std() / mean) if mean > 0 else 0.0,
+            utilization=None if max_cost is None else mean / float(max_cost),
+        ),
+        updates=plan.num_updates,
+        seconds=seconds,
+    )

@@ -27,7 +27,11 @@ NOTE [ a stream at the step time ]
     So each update is predicted no slower than the fixed batch's step of the
     same samples, as in memory. The draws are the block's, not the epoch's:
     a block of ``buffer_size`` records ends with a short update unless
-    ``buffer_size`` is a multiple of ``update_size``.
+    ``buffer_size`` is a multiple of ``update_size``. With ``pack_len`` as
+    well, a block is packed as an epoch is and each of its updates runs
+    packed, split or whole (NOTE [ choosing packing per update ] in
+    :mod:`dynbatch.plan.pack_time`), the block's own fixed-batch updates where
+    those are faster.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from numpy.typing import NDArray
 
 from ..errors import InputError, InputTypeError
 from ..plan.options import PlanOptions
-from ..plan.pack_epochs import plan_packed_epoch
+from ..plan.pack_time import plan_packed
 from ..plan.planning import Plan, padded_lengths, plan_draw
 from ..plan.sharding import TOLERANCE, ShardedPlan, shard_checked
 from ..plan.splits import plan_split_updates
@@ -184,7 +188,7 @@ def plan_block(
     (3, [0, 1, 2, 3, 4, 5, 6, 7])
     """
     if options.pack_len is not None:  # a block packed as an epoch (NOTE [ packed epochs ])
-        return plan_packed_epoch(lengths, options, key, num_replicas)
+        return plan_packed(lengths, options, key, num_replicas)
     if options.time_model is not None:  # NOTE [ a stream at the step time ]
         return plan_split_updates(lengths, options, key, num_replicas)
     plan = plan_draw(lengths, options, key, shuffle_batches=False)  # sharding orders them
