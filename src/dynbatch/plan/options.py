@@ -310,7 +310,7 @@ class PlanOptions:
             )
         if not self.random_order:
             raise InputError(
-                f"{where} packs random windows of the epoch and draws updates at random, so it "
+                f"{where} packs the epoch in a random order and draws updates at random, so it "
                 f"needs a random order ('bucket' or 'shuffle'), got order={self.order!r}"
             )
         refused = {

@@ -11,7 +11,7 @@ fastest. The samplers and streams plan so when the options hold both
 prices it and for :class:`~dynbatch.PackCollator` that builds it.
 
 NOTE [ choosing packing per update ]
-    *The same samples.* Packing plans rows over a window of the shuffled order
+    *The same samples.* Packing plans rows over the epoch's shuffled order
     (NOTE [ packing windows ]), so a packed update is not the fixed batch's
     update ``k``: it is another random draw of about ``update_size`` samples
     (one row more or less). The packed plan's updates *are* the updates. For
