@@ -31,7 +31,7 @@ from .costs import CostLike, resolve_cost
 from .epochs import plan_epoch
 from .options import ORDERS, PlanOptions
 from .pack_time import choose_packing
-from .packing import plan_packs
+from .packing import next_fit_rows, plan_packs
 from .planning import batch_capacity, find_oversize, padded_lengths
 from .plans import Plan
 from .recipes import like_fixed
@@ -60,9 +60,20 @@ def batch_table(
     cost: CostLike = "quadratic",
     max_cost: float | None = None,
     pad_to_multiple_of: int = 1,
+    pack_len: int | None = None,
 ) -> dict[str, NDArray[Any]]:
     """Per-batch columns: ``batch_size``, ``max_len``, ``real_tokens``, ``padded_tokens``,
-    ``padding_efficiency``, ``cost`` and, with ``max_cost``, ``cost_ratio``."""
+    ``padding_efficiency``, ``cost`` and, with ``max_cost``, ``cost_ratio``.
+
+    With ``pack_len`` each batch is a packed micro-batch: its rows are next-fit of its
+    samples in order, as :class:`~dynbatch.PackCollator` builds them, so ``max_len`` is
+    the row width, ``padded_tokens`` rows x width and ``cost`` ``cost(rows, width)``;
+    ``batch_size`` stays its samples.
+
+    >>> t = batch_table([3, 4, 2, 5], [[0, 1, 2], [3]], cost="linear", pack_len=8)
+    >>> t["padded_tokens"].tolist(), t["cost"].tolist()
+    ([16, 8], [16.0, 8.0])
+    """
     lens = check_lengths(lengths)
     fn = resolve_cost(cost)
     pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
@@ -77,13 +88,27 @@ def batch_table(
     max_len = padded_lengths(np.maximum.reduceat(members, starts), pad)
     real = np.add.reduceat(members, starts)
     padded = sizes * max_len
+    rows = sizes
+    if pack_len is not None:
+        width = check_int("pack_len", pack_len, minimum=1)
+        ends = plan.offsets[1:]
+        rows = np.fromiter(
+            (
+                next_fit_rows(members[a:b], width).size - 1
+                for a, b in zip(starts, ends, strict=True)
+            ),
+            dtype=np.int64,
+            count=sizes.size,
+        )
+        max_len = np.maximum(max_len, width)
+        padded = rows * max_len
     table = {
         "batch_size": sizes,
         "max_len": max_len,
         "real_tokens": real,
         "padded_tokens": padded,
         "padding_efficiency": real / padded,
-        "cost": np.asarray(fn(sizes, max_len), dtype=np.float64),
+        "cost": np.asarray(fn(rows, max_len), dtype=np.float64),
     }
     if max_cost is not None:
         table["cost_ratio"] = table["cost"] / check_positive_number("max_cost", max_cost)

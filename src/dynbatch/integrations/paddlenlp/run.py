@@ -168,6 +168,7 @@ class RunPlan:
             cost=opts.cost,
             max_cost=opts.max_cost,
             pad_to_multiple_of=opts.pad_to_multiple_of,
+            pack_len=opts.pack_len,
         )
 
     def rows(self, window: Window) -> tuple[slice, NDArray[np.bool_]]:
