@@ -10,6 +10,7 @@ they do.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_ent
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from lm_toy import Pairs, tiny_lm
 from lm_toy import collate as lm_collate
-from trainer_toy import VOCAB, Reviews, collate, make_args, make_recorder, reference_grads
+from trainer_toy import Reviews, collate, make_args, make_recorder, reference_grads, tiny_bert
 
 #: Rows of 40 tokens, one row a micro-batch: an update of 8 samples is several micro-batches,
 #: most rows several samples
@@ -34,26 +35,8 @@ PACK = {"pack_len": 40, "max_batch_size": 1, "time_model": None}
 
 
 def packed_bert(seed: int = 0) -> Any:
-    """A tiny BertForSequenceClassification whose positions matter (initializer_range 0.2: at
-    0.02 a sample's [CLS] moves less than 1e-4 when its positions run on; NOTE in
-    tests/test_pack_isolation.py)."""
-    from paddlenlp.transformers import BertConfig, BertForSequenceClassification
-
-    paddle.seed(seed)
-    config = BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=64,
-        num_labels=2,
-        pad_token_id=0,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        initializer_range=0.2,
-    )
-    return BertForSequenceClassification(config)
+    """The tiny BERT with positions that matter (trainer_toy.tiny_bert)."""
+    return tiny_bert(seed, initializer_range=0.2)
 
 
 def packed_rows(window: Any) -> bool:
@@ -273,3 +256,21 @@ def test_samples_with_the_fields_the_rows_rebuild_train(tmp_path: Path) -> None:
     )
     trainer.train()
     assert trainer.state.global_step == 2
+
+
+@pytest.mark.slow
+def test_two_ranks_train_a_packed_classifier_to_one_update(tmp_path: Path) -> None:
+    """The packed forward runs through DataParallel's call, so the ranks' gradients are
+    all-reduced: the first update is the mean over both ranks' samples, the weights agree."""
+    from test_distributed import launch
+
+    launch("trainer_pack_ddp.py", tmp_path, str(tmp_path))
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    for epoch in ("0", "1"):
+        union = sorted(ranks[0]["epochs"][epoch] + ranks[1]["epochs"][epoch])
+        assert union == list(range(ranks[0]["samples"])), f"epoch {epoch}: every sample once"
+    for r in ranks:
+        assert r["optimizer_steps"] == r["max_steps"] == r["expected_steps"], "exact steps"
+        assert r["packed"], "precondition: rows of several samples, several micro-batches"
+        assert r["grad_diff"] < 1e-5, "the update is the mean over both ranks' samples"
+    assert np.allclose(ranks[0]["params"], ranks[1]["params"], rtol=0, atol=1e-7)
