@@ -60,9 +60,11 @@ def test_a_packed_lm_update_is_the_unpacked_trainers_update_on_the_same_samples(
     )
     assert trainer.loss_fn.func is token_cross_entropy, "a causal LM packs with the token loss"
     trainer.train()
+    assert any(packed_rows(w) for w in rec.windows[:2]), (
+        "precondition: an update of several micro-batches, rows of several samples"
+    )
     for step in range(2):
         window = rec.windows[step]
-        assert packed_rows(window), "precondition: rows of several samples, several micro-batches"
         samples = np.concatenate(window.indices)
         # the unpacked Trainer, from the same weights, on those samples as one update
         unpacked = make_recorder(grads=1)
@@ -103,9 +105,11 @@ def test_a_packed_classifier_update_is_the_mean_over_its_samples_alone(tmp_path:
     trainer.train()
     sampler = trainer.train_sampler
     assert sampler is not None and sampler.options.pack_len == 40
+    assert any(packed_rows(w) for w in rec.windows[:3]), (
+        "precondition: an update of several micro-batches, rows of several samples"
+    )
     for step in range(3):
         window = rec.windows[step]
-        assert packed_rows(window), "precondition: rows of several samples, several micro-batches"
         indices = np.concatenate(window.indices)
         ref = packed_bert()
         ref.set_state_dict(rec.weights[step])
@@ -274,3 +278,31 @@ def test_two_ranks_train_a_packed_classifier_to_one_update(tmp_path: Path) -> No
         assert r["packed"], "precondition: rows of several samples, several micro-batches"
         assert r["grad_diff"] < 1e-5, "the update is the mean over both ranks' samples"
     assert np.allclose(ranks[0]["params"], ranks[1]["params"], rtol=0, atol=1e-7)
+
+
+def test_a_causal_lm_packs_pairs_as_it_packs_dicts(tmp_path: Path) -> None:
+    """``(input_ids, labels)`` pairs (the SFT example's samples) make the rows dicts make."""
+    from dynbatch.integrations.paddlenlp.packing import PACK_ERROR, pack_collator
+
+    ds = Pairs(24, seed=4)
+    trainer = DynamicBatchTrainer(
+        model=tiny_lm(),
+        args=make_args(tmp_path, per_device_train_batch_size=8),
+        train_dataset=ds,
+        data_collator=lm_collate,
+        lengths=ds.lengths,
+        **{**PACK, "pack_len": 64},
+    )
+    assert trainer.packed is not None and trainer.train_sampler is not None
+    collate = pack_collator(trainer.train_sampler, trainer.packed)
+    batch = next(iter(trainer.train_sampler))
+    dicts = collate([ds[i] for i in batch])
+    pairs = collate([(ds.ids[i], ds.labels[i]) for i in batch])
+    assert (
+        sorted(dicts) == sorted(pairs) == ["attention_mask", "input_ids", "labels", "position_ids"]
+    )
+    for key, value in dicts.items():
+        np.testing.assert_array_equal(pairs[key], value, err_msg=key)
+    assert (dicts["labels"] != -100).sum() == ds.loss_tokens[batch].sum(), "the loss tokens kept"
+    error = collate([ds.ids[batch[0]].tolist()])[PACK_ERROR]  # raised by the step, not here
+    assert isinstance(error, dynbatch.InputTypeError) and "(input_ids, labels) pairs" in str(error)

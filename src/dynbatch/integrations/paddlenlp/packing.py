@@ -36,7 +36,8 @@ NOTE [ the Trainer packs ]
 
     A sample is a dict: ``input_ids``, the label field (``args.label_names[0]``, or
     paddlenlp's ``label``; a causal LM's token labels may be left out, the ids are
-    then the labels) and, for an encoder, ``token_type_ids``. An all-ones
+    then the labels) and, for an encoder, ``token_type_ids``; a causal LM's may also be
+    an ``(input_ids, labels)`` pair. An all-ones
     ``attention_mask`` and ``position_ids`` counting from 0 are what the rows rebuild,
     so they are let go; any other field, which the rows would drop, is refused by name.
     Evaluation stays unpacked: the user's ``data_collator`` and the model's own forward.
@@ -207,11 +208,18 @@ def _sample(
     sample: Any, k: int, label: str, causal: bool
 ) -> tuple[dict[str, Any], NDArray[np.int64]]:
     """One sample's fields for :class:`~dynbatch.PackCollator`, and a classifier's label."""
+    if causal and isinstance(sample, (tuple, list)) and len(sample) in (1, 2):
+        pair = {"input_ids": sample[0]}  # (input_ids, labels), as PackCollator takes it
+        if len(sample) == 2 and sample[1] is not None:
+            pair["labels"] = sample[1]
+        return pair, np.zeros(0, np.int64)
     if not isinstance(sample, Mapping) or "input_ids" not in sample:
         got = sorted(sample) if isinstance(sample, Mapping) else type(sample).__name__
+        kinds = "dicts with input_ids (and token labels), or (input_ids, labels) pairs"
+        if not causal:
+            kinds = f"dicts with input_ids and {label!r} (and token_type_ids)"
         raise InputTypeError(
-            f"pack_len: the Trainer packs samples that are dicts with input_ids (and {label!r}"
-            f"{'' if causal else ', token_type_ids'}), got sample {k}: {got!r:.120}"
+            f"pack_len: the Trainer packs samples that are {kinds}, got sample {k}: {got!r:.120}"
         )
     key = label if label in sample or "label" not in sample else "label"
     kept = {"input_ids", key} if causal else {"input_ids", key, "token_type_ids"}
