@@ -1,11 +1,8 @@
 """DynamicBatchTrainer(..., pack_len=...) on paddlenlp's real models, CPU float32 (NOTE [ the
 Trainer packs ]): a causal LM's update is the unpacked Trainer's on the same samples, a
-classifier's the mean over its samples alone; every sample once, the plan's steps exactly;
-what it cannot pack for is named.
-
-The step time probe is off here (``time_model=None``): the samplers do not take a time model
-with ``pack_len`` yet, so the Trainer's default (measure it) is refused with ``pack_len`` until
-they do.
+classifier's the mean over its samples alone (packed, or laid out at a given or probed step
+time); every sample once, the plan's steps exactly; what it cannot pack for is named. Most
+tests pass ``time_model=None``: every micro-batch packed, and no probe to wait for.
 """
 
 from __future__ import annotations
@@ -90,7 +87,15 @@ def test_a_packed_lm_update_is_the_unpacked_trainers_update_on_the_same_samples(
         assert worst < 1e-5, f"step {step}: the packed update is the pooled per-token mean"
 
 
-def test_a_packed_classifier_update_is_the_mean_over_its_samples_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "time_model", [None, "0.05,1e-5,1e-4", "measure"], ids=["packed", "step-time", "probed"]
+)
+def test_a_packed_classifier_update_is_the_mean_over_its_samples_alone(
+    tmp_path: Path, time_model: str | None
+) -> None:
+    """Packed rows, or with a step time (given, or the Trainer's default: probed on the
+    model) each micro-batch packed or padded as the plan priced it
+    (PackCollator.for_sampler): the same update either way."""
     ds = Reviews(60)
     rec = make_recorder(grads=3)
     trainer = DynamicBatchTrainer(
@@ -100,14 +105,23 @@ def test_a_packed_classifier_update_is_the_mean_over_its_samples_alone(tmp_path:
         data_collator=collate,
         lengths=ds.lengths,
         callbacks=[rec],
-        **PACK,
+        **{**PACK, "time_model": time_model, "max_batch_size": None if time_model else 1},
     )
     trainer.train()
     sampler = trainer.train_sampler
     assert sampler is not None and sampler.options.pack_len == 40
-    assert any(packed_rows(w) for w in rec.windows[:3]), (
-        "precondition: an update of several micro-batches, rows of several samples"
-    )
+    if time_model == "measure":
+        assert trainer.options.time_model is not None, "precondition: the step time probed"
+        time_model = trainer.options.time_model
+    elif time_model is None:
+        assert any(packed_rows(w) for w in rec.windows[:3]), (
+            "precondition: an update of several micro-batches, rows of several samples"
+        )
+    else:  # the step time lays these micro-batches out padded, narrower than a row
+        laid = [
+            trainer.train_collator([ds[i] for i in b]) for w in rec.windows[:3] for b in w.indices
+        ]
+        assert any(batch["input_ids"].shape[1] < 40 for batch in laid), "precondition: padded"
     for step in range(3):
         window = rec.windows[step]
         indices = np.concatenate(window.indices)
@@ -117,7 +131,11 @@ def test_a_packed_classifier_update_is_the_mean_over_its_samples_alone(tmp_path:
         worst = max(float(np.abs(rec.grads[step][n] - g).max()) for n, g in expected.items())
         assert worst < 1e-5, f"step {step}: the mean of each sample's loss, each sample alone"
     plain = dynbatch.DynamicBatchSampler(
-        lengths=ds.lengths, batch_size=8, pack_len=40, max_batch_size=1
+        lengths=ds.lengths,
+        batch_size=8,
+        pack_len=40,
+        max_batch_size=None if time_model else 1,
+        time_model=time_model,
     )  # counted independently
     for epoch in range(2):
         windows = [w for w in rec.windows if w.epoch == epoch]

@@ -30,8 +30,8 @@ from .._checks import (
 from .costs import CostLike, resolve_cost
 from .epochs import plan_epoch
 from .options import ORDERS, PlanOptions
-from .pack_time import choose_packing
-from .packing import next_fit_rows, plan_packs
+from .pack_time import PackLayout, choose_packing
+from .packing import plan_packs
 from .planning import batch_capacity, find_oversize, padded_lengths
 from .plans import Plan
 from .recipes import like_fixed
@@ -60,17 +60,18 @@ def batch_table(
     cost: CostLike = "quadratic",
     max_cost: float | None = None,
     pad_to_multiple_of: int = 1,
-    pack_len: int | None = None,
+    layout: PackLayout | None = None,
 ) -> dict[str, NDArray[Any]]:
     """Per-batch columns: ``batch_size``, ``max_len``, ``real_tokens``, ``padded_tokens``,
     ``padding_efficiency``, ``cost`` and, with ``max_cost``, ``cost_ratio``.
 
-    With ``pack_len`` each batch is a packed micro-batch: its rows are next-fit of its
-    samples in order, as :class:`~dynbatch.PackCollator` builds them, so ``max_len`` is
-    the row width, ``padded_tokens`` rows x width and ``cost`` ``cost(rows, width)``;
-    ``batch_size`` stays its samples.
+    With a ``layout`` (:class:`~dynbatch.plan.pack_time.PackLayout`) each batch is a
+    packed micro-batch laid out as the plan priced it, as :class:`~dynbatch.PackCollator`
+    builds it: ``max_len`` is its row width, ``padded_tokens`` rows x width and ``cost``
+    ``cost(rows, width)``; ``batch_size`` stays its samples.
 
-    >>> t = batch_table([3, 4, 2, 5], [[0, 1, 2], [3]], cost="linear", pack_len=8)
+    >>> layout = PackLayout(8, max_cost=64, cost="linear")  # no time model: packed rows
+    >>> t = batch_table([3, 4, 2, 5], [[0, 1, 2], [3]], cost="linear", layout=layout)
     >>> t["padded_tokens"].tolist(), t["cost"].tolist()
     ([16, 8], [16.0, 8.0])
     """
@@ -89,18 +90,10 @@ def batch_table(
     real = np.add.reduceat(members, starts)
     padded = sizes * max_len
     rows = sizes
-    if pack_len is not None:
-        width = check_int("pack_len", pack_len, minimum=1)
-        ends = plan.offsets[1:]
-        rows = np.fromiter(
-            (
-                next_fit_rows(members[a:b], width).size - 1
-                for a, b in zip(starts, ends, strict=True)
-            ),
-            dtype=np.int64,
-            count=sizes.size,
-        )
-        max_len = np.maximum(max_len, width)
+    if layout is not None:
+        shapes = [layout.rows(members[a:b]) for a, b in zip(starts, plan.offsets[1:], strict=True)]
+        rows = np.asarray([offsets.size - 1 for offsets, _ in shapes], dtype=np.int64)
+        max_len = np.asarray([width for _, width in shapes], dtype=np.int64)
         padded = rows * max_len
     table = {
         "batch_size": sizes,

@@ -4,9 +4,11 @@ NOTE [ the Trainer packs ]
     With ``pack_len`` the sampler yields packed micro-batches (NOTE [ packed epochs ] in
     :mod:`dynbatch.plan.pack_epochs`) and the Trainer trains each as the rows of
     :class:`~dynbatch.PackCollator`, every sample alone in its row (NOTE [ one sample,
-    alone in its row ] in :mod:`dynbatch.paddle.pack_collate`). Two kinds of model are
-    driven, recognised by what they are when the Trainer is made; any other is refused
-    by name then, not at the first step:
+    alone in its row ] in :mod:`dynbatch.paddle.pack_collate`), laid out as the plan priced
+    it: packed rows, or with a step time (probed as unpacked, or given) padded, a sample a
+    row, where that is faster (NOTE [ a micro-batch's layout ]); the fields are the same.
+    Two kinds of model are driven, recognised by what they are when the Trainer is made;
+    any other is refused by name then, not at the first step:
 
     * **A causal LM**: a ``...ForCausalLM`` whose ``forward`` takes ``position_ids`` and
       ``attention_mask``, and whose base model (under ``base_model_prefix``) prepares its
@@ -160,7 +162,9 @@ def pack_collator(sampler: Any, packed: Packed) -> Callable[[Sequence[Any]], dic
     """The Trainer's collator of ``sampler``'s packed micro-batches (NOTE [ the Trainer packs ]).
 
     The one place where the Trainer's :class:`~dynbatch.PackCollator` is configured
-    from the sampler's options: rows of ``options.pack_len``, causal for a causal LM,
+    from the sampler's options (:meth:`~dynbatch.PackCollator.for_sampler`: rows of
+    ``options.pack_len``, or with a ``time_model`` each micro-batch packed or padded as
+    the plan priced it; both layouts give the same fields), causal for a causal LM,
     bidirectional for a classifier. It returns the model's inputs and the label field:
     ``input_ids``, ``position_ids`` and the bool ``attention_mask`` ``[R, P, P]`` with
     the token labels for a causal LM; for a classifier also ``token_type_ids``, the
@@ -168,8 +172,8 @@ def pack_collator(sampler: Any, packed: Packed) -> Callable[[Sequence[Any]], dic
     row and column) and the samples' labels ``[S]``.
     """
     causal = packed.kind == CAUSAL_LM
-    packer = PackCollator(
-        sampler.options.pack_len, causal=causal, pad_val=packed.pad_val, return_startend=False
+    packer = PackCollator.for_sampler(  # each micro-batch laid out as the plan priced it
+        sampler, causal=causal, pad_val=packed.pad_val, return_startend=False
     )
     label = packed.label_name
 
