@@ -147,7 +147,9 @@ def run_script(script: str, *args: str, ok: tuple[int, ...] = (0, 3)) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("kind", "cut_at"), [("cls", 4), ("lm", 3)], ids=["samples", "lm-loss-token-windows"]
+    ("kind", "cut_at"),
+    [("cls", 4), ("lm", 3), ("packcls", 4), ("packlm", 3)],
+    ids=["samples", "lm-loss-token-windows", "packed-classifier", "packed-lm"],
 )
 def test_resume_mid_epoch_trains_the_same_samples_to_the_same_weights(
     tmp_path: Path, kind: str, cut_at: int
@@ -814,16 +816,6 @@ def test_the_recipe_refuses_what_it_cannot_honour(
         )
 
 
-def test_packing_is_refused_by_name_until_the_trainer_packs(tmp_path: Path) -> None:
-    """The Trainer would feed packed micro-batches to a padding collator: refused, both ways."""
-    ds = Reviews(20)
-    with pytest.raises(dynbatch.InputError, match=r"DynamicBatchTrainer.*pack_len=64"):
-        recipe_trainer(tmp_path, ds, make_args(tmp_path), pack_len=64)
-    packed = dynbatch.PlanOptions(max_cost=640, cost="linear", update_size=8, pack_len=64)
-    with pytest.raises(dynbatch.InputError, match=r"DynamicBatchTrainer.*pack_len=64"):
-        recipe_trainer(tmp_path, ds, make_args(tmp_path), options=packed)
-
-
 # -- what the integration borrows from paddlenlp, and what it promises ------------------------
 def test_every_paddlenlp_private_name_touched_still_exists() -> None:
     """_compat names each private name it uses; an upgrade that drops one fails here, loudly."""
@@ -839,6 +831,13 @@ def test_every_paddlenlp_private_name_touched_still_exists() -> None:
             owner = instances.get(cls, cls)
             found = hasattr(owner, name) or f"self.{name}" in inspect.getsource(cls.__init__)
             assert found, f"paddlenlp's {cls.__name__} has no {name} any more: update _compat"
+    import importlib
+
+    for path, names in _compat.TOUCHED_MODELS.items():
+        module, _, name = path.rpartition(".")
+        cls = getattr(importlib.import_module(module), name)
+        for touched in names:
+            assert callable(getattr(cls, touched, None)), f"{path} has no {touched}: see _compat"
     source = "".join(
         inspect.getsource(module)
         for module in vars(integration).values()
@@ -847,7 +846,8 @@ def test_every_paddlenlp_private_name_touched_still_exists() -> None:
         and not module.__name__.endswith("._compat")
     )
     assert "class DynamicBatchTrainer" in source, "precondition: the integration's modules read"
-    borrowed = {name for names in _compat.TOUCHED.values() for name in names if name[0] == "_"}
+    touched = [*_compat.TOUCHED.values(), *_compat.TOUCHED_MODELS.values()]
+    borrowed = {name for names in touched for name in names if name[0] == "_"}
     assert not [name for name in borrowed if name in source], "private names only in _compat"
 
 

@@ -8,7 +8,9 @@
 KIND is ``cls`` (the tiny BERT of trainer_toy.py, per-sample losses, 2 micro-batches a step),
 ``lm`` (the tiny causal LM of lm_toy.py: updates planned in loss tokens, each the exact
 mean over them) or ``recipe`` (the tiny BERT with the Trainer's defaults: no plan options, the
-step time probed on the model and kept in the output dir, 2 loader workers). Each run that
+step time probed on the model and kept in the output dir, 2 loader workers); ``packcls`` and
+``packlm`` are ``cls`` and ``lm`` packed (``pack_len``, one row a micro-batch, no probe: NOTE
+[ the Trainer packs ]), the recipe's updates of 8 reviews or 16 pairs' loss tokens. Each run that
 finishes writes OUT_DIR/<mode>.json (its batches, steps, loss, epoch) and OUT_DIR/<mode>.npz
 (final weights); ``cut`` writes its batches as it goes to cut.json. ``kill`` resumes from the
 newest checkpoint of OUT_DIR/cut when it has one, and writes kill-STEP.json (the step it
@@ -33,7 +35,7 @@ from trainer_toy import PLAN, Reviews, collate, make_args, make_recorder, tiny_b
 from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
 
 #: Where each kind saves: every SAVE_STEPS steps, so a cut at that step is mid-epoch.
-SAVE_STEPS = {"cls": 4, "lm": 3, "recipe": 3}
+SAVE_STEPS = {"cls": 4, "lm": 3, "recipe": 3, "packcls": 4, "packlm": 3}
 
 
 class ExitAfterSave(TrainerCallback):  # type: ignore[misc]
@@ -78,11 +80,26 @@ class KillAtStep(TrainerCallback):  # type: ignore[misc]
 
 def make_trainer(kind: str, run_dir: Path, callbacks: list[Any]) -> DynamicBatchTrainer:
     saves = {"save_strategy": "steps", "save_steps": SAVE_STEPS[kind]}
-    if kind == "lm":
+    pack: dict[str, Any] = {"max_batch_size": 1, "time_model": None}
+    if kind in ("lm", "packlm"):
         from lm_toy import Pairs, lm_trainer
 
-        return lm_trainer(run_dir, Pairs(64, seed=12), args=saves, callbacks=callbacks, dropout=0.1)
+        packed = {**pack, "pack_len": 64} if kind == "packlm" else {}
+        return lm_trainer(
+            run_dir, Pairs(64, seed=12), args=saves, callbacks=callbacks, dropout=0.1, **packed
+        )
     ds = Reviews(60)
+    if kind == "packcls":
+        return DynamicBatchTrainer(
+            model=tiny_bert(dropout=0.1),
+            args=make_args(run_dir, per_device_train_batch_size=8, **saves),
+            train_dataset=ds,
+            data_collator=collate,
+            lengths=ds.lengths,
+            callbacks=callbacks,
+            pack_len=40,
+            **pack,
+        )
     if kind == "recipe":  # the defaults: the step time probed, then read back on resume
         return DynamicBatchTrainer(
             model=tiny_bert(dropout=0.1),

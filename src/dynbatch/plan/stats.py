@@ -30,7 +30,7 @@ from .._checks import (
 from .costs import CostLike, resolve_cost
 from .epochs import plan_epoch
 from .options import ORDERS, PlanOptions
-from .pack_time import choose_packing
+from .pack_time import PackLayout, choose_packing
 from .packing import plan_packs
 from .planning import batch_capacity, find_oversize, padded_lengths
 from .plans import Plan
@@ -60,9 +60,21 @@ def batch_table(
     cost: CostLike = "quadratic",
     max_cost: float | None = None,
     pad_to_multiple_of: int = 1,
+    layout: PackLayout | None = None,
 ) -> dict[str, NDArray[Any]]:
     """Per-batch columns: ``batch_size``, ``max_len``, ``real_tokens``, ``padded_tokens``,
-    ``padding_efficiency``, ``cost`` and, with ``max_cost``, ``cost_ratio``."""
+    ``padding_efficiency``, ``cost`` and, with ``max_cost``, ``cost_ratio``.
+
+    With a ``layout`` (:class:`~dynbatch.plan.pack_time.PackLayout`) each batch is a
+    packed micro-batch laid out as the plan priced it, as :class:`~dynbatch.PackCollator`
+    builds it: ``max_len`` is its row width, ``padded_tokens`` rows x width and ``cost``
+    ``cost(rows, width)``; ``batch_size`` stays its samples.
+
+    >>> layout = PackLayout(8, max_cost=64, cost="linear")  # no time model: packed rows
+    >>> t = batch_table([3, 4, 2, 5], [[0, 1, 2], [3]], cost="linear", layout=layout)
+    >>> t["padded_tokens"].tolist(), t["cost"].tolist()
+    ([16, 8], [16.0, 8.0])
+    """
     lens = check_lengths(lengths)
     fn = resolve_cost(cost)
     pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
@@ -77,13 +89,19 @@ def batch_table(
     max_len = padded_lengths(np.maximum.reduceat(members, starts), pad)
     real = np.add.reduceat(members, starts)
     padded = sizes * max_len
+    rows = sizes
+    if layout is not None:
+        shapes = [layout.rows(members[a:b]) for a, b in zip(starts, plan.offsets[1:], strict=True)]
+        rows = np.asarray([offsets.size - 1 for offsets, _ in shapes], dtype=np.int64)
+        max_len = np.asarray([width for _, width in shapes], dtype=np.int64)
+        padded = rows * max_len
     table = {
         "batch_size": sizes,
         "max_len": max_len,
         "real_tokens": real,
         "padded_tokens": padded,
         "padding_efficiency": real / padded,
-        "cost": np.asarray(fn(sizes, max_len), dtype=np.float64),
+        "cost": np.asarray(fn(rows, max_len), dtype=np.float64),
     }
     if max_cost is not None:
         table["cost_ratio"] = table["cost"] / check_positive_number("max_cost", max_cost)

@@ -33,6 +33,8 @@ each; read them one at a time:
   from the plan ];
 * :mod:`.evaluation`: NOTE [ evaluation with unequal batches ];
 * :mod:`.logs`: the plan's numbers in the Trainer's logs;
+* :mod:`.packing`: ``pack_len``'s rows for a causal LM or a classifier, NOTE [ the
+  Trainer packs ];
 * :mod:`.losses`: per-sample losses, and per-token ones for language models
   (:func:`token_cross_entropy`); :mod:`.arguments`: ``TrainingArguments``;
 * :mod:`._compat`: every touch of paddlenlp's private names (written for

@@ -16,18 +16,28 @@ NOTE [ VisualDL and protobuf bools ]
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..._optional import require
 
 require("paddle", "dynbatch.integrations.paddlenlp")
 require("paddlenlp.trainer", "dynbatch.integrations.paddlenlp")
+import paddle  # noqa: E402
 from paddlenlp.trainer import Trainer  # noqa: E402
 from paddlenlp.trainer.integrations import VisualDLCallback  # noqa: E402
 from paddlenlp.trainer.trainer_callback import CallbackHandler  # noqa: E402
 
-__all__ = ["TOUCHED", "WRITTEN_FOR", "CompatTrainer", "int_hparams_visualdl"]
+__all__ = [
+    "TOUCHED",
+    "TOUCHED_MODELS",
+    "WRITTEN_FOR",
+    "CompatTrainer",
+    "call_as_forward",
+    "int_hparams_visualdl",
+    "takes_3d_mask",
+]
 
 #: The paddlenlp release this module was written against.
 WRITTEN_FOR = "3.0.0b4"
@@ -47,6 +57,17 @@ TOUCHED: dict[type, tuple[str, ...]] = {
     CallbackHandler: (
         "eval_dataloader",  # set: what callbacks see during our own evaluation loop
     ),
+    paddle.DataParallel: (
+        "_layers",  # read: the wrapped model, whose forward a packed classifier replaces
+    ),
+}
+
+#: Model classes (by import path, not imported here: they are loaded with the user's model),
+#: and the private names of them read (NOTE [ the Trainer packs ]): a decoder whose mask
+#: preparation uses a 3-D attention_mask as given.
+TOUCHED_MODELS: dict[str, tuple[str, ...]] = {
+    "paddlenlp.transformers.qwen2.modeling.Qwen2Model": ("_prepare_decoder_attention_mask",),
+    "paddlenlp.transformers.llama.modeling.LlamaModel": ("_prepare_decoder_attention_mask",),
 }
 
 
@@ -112,3 +133,27 @@ def int_hparams_visualdl(callbacks: list[Any]) -> None:
     for callback in callbacks:
         if type(callback) is VisualDLCallback:
             callback.__class__ = _IntHparamsVisualDL
+
+
+def takes_3d_mask(base_model: Any) -> bool:
+    """Whether ``base_model`` prepares its mask with paddlenlp's decoders'
+    ``_prepare_decoder_attention_mask``, which uses a bool ``[R, P, P]`` mask as given."""
+    return callable(getattr(type(base_model), "_prepare_decoder_attention_mask", None))
+
+
+def call_as_forward(model: Any, forward: Callable[..., Any], inputs: Mapping[str, Any]) -> Any:
+    """``forward(layer, **inputs)`` as the model's forward, ``layer`` the model unwrapped.
+
+    Under ``paddle.DataParallel`` the wrapper's call readies the gradient all-reduce
+    for the backward to come (``prepare_for_backward``); a forward run on the wrapped
+    layer alone would skip it, and the ranks' gradients would part silently. So the
+    wrapped layer's ``forward`` is ``forward`` for the one call through the wrapper.
+    """
+    if not isinstance(model, paddle.DataParallel):
+        return forward(model, **inputs)
+    layer = model._layers
+    layer.forward = functools.partial(forward, layer)  # type: ignore[method-assign]
+    try:
+        return model(**inputs)
+    finally:
+        del layer.forward

@@ -61,14 +61,6 @@ def plan_options(
     None is the fixed batch's recipe at the batch of ``args`` (no ``max_cost``):
     it is planned from the training lengths, so it needs a train dataset.
     """
-    pack_len = options.pack_len if isinstance(options, PlanOptions) else kwargs.get("pack_len")
-    if pack_len is not None:
-        raise InputError(
-            f"DynamicBatchTrainer does not pack yet, got pack_len={pack_len!r}: its collator and "
-            "loss take padded batches, and a packed micro-batch needs dynbatch.PackCollator's rows "
-            "(the block-diagonal mask, position ids restarting per sample). Pass pack_len=None, "
-            "or train with DynamicBatchSampler(..., pack_len=...) and PackCollator in a loop"
-        )
     if options is None:
         kwargs.setdefault("seed", args.seed)
     if options is not None or kwargs.get("max_cost") is not None:

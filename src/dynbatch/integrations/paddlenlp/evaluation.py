@@ -106,6 +106,7 @@ class EvalSamplers:
                     update_size=None,
                     time_model=None,
                     fixed_step_size=None,
+                    pack_len=None,  # evaluated unpacked (NOTE [ the Trainer packs ])
                 ),
             )
         self._made.append((dataset, sampler))

@@ -37,6 +37,7 @@ from ...paddle.sampler import DistributedDynamicBatchSampler
 from ...plan.contract import counted_tokens
 from ...plan.epochs import Recent
 from ...plan.options import PlanOptions
+from ...plan.pack_time import PackLayout
 from ...plan.stats import batch_table
 from ...plan.windows import EpochWindows, Span
 from .checkpoints import STATE_FILE
@@ -168,6 +169,7 @@ class RunPlan:
             cost=opts.cost,
             max_cost=opts.max_cost,
             pad_to_multiple_of=opts.pad_to_multiple_of,
+            layout=None if opts.pack_len is None else PackLayout.from_options(opts),
         )
 
     def rows(self, window: Window) -> tuple[slice, NDArray[np.bool_]]:

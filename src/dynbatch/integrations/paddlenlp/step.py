@@ -77,7 +77,7 @@ def train_window(trainer: Any, run: RunPlan, model: Any, inputs: Any) -> Any:
                 # no name for the outputs: the logits are freed before backward when the
                 # loss keeps only what it needs (token_loss keeps the loss rows)
                 total, count, from_batch = loss_and_count(
-                    trainer.loss_fn(model(**model_inputs), batch),
+                    trainer.loss_fn(trainer.model_outputs(model, model_inputs), batch),
                     indices,
                     lengths,
                     trainer.accumulate,

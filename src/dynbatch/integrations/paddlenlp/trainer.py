@@ -7,6 +7,7 @@ their modules beside this one. What stays here is the overrides themselves.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -33,7 +34,8 @@ from .arguments import checked_args, plan_options, run_args, split_keywords, tra
 from .checkpoints import STATE_FILE, PlanCheckpoints, resolve_checkpoint
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
 from .logs import RunLog
-from .losses import loss_fn_for
+from .losses import loss_fn_for, token_cross_entropy
+from .packing import CAUSAL_LM, Packed, pack_collator, packed_model, packed_outputs
 from .probe import kept_time_model, measure_time_model, split_reason
 from .run import RealEpochs, RunLoader, RunPlan, Window
 from .step import train_window
@@ -128,7 +130,11 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
             padding-free split: a time model there is refused, not dropped.
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
             ``callbacks``, ``optimizers``, ``tokenizer``,
-            ``preprocess_logits_for_metrics``) and the plan options.
+            ``preprocess_logits_for_metrics``) and the plan options. With
+            ``pack_len`` each training micro-batch is packed into rows for a
+            causal LM (the loss defaults to ``token_cross_entropy``) or a
+            sequence classifier, and ``data_collator`` serves evaluation only
+            (NOTE [ the Trainer packs ] in :mod:`.packing`).
 
     Attributes:
         train_sampler: the :class:`~dynbatch.DistributedDynamicBatchSampler`
@@ -164,7 +170,8 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         **kwargs: Any,
     ) -> None:
         trainer_kwargs = split_keywords(kwargs)
-        loss_for = loss_fn_for(loss_fn, trainer_kwargs.pop("criterion", None))
+        criterion = trainer_kwargs.pop("criterion", None)
+        loss_for = loss_fn_for(loss_fn, criterion)
         self.accumulate = check_choice("accumulate", accumulate, UNITS)
         self.labels_to_model = check_bool("labels_to_model", labels_to_model)
         self.accumulate_target = (
@@ -174,6 +181,17 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         )
         args = checked_args(args)
         planned = plan_options(options, kwargs, args, train_dataset is not None)
+        pack_len = check_int(
+            "pack_len",
+            planned.pack_len if planned is not None else kwargs.get("pack_len"),
+            minimum=1,
+            allow_none=True,
+        )
+        if pack_len is not None and model is None:
+            raise InputError(
+                f"pack_len={pack_len} packs for the model given (NOTE [ the Trainer packs ]), "
+                "got model=None: pass model="
+            )
         run = run_args(
             args,
             recipe=planned is None,
@@ -208,6 +226,14 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         int_hparams_visualdl(self.callback_handler.callbacks)
         self.add_callback(RealEpochs(self))
         self.loss_fn = loss_for(self.label_names[0])
+        #: how the training micro-batches are packed for the model, or None (NOTE [ the
+        #: Trainer packs ]); evaluation stays unpacked
+        self.packed: Packed | None = None
+        if pack_len is not None:
+            self.packed = packed_model(model, self.label_names[0], pack_len)
+            if self.packed.kind == CAUSAL_LM and loss_fn is None and criterion is None:
+                self.loss_fn = functools.partial(token_cross_entropy, label_key=self.label_names[0])
+        self.train_collator: Any = self.data_collator
         self.resumed_step: int | None = None
         self.resume_state: tuple[str, dict[str, Any]] | None = None
         self.follows_args = planned is None
@@ -259,6 +285,8 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
 
     def _use_sampler(self, sampler: DistributedDynamicBatchSampler) -> None:
         self.train_sampler = sampler
+        if self.packed is not None:
+            self.train_collator = pack_collator(sampler, self.packed)
         self.options = sampler.options
         self.run = RunPlan(
             sampler,
@@ -322,7 +350,7 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         loader = paddle.io.DataLoader(
             self.train_dataset,
             batch_sampler=run.sampler,
-            collate_fn=self.data_collator,
+            collate_fn=self.train_collator,
             num_workers=self.args.dataloader_num_workers,
         )
         return RunLoader(run, loader, total)
@@ -345,6 +373,13 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         )
 
     # -- Trainer overrides: the step -----------------------------------------------------------
+    def model_outputs(self, model: Any, inputs: Mapping[str, Any]) -> Any:
+        """The model's outputs on a training micro-batch's inputs: packed rows run as NOTE
+        [ the Trainer packs ] says, a padded batch by the model's own forward."""
+        if self.packed is None:
+            return model(**inputs)
+        return packed_outputs(model, inputs, self.packed)
+
     def training_step(self, model: Any, inputs: Any, step_control: int = 0) -> Any:
         """One optimizer window: the exact mean over its samples or tokens on every rank."""
         return train_window(self, self._run(), model, inputs)

@@ -1,0 +1,326 @@
+"""DynamicBatchTrainer(..., pack_len=...) on paddlenlp's real models, CPU float32 (NOTE [ the
+Trainer packs ]): a causal LM's update is the unpacked Trainer's on the same samples, a
+classifier's the mean over its samples alone (packed, or laid out at a given or probed step
+time); every sample once, the plan's steps exactly; what it cannot pack for is named. Most
+tests pass ``time_model=None``: every micro-batch packed, and no probe to wait for.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("paddlenlp")
+import paddle
+
+import dynbatch
+from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_entropy
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from lm_toy import Pairs, tiny_lm
+from lm_toy import collate as lm_collate
+from trainer_toy import Reviews, collate, make_args, make_recorder, reference_grads, tiny_bert
+
+#: Rows of 40 tokens, one row a micro-batch: an update of 8 samples is several micro-batches,
+#: most rows several samples
+PACK = {"pack_len": 40, "max_batch_size": 1, "time_model": None}
+
+
+def packed_bert(seed: int = 0) -> Any:
+    """The tiny BERT with positions that matter (trainer_toy.tiny_bert)."""
+    return tiny_bert(seed, initializer_range=0.2)
+
+
+def packed_rows(window: Any) -> bool:
+    """Whether ``window`` spans several micro-batches and some row holds several samples."""
+    return window.stop - window.start > 1 and max(idx.size for idx in window.indices) > 1
+
+
+def test_a_packed_lm_update_is_the_unpacked_trainers_update_on_the_same_samples(
+    tmp_path: Path,
+) -> None:
+    ds = Pairs(48, seed=3)
+    rec = make_recorder(grads=2)
+    trainer = DynamicBatchTrainer(
+        model=tiny_lm(),
+        args=make_args(tmp_path / "packed", per_device_train_batch_size=8, max_steps=2),
+        train_dataset=ds,
+        data_collator=lm_collate,
+        lengths=ds.lengths,
+        callbacks=[rec],
+        **{**PACK, "pack_len": 64},  # the pairs are up to 48 tokens
+    )
+    assert trainer.loss_fn.func is token_cross_entropy, "a causal LM packs with the token loss"
+    trainer.train()
+    assert any(packed_rows(w) for w in rec.windows[:2]), (
+        "precondition: an update of several micro-batches, rows of several samples"
+    )
+    for step in range(2):
+        window = rec.windows[step]
+        samples = np.concatenate(window.indices)
+        # the unpacked Trainer, from the same weights, on those samples as one update
+        unpacked = make_recorder(grads=1)
+        model = tiny_lm()
+        model.set_state_dict(rec.weights[step])
+        DynamicBatchTrainer(
+            model=model,
+            args=make_args(
+                tmp_path / f"unpacked{step}",
+                per_device_train_batch_size=int(samples.size),
+                max_steps=1,
+            ),
+            train_dataset=paddle.io.Subset(ds, samples.tolist()),
+            data_collator=lm_collate,
+            lengths=ds.lengths[samples],
+            loss_fn=token_cross_entropy,
+            time_model=None,
+            callbacks=[unpacked],
+        ).train()
+        assert sorted(np.concatenate(unpacked.windows[0].indices)) == list(range(samples.size))
+        expected = unpacked.grads[0]
+        worst = max(float(np.abs(rec.grads[step][n] - g).max()) for n, g in expected.items())
+        assert worst < 1e-5, f"step {step}: the packed update is the pooled per-token mean"
+
+
+@pytest.mark.parametrize(
+    "time_model", [None, "0.05,1e-5,1e-4", "measure"], ids=["packed", "step-time", "probed"]
+)
+def test_a_packed_classifier_update_is_the_mean_over_its_samples_alone(
+    tmp_path: Path, time_model: str | None
+) -> None:
+    """Packed rows, or with a step time (given, or the Trainer's default: probed on the
+    model) each micro-batch packed or padded as the plan priced it
+    (PackCollator.for_sampler): the same update either way."""
+    ds = Reviews(60)
+    rec = make_recorder(grads=3)
+    trainer = DynamicBatchTrainer(
+        model=packed_bert(),
+        args=make_args(tmp_path, per_device_train_batch_size=8),
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=ds.lengths,
+        callbacks=[rec],
+        **{**PACK, "time_model": time_model, "max_batch_size": None if time_model else 1},
+    )
+    trainer.train()
+    sampler = trainer.train_sampler
+    assert sampler is not None and sampler.options.pack_len == 40
+    if time_model == "measure":
+        assert trainer.options.time_model is not None, "precondition: the step time probed"
+        time_model = trainer.options.time_model
+    elif time_model is None:
+        assert any(packed_rows(w) for w in rec.windows[:3]), (
+            "precondition: an update of several micro-batches, rows of several samples"
+        )
+    else:  # the step time lays these micro-batches out padded, narrower than a row
+        laid = [
+            trainer.train_collator([ds[i] for i in b]) for w in rec.windows[:3] for b in w.indices
+        ]
+        assert any(batch["input_ids"].shape[1] < 40 for batch in laid), "precondition: padded"
+    for step in range(3):
+        window = rec.windows[step]
+        indices = np.concatenate(window.indices)
+        ref = packed_bert()
+        ref.set_state_dict(rec.weights[step])
+        expected = reference_grads(ref, ds, indices, np.ones(indices.size))
+        worst = max(float(np.abs(rec.grads[step][n] - g).max()) for n, g in expected.items())
+        assert worst < 1e-5, f"step {step}: the mean of each sample's loss, each sample alone"
+    plain = dynbatch.DynamicBatchSampler(
+        lengths=ds.lengths,
+        batch_size=8,
+        pack_len=40,
+        max_batch_size=None if time_model else 1,
+        time_model=time_model,
+    )  # counted independently
+    for epoch in range(2):
+        windows = [w for w in rec.windows if w.epoch == epoch]
+        seen = sorted(i for w in windows for idx in w.indices for i in idx.tolist())
+        assert seen == list(range(len(ds))), f"epoch {epoch}: every sample exactly once"
+        assert [i.tolist() for w in windows for i in w.indices] == [
+            b.tolist() for b in plain.batches(epoch)
+        ], f"epoch {epoch}: the packed plan's micro-batches, in order"
+    steps = plain.steps_for_epochs(range(2))
+    assert trainer.state.global_step == trainer.state.max_steps == steps == rec.optimizer_steps
+    logs = [log for log in rec.logs if "loss" in log]
+    assert all(0 < log["cost_ratio_max"] <= 1 for log in logs), "packed rows within the budget"
+    assert all(0.5 < log["padding_efficiency"] <= 1 for log in logs), "real tokens over rows x 40"
+
+
+def test_a_packed_micro_batch_is_the_collators_rows_and_the_logs_count_them(
+    tmp_path: Path,
+) -> None:
+    """The loader's batch is PackCollator's rows of the plan's samples, in the plan's order;
+    the logged padding efficiency is their real tokens over rows x pack_len."""
+    ds = Reviews(30)
+    trainer = DynamicBatchTrainer(
+        model=packed_bert(),
+        args=make_args(tmp_path, per_device_train_batch_size=8, max_steps=1),
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=ds.lengths,
+        **PACK,
+    )
+    loader = trainer.get_train_dataloader()
+    item = next(iter(loader))
+    window, batch = item["window"], item["micro_batches"][0]
+    order = window.indices[0]
+    rows = dynbatch.PackCollator(40, causal=False)([{"input_ids": ds.ids[i]} for i in order])
+    np.testing.assert_array_equal(batch["input_ids"].numpy(), rows["input_ids"])
+    np.testing.assert_array_equal(batch["position_ids"].numpy(), rows["position_ids"])
+    np.testing.assert_array_equal(batch["labels"].numpy(), ds.labels[order])
+    cls = batch["cls_index"].numpy()
+    np.testing.assert_array_equal(
+        batch["input_ids"].numpy()[cls[:, 0], cls[:, 1]], [ds.ids[i][0] for i in order]
+    )
+    table = trainer.run.table(0) if trainer.run is not None else {}
+    width = rows["input_ids"].shape
+    assert table["padded_tokens"][0] == width[0] * width[1], "rows x pack_len, as collated"
+
+
+def test_what_packing_cannot_drive_is_named(tmp_path: Path, monkeypatch: Any) -> None:
+    from paddlenlp.transformers import BertForTokenClassification, Qwen2ForSequenceClassification
+
+    ds = Reviews(20)
+
+    def make(model: Any, **kw: Any) -> Any:
+        return DynamicBatchTrainer(
+            model=model,
+            args=make_args(tmp_path, per_device_train_batch_size=4),
+            train_dataset=ds,
+            data_collator=collate,
+            lengths=ds.lengths,
+            **{**PACK, **kw},
+        )
+
+    bert = packed_bert()
+    token = BertForTokenClassification(bert.config)
+    with pytest.raises(dynbatch.InputTypeError, match=r"pack_len=40.*BertForTokenClassification"):
+        make(token)
+    qwen = Qwen2ForSequenceClassification(tiny_lm().config)
+    with pytest.raises(dynbatch.InputTypeError, match=r"Qwen2ForSequenceClassification.*pooler"):
+        make(qwen)
+    monkeypatch.setenv("USE_CASUAL_MASK", "True")
+    with pytest.raises(dynbatch.InputError, match=r"USE_CASUAL_MASK=True"):
+        make(tiny_lm())
+    monkeypatch.delenv("USE_CASUAL_MASK")
+    with pytest.raises(dynbatch.InputError, match=r"pack_len=40 packs for the model.*model="):
+        make(None)
+    with pytest.raises(dynbatch.InputError, match=r"pack_len must be .*got pack_len=0"):
+        make(bert, pack_len=0)
+
+
+class Extra(Reviews):
+    """Reviews whose samples carry a field the packed rows would drop, or a wrong label."""
+
+    def __init__(self, n: int, extra: dict[str, Any]) -> None:
+        super().__init__(n)
+        self.extra = extra
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {**super().__getitem__(i), **self.extra}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"text": "a review"}, r"field 'text'.*would drop"),
+        ({"attention_mask": np.zeros(3, np.int64)}, r"field 'attention_mask'"),
+        ({"labels": np.array([0, 1])}, r"one integer label a sample in 'labels'"),
+    ],
+    ids=["extra-field", "a-real-attention-mask", "two-labels"],
+)
+def test_a_sample_the_packed_rows_cannot_hold_is_named(
+    tmp_path: Path, extra: dict[str, Any], message: str
+) -> None:
+    ds = Extra(20, extra)
+    trainer = DynamicBatchTrainer(
+        model=packed_bert(),
+        args=make_args(tmp_path, per_device_train_batch_size=4, max_steps=1),
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=ds.lengths,
+        **PACK,
+    )
+    with pytest.raises(dynbatch.InputError, match=message):
+        trainer.train()
+
+
+def test_samples_with_the_fields_the_rows_rebuild_train(tmp_path: Path) -> None:
+    """An all-ones attention_mask, positions from 0 and paddlenlp's ``label`` are taken."""
+    base = Reviews(20)
+
+    class Tokenized(Reviews):
+        def __getitem__(self, i: int) -> dict[str, Any]:
+            ids = self.ids[i]
+            return {
+                "input_ids": ids,
+                "token_type_ids": np.zeros_like(ids),
+                "attention_mask": np.ones_like(ids),
+                "position_ids": np.arange(ids.size),
+                "label": self.labels[i],
+            }
+
+    ds = Tokenized(20)
+    rec = make_recorder()
+    trainer = DynamicBatchTrainer(
+        model=packed_bert(),
+        args=make_args(tmp_path, per_device_train_batch_size=4, max_steps=2),
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=base.lengths,
+        callbacks=[rec],
+        **PACK,
+    )
+    trainer.train()
+    assert trainer.state.global_step == 2
+
+
+@pytest.mark.slow
+def test_two_ranks_train_a_packed_classifier_to_one_update(tmp_path: Path) -> None:
+    """The packed forward runs through DataParallel's call, so the ranks' gradients are
+    all-reduced: the first update is the mean over both ranks' samples, the weights agree."""
+    from test_distributed import launch
+
+    launch("trainer_pack_ddp.py", tmp_path, str(tmp_path))
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    for epoch in ("0", "1"):
+        union = sorted(ranks[0]["epochs"][epoch] + ranks[1]["epochs"][epoch])
+        assert union == list(range(ranks[0]["samples"])), f"epoch {epoch}: every sample once"
+    for r in ranks:
+        assert r["optimizer_steps"] == r["max_steps"] == r["expected_steps"], "exact steps"
+        assert r["packed"], "precondition: rows of several samples, several micro-batches"
+        assert r["grad_diff"] < 1e-5, "the update is the mean over both ranks' samples"
+    assert np.allclose(ranks[0]["params"], ranks[1]["params"], rtol=0, atol=1e-7)
+
+
+def test_a_causal_lm_packs_pairs_as_it_packs_dicts(tmp_path: Path) -> None:
+    """``(input_ids, labels)`` pairs (the SFT example's samples) make the rows dicts make."""
+    from dynbatch.integrations.paddlenlp.packing import PACK_ERROR, pack_collator
+
+    ds = Pairs(24, seed=4)
+    trainer = DynamicBatchTrainer(
+        model=tiny_lm(),
+        args=make_args(tmp_path, per_device_train_batch_size=8),
+        train_dataset=ds,
+        data_collator=lm_collate,
+        lengths=ds.lengths,
+        **{**PACK, "pack_len": 64},
+    )
+    assert trainer.packed is not None and trainer.train_sampler is not None
+    collate = pack_collator(trainer.train_sampler, trainer.packed)
+    batch = next(iter(trainer.train_sampler))
+    dicts = collate([ds[i] for i in batch])
+    pairs = collate([(ds.ids[i], ds.labels[i]) for i in batch])
+    assert (
+        sorted(dicts) == sorted(pairs) == ["attention_mask", "input_ids", "labels", "position_ids"]
+    )
+    for key, value in dicts.items():
+        np.testing.assert_array_equal(pairs[key], value, err_msg=key)
+    assert (dicts["labels"] != -100).sum() == ds.loss_tokens[batch].sum(), "the loss tokens kept"
+    error = collate([ds.ids[batch[0]].tolist()])[PACK_ERROR]  # raised by the step, not here
+    assert isinstance(error, dynbatch.InputTypeError) and "(input_ids, labels) pairs" in str(error)
