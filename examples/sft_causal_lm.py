@@ -60,7 +60,8 @@ NOTE [ what is measured ]
     the fill of their ends; under the Trainer's step time a micro-batch may run padded
     instead, a pair a row, as its plan priced it).
     ``peak_memory_mb`` is the allocator's peak while training, in MiB (2**20 bytes), reset
-    when training begins (weights and optimizer state included): paddle's
+    when training begins (weights and optimizer state included; ``DynamicBatchTrainer``'s
+    logs reset it at each log, so there the highest peak it logged counts too): paddle's
     ``host_memory_stat_peak_value("Allocated", 0)`` on CPU, ``max_memory_allocated()`` on a
     GPU, never the process's resident memory. ``steps`` counts optimizer updates;
     ``pairs_trained`` the pairs in the trained batches (each pair's one ``<s>``), and under

@@ -377,6 +377,12 @@ def train_trainer(
         def __init__(self) -> None:
             #: per epoch, DynamicBatchTrainer's windows' pair indices (the stock one has none)
             self.seen: dict[int, list[int]] = {}
+            #: the highest peak DynamicBatchTrainer logged: its logs reset the allocator's
+            #: peak, so the peak read at the end is only the last interval's
+            self.logged_peak = 0.0
+
+        def on_log(self, args, state, control, logs=None, **kw):  # type: ignore[no-untyped-def]
+            self.logged_peak = max(self.logged_peak, float((logs or {}).get("memory_mib", 0.0)))
 
         def on_load_data_end(self, args, state, control, inputs=None, **kw):  # type: ignore[no-untyped-def]
             for batch in inputs.get("micro_batches", [inputs]):
@@ -444,7 +450,7 @@ def train_trainer(
         )
     return {
         "wall_seconds": wall,
-        "peak_memory_mb": peak_memory_mib(),
+        "peak_memory_mb": max(peak_memory_mib(), batches.logged_peak),
         "steps": trainer.state.global_step,
         "micro_batches": batches.micro_batches,
         "real_tokens": batches.real,
