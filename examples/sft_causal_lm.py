@@ -28,12 +28,13 @@ Modes, all from the same weights with the same seed and the same learning-rate s
   ``pack_len=--max-len`` as well (the same batch, loss tokens and calibrated cost), each
   micro-batch's pairs packed into rows of --max-len tokens by :class:`dynbatch.PackCollator`,
   each pair alone in its row (NOTE [ packed pairs ] in ``sft_mode.py``), the same token
-  losses and accumulator. The loop runner only, for now.
+  losses and accumulator; under ``--runner trainer``, ``DynamicBatchTrainer(...,
+  pack_len=--max-len)``.
 
 ``--runner loop`` trains in a hand-written loop (``dynbatch.token_loss`` and
 ``GradientAccumulator``); ``--runner trainer`` uses paddlenlp's ``Trainer`` (``fixed``: the
 stock one; ``dynamic``: ``DynamicBatchTrainer`` with the same ``TrainingArguments``;
-``pack`` is refused there until ``DynamicBatchTrainer`` packs).
+``pack``: the dynamic mode's ``DynamicBatchTrainer`` with ``pack_len=--max-len``).
 
 NOTE [ updates in samples, not tokens ]
     The dynamic mode plans updates of ``B`` *pairs* (``update_unit="samples"``), and each is
@@ -54,12 +55,18 @@ NOTE [ what is measured ]
     runner; ``eval_answer_accuracy`` the share of held-out pairs whose every loss token is the
     model's argmax (teacher-forced: the sentiment, in effect). ``real_tokens_per_sec`` counts
     the unpadded tokens of the trained batches over the training wall time (evaluation
-    excluded); ``padding`` is the share of the computed tokens that were padding (packed:
-    of the rows' ``--max-len`` tokens, the fill of their ends).
+    excluded); ``padding`` is the share of the computed tokens that were padding, counted
+    on the batches trained, ``rows x width`` each (packed: rows of ``--max-len`` tokens and
+    the fill of their ends; under the Trainer's step time a micro-batch may run padded
+    instead, a pair a row, as its plan priced it).
     ``peak_memory_mb`` is the allocator's peak while training, in MiB (2**20 bytes), reset
-    when training begins (weights and optimizer state included): paddle's
+    when training begins (weights and optimizer state included; ``DynamicBatchTrainer``'s
+    logs reset it at each log, so there the highest peak it logged counts too): paddle's
     ``host_memory_stat_peak_value("Allocated", 0)`` on CPU, ``max_memory_allocated()`` on a
-    GPU, never the process's resident memory. ``steps`` counts optimizer updates.
+    GPU, never the process's resident memory. ``steps`` counts optimizer updates;
+    ``pairs_trained`` the pairs in the trained batches (each pair's one ``<s>``), and under
+    ``DynamicBatchTrainer`` ``every_pair_once`` whether each epoch's updates held every
+    training pair exactly once (by the indices of its windows).
 
 Writes ``results.json`` (a list of rows, one per mode) and ``results.md`` to --output-dir.
 Bad input is one line on stderr and exit code 2.
@@ -170,11 +177,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise UsageError(f"--modes names a mode twice: {','.join(args.modes)}")
     if args.runner not in RUNNERS:
         raise UsageError(f"--runner must be loop or trainer, got {args.runner!r}")
-    if args.runner == "trainer" and "pack" in args.modes:
-        raise UsageError(
-            "--runner trainer does not train the pack mode yet (DynamicBatchTrainer does not "
-            "pack): use --runner loop for it, or leave pack out of --modes"
-        )
     if args.model != "tiny":
         raise UsageError(
             f"--model must be tiny (a small Qwen2 built from a config, offline), got {args.model!r}"

@@ -29,7 +29,11 @@ NOTE [ packed pairs ]
     ``--max-len``), so the updates are random draws of ``B`` pairs and each is still the
     per-token mean over its loss tokens: the accumulator adds the sums and counts of its
     micro-batches, whatever their shape. Evaluation is unpacked, the same function for every
-    mode.
+    mode. ``--runner trainer`` gives the dynamic mode's ``DynamicBatchTrainer`` the same
+    arguments and ``pack_len=--max-len``: its collator makes the same rows of the same
+    ``(input_ids, labels)`` (NOTE [ the Trainer packs ] in
+    :mod:`dynbatch.integrations.paddlenlp.packing`), and with the step time it measures
+    (``--time-model``) each micro-batch runs packed or padded, as its plan priced it.
 """
 
 from __future__ import annotations
@@ -289,7 +293,7 @@ def train_loop(
     schedule = make_schedule(args.lr, first, total)
     optimizer = make_optimizer(model, schedule)
     acc = dynbatch.GradientAccumulator(model, optimizer, sampler=sampler, lr_scheduler=schedule)
-    real = padded = micro_batches = 0
+    real = padded = micro_batches = pairs = 0
     gc.collect()
     reset_peak_memory()
     start = time.perf_counter()
@@ -303,8 +307,10 @@ def train_loop(
             with acc.accumulate():
                 loss_sum, count = dynbatch.token_loss(forward(model, batch), labels)
                 acc.backward(loss_sum, count=count)  # the update: sum over count, every token
-            real += int((ids.numpy() != meta["pad_id"]).sum())
+            tokens = ids.numpy()
+            real += int((tokens != meta["pad_id"]).sum())
             padded += int(ids.shape[0] * ids.shape[1])
+            pairs += int((tokens == meta["bos_id"]).sum())  # each pair's one <s>
             micro_batches += 1
     wall = time.perf_counter() - start
     return {
@@ -316,6 +322,7 @@ def train_loop(
         "micro_batches": micro_batches,
         "real_tokens": real,
         "padded_tokens": padded,
+        "pairs_trained": pairs,
         "lr_at_end": float(optimizer.get_lr()),
         **extra,
     }
@@ -349,8 +356,9 @@ def collate_records(
 def train_trainer(
     args: argparse.Namespace, model: Any, train: Pairs, meta: dict[str, Any], out: Path
 ) -> dict[str, Any]:
-    """paddlenlp's Trainer: the stock one (fixed) or ``DynamicBatchTrainer`` (dynamic), with
-    the same ``TrainingArguments``."""
+    """paddlenlp's Trainer: the stock one (fixed) or ``DynamicBatchTrainer`` (dynamic; pack:
+    the same with ``pack_len=--max-len``, NOTE [ packed pairs ]), with the same
+    ``TrainingArguments``."""
     import functools
 
     from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
@@ -361,16 +369,32 @@ def train_trainer(
     mode, pad_id = args.worker, meta["pad_id"]
 
     class Batches(TrainerCallback):  # type: ignore[misc]
-        """Real and padded tokens of every trained batch, counted on the batches themselves."""
+        """Real and padded tokens of every trained batch, counted on the batches themselves:
+        ``rows x width`` computed, packed rows or padded ones (the fill is ``pad_id``)."""
 
-        real = padded = micro_batches = 0
+        real = padded = micro_batches = pairs = 0
+
+        def __init__(self) -> None:
+            #: per epoch, DynamicBatchTrainer's windows' pair indices (the stock one has none)
+            self.seen: dict[int, list[int]] = {}
+            #: the highest peak DynamicBatchTrainer logged: its logs reset the allocator's
+            #: peak, so the peak read at the end is only the last interval's
+            self.logged_peak = 0.0
+
+        def on_log(self, args, state, control, logs=None, **kw):  # type: ignore[no-untyped-def]
+            self.logged_peak = max(self.logged_peak, float((logs or {}).get("memory_mib", 0.0)))
 
         def on_load_data_end(self, args, state, control, inputs=None, **kw):  # type: ignore[no-untyped-def]
             for batch in inputs.get("micro_batches", [inputs]):
                 ids = batch["input_ids"].numpy()
                 self.real += int((ids != pad_id).sum())
                 self.padded += ids.size
+                self.pairs += int((ids == meta["bos_id"]).sum())  # each pair's one <s>
                 self.micro_batches += 1
+            window = inputs.get("window")
+            if window is not None:
+                picked = self.seen.setdefault(window.epoch, [])
+                picked.extend(i for idx in window.indices for i in idx.tolist())
 
     first = -(-len(train) // args.batch_size)  # both modes' updates an epoch, ceil(N / B)
     training = TrainingArguments(
@@ -394,7 +418,7 @@ def train_trainer(
     if mode == "fixed":  # the model's own loss: the per-token mean of each batch
         collate = functools.partial(collate_records, pad_id=pad_id, shift=True)
         trainer = Trainer(**common, data_collator=collate, callbacks=[batches])
-    else:
+    else:  # dynamic, or pack: the same Trainer told pack_len (NOTE [ packed pairs ])
         from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_entropy
 
         cost, extra = memory_cost(args, model, meta, train, out)
@@ -410,6 +434,7 @@ def train_trainer(
             labels_to_model=False,
             cost=cost,
             time_model=None if args.step_time == "none" else args.step_time,
+            pack_len=args.max_len if mode == "pack" else None,
         )
         extra["max_cost_mb"] = float(trainer.train_sampler.max_cost)
         extra["planned_steps"] = trainer.total_steps()
@@ -418,13 +443,19 @@ def train_trainer(
     start = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - start
+    if batches.seen:  # whether each epoch's windows held every pair exactly once
+        extra["every_pair_once"] = (
+            all(sorted(seen) == list(range(len(train))) for seen in batches.seen.values())
+            and len(batches.seen) == args.epochs
+        )
     return {
         "wall_seconds": wall,
-        "peak_memory_mb": peak_memory_mib(),
+        "peak_memory_mb": max(peak_memory_mib(), batches.logged_peak),
         "steps": trainer.state.global_step,
         "micro_batches": batches.micro_batches,
         "real_tokens": batches.real,
         "padded_tokens": batches.padded,
+        "pairs_trained": batches.pairs,
         "lr_at_end": float(trainer.lr_scheduler.get_lr()),
         **extra,
     }

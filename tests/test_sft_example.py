@@ -1,4 +1,4 @@
-"""examples/sft_causal_lm.py: both modes, both runners, the results files, its pieces, bad input.
+"""examples/sft_causal_lm.py: its modes, both runners, the results files, its pieces, bad input.
 
 Several cases came from an outside tester's pass over the example (awkward data files, flags
 at their limits, outputs of a failed run); each failed on the example before its fix.
@@ -208,6 +208,45 @@ def test_pack_mode_trains_the_dynamic_modes_updates_packed_as_if_unpacked(
     assert abs(float(loss_sum) / int(count) - alone_all.mean()) <= 1e-5, "the per-token mean"
 
 
+@pytest.mark.slow
+def test_trainer_runner_trains_the_pack_mode_as_its_plan_says(
+    tmp_path: Path, chnsenticorp_csv: Path, example_modules: Any
+) -> None:
+    """--runner trainer --modes dynamic,pack: DynamicBatchTrainer(pack_len=--max-len) trains
+    the plan's updates, every pair once, and results.md's padding counts the rows trained (it
+    refused the mode by name before the Trainer packed)."""
+    pytest.importorskip("paddlenlp")
+    # every micro-batch packed (no step time): rows of exactly --max-len tokens
+    rows = train(
+        tmp_path, chnsenticorp_csv, "--runner", "trainer", "--modes", "dynamic,pack",
+        "--time-model", "none",
+    )  # fmt: skip
+    assert list(rows) == ["dynamic", "pack"]
+    pack, dynamic = rows["pack"], rows["dynamic"]
+    import dynbatch
+
+    sft, mode = example_modules
+    args = sft.parse_args(["--max-len", "64", "--batch-size", str(BATCH), "--output-dir", "o"])
+    pairs = mode.Pairs(np.load(tmp_path / "work" / "data.npz"), "train")
+    (calibrated,) = tmp_path.glob("calib-*.json")
+    plan = mode.make_sampler(args, pairs, dynbatch.MemoryCost.load(calibrated), packed=True)
+    assert pack["steps"] == pack["planned_steps"] == plan.steps_for_epochs([0]), "the plan's"
+    assert pack["micro_batches"] == len(list(plan.batches(0))), "the plan's micro-batches"
+    assert pack["lr_at_end"] == pytest.approx(0.0, abs=1e-12), "the schedule ran to its end"
+    for row in (pack, dynamic):
+        assert row["every_pair_once"] and row["pairs_trained"] == TRAIN, row["mode"]
+    assert pack["real_tokens"] == dynamic["real_tokens"], "the same pairs' tokens"
+    assert pack["micro_batches"] < dynamic["micro_batches"], "several pairs a row"
+    # padding is of rows x 64 computed: the fill of the rows' ends, as trained
+    assert pack["padded_tokens"] % 64 == 0 and pack["padded_tokens"] > pack["real_tokens"]
+    assert pack["padding"] == pytest.approx(1 - pack["real_tokens"] / pack["padded_tokens"])
+    assert 0 < pack["padding"] <= 0.1, "rows of --max-len nearly full"
+    assert math.isfinite(pack["eval_loss"]) and pack["max_cost_mb"] == dynamic["max_cost_mb"]
+    table = (tmp_path / "results.md").read_text()
+    assert f"| pack | trainer | {pack['steps']} |" in table
+    assert f"| {pack['padding']:.3f} |" in table
+
+
 def test_pack_flag_adds_the_pack_mode_once(example_modules: Any) -> None:
     parse = example_modules[0].parse_args
     assert parse(["--pack"]).modes == ["fixed", "dynamic", "pack"]
@@ -277,8 +316,6 @@ def test_the_stock_trainers_shifted_labels_give_token_losss_mean(example_modules
         (["--modes", ","], "--modes names no mode"),
         (["--data-file", ""], "--data-file is empty"),
         (["--runner", "hapi"], "--runner must be loop or trainer, got 'hapi'"),
-        (["--runner", "trainer", "--pack"], "--runner trainer does not train the pack mode yet"),
-        (["--runner", "trainer", "--modes", "pack"], "--runner trainer does not train the pack"),
         (["--model", "qwen2-7b"], "--model must be tiny"),
         (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
         (["--max-len", "8"], "--max-len must be >= 12"),

@@ -8,6 +8,7 @@ tests pass ``time_model=None``: every micro-batch packed, and no probe to wait f
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -324,3 +325,39 @@ def test_a_causal_lm_packs_pairs_as_it_packs_dicts(tmp_path: Path) -> None:
     assert (dicts["labels"] != -100).sum() == ds.loss_tokens[batch].sum(), "the loss tokens kept"
     error = collate([ds.ids[batch[0]].tolist()])[PACK_ERROR]  # raised by the step, not here
     assert isinstance(error, dynbatch.InputTypeError) and "(input_ids, labels) pairs" in str(error)
+
+
+def test_the_log_says_how_the_step_time_runs_packed_updates(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With pack_len the step time cuts no update: the log line says each update runs packed,
+    split or whole, how many run each way, and the plan's micro-batches (it said "planning
+    updates cut at the step time", the unpacked recipe's words)."""
+    import logging
+
+    from dynbatch.plan.steptime import check_time_model
+
+    ds = Reviews(60)
+    time_model = "0.05,1e-5,1e-4"
+    with caplog.at_level(logging.INFO):
+        trainer = DynamicBatchTrainer(
+            model=packed_bert(),
+            args=make_args(tmp_path, per_device_train_batch_size=8),
+            train_dataset=ds,
+            data_collator=collate,
+            lengths=ds.lengths,
+            **{**PACK, "time_model": time_model, "max_batch_size": None},
+        )
+    lines = [r.getMessage() for r in caplog.records if " s an epoch" in r.getMessage()]
+    assert len(lines) == 1, lines
+    line = lines[0]
+    assert line.startswith(f"dynbatch: step time {check_time_model(time_model)}: "), line
+    assert "planning rows of pack_len=40 tokens, each update run packed, split or whole" in line
+    assert "cut at the step time" not in line, line
+    assert trainer.train_sampler is not None
+    plan = trainer.train_sampler.epoch_plan(0)
+    updates = len(plan.window_ends) if plan.window_ends is not None else plan.num_steps
+    assert f" {updates} update(s), " in line, line
+    ways = re.search(r"(\d+) packed, (\d+) split, (\d+) whole", line)
+    assert ways is not None and sum(map(int, ways.groups())) == updates, line
+    assert f"({plan.num_steps} micro-batch(es) a rank)" in line, line

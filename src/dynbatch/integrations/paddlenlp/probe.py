@@ -43,6 +43,7 @@ from ...memory.counters import check_counter
 from ...memory.probe import measure
 from ...plan.costs import fit_polynomial
 from ...plan.epochs import epoch_candidates, faster_candidate
+from ...plan.pack_time import plan_timed_packs
 from ...plan.splits import epoch_seconds
 from ...plan.steptime import StepTimeModel, check_time_model
 from .run import check_fields, split_batch
@@ -220,9 +221,28 @@ def split_reason(sampler: Any, time_model: Any) -> str:
     epoch between the padding-free split and whole updates cut at the step time (NOTE [ the
     faster plan of each epoch ]); the line gives the step time, the micro-batches and updates
     of epoch 0 and both candidates' predicted seconds.
+
+    With ``pack_len`` the step time cuts no update: each update of the packed plan (or of
+    the fixed batch's own draw, where that epoch is predicted faster) runs packed, split or
+    whole, the fastest (NOTE [ choosing packing per update ]); the line counts the updates
+    run each way and gives the epoch's predicted seconds.
     """
     model = check_time_model(time_model)
     options = sampler.options
+    if options.pack_len is not None:  # NOTE [ choosing packing per update ]: not a cut
+        chosen = plan_timed_packs(
+            sampler.lengths, options, 0, sampler.num_replicas, sampler.loss_tokens
+        )
+        ways = ", ".join(f"{n} {way}" for way, n in chosen.counts.items())
+        own = "the fixed batch's own" if chosen.from_fixed else "the packed plan's"
+        assert chosen.sharded is not None
+        return (
+            f"dynbatch: step time {model}: planning rows of pack_len={options.pack_len} "
+            "tokens, each update run packed, split or whole, whichever is predicted fastest, "
+            f"for epoch 0: {own} {len(chosen.choice)} update(s), {ways} "
+            f"({chosen.sharded.num_steps} micro-batch(es) a rank): predicted "
+            f"{chosen.epoch_seconds:.3g} s an epoch"
+        )
     if options.fixed_step_size is None:  # a time split without the padding-free candidate
         plan = sampler.epoch_plan(0)
         predicted = epoch_seconds(plan, sampler.lengths, model, options.pad_to_multiple_of)
