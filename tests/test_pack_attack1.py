@@ -96,3 +96,23 @@ def test_group_by_length_with_pack_len_is_refused_by_name() -> None:
         dynbatch.like_fixed(lens, batch_size=4, pack_len=16, group_by_length=True)
     with pytest.raises(dynbatch.InputError, match="group_by_length"):
         dynbatch.DynamicBatchSampler(lengths=lens, batch_size=4, pack_len=16, group_by_length=True)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="like_fixed(pack_len=) never reads micro_batches: micro_batches=1 and =8 plan the "
+    "same epoch as the default, with no error (an argument dropped without a word)",
+)
+def test_micro_batches_with_pack_len_is_used_or_refused() -> None:
+    from dynbatch.plan.epochs import plan_epoch
+
+    lens = np.random.default_rng(0).integers(1, 200, 500)
+    digests = set()
+    for parts in (1, 8):
+        try:
+            opts = dynbatch.like_fixed(lens, batch_size=32, pack_len=256, micro_batches=parts)
+        except dynbatch.InputError as exc:
+            assert "micro_batches" in str(exc)
+            return
+        digests.add(plan_epoch(lens, opts, 0).digest())
+    assert len(digests) == 2, "micro_batches changes the plan"
