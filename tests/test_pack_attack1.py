@@ -20,12 +20,6 @@ from dynbatch.plan.packing import next_fit_rows
 from dynbatch.plan.plans import Plan
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="deal_rows puts an update's normal rows in one micro-batch with the oversize row "
-    "that split them taken out, so next-fit pulls a row's head into the room of the row "
-    "before: the collator's rows are not the planned rows (oversize='alone' only)",
-)
 def test_dealt_micro_batches_keep_their_rows_around_an_oversize_row() -> None:
     """plan_packs makes rows [3] | [5] (oversize) | [0, 2] | [4] | [1, 6] (a micro-batch break
     on each side of [5]); dealt, [3] and [0, 2] share a micro-batch and next-fit makes
@@ -116,3 +110,33 @@ def test_micro_batches_with_pack_len_is_used_or_refused() -> None:
             return
         digests.add(plan_epoch(lens, opts, 0).digest())
     assert len(digests) == 2, "micro_batches changes the plan"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_packed_rows_with_oversize_alone_are_the_rows_the_collator_builds(seed: int) -> None:
+    """plan_packs puts each update's oversize rows after its normal rows, so dealt apart
+    they split no run of normal rows: every micro-batch's next-fit rows are planned rows."""
+    from dynbatch.plan.pack_epochs import deal_rows_counted
+    from dynbatch.plan.packing import plan_packs
+
+    rng = np.random.default_rng(seed)
+    for _ in range(150):
+        pack_len = int(rng.integers(8, 40))
+        lens = rng.integers(1, pack_len + 12, int(rng.integers(2, 40)))
+        packs = plan_packs(
+            lens, pack_len, batch_size=int(rng.integers(1, 8)), oversize="alone", seed=seed
+        )
+        rows = Plan(packs.micro_batches.indices, packs.row_offsets)
+        planned = {tuple(r.tolist()) for r in rows}
+        update_rows = packs.micro_row_offsets[packs.update_offsets]
+        for upd in range(len(update_rows) - 1):
+            tokens = packs.row_tokens[update_rows[upd] : update_rows[upd + 1]]
+            over = tokens > pack_len
+            assert not (over[:-1] & ~over[1:]).any(), "an update's oversize rows come last"
+        max_rows, ranks = int(rng.integers(1, 5)), int(rng.integers(1, 4))
+        sp, known = deal_rows_counted(rows, update_rows, lens, pack_len, max_rows, ranks)
+        for batch, pad, n in zip(sp.plan, sp.is_padding, known, strict=True):
+            offs = next_fit_rows(lens[batch], pack_len).tolist()
+            built = {tuple(batch[a:b].tolist()) for a, b in itertools.pairwise(offs)}
+            assert built <= planned, "the collator builds the planned rows"
+            assert n == len(offs) - 1 or pad, "the rows counted are the rows built"
