@@ -242,7 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         if args.worker:
-            return run_mode(args)
+            try:
+                return run_mode(args)
+            except dynbatch.InputError as exc:  # e.g. --pack's rows over the fixed batch's worst
+                where = " (pack_len is --max-len)" if args.worker == "pack" else ""
+                raise UsageError(f"mode {args.worker}{where}: {exc}") from None
         out = Path(args.output_dir)
         work = out / "work"
         work.mkdir(parents=True, exist_ok=True)
@@ -255,8 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     (work / "meta.json").write_text(json.dumps(meta))
     print(f"data: {meta['source']}\nmodel: {meta['model']}; vocabulary: {meta['vocab_desc']}")
     rows = run_modes(__file__, argv, args.modes, work)
-    if rows is None:
-        return 1
+    if isinstance(rows, int):
+        return rows
     from report import write
 
     write(args, meta, rows, out)

@@ -330,7 +330,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.worker:
             from sft_mode import run_mode
 
-            return run_mode(args)
+            import dynbatch
+
+            try:
+                return run_mode(args)
+            except dynbatch.InputError as exc:  # e.g. --pack's rows over the fixed batch's worst
+                where = " (pack_len is --max-len)" if args.worker == "pack" else ""
+                raise UsageError(f"mode {args.worker}{where}: {exc}") from None
         out = Path(args.output_dir)
         work = out / "work"
         try:
@@ -353,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     rows = run_modes(__file__, argv, args.modes, work)
-    if rows is None:
-        return 1
+    if isinstance(rows, int):
+        return rows
     report(args, meta, rows, out)
     return 0
 

@@ -36,12 +36,6 @@ def test_dealt_micro_batches_keep_their_rows_around_an_oversize_row() -> None:
         assert built <= planned, "the collator builds the rows dealt"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="like_fixed(pack_len=) raises max_cost to one row's cost when a row of pack_len "
-    "costs more than the fixed batch's worst (B * L_max): no error, no warning; "
-    "pack_len=10**12 plans rows PackCollator pads to 10**12 tokens",
-)
 @pytest.mark.parametrize("pack_len", [4096, 10**12])
 def test_pack_len_never_raises_the_fixed_batchs_budget_silently(pack_len: int) -> None:
     """The memory budget: no micro-batch costs more than the fixed batch's worst batch, or the

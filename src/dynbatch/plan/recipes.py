@@ -123,8 +123,10 @@ def like_fixed(
         pack_len: pack several samples into rows of this many tokens
             (NOTE [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`):
             updates as above, each micro-batch as many rows as fit the fixed
-            batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (one
-            row at the least; at most ``max_batch_size`` rows, when given),
+            batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (at
+            most ``max_batch_size`` rows, when given; a ``pack_len`` whose one
+            row costs more than that is refused by name, unless ``max_cost``
+            allows it),
             order ``"shuffle"``; with ``time_model``, each update runs packed,
             split or whole, the fastest, or the epoch the fixed batch's own
             updates (NOTE [ choosing packing per update ] in
@@ -156,9 +158,8 @@ def like_fixed(
         trained = trained if trained.any() else ~trained
     updates = _updates((lens if counted is None else counted)[trained], samples, update_unit)
     if pack_len is not None:  # rows of pack_len within the fixed batch's worst cost
-        if max_cost is None:  # and one row at the least
-            one_row = float(np.asarray(fn(np.asarray([1]), np.asarray([pack_len])))[0])
-            budget = max(budget, one_row)
+        if max_cost is None:  # never over the fixed batch's worst: refused, by name
+            _check_one_row(fn, pack_len, budget, batch, longest)
         values = {"order": "shuffle", **updates, **fields, "pack_len": pack_len}
         return PlanOptions(max_cost=budget, cost=fn, time_model=time_model, **values)
     if update_unit == "tokens":  # micro-batches of about equal (full) tokens, as updates are
@@ -184,6 +185,24 @@ def like_fixed(
         return options
     # each epoch keeps the faster of the two (NOTE [ the faster plan of each epoch ])
     return options.replace(time_model=model, fixed_step_size=batch)
+
+
+def _check_one_row(fn: Cost, pack_len: int, budget: float, batch: int, longest: int) -> None:
+    """Refuse a ``pack_len`` whose one row costs more than the fixed batch's worst batch."""
+    one_row = float(np.asarray(fn(np.asarray([1]), np.asarray([pack_len])))[0])
+    if one_row <= budget:
+        return
+    low, high = 1, pack_len  # the largest pack_len whose one row fits: cost grows with L
+    while high - low > 1:
+        mid = (low + high) // 2
+        fits = float(np.asarray(fn(np.asarray([1]), np.asarray([mid])))[0]) <= budget
+        low, high = (mid, high) if fits else (low, mid)
+    raise InputError(
+        f"like_fixed: one row of pack_len={pack_len} tokens costs {one_row:g} under "
+        f"{cost_spec(fn) or 'the cost'}, over the fixed batch's worst batch "
+        f"cost({batch}, {longest}) = {budget:g}: pass pack_len={low} or less, or an explicit "
+        "max_cost= to allow more memory"
+    )
 
 
 def fill_device(
