@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus import CorpusError, load_examples, pick_model, pick_vocab, run_modes, tokenize
-from train_mode import CALIBRATED, DEFAULT_MODES, MODES, run_mode
+from train_mode import CALIBRATED, DEFAULT_MODES, MAX_POSITIONS, MODES, run_mode
 
 import dynbatch
 
@@ -173,6 +173,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.max_len > MAX_POSITIONS:
+        raise UsageError(
+            f"--max-len must be at most {MAX_POSITIONS} (BERT's max_position_embeddings), "
+            f"got {args.max_len}"
+        )
     if args.time_budget not in ("auto", "none"):
         try:
             if float(args.time_budget) <= 0:

@@ -175,6 +175,8 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
         (["--time-table", "no/such.json"], "--time-table: 'no/such.json' is not a step-time"),
         (["--time-table", "{bad}"], "--time-table: '"),
         (["--modes", "group,fill"], "modes fill need a memory target"),
+        (["--max-len", "513"], "--max-len must be at most 512 (BERT's max_position_embeddings)"),
+        (["--pack", "--max-len", str(10**20)], "--max-len must be at most 512"),
         (  # rows of 512 tokens against the fixed batch's worst: one review of a few tokens
             ["--data-file", "{short}", "--modes", "pack", "--batch-size", "1", "--epochs", "1"],
             "mode pack (pack_len is --max-len): like_fixed: one row of pack_len=512 tokens",
