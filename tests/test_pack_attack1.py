@@ -68,11 +68,6 @@ def test_sft_max_len_past_int64_is_one_line_exit_2(sft: Any) -> None:
         sft.parse_args(["--pack", "--max-len", str(10**20)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="like_fixed pops group_by_length, then returns early for pack_len without looking "
-    "at it: the option is dropped without a word (NOTE [ packed epochs ] says it is refused)",
-)
 def test_group_by_length_with_pack_len_is_refused_by_name() -> None:
     lens = np.array([5, 9, 3, 12] * 5)
     with pytest.raises(dynbatch.InputError, match="group_by_length"):

@@ -147,6 +147,8 @@ def like_fixed(
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
     replicas = check_int("num_replicas", num_replicas, minimum=1)
     parts = check_int("micro_batches", micro_batches, minimum=1)
+    if pack_len is not None:
+        _check_packed(pack_len, grouped)
     fn = resolve_cost(cost)
     batch, budget = _reference(fn, longest, batch_size, max_cost, "like_fixed")
     samples = batch * steps * replicas
@@ -185,6 +187,16 @@ def like_fixed(
         return options
     # each epoch keeps the faster of the two (NOTE [ the faster plan of each epoch ])
     return options.replace(time_model=model, fixed_step_size=batch)
+
+
+def _check_packed(pack_len: int, grouped: bool) -> None:
+    """Refuse, by name, what ``like_fixed(pack_len=...)`` would drop (NOTE [ packed epochs ])."""
+    if grouped:
+        raise InputError(
+            f"like_fixed: pack_len={pack_len} does not support group_by_length=True: packing "
+            "draws each update's rows at random, never updates of one length; pass "
+            "group_by_length=False or pack_len=None"
+        )
 
 
 def _check_one_row(fn: Cost, pack_len: int, budget: float, batch: int, longest: int) -> None:
