@@ -1,7 +1,7 @@
 """Outside tester T1 on packing: promises the plan, the samplers or the SFT example broke.
 
-Each test fails on main at f3ce2c5 and is marked ``xfail(strict=True)`` with what broke,
-so the lead can take it with the fix.
+Each test failed on main at f3ce2c5 (marked ``xfail(strict=True)`` with what broke) and
+passes with its fix on branch fix1.
 """
 
 from __future__ import annotations
@@ -76,11 +76,6 @@ def test_group_by_length_with_pack_len_is_refused_by_name() -> None:
         dynbatch.DynamicBatchSampler(lengths=lens, batch_size=4, pack_len=16, group_by_length=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="like_fixed(pack_len=) never reads micro_batches: micro_batches=1 and =8 plan the "
-    "same epoch as the default, with no error (an argument dropped without a word)",
-)
 def test_micro_batches_with_pack_len_is_used_or_refused() -> None:
     from dynbatch.plan.epochs import plan_epoch
 

@@ -54,7 +54,12 @@ NOTE [ packed epochs ]
     ``pack_len`` (:class:`~dynbatch.PlanOptions`), and a ``time_model`` with
     updates in tokens; ``order`` must be random (the packing draws its own
     order from ``(seed, epoch)``), and ``bucket_width`` and ``balance`` play
-    no part.
+    no part. :func:`~dynbatch.like_fixed` also refuses ``group_by_length``
+    (it never reaches the options there), ``micro_batches`` (an update is as
+    few micro-batches as its rows need: refused rather than honoured, since
+    more micro-batches than the budget needs buy packed rows nothing) and a
+    ``pack_len`` whose one row costs more than the fixed batch's worst
+    batch, unless ``max_cost`` is given.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def like_fixed(
     cost: Any = "linear",
     accumulation_steps: int = 1,
     num_replicas: int = 1,
-    micro_batches: int = MICRO_BATCHES,
+    micro_batches: int | None = None,
     update_unit: str = "samples",
     loss_tokens: Any = None,
     time_model: Any = None,
@@ -108,7 +108,9 @@ def like_fixed(
         cost: the cost model (default ``"linear"``, padded tokens).
         accumulation_steps: the fixed batch's gradient accumulation steps.
         num_replicas: data-parallel ranks (an update spans all of them).
-        micro_batches: micro-batches per update, at the least (more: more mixed).
+        micro_batches: micro-batches per update, at the least (more: more mixed); default
+            :data:`MICRO_BATCHES`. Refused with ``pack_len``: a packed update is as few
+            micro-batches as its rows need within the budget (NOTE [ packed epochs ]).
         update_unit: ``"samples"`` (one loss per sample) or ``"tokens"``.
         loss_tokens: per sample, the tokens that carry a loss (a masked prompt
             carries none): updates in ``"tokens"`` are as many loss tokens as
@@ -146,9 +148,10 @@ def like_fixed(
     counted = check_loss_tokens(loss_tokens, lens)
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
     replicas = check_int("num_replicas", num_replicas, minimum=1)
-    parts = check_int("micro_batches", micro_batches, minimum=1)
+    parts = check_int("micro_batches", micro_batches, minimum=1, allow_none=True)
     if pack_len is not None:
-        _check_packed(pack_len, grouped)
+        _check_packed(pack_len, grouped, parts)
+    parts = MICRO_BATCHES if parts is None else parts
     fn = resolve_cost(cost)
     batch, budget = _reference(fn, longest, batch_size, max_cost, "like_fixed")
     samples = batch * steps * replicas
@@ -189,13 +192,20 @@ def like_fixed(
     return options.replace(time_model=model, fixed_step_size=batch)
 
 
-def _check_packed(pack_len: int, grouped: bool) -> None:
+def _check_packed(pack_len: int, grouped: bool, parts: int | None) -> None:
     """Refuse, by name, what ``like_fixed(pack_len=...)`` would drop (NOTE [ packed epochs ])."""
     if grouped:
         raise InputError(
             f"like_fixed: pack_len={pack_len} does not support group_by_length=True: packing "
             "draws each update's rows at random, never updates of one length; pass "
             "group_by_length=False or pack_len=None"
+        )
+    if parts is not None:
+        raise InputError(
+            f"like_fixed: pack_len={pack_len} makes each update as few micro-batches as its "
+            "rows need within the budget (a multiple of the ranks), so micro_batches has no "
+            f"meaning there, got micro_batches={parts!r}: leave it out (max_batch_size= caps "
+            "a micro-batch's rows), or pass pack_len=None"
         )
 
 
