@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus import CorpusError, load_examples, pick_model, pick_vocab, run_modes, tokenize
-from train_mode import CALIBRATED, DEFAULT_MODES, MODES, run_mode
+from train_mode import CALIBRATED, DEFAULT_MODES, MAX_POSITIONS, MODES, run_mode
 
 import dynbatch
 
@@ -173,6 +173,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.max_len > MAX_POSITIONS:
+        raise UsageError(
+            f"--max-len must be at most {MAX_POSITIONS} (BERT's max_position_embeddings), "
+            f"got {args.max_len}"
+        )
     if args.time_budget not in ("auto", "none"):
         try:
             if float(args.time_budget) <= 0:
@@ -242,7 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         if args.worker:
-            return run_mode(args)
+            try:
+                return run_mode(args)
+            except dynbatch.InputError as exc:  # e.g. --pack's rows over the fixed batch's worst
+                where = " (pack_len is --max-len)" if args.worker == "pack" else ""
+                raise UsageError(f"mode {args.worker}{where}: {exc}") from None
         out = Path(args.output_dir)
         work = out / "work"
         work.mkdir(parents=True, exist_ok=True)
@@ -255,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     (work / "meta.json").write_text(json.dumps(meta))
     print(f"data: {meta['source']}\nmodel: {meta['model']}; vocabulary: {meta['vocab_desc']}")
     rows = run_modes(__file__, argv, args.modes, work)
-    if rows is None:
-        return 1
+    if isinstance(rows, int):
+        return rows
     from report import write
 
     write(args, meta, rows, out)

@@ -273,9 +273,10 @@ class TokenIds:
 
 def run_modes(
     script: str, argv: list[str] | None, modes: Sequence[str], work: Path
-) -> list[dict[str, Any]] | None:
+) -> list[dict[str, Any]] | int:
     """Run each mode of ``script`` in a process of its own (``--worker MODE``), in order, and
-    read back the record it writes to ``work/MODE.json``; None if one fails (it said why).
+    read back the record it writes to ``work/MODE.json``; if one fails, the exit code to return:
+    2 where the mode refused its input (it said why, in one line), else 1.
 
     A process of its own gives each mode its own wall time and its own allocator peak.
     """
@@ -289,8 +290,10 @@ def run_modes(
         print(f"\n== {mode} ==", flush=True)
         cmd = [sys.executable, str(Path(script).resolve()), *given, "--worker", mode]
         done = subprocess.run(cmd, check=False)
+        if done.returncode == 2:  # bad input: the mode's one line said why
+            return 2
         if done.returncode != 0:
             print(f"error: mode {mode} exited with {done.returncode}", file=sys.stderr)
-            return None
+            return 1
         rows.append(json.loads((work / f"{mode}.json").read_text()))
     return rows

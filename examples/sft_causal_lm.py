@@ -109,6 +109,10 @@ KEPT = tuple(dict.fromkeys(PROMPT_HEAD + PROMPT_TAIL + "".join(ANSWERS.values())
 MIN_VOCAB = len(SPECIALS) + len(KEPT) + 1
 
 
+#: the longest pair --max-len allows: Qwen2's own max_position_embeddings (its config's default)
+MAX_LEN = 32768
+
+
 class UsageError(Exception):
     """Bad input: printed as one line, exit code 2."""
 
@@ -149,7 +153,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-train-samples", type=int, default=2000, help="training pairs; 0: all of them"
     )
     p.add_argument("--max-eval-samples", type=int, default=0, help="held-out pairs; 0: all")
-    p.add_argument("--max-len", type=int, default=128, help="tokens of a pair, review cut to fit")
+    p.add_argument(
+        "--max-len",
+        type=int,
+        default=128,
+        help=f"tokens of a pair, review cut to fit (<= {MAX_LEN})",
+    )
     p.add_argument("--vocab-size", type=int, default=1000, help="characters and specials")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (AdamW)")
     p.add_argument("--seed", type=int, default=0, help="split, weights and order")
@@ -195,6 +204,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise UsageError(
             f"--max-len must be >= {FRAME + 1} (the prompt's template and the answer take "
             f"{FRAME} tokens, and a review at least one), got {args.max_len}"
+        )
+    if args.max_len > MAX_LEN:
+        raise UsageError(
+            f"--max-len must be at most {MAX_LEN} (Qwen2's max_position_embeddings; the tiny "
+            f"model is built for --max-len positions), got {args.max_len}"
         )
     if not (math.isfinite(args.lr) and args.lr > 0):
         raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
@@ -332,7 +346,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.worker:
             from sft_mode import run_mode
 
-            return run_mode(args)
+            import dynbatch
+
+            try:
+                return run_mode(args)
+            except dynbatch.InputError as exc:  # e.g. --pack's rows over the fixed batch's worst
+                where = " (pack_len is --max-len)" if args.worker == "pack" else ""
+                raise UsageError(f"mode {args.worker}{where}: {exc}") from None
         out = Path(args.output_dir)
         work = out / "work"
         try:
@@ -355,8 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     rows = run_modes(__file__, argv, args.modes, work)
-    if rows is None:
-        return 1
+    if isinstance(rows, int):
+        return rows
     report(args, meta, rows, out)
     return 0
 

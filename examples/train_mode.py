@@ -107,13 +107,17 @@ class LengthGroupedBatchSampler:
         return sum(-(-min(mega, n - start) // b) for start in range(0, n, mega))
 
 
+#: positions BERT takes (the tiny config's and bert-base-chinese's max_position_embeddings)
+MAX_POSITIONS = 512
+
+
 def build_model(meta: dict[str, Any], recompute: bool = False) -> Any:
     from paddlenlp.transformers import BertConfig, BertForSequenceClassification
 
     if meta["model"] == "tiny":
         config = BertConfig(
             vocab_size=meta["vocab_size"],
-            max_position_embeddings=512,
+            max_position_embeddings=MAX_POSITIONS,
             num_labels=meta["num_labels"],
             pad_token_id=meta["pad_id"],
             **TINY,

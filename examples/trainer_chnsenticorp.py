@@ -193,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     (work / "meta.json").write_text(json.dumps(meta))
     print(f"data: {meta['data']}\nvocabulary: {meta['vocab']}", flush=True)
     rows = run_modes(__file__, argv, args.modes, work)
-    if rows is None:
-        return 1
+    if isinstance(rows, int):
+        return rows
     report(args, meta, rows, out)
     return 0
 

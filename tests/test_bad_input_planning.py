@@ -105,6 +105,19 @@ case(
     VALUE,
     r"pack_len=64 does not support group_by_length=True",
 )
+# like_fixed(pack_len=) drops nothing and never raises the fixed batch's budget silently
+FIXED_LENS = np.array([5, 9, 3, 12] * 5)  # the fixed batch's worst of 2: cost(2, 12) = 24
+for label, changes, match in [
+    ("group_by_length", {"group_by_length": True}, r"pack_len=16 does not support group_by_l"),
+    ("micro_batches", {"micro_batches": 8}, r"pack_len=16 .*got micro_batches=8: leave it out"),
+    ("row-over-fixed-worst", {"pack_len": 4096}, r"pack_len=4096 .* pass pack_len=24 or less"),
+]:
+    case(
+        f"like_fixed-pack_len-{label}",
+        functools.partial(like_fixed, FIXED_LENS, 2, **{"pack_len": 16, **changes}),
+        VALUE,
+        match,
+    )
 
 # the keyword shortcuts of every entry point that takes options
 SHORTCUT_ENTRIES: dict[str, Callable[..., object]] = {

@@ -175,6 +175,12 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
         (["--time-table", "no/such.json"], "--time-table: 'no/such.json' is not a step-time"),
         (["--time-table", "{bad}"], "--time-table: '"),
         (["--modes", "group,fill"], "modes fill need a memory target"),
+        (["--max-len", "513"], "--max-len must be at most 512 (BERT's max_position_embeddings)"),
+        (["--pack", "--max-len", str(10**20)], "--max-len must be at most 512"),
+        (  # rows of 512 tokens against the fixed batch's worst: one review of a few tokens
+            ["--data-file", "{short}", "--modes", "pack", "--batch-size", "1", "--epochs", "1"],
+            "mode pack (pack_len is --max-len): like_fixed: one row of pack_len=512 tokens",
+        ),
     ],
 )
 def test_bad_input_exits_2_without_a_traceback(
@@ -185,9 +191,10 @@ def test_bad_input_exits_2_without_a_traceback(
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n好\n", encoding="utf-8")
     (tmp_path / "one.csv").write_text("label,review\n1,好\n", encoding="utf-8")
     (tmp_path / "negative.csv").write_text("label,review\n1,好\n-1,差\n", encoding="utf-8")
+    (tmp_path / "short.csv").write_text("label,review\n" + "1,好\n0,差\n" * 5, encoding="utf-8")
     paths = {
         k: str(tmp_path / f"{k}.{'txt' if k == 'vocab' else 'csv'}")
-        for k in ("bad", "ragged", "vocab", "one", "negative")
+        for k in ("bad", "ragged", "vocab", "one", "negative", "short")
     }
     done = run(
         *(a.format(**paths) for a in args), "--output-dir", str(tmp_path / "out"), timeout=300

@@ -326,6 +326,8 @@ def test_the_stock_trainers_shifted_labels_give_token_losss_mean(example_modules
         (["--epochs", "abc"], "argument --epochs: invalid int value: 'abc'"),
         (["--batch-size", "-1"], "--batch-size must be >= 1, got -1"),
         (["--max-len", "11"], "--max-len must be >= 12 (the prompt's template and the answer"),
+        (["--pack", "--max-len", str(10**20)], "--max-len must be at most 32768 (Qwen2's"),
+        (["--max-len", "100000000"], "--max-len must be at most 32768 (Qwen2's"),
         ("label2", "labels must be 0 (negative) or 1 (positive), got 2"),
         ("header", "the header must name a 'label' column"),
         ("directory", "is a directory: give a CSV or TSV file"),

@@ -24,17 +24,25 @@ NOTE [ packed epochs ]
     to the ranks; the update's rows are cut, in order, into micro-batches of
     near-equal row counts, so the ranks of a step carry about equal work. A
     row is never split. An oversize row (``oversize="alone"``) is a
-    micro-batch of its own. Only an update with fewer rows than ranks cannot
+    micro-batch of its own, in its place: the rows are never reordered, so
+    the normal rows on either side of it are never dealt into one
+    micro-batch (next-fit would pull the head of the one after into the room
+    of the one before, and the collator's rows would not be the planned
+    ones). :func:`~dynbatch.plan.packing.plan_packs` puts each update's
+    oversize rows after its normal rows before next-fit defines the rows, so
+    an update's normal rows are one run, cut into no more micro-batches than
+    without an oversize row. Only an update with fewer rows than ranks cannot
     be dealt so; its missing micro-batches repeat its lightest row, flagged
     in ``is_padding`` (weight 0 in the loss), as sharding does (NOTE [ equal
     steps without dropping or repeating ] in :mod:`dynbatch.plan.sharding`).
 
     A micro-batch is a list of sample indices, row after row; the collator
     (:class:`~dynbatch.PackCollator`) rebuilds its rows by next-fit of that
-    order (NOTE [ rows by next-fit ] in :mod:`dynbatch.plan.packing`). Next-fit
-    over consecutive groups that each fit a row never makes more rows than
-    groups, so the collator's rows are never more than the micro-batch's
-    planned rows, and the budget holds.
+    order (NOTE [ rows by next-fit ] in :mod:`dynbatch.plan.packing`). A
+    micro-batch is a run of consecutive planned rows starting at a row
+    boundary, and the planned rows are next-fit of that order, so next-fit
+    rebuilds exactly them: the collator's rows are the planned rows, and the
+    budget holds.
 
     With a ``time_model`` the micro-batches so dealt are one way to run each
     update; the step time chooses, per update, between them, the split and
@@ -46,7 +54,12 @@ NOTE [ packed epochs ]
     ``pack_len`` (:class:`~dynbatch.PlanOptions`), and a ``time_model`` with
     updates in tokens; ``order`` must be random (the packing draws its own
     order from ``(seed, epoch)``), and ``bucket_width`` and ``balance`` play
-    no part.
+    no part. :func:`~dynbatch.like_fixed` also refuses ``group_by_length``
+    (it never reaches the options there), ``micro_batches`` (an update is as
+    few micro-batches as its rows need: refused rather than honoured, since
+    more micro-batches than the budget needs buy packed rows nothing) and a
+    ``pack_len`` whose one row costs more than the fixed batch's worst
+    batch, unless ``max_cost`` is given.
 """
 
 from __future__ import annotations
@@ -146,8 +159,8 @@ def deal_rows_counted(
     num_replicas: int,
 ) -> tuple[ShardedPlan, NDArray[np.int64]]:
     """:func:`deal_rows`, and each micro-batch's rows as the collator builds them (next-fit
-    of its order) where the dealt rows are those, else 0: a row whose head fits the room the
-    row before it left (an oversize row dealt apart between them) is merged by next-fit."""
+    of its order) where the dealt rows are those, else 0: rows that are not next-fit of
+    their own order may be merged by next-fit."""
     n_rows = len(rows)
     offsets = rows.offsets
     sizes = np.diff(offsets)
@@ -155,40 +168,60 @@ def deal_rows_counted(
         np.add.reduceat(lengths[rows.indices], offsets[:-1]) if n_rows else np.zeros(0, np.int64)
     )
     alone = (sizes == 1) & (tokens > pack_len)
-    # every update at once: its normal rows cut into ``chunks`` micro-batches of near-equal
-    # row counts, then its oversize rows alone, then repeats of its lightest row (padding)
+    # every update at once, its rows kept in order: each run of normal rows between oversize
+    # rows (a segment) cut into near-equal micro-batches, each oversize row alone, then
+    # repeats of the update's lightest row (padding). NOTE [ packed epochs ]
     bounds = np.asarray(update_rows, dtype=np.int64)
     n_updates = bounds.size - 1
     update_of = np.repeat(np.arange(n_updates), np.diff(bounds))
+    first = np.zeros(n_rows, dtype=bool)
+    first[bounds[:-1][bounds[:-1] < n_rows]] = True
+    after_alone = np.r_[False, alone[:-1]] if n_rows else alone
+    seg_first = ~alone & (first | after_alone)
+    seg_of = np.cumsum(seg_first) - 1
+    seg_start = np.flatnonzero(seg_first)
+    seg_len = np.bincount(seg_of[~alone], minlength=seg_start.size)
+    seg_update = update_of[seg_start]
     k = np.bincount(update_of[alone], minlength=n_updates)
-    r = np.diff(bounds) - k
-    least = -(-r // max_rows) + k
+    least_seg = -(-seg_len // max_rows)
+    least = np.bincount(seg_update, least_seg, minlength=n_updates).astype(np.int64) + k
     total = np.maximum(num_replicas, -(-least // num_replicas) * num_replicas)
-    chunks = np.minimum(total - k, r)
-    repeats = total - k - chunks
-    base = r // np.maximum(chunks, 1)
-    extra = r - base * chunks
+    # the micro-batches past the least split the segments further, in order, up to a row each
+    spare = total - least
+    room = seg_len - least_seg
+    before = np.cumsum(room) - room  # rooms of the segments before, in all updates
+    before -= before[np.searchsorted(seg_update, seg_update)]  # ... in the same update
+    added = np.clip(spare[seg_update] - before, 0, room)
+    chunks = least_seg + added
+    repeats = spare - np.bincount(seg_update, added, minlength=n_updates).astype(np.int64)
+    # a normal row starts a micro-batch where its segment's near-equal cut falls
+    base = seg_len // np.maximum(chunks, 1)
+    extra = seg_len - base * chunks
+    normal = np.flatnonzero(~alone)
+    seg = seg_of[normal]
+    pos = normal - seg_start[seg]
+    big = (extra * (base + 1))[seg]  # rows in the segment's first ``extra`` micro-batches
+    cut = np.zeros(n_rows, dtype=bool)
+    cut[normal] = np.where(pos < big, pos % (base[seg] + 1) == 0, (pos - big) % base[seg] == 0)
+    starts = alone | cut
     by_token = np.lexsort((tokens, update_of))  # each update's lightest row first
     lightest = by_token[np.r_[0, np.cumsum(np.diff(bounds))[:-1]]] if n_updates else bounds[:0]
-    main = np.argsort(update_of * 2 + alone, kind="stable")  # normal rows, then oversize
     fill = np.repeat(lightest, repeats)
-    owner = np.concatenate([update_of[main], np.repeat(np.arange(n_updates), repeats)])
-    row_order = np.concatenate([main, fill])[np.argsort(owner, kind="stable")]
-    values = np.stack([base + 1, base, np.ones_like(base)], axis=1).reshape(-1)
-    spans = np.stack([extra, chunks - extra, k + repeats], axis=1).reshape(-1)
-    counts = np.repeat(values, spans)
-    padding = np.repeat(
-        np.tile([False, True], n_updates), np.stack([chunks + k, repeats], 1).reshape(-1)
-    )
+    owner = np.concatenate([update_of, np.repeat(np.arange(n_updates), repeats)])
+    order = np.argsort(owner, kind="stable")
+    row_order = np.concatenate([np.arange(n_rows), fill])[order]
+    row_starts = np.concatenate([starts, np.ones(fill.size, dtype=bool)])[order]
+    is_fill = np.concatenate([np.zeros(n_rows, dtype=bool), np.ones(fill.size, dtype=bool)])[order]
+    micro = np.r_[np.flatnonzero(row_starts), row_order.size]
+    padding = is_fill[micro[:-1]]
     steps = total // num_replicas
     dealt = rows.take(row_order)
-    micro = np.concatenate([[0], np.cumsum(np.asarray(counts, dtype=np.int64))])
     base_plan = Plan(dealt.indices, dealt.offsets[micro])
     per_micro = np.diff(micro)
     if row_order.size > 1:  # a row's head that fits the room before it: next-fit merges
-        room = pack_len - tokens[row_order]
+        room_left = pack_len - tokens[row_order]
         heads = lengths[dealt.indices[dealt.offsets[1:-1]]]
-        merges = heads <= room[:-1]
+        merges = heads <= room_left[:-1]
         merges[micro[1:-1] - 1] = False  # a micro-batch's first row starts anew
         if merges.any():
             micro_of_row = np.repeat(np.arange(per_micro.size), per_micro)

@@ -76,7 +76,12 @@ NOTE [ rows by next-fit ]
     rest of that group), but it may move the head of a group into the room the
     group before left. So the plan's rows are *defined* as next-fit of its own
     emission order, computed here: planner and collator agree by construction,
-    and the micro-batch still holds at most ``max_rows`` rows.
+    and the micro-batch still holds at most ``max_rows`` rows. Each update's
+    oversize rows (``oversize="alone"``) are emitted after its normal rows,
+    before next-fit defines them: a micro-batch cut out of the update's rows
+    later (NOTE [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`) is then
+    a run of consecutive rows, never two runs an oversize row kept apart, and
+    next-fit of it rebuilds the same rows.
 
 NOTE [ rows that mix ]
     Best-fit decreasing places the longest samples first and fills their
@@ -723,11 +728,15 @@ def _emit(
     skipped: Indices,
 ) -> PackPlan:
     """Micro-batches of at most ``max_rows`` rows per update; rows redone by next-fit."""
-    indices, offsets = rows.indices, rows.offsets
     n_rows = len(rows)
-    sizes = np.diff(offsets)
+    sizes = np.diff(rows.offsets)
+    alone = (sizes == 1) & (lens[rows.indices[rows.offsets[:-1]]] > pack_len)
+    if alone.any():  # each update's oversize rows after its normal rows: NOTE [ packed epochs ]
+        update_of = np.searchsorted(update_ends, np.arange(n_rows), side="right")
+        by = np.lexsort((alone, update_of))
+        rows, alone = rows.take(by), alone[by]
+    indices, offsets = rows.indices, rows.offsets
     lens_of = lens[indices]
-    alone = (sizes == 1) & (lens_of[offsets[:-1]] > pack_len) if n_rows else np.zeros(0, bool)
     # micro-batch breaks: each update's first row, around an oversize row, every max_rows
     brk = np.zeros(n_rows, dtype=bool)
     if n_rows:

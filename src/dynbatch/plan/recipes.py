@@ -51,7 +51,7 @@ def like_fixed(
     cost: Any = "linear",
     accumulation_steps: int = 1,
     num_replicas: int = 1,
-    micro_batches: int = MICRO_BATCHES,
+    micro_batches: int | None = None,
     update_unit: str = "samples",
     loss_tokens: Any = None,
     time_model: Any = None,
@@ -108,7 +108,9 @@ def like_fixed(
         cost: the cost model (default ``"linear"``, padded tokens).
         accumulation_steps: the fixed batch's gradient accumulation steps.
         num_replicas: data-parallel ranks (an update spans all of them).
-        micro_batches: micro-batches per update, at the least (more: more mixed).
+        micro_batches: micro-batches per update, at the least (more: more mixed); default
+            :data:`MICRO_BATCHES`. Refused with ``pack_len``: a packed update is as few
+            micro-batches as its rows need within the budget (NOTE [ packed epochs ]).
         update_unit: ``"samples"`` (one loss per sample) or ``"tokens"``.
         loss_tokens: per sample, the tokens that carry a loss (a masked prompt
             carries none): updates in ``"tokens"`` are as many loss tokens as
@@ -123,8 +125,10 @@ def like_fixed(
         pack_len: pack several samples into rows of this many tokens
             (NOTE [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`):
             updates as above, each micro-batch as many rows as fit the fixed
-            batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (one
-            row at the least; at most ``max_batch_size`` rows, when given),
+            batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (at
+            most ``max_batch_size`` rows, when given; a ``pack_len`` whose one
+            row costs more than that is refused by name, unless ``max_cost``
+            allows it),
             order ``"shuffle"``; with ``time_model``, each update runs packed,
             split or whole, the fastest, or the epoch the fixed batch's own
             updates (NOTE [ choosing packing per update ] in
@@ -144,7 +148,10 @@ def like_fixed(
     counted = check_loss_tokens(loss_tokens, lens)
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
     replicas = check_int("num_replicas", num_replicas, minimum=1)
-    parts = check_int("micro_batches", micro_batches, minimum=1)
+    parts = check_int("micro_batches", micro_batches, minimum=1, allow_none=True)
+    if pack_len is not None:
+        _check_packed(pack_len, grouped, parts)
+    parts = MICRO_BATCHES if parts is None else parts
     fn = resolve_cost(cost)
     batch, budget = _reference(fn, longest, batch_size, max_cost, "like_fixed")
     samples = batch * steps * replicas
@@ -156,9 +163,8 @@ def like_fixed(
         trained = trained if trained.any() else ~trained
     updates = _updates((lens if counted is None else counted)[trained], samples, update_unit)
     if pack_len is not None:  # rows of pack_len within the fixed batch's worst cost
-        if max_cost is None:  # and one row at the least
-            one_row = float(np.asarray(fn(np.asarray([1]), np.asarray([pack_len])))[0])
-            budget = max(budget, one_row)
+        if max_cost is None:  # never over the fixed batch's worst: refused, by name
+            _check_one_row(fn, pack_len, budget, batch, longest)
         values = {"order": "shuffle", **updates, **fields, "pack_len": pack_len}
         return PlanOptions(max_cost=budget, cost=fn, time_model=time_model, **values)
     if update_unit == "tokens":  # micro-batches of about equal (full) tokens, as updates are
@@ -184,6 +190,41 @@ def like_fixed(
         return options
     # each epoch keeps the faster of the two (NOTE [ the faster plan of each epoch ])
     return options.replace(time_model=model, fixed_step_size=batch)
+
+
+def _check_packed(pack_len: int, grouped: bool, parts: int | None) -> None:
+    """Refuse, by name, what ``like_fixed(pack_len=...)`` would drop (NOTE [ packed epochs ])."""
+    if grouped:
+        raise InputError(
+            f"like_fixed: pack_len={pack_len} does not support group_by_length=True: packing "
+            "draws each update's rows at random, never updates of one length; pass "
+            "group_by_length=False or pack_len=None"
+        )
+    if parts is not None:
+        raise InputError(
+            f"like_fixed: pack_len={pack_len} makes each update as few micro-batches as its "
+            "rows need within the budget (a multiple of the ranks), so micro_batches has no "
+            f"meaning there, got micro_batches={parts!r}: leave it out (max_batch_size= caps "
+            "a micro-batch's rows), or pass pack_len=None"
+        )
+
+
+def _check_one_row(fn: Cost, pack_len: int, budget: float, batch: int, longest: int) -> None:
+    """Refuse a ``pack_len`` whose one row costs more than the fixed batch's worst batch."""
+    one_row = float(np.asarray(fn(np.asarray([1]), np.asarray([pack_len])))[0])
+    if one_row <= budget:
+        return
+    low, high = 1, pack_len  # the largest pack_len whose one row fits: cost grows with L
+    while high - low > 1:
+        mid = (low + high) // 2
+        fits = float(np.asarray(fn(np.asarray([1]), np.asarray([mid])))[0]) <= budget
+        low, high = (mid, high) if fits else (low, mid)
+    raise InputError(
+        f"like_fixed: one row of pack_len={pack_len} tokens costs {one_row:g} under "
+        f"{cost_spec(fn) or 'the cost'}, over the fixed batch's worst batch "
+        f"cost({batch}, {longest}) = {budget:g}: pass pack_len={low} or less, or an explicit "
+        "max_cost= to allow more memory"
+    )
 
 
 def fill_device(
