@@ -380,9 +380,11 @@ class _Rooms:
 
     __slots__ = ("chunks", "maxes")
 
-    def __init__(self) -> None:
-        self.chunks: list[list[int]] = []
-        self.maxes: list[int] = []  # each chunk's largest room
+    def __init__(self, rooms: list[int] | None = None) -> None:
+        """``rooms``: distinct, ascending."""
+        rooms = rooms or []
+        self.chunks = [rooms[i : i + _CHUNK] for i in range(0, len(rooms), _CHUNK)]
+        self.maxes = [chunk[-1] for chunk in self.chunks]  # each chunk's largest room
 
     def __bool__(self) -> bool:
         return bool(self.maxes)
@@ -453,10 +455,22 @@ def _best_fit_windows(
     shortest = int(lens.min())  # a room below it can never be filled: never kept
     rows_with: dict[int, list[int]] = {}  # open rows by room
     rooms = _Rooms()  # the rooms that have open rows
-    ceiling, take, add = rooms.ceiling, rooms.remove, rooms.add
     n_open = 0
+    first = 0
+    if n_windows == 1:  # longer than half a row: a row each (none fits an open row), at once
+        n_rows = int((sl > pack_len // 2).sum())
+        first = int((sl[starts] > pack_len // 2).sum())
+        row_ids.extend(range(n_rows))
+        row_counts.extend([1] * n_rows)
+        left = pack_len - sl[:n_rows]  # ascending
+        kept = np.flatnonzero(left >= shortest)
+        for room, row in zip(left[kept].tolist(), kept.tolist(), strict=True):
+            rows_with.setdefault(room, []).append(row)
+        rooms = _Rooms(np.unique(left[kept]).tolist())
+        n_open = kept.size
+    ceiling, take, add = rooms.ceiling, rooms.remove, rooms.add
     for length, m, fresh in zip(
-        sl[starts].tolist(), runs.tolist(), new_window.tolist(), strict=True
+        sl[starts[first:]].tolist(), runs[first:].tolist(), new_window[first:].tolist(), strict=True
     ):
         if fresh:  # carry the largest rooms left: at most `window` of them
             while n_open > window:
