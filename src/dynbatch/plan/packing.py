@@ -59,13 +59,30 @@ NOTE [ packing windows ]
 
     Speed: the samples are sorted longest first and taken in runs of equal
     length; the open rows are kept by their room (a stack of rows for each
-    room, the rooms that have rows in one sorted list), so best fit is one
-    bisection over at most ``pack_len`` rooms and a run of ``m`` samples of
-    length ``l`` fills ``room // l`` at once. One million samples of
-    ChnSentiCorp plan in 0.6 s, 0.73-0.91x the time of the windows before.
-    The other two packers run only past the 1 %: a million alike lengths
-    take 5x as long as before (2.0-2.1 s) and fill 0.962 of the rows, not
-    0.867.
+    room, the distinct rooms in a sorted list cut in chunks, ``_Rooms``), so
+    best fit is two bisections and a short shift however many distinct
+    rooms there are (rows of 10**9 tokens hold a million), and a run of
+    ``m`` samples of length ``l`` fills ``room // l`` at once. The samples
+    longer than half a row each open a row (none fits an open one), all at
+    once. One million samples of ChnSentiCorp plan in 0.6 s, 0.73-0.91x the
+    time of the windows before.
+
+    The other two packers run only past the 1 % and go by lengths too: the
+    look-ahead packer places a run's next samples where the first went
+    while none wastes room (the sample after it would have gone there), the
+    balanced one places a whole run at once (the ``m`` largest of the rooms
+    ``r, r - l, r - 2l, ...`` of every group of rows of equal room, found by
+    a bisection), for up to ``_FEW_LENGTHS`` lengths; the rows are those of
+    one sample at a time (``tests/test_packing.py`` checks both). They are
+    not tried for one length (best fit is optimal: as many a row as fit) nor
+    past ``_MANY_LENGTHS`` distinct lengths, where they are slow and it is
+    the bound that is loose: with a third of the samples in 0.3-0.5 of the
+    row and the rest short they found no fewer rows than best fit, in 4x its
+    time, and on 180 generated corpora in rows of 10**6 (``window`` or not)
+    the plans are the same as with them. A million samples of 15, 16 and 17
+    tokens in rows of 128 now plan in 1.3-1.4x the time of ChnSentiCorp's,
+    not 6.8x; docs/packing.md has the table (``benchmarks/planning_speed.py
+    --unusual-only``).
 
 NOTE [ rows by next-fit ]
     A micro-batch's samples are emitted row by row, each row's samples in the
