@@ -15,12 +15,14 @@ from strategies import lengths, pack_args
 import dynbatch
 from dynbatch.plan.packing import (
     _CHUNK,
+    _MANY_LENGTHS,
     PackPlan,
     _balanced_rows,
     _balanced_runs,
     _best_fit_lookahead,
     _lower_bound,
     _mix_rows,
+    _pack_harder,
     _Rooms,
     next_fit_rows,
     plan_packs,
@@ -397,3 +399,20 @@ def test_a_huge_pack_len_with_every_length_distinct_is_best_fit_decreasing() -> 
     lens = np.random.default_rng(9).integers(1, 10**9, 5000)
     plan = plan_packs(lens, 10**9, batch_size=32)
     assert len(plan.rows) == _count_rows(lens, 10**9)
+
+
+def test_the_other_packers_are_tried_only_where_they_can_win() -> None:
+    """One length: best fit is optimal; past _MANY_LENGTHS lengths best fit's rows are kept."""
+    one = plan_packs(np.full(999, 3), 8, batch_size=4)
+    assert len(one.rows) == -(-999 // 2), "as many a row as fit"
+    rng = np.random.default_rng(10)
+    pack_len = 131_072  # a third in 0.3-0.5 of the row: past the bound by more than 1 %
+    lens = np.concatenate(
+        [rng.integers(int(0.3 * pack_len), pack_len // 2, 3000), rng.integers(1, 3000, 6000)]
+    )
+    assert np.unique(lens).size > _MANY_LENGTHS
+    order = rng.permutation(lens.size)
+    rows = next_fit_rows(lens[order], pack_len)
+    assert rows.size - 1 > 1.01 * _lower_bound(lens, pack_len), "the trigger fires"
+    items, offsets = _pack_harder(lens, order, pack_len, order, rows)
+    assert items is order and offsets is rows, "not tried"
