@@ -13,12 +13,19 @@ packed plan alone (``plan_packs``), and packing at the step time
 (``choose_packing(..., time_model=...)``, the samplers' planner on one rank; NOTE
 [ choosing packing per update ]) on the H100 step-time table and on its fit, each with its
 time above ``plan_packs``; then a sampler's epoch (rank 0 of 8) with ``pack_len`` and the fit.
+
+Packing unusual corpora (``--pack-size`` samples each, ``--unusual-only`` for this table
+alone): ``plan_packs`` (B = 32) on shapes where best-fit decreasing is far above the lower
+bound or where the rooms are many distinct values (NOTE [ packing windows ], speed), its CPU
+time against the ChnSentiCorp lengths' in the same run (the machine may be busy: the ratio is
+the number to read).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import numpy as np
 from _common import (
@@ -65,7 +72,11 @@ def main() -> None:
     parser.add_argument("--pack-size", type=int, default=1_000_000, help="0: no packing rows")
     parser.add_argument("--time-table", default=str(SHARED / "h100_bert_base_step_times.json"))
     parser.add_argument("--skip-plan-batches", action="store_true", help="the packing rows only")
+    parser.add_argument("--unusual-only", action="store_true", help="the unusual corpora only")
     args = parser.parse_args()
+    if args.unusual_only:
+        unusual(chnsenticorp_lengths(), args)
+        return
     if args.skip_plan_batches:
         args.sizes, args.helper_size = [], 0
     corpus = chnsenticorp_lengths()
@@ -115,6 +126,7 @@ def main() -> None:
     )
     if args.pack_size:
         packing(np.random.default_rng(0).choice(corpus, args.pack_size), args)
+        unusual(corpus, args)
     if args.helper_size:
         lens = rng.choice(corpus, args.helper_size)
         ours, plan = best_of(lambda: plan_batches(lens, BUDGET), args.repeat)
@@ -157,6 +169,53 @@ def packing(lens: np.ndarray, args: argparse.Namespace) -> None:
     )
     print(f"\n{lens.size:,} ChnSentiCorp lengths packed into rows of 512, fixed batch 32:\n")
     print_table(["packing", "time", "over plan_packs", "updates", "updates run"], rows)
+
+
+def unusual_corpora(corpus: np.ndarray, n: int) -> list[tuple[str, np.ndarray, int]]:
+    """(name, lengths, pack_len): the realistic corpus first, then the unusual ones."""
+    rng = np.random.default_rng(0)
+
+    def thirds(pack_len: int) -> np.ndarray:  # 1/3 in [0.3P, 0.5P), 2/3 in [1, 0.03P)
+        mid = rng.integers(int(0.3 * pack_len), int(0.5 * pack_len), n // 3)
+        return np.concatenate([mid, rng.integers(1, int(0.03 * pack_len), n - n // 3)])
+
+    return [
+        ("ChnSentiCorp lengths @512", rng.choice(corpus, n), 512),
+        ("lengths 15, 16, 17 @128", rng.choice([15, 16, 17], n), 128),
+        ("1/3 in [0.3P, 0.5P), 2/3 in [1, 0.03P) @131,072", thirds(131_072), 131_072),
+        ("1/3 in [0.3P, 0.5P), 2/3 in [1, 0.03P) @10**6", thirds(10**6), 10**6),
+        ("uniform 1..10**9 @10**9", rng.integers(1, 10**9 + 1, n), 10**9),
+        ("uniform 1..10**6 @10**6", rng.integers(1, 10**6 + 1, n), 10**6),
+        (
+            "two alike lengths (1109, 1851 +-30) @4096",
+            rng.choice([1109, 1851], n) + rng.integers(-30, 31, n),
+            4096,
+        ),
+        ("all lengths 3 @8", np.full(n, 3), 8),
+    ]
+
+
+def unusual(corpus: np.ndarray, args: argparse.Namespace) -> None:
+    """plan_packs' CPU time on unusual corpora against the realistic one's, in one run."""
+    n = args.pack_size or 1_000_000
+    rows, base = [], 0.0
+    for name, lens, pack_len in unusual_corpora(corpus, n):
+        cpu, wall = time.process_time(), time.perf_counter()
+        plan = plan_packs(lens, pack_len, batch_size=32)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        base = base or cpu
+        rows.append(
+            [
+                name,
+                f"{cpu:.2f} s",
+                f"{wall:.2f} s",
+                f"{cpu / base:.2f}x",
+                f"{len(plan.rows):,}",
+                f"{plan.efficiency:.4f}",
+            ]
+        )
+    print(f"\nplan_packs on {n:,} samples of unusual corpora, B = 32, one run each:\n")
+    print_table(["lengths", "CPU", "wall", "CPU / ChnSentiCorp's", "rows", "efficiency"], rows)
 
 
 if __name__ == "__main__":

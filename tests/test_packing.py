@@ -14,10 +14,16 @@ from strategies import lengths, pack_args
 
 import dynbatch
 from dynbatch.plan.packing import (
+    _CHUNK,
+    _MANY_LENGTHS,
     PackPlan,
     _balanced_rows,
+    _balanced_runs,
+    _best_fit_lookahead,
     _lower_bound,
     _mix_rows,
+    _pack_harder,
+    _Rooms,
     next_fit_rows,
     plan_packs,
 )
@@ -301,3 +307,112 @@ def test_a_huge_pack_len_packs_every_sample_in_one_row() -> None:
     plan = plan_packs(lens, 10**12, batch_size=32)
     assert len(plan.rows) == 1 and plan.num_updates == 1
     assert _lower_bound(lens, 10**12) == 1
+
+
+# -- planning time on unusual corpora (NOTE [ packing windows ], speed): the same rows, faster --
+@settings(max_examples=100, deadline=None)
+@given(lengths(max_size=200, max_len=100), st.integers(1, 120), st.integers(0, 40))
+def test_balanced_rows_per_length_fill_as_one_at_a_time(lens: Any, n_rows: int, extra: int) -> None:
+    """_balanced_runs places a run of equal lengths at once: the same rows, feasible alike."""
+    pack_len = int(lens.max()) + extra
+    order = np.random.default_rng(n_rows).permutation(lens.size)
+    one = _balanced_rows(lens, order, pack_len, n_rows)
+    sort = np.argsort(-lens[order], kind="stable")
+    values, counts = np.unique(lens, return_counts=True)
+    runs = _balanced_runs(order[sort], values[::-1], counts[::-1], pack_len, n_rows)
+    assert (one is None) == (runs is None), "the same rows fit"
+    if one is None or runs is None:
+        return
+    items, offsets = runs
+    assert offsets.size == one[1].size, "as many rows"
+    assert np.array_equal(np.sort(items), np.arange(lens.size)), "exactly once"
+    assert (np.diff(offsets) > 0).all(), "no empty row"
+    assert np.add.reduceat(lens[items], offsets[:-1]).max() <= pack_len, "within pack_len"
+
+
+def _lookahead_one_at_a_time(lens: Any, order: Any, pack_len: int) -> list[list[int]]:
+    """The look-ahead packer's rule sample by sample: one sorted list of rooms, a stack a room."""
+    shortest = int(lens.min())
+    placed = sorted(order.tolist(), key=lambda i: -int(lens[i]))  # stable: the order's ties
+    to_come = int(lens.sum())
+    sizes: list[int] = []
+    rows_with: dict[int, list[int]] = {}
+    rows: list[list[int]] = []
+    for i in placed:
+        length = int(lens[i])
+        to_come -= length
+        k = bisect.bisect_left(sizes, length)
+        if k < len(sizes) and 0 < sizes[k] - length < shortest:
+            usable = bisect.bisect_left(sizes, length + shortest)
+            open_room = sum(r * len(rows_with[r]) for r in sizes)
+            if usable < len(sizes):
+                k = usable
+            elif to_come >= open_room - sizes[k] + pack_len - length:
+                k = len(sizes)
+        if k == len(sizes):
+            room, row = pack_len, len(rows)
+            rows.append([])
+        else:
+            room = sizes[k]
+            row = rows_with[room].pop()
+            if not rows_with[room]:
+                del sizes[k]
+        rows[row].append(i)
+        if room - length >= shortest:
+            if not rows_with.setdefault(room - length, []):
+                bisect.insort(sizes, room - length)
+            rows_with[room - length].append(row)
+    return rows
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths(max_size=300, max_len=100), st.integers(0, 60), st.integers(0, 2**31))
+def test_look_ahead_in_runs_is_the_look_ahead_one_at_a_time(
+    lens: Any, extra: int, seed: int
+) -> None:
+    pack_len = int(lens.max()) + extra
+    order = np.random.default_rng(seed).permutation(lens.size)
+    items, offsets = _best_fit_lookahead(lens, order, pack_len)
+    expected = _lookahead_one_at_a_time(lens, order, pack_len)
+    got = [row.tolist() for row in np.split(items, offsets[1:-1])]
+    assert got == expected
+
+
+def test_rooms_are_a_sorted_set_across_chunks() -> None:
+    rng = np.random.default_rng(8)
+    rooms, model = _Rooms(), []
+    for value in rng.integers(0, 10**9, 6 * _CHUNK).tolist():  # several chunk splits
+        if value not in model:
+            rooms.add(value)
+            bisect.insort(model, value)
+        probe = int(rng.integers(0, 10**9))
+        at = bisect.bisect_left(model, probe)
+        assert rooms.ceiling(probe) == (model[at] if at < len(model) else -1)
+        if rng.random() < 0.3:
+            gone = model.pop(int(rng.integers(len(model))))
+            rooms.remove(gone)
+        assert rooms.smallest() == model[0] and bool(rooms) == bool(model)
+
+
+def test_a_huge_pack_len_with_every_length_distinct_is_best_fit_decreasing() -> None:
+    """Rooms by the thousand (rows of 10**9 tokens) kept in chunks: still best fit."""
+    lens = np.random.default_rng(9).integers(1, 10**9, 5000)
+    plan = plan_packs(lens, 10**9, batch_size=32)
+    assert len(plan.rows) == _count_rows(lens, 10**9)
+
+
+def test_the_other_packers_are_tried_only_where_they_can_win() -> None:
+    """One length: best fit is optimal; past _MANY_LENGTHS lengths best fit's rows are kept."""
+    one = plan_packs(np.full(999, 3), 8, batch_size=4)
+    assert len(one.rows) == -(-999 // 2), "as many a row as fit"
+    rng = np.random.default_rng(10)
+    pack_len = 131_072  # a third in 0.3-0.5 of the row: past the bound by more than 1 %
+    lens = np.concatenate(
+        [rng.integers(int(0.3 * pack_len), pack_len // 2, 3000), rng.integers(1, 3000, 6000)]
+    )
+    assert np.unique(lens).size > _MANY_LENGTHS
+    order = rng.permutation(lens.size)
+    rows = next_fit_rows(lens[order], pack_len)
+    assert rows.size - 1 > 1.01 * _lower_bound(lens, pack_len), "the trigger fires"
+    items, offsets = _pack_harder(lens, order, pack_len, order, rows)
+    assert items is order and offsets is rows, "not tried"

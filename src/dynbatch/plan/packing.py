@@ -59,13 +59,30 @@ NOTE [ packing windows ]
 
     Speed: the samples are sorted longest first and taken in runs of equal
     length; the open rows are kept by their room (a stack of rows for each
-    room, the rooms that have rows in one sorted list), so best fit is one
-    bisection over at most ``pack_len`` rooms and a run of ``m`` samples of
-    length ``l`` fills ``room // l`` at once. One million samples of
-    ChnSentiCorp plan in 0.6 s, 0.73-0.91x the time of the windows before.
-    The other two packers run only past the 1 %: a million alike lengths
-    take 5x as long as before (2.0-2.1 s) and fill 0.962 of the rows, not
-    0.867.
+    room, the distinct rooms in a sorted list cut in chunks, ``_Rooms``), so
+    best fit is two bisections and a short shift however many distinct
+    rooms there are (rows of 10**9 tokens hold a million), and a run of
+    ``m`` samples of length ``l`` fills ``room // l`` at once. The samples
+    longer than half a row each open a row (none fits an open one), all at
+    once. One million samples of ChnSentiCorp plan in 0.6 s, 0.73-0.91x the
+    time of the windows before.
+
+    The other two packers run only past the 1 % and go by lengths too: the
+    look-ahead packer places a run's next samples where the first went
+    while none wastes room (the sample after it would have gone there), the
+    balanced one places a whole run at once (the ``m`` largest of the rooms
+    ``r, r - l, r - 2l, ...`` of every group of rows of equal room, found by
+    a bisection), for up to ``_FEW_LENGTHS`` lengths; the rows are those of
+    one sample at a time (``tests/test_packing.py`` checks both). They are
+    not tried for one length (best fit is optimal: as many a row as fit) nor
+    past ``_MANY_LENGTHS`` distinct lengths, where they are slow and it is
+    the bound that is loose: with a third of the samples in 0.3-0.5 of the
+    row and the rest short they found no fewer rows than best fit, in 4x its
+    time, and on 180 generated corpora in rows of 10**6 (``window`` or not)
+    the plans are the same as with them. A million samples of 15, 16 and 17
+    tokens in rows of 128 now plan in 1.3-1.4x the time of ChnSentiCorp's,
+    not 6.8x; docs/packing.md has the table (``benchmarks/planning_speed.py
+    --unusual-only``).
 
 NOTE [ rows by next-fit ]
     A micro-batch's samples are emitted row by row, each row's samples in the
@@ -136,6 +153,9 @@ _OVERSIZE = ("error", "skip", "alone")
 _UNITS = ("samples", "tokens")
 _LOOSE = 1.01  # rows over the lower bound past which the other packers are tried
 _BALANCED_TRIES = 6  # row counts tried by the balanced packer
+_FEW_LENGTHS = 256  # up to this many lengths the balanced packer runs per length
+_MANY_LENGTHS = 4096  # past this many lengths the other packers are not tried
+_CHUNK = 512  # rooms per chunk of _Rooms (at most twice as many)
 
 
 class PackPlan(Sequence[Indices]):
@@ -368,6 +388,68 @@ def plan_packs(
     return _emit(rows, update_ends, lens, pack_len, max_rows, skipped)
 
 
+class _Rooms:
+    """The distinct rooms that have open rows, ascending: a sorted list cut in chunks.
+
+    NOTE [ packing windows ], speed: best fit asks for the smallest room at
+    least a sample's length, then takes that room away and puts back the
+    room left. One sorted list does this with a bisection and a shift of the
+    list's tail, cheap while the rooms are at most ``pack_len`` values of a
+    short row, but a million distinct rooms (rows of 10**9 tokens) make every
+    shift a million moves. Chunks of at most ``2 * _CHUNK`` rooms, found by
+    a bisection over each chunk's largest, keep every shift short.
+    """
+
+    __slots__ = ("chunks", "maxes")
+
+    def __init__(self, rooms: list[int] | None = None) -> None:
+        """``rooms``: distinct, ascending."""
+        rooms = rooms or []
+        self.chunks = [rooms[i : i + _CHUNK] for i in range(0, len(rooms), _CHUNK)]
+        self.maxes = [chunk[-1] for chunk in self.chunks]  # each chunk's largest room
+
+    def __bool__(self) -> bool:
+        return bool(self.maxes)
+
+    def ceiling(self, value: int) -> int:
+        """The smallest room >= ``value``, or -1."""
+        c = bisect.bisect_left(self.maxes, value)
+        if c == len(self.maxes):
+            return -1
+        chunk = self.chunks[c]
+        return chunk[bisect.bisect_left(chunk, value)]
+
+    def smallest(self) -> int:
+        return self.chunks[0][0]
+
+    def remove(self, room: int) -> None:
+        c = bisect.bisect_left(self.maxes, room)
+        chunk = self.chunks[c]
+        del chunk[bisect.bisect_left(chunk, room)]
+        if not chunk:
+            del self.chunks[c], self.maxes[c]
+        else:
+            self.maxes[c] = chunk[-1]
+
+    def add(self, room: int) -> None:
+        maxes = self.maxes
+        c = bisect.bisect_left(maxes, room)
+        if c == len(maxes):
+            if not maxes:
+                self.chunks.append([room])
+                maxes.append(room)
+                return
+            c -= 1
+            self.chunks[c].append(room)
+            maxes[c] = room
+        else:
+            bisect.insort(self.chunks[c], room)
+        chunk = self.chunks[c]
+        if len(chunk) > 2 * _CHUNK:
+            self.chunks[c : c + 1] = [chunk[:_CHUNK], chunk[_CHUNK:]]
+            maxes[c : c + 1] = [chunk[_CHUNK - 1], chunk[-1]]
+
+
 def _best_fit_windows(
     lens: Indices, order: Indices, window: int, pack_len: int
 ) -> tuple[Indices, Indices]:
@@ -388,38 +470,50 @@ def _best_fit_windows(
     starts = np.concatenate([[0], brk])
     runs = np.diff(np.concatenate([starts, [n]]))
     new_window = np.concatenate([[True], w[starts[1:]] != w[starts[:-1]]])
-    bl, ins = bisect.bisect_left, bisect.insort
     row_ids: list[int] = []
     row_counts: list[int] = []
     put_row, put_count = row_ids.append, row_counts.append
     n_rows = 0
     shortest = int(lens.min())  # a room below it can never be filled: never kept
     rows_with: dict[int, list[int]] = {}  # open rows by room
-    sizes: list[int] = []  # the rooms that have open rows, ascending
+    rooms = _Rooms()  # the rooms that have open rows
     n_open = 0
+    first = 0
+    if n_windows == 1:  # longer than half a row: a row each (none fits an open row), at once
+        n_rows = int((sl > pack_len // 2).sum())
+        first = int((sl[starts] > pack_len // 2).sum())
+        row_ids.extend(range(n_rows))
+        row_counts.extend([1] * n_rows)
+        left = pack_len - sl[:n_rows]  # ascending
+        kept = np.flatnonzero(left >= shortest)
+        for room, row in zip(left[kept].tolist(), kept.tolist(), strict=True):
+            rows_with.setdefault(room, []).append(row)
+        rooms = _Rooms(np.unique(left[kept]).tolist())
+        n_open = kept.size
+    ceiling, take, add = rooms.ceiling, rooms.remove, rooms.add
     for length, m, fresh in zip(
-        sl[starts].tolist(), runs.tolist(), new_window.tolist(), strict=True
+        sl[starts[first:]].tolist(), runs[first:].tolist(), new_window[first:].tolist(), strict=True
     ):
         if fresh:  # carry the largest rooms left: at most `window` of them
             while n_open > window:
-                stack = rows_with[sizes[0]]
+                smallest = rooms.smallest()
+                stack = rows_with[smallest]
                 drop = min(len(stack), n_open - window)
                 del stack[len(stack) - drop :]
                 n_open -= drop
                 if not stack:
-                    del sizes[0]
+                    take(smallest)
         while m:
-            i = bl(sizes, length)
-            if i == len(sizes):
+            room = ceiling(length)
+            if room < 0:
                 row, room = n_rows, pack_len
                 n_rows += 1
             else:
-                room = sizes[i]
                 stack = rows_with[room]
                 row = stack.pop()
                 n_open -= 1
                 if not stack:
-                    del sizes[i]
+                    take(room)
             k = room // length
             if k > m:
                 k = m
@@ -430,7 +524,7 @@ def _best_fit_windows(
             if room >= shortest:
                 stack = rows_with.setdefault(room, [])
                 if not stack:
-                    ins(sizes, room)
+                    add(room)
                 stack.append(row)
                 n_open += 1
     row_of = np.repeat(np.asarray(row_ids, dtype=np.int64), row_counts)
@@ -474,47 +568,68 @@ def _best_fit_lookahead(lens: Indices, order: Indices, pack_len: int) -> tuple[I
     sample (room wasted for good) goes to the tightest room it leaves usable
     instead, or, if there is none and the samples still to come hold enough
     tokens to fill the rooms open and a new row, to a new row.
+
+    Taken in runs of equal length: a sample placed in its best fit (or in a
+    new row, where none fits) leaves the smallest room that fits the next one,
+    so the next ones follow it there while each leaves a room usable or none;
+    the same rows as one sample at a time.
     """
     lo = lens[order]
     sort = np.argsort(-lo, kind="stable")
     items = order[sort]
-    placed = lo[sort].tolist()
-    shortest = placed[-1]
+    sl = lo[sort]
+    shortest = int(sl[-1])
     to_come = int(lo.sum())
-    bl, ins = bisect.bisect_left, bisect.insort
+    starts = np.flatnonzero(np.concatenate([[True], sl[1:] != sl[:-1]]))
+    runs = np.diff(np.append(starts, sl.size))
     rows_with: dict[int, list[int]] = {}
-    sizes: list[int] = []
+    rooms = _Rooms()
+    ceiling, take, add = rooms.ceiling, rooms.remove, rooms.add
     open_room = 0
     n_rows = 0
-    row_of: list[int] = []
-    for length in placed:
-        to_come -= length
-        i = bl(sizes, length)
-        if i < len(sizes) and 0 < sizes[i] - length < shortest:
-            j = bl(sizes, length + shortest, i)
-            if j < len(sizes):
-                i = j
-            elif to_come >= open_room - sizes[i] + pack_len - length:
-                i = len(sizes)
-        if i == len(sizes):
-            row, room = n_rows, pack_len
-            n_rows += 1
-        else:
-            room = sizes[i]
-            stack = rows_with[room]
-            row = stack.pop()
-            open_room -= room
-            if not stack:
-                del sizes[i]
-        row_of.append(row)
-        room -= length
-        if room >= shortest:
-            stack = rows_with.setdefault(room, [])
-            if not stack:
-                ins(sizes, room)
-            stack.append(row)
-            open_room += room
-    rows = np.asarray(row_of, dtype=np.int64)
+    row_ids: list[int] = []
+    row_counts: list[int] = []
+    put_row, put_count = row_ids.append, row_counts.append
+    for length, m in zip(sl[starts].tolist(), runs.tolist(), strict=True):
+        while m:
+            to_come -= length
+            room = ceiling(length)
+            follow = 1  # the room left is the next sample's best fit
+            if 0 < room - length < shortest:
+                follow = 0
+                usable = ceiling(length + shortest)
+                if usable >= 0:
+                    room, follow = usable, 2  # the next one's usable room, while usable
+                elif to_come >= open_room - room + pack_len - length:
+                    room = -1
+            if room < 0:
+                row, room = n_rows, pack_len
+                n_rows += 1
+            else:
+                stack = rows_with[room]
+                row = stack.pop()
+                open_room -= room
+                if not stack:
+                    take(room)
+            room -= length
+            k = 1
+            if follow and m > 1 and room >= length:  # more of the run, none wasting room
+                exact = follow == 1 and room % length == 0
+                more = room // length if exact else (room - shortest) // length
+                more = min(more, m - 1)
+                k += more
+                room -= more * length
+                to_come -= more * length
+            m -= k
+            put_row(row)
+            put_count(k)
+            if room >= shortest:
+                stack = rows_with.setdefault(room, [])
+                if not stack:
+                    add(room)
+                stack.append(row)
+                open_room += room
+    rows = np.repeat(np.asarray(row_ids, dtype=np.int64), row_counts)
     by_row = np.argsort(rows, kind="stable")
     offsets = np.searchsorted(rows[by_row], np.arange(n_rows + 1))
     return items[by_row], offsets.astype(np.int64)
@@ -526,11 +641,24 @@ def _pack_harder(
     """Rows past the lower bound by more than 1 %: try two other packers, keep the fewest rows.
 
     NOTE [ packing windows ]: best-fit decreasing loses where lengths are few
-    or alike; these two do not lose there.
+    or alike; these two do not lose there. One length: best fit is optimal
+    (as many a row as fit). More than ``_MANY_LENGTHS`` lengths: not tried.
     """
     bound = _lower_bound(lens[order], pack_len)
     if offsets.size - 1 <= _LOOSE * bound:
         return items, offsets
+    lo = lens[order]
+    sort = np.argsort(-lo, kind="stable")
+    values, counts = np.unique(lo[sort], return_counts=True)
+    if not 1 < values.size <= _MANY_LENGTHS:
+        return items, offsets
+    values, counts, longest_first = values[::-1], counts[::-1], order[sort]
+
+    def balanced(n_rows: int) -> tuple[Indices, Indices] | None:
+        if values.size <= _FEW_LENGTHS:
+            return _balanced_runs(longest_first, values, counts, pack_len, n_rows)
+        return _balanced_rows(lens, order, pack_len, n_rows)
+
     other = _best_fit_lookahead(lens, order, pack_len)
     if other[1].size < offsets.size:
         items, offsets = other
@@ -539,13 +667,13 @@ def _pack_harder(
         if low > high:
             break
         rows = high if step == 0 else (low + high) // 2
-        balanced = _balanced_rows(lens, order, pack_len, rows)
-        if balanced is None:
+        packed = balanced(rows)
+        if packed is None:
             if step == 0:
                 break
             low = rows + 1
         else:
-            items, offsets = balanced
+            items, offsets = packed
             high = rows - 1
     return items, offsets
 
@@ -574,6 +702,78 @@ def _balanced_rows(
     by_row = np.argsort(rows, kind="stable")
     offsets = np.unique(np.searchsorted(rows[by_row], np.arange(n_rows + 1)))  # none empty
     return order[sort][by_row], offsets.astype(np.int64)
+
+
+def _balanced_runs(
+    items: Indices, values: Indices, counts: Indices, pack_len: int, n_rows: int
+) -> tuple[Indices, Indices] | None:
+    """:func:`_balanced_rows` on runs of equal lengths: the same rooms, in numpy per length.
+
+    ``items`` are the samples longest first, ``values`` their distinct lengths
+    (descending) and ``counts`` how many of each. NOTE [ packing windows ],
+    speed: rows of equal room are one group; ``m`` samples of length ``l``
+    placed one by one, each into the row with the most room, take the ``m``
+    largest of the rooms ``r, r - l, r - 2l, ...`` of every row, so a length
+    costs a bisection for the least room taken (``threshold``), not ``m`` heap
+    operations. A group whose rows at the threshold take one more sample or
+    not splits in two; each group keeps how many of each length its rows hold.
+    """
+    room = np.full(1, pack_len, dtype=np.int64)
+    size = np.full(1, n_rows, dtype=np.int64)
+    holds: list[list[tuple[int, int]]] = [[]]  # per group: (length's index, samples a row)
+    for v, (length, m) in enumerate(zip(values.tolist(), counts.tolist(), strict=True)):
+        if _taken(room, size, length, length) < m:
+            return None  # the m-th sample would find no room
+        lo, hi = length, int(room.max()) + 1  # taken at lo >= m > taken at hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if _taken(room, size, length, mid) >= m:
+                lo = mid
+            else:
+                hi = mid
+        q = np.where(room > lo, (room - lo - 1) // length + 1, 0)  # rooms above the threshold
+        tie = (room >= lo) & ((room - lo) % length == 0)
+        left = m - int((size * q).sum())
+        extra = np.zeros_like(size)  # rows of each group taking one more, at the threshold
+        at = np.flatnonzero(tie)
+        if at.size:
+            take = np.minimum(size[at], np.maximum(left - (np.cumsum(size[at]) - size[at]), 0))
+            extra[at] = take
+        split = np.flatnonzero((extra > 0) & (extra < size))
+        for g in np.flatnonzero(q > 0).tolist():
+            holds[g] = [*holds[g], (v, int(q[g]))]
+        new_holds = []
+        for g in split.tolist():
+            new_holds.append([*holds[g][:-1], (v, int(q[g]) + 1)] if q[g] else [*holds[g], (v, 1)])
+        for g in np.flatnonzero((extra > 0) & (extra == size)).tolist():
+            holds[g] = [*holds[g][:-1], (v, int(q[g]) + 1)] if q[g] else [*holds[g], (v, 1)]
+        full = extra == size
+        room = room - (q + full) * length
+        if split.size:
+            room = np.concatenate([room, room[split] - length])
+            size = np.concatenate([size, extra[split]])
+            size[split] -= extra[split]
+            holds += new_holds
+    # rows numbered group by group (groups of empty rows left out); each length's samples, in
+    # order, dealt to the groups holding it, q to each of their rows
+    used = np.asarray([bool(h) for h in holds])
+    size = np.where(used, size, 0)
+    first_row = np.cumsum(size) - size
+    trip = sorted((v, g, q) for g, h in enumerate(holds) for v, q in h)
+    tv, tg, tq = (np.asarray(c, dtype=np.int64) for c in zip(*trip, strict=True))
+    per = size[tg] * tq
+    t = np.repeat(np.arange(tv.size), per)
+    k = np.arange(t.size) - np.repeat(np.cumsum(per) - per, per)
+    rows = first_row[tg][t] + k // tq[t]
+    by_row = np.argsort(rows, kind="stable")
+    offsets = np.searchsorted(rows[by_row], np.arange(int(size.sum()) + 1))
+    return items[by_row], offsets.astype(np.int64)
+
+
+def _taken(room: Indices, size: Indices, length: int, least: int) -> int:
+    """Samples of ``length`` placed before the most room left falls below ``least``: the
+    rooms ``>= least`` among ``r, r - length, r - 2 * length, ...`` of every row."""
+    return int((size * np.maximum((room - least) // length + 1, 0)).sum())
 
 
 def _repair_windows(
