@@ -27,11 +27,6 @@ def h100() -> StepTimeTable:
     return StepTimeTable.load(shared_file("h100_bert_base_step_times.json"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the whole update is dealt sorted, round-robin (3 and 2 samples); on the H100 table "
-    "t(2, 513) > t(3, 513), so it is priced above the fixed batch's t(ceil(n / ranks), L_max)",
-)
 def test_on_ranks_the_h100_table_never_prices_the_epoch_above_the_fixed_batch() -> None:
     """One update of 5 samples on 2 ranks: the fixed batch runs 3 a rank (paddle pads the
     short rank), one step of t(3, 513); the plan's whole step holds a rank of 2, which the
