@@ -40,11 +40,6 @@ def test_on_ranks_the_h100_table_never_prices_the_epoch_above_the_fixed_batch() 
     assert chosen.epoch_seconds <= fixed * (1 + 1e-9), "never slower than the fixed batch"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="split_update cuts an update of more than MAX_CUT_POINTS (512) samples on blocks "
-    "of 2 or more, and a budget of one sample a micro-batch fits no block: a bare InputError",
-)
 @pytest.mark.parametrize(
     "options",
     [
