@@ -61,11 +61,6 @@ def test_an_update_of_513_samples_one_a_micro_batch_is_planned(options: dict[str
     assert sorted(i for b in timed for i in b) == list(range(513))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="epoch_candidates plans the fixed batch's updates with max_batch_size replaced by "
-    "fixed_step_size (dynbatch/plan/epochs.py), dropping the cap the user gave",
-)
 def test_a_time_split_keeps_the_max_batch_size_given() -> None:
     """max_batch_size is 'the most samples a batch holds'; with a time model the unpacked
     sampler yields a batch of 5 under max_batch_size=1 (packing keeps the cap)."""
