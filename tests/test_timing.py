@@ -183,7 +183,9 @@ def test_a_table_interpolates_and_fits() -> None:
 def test_the_h100_table_loads_and_its_fit_reports_its_error() -> None:
     table = StepTimeTable.load(shared_file("h100_bert_base_step_times.json"))
     assert table.n.size == 45
-    assert float(table(32, 128)) == pytest.approx(0.049826), "a measured shape, as measured"
+    larger = (table.n >= 32) & (table.lengths >= 128)  # NOTE [ a step is priced at its ...
+    assert float(table(32, 128)) == pytest.approx(table.seconds[larger].min()), "a measured shape"
+    assert table.seconds[(table.n == 32) & (table.lengths == 128)] == pytest.approx(0.049826)
     fitted = table.fit()
     assert 0.02 < fitted.c < 0.06, "the flat part of a step, ~40 ms"
     assert 0.0 < fitted.error < 0.5
@@ -231,6 +233,25 @@ def test_a_table_never_predicts_less_time_for_more_tokens_past_its_largest_shape
     beyond = np.asarray(table(np.array([128, 256, 1024, 10**6]), 8))
     assert (beyond > 0).all(), "a step takes time"
     assert (np.diff(beyond) >= 0).all(), "more samples, no less time"
+
+
+def test_a_table_prices_a_shape_no_above_a_larger_measured_one() -> None:
+    """NOTE [ a step is priced at its quickest padding ]: a step padded to a larger measured
+    shape runs in that shape's time, so a noisy table (the H100's t(2, 513) > t(3, 513)) never
+    prices a smaller step above a larger one, at a measured length or between two."""
+    rows = [(1, 32, 0.048), (2, 32, 0.030), (4, 32, 0.031), (1, 64, 0.039), (2, 64, 0.041)]
+    rows += [(4, 64, 0.035), (8, 64, 0.050)]
+    table = StepTimeTable.from_rows(rows)
+    n = np.arange(1, 12)[:, None]
+    for lengths in (np.array([32, 64]), np.arange(8, 100)):
+        grid = np.asarray(table(n, lengths[None, :]))
+        assert (np.diff(grid, axis=0) >= 0).all(), "more samples, no less time"
+        if lengths.size == 2:
+            assert (np.diff(grid, axis=1) >= 0).all(), "across measured lengths, no less time"
+    assert float(table(1, 32)) == pytest.approx(0.030), "padded to (2, 32)"
+    assert float(table(2, 64)) == pytest.approx(0.035), "padded to (4, 64)"
+    assert float(table(8, 64)) == 0.050, "the largest shape as measured"
+    assert table.fit() == StepTimeTable.from_rows(rows).fit(), "the fit sees the measurements"
 
 
 @pytest.mark.parametrize(

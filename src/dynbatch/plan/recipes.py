@@ -188,8 +188,11 @@ def like_fixed(
         return options.replace(**whole, time_model=model or FLAT_STEP, group_by_length=True)
     if model is None:
         return options
-    # each epoch keeps the faster of the two (NOTE [ the faster plan of each epoch ])
-    return options.replace(time_model=model, fixed_step_size=batch)
+    # each epoch keeps the faster of the two (NOTE [ the faster plan of each epoch ]); the time
+    # split's steps are the fixed batch's, within a max_batch_size given as the padding-free's are
+    given = fields.get("max_batch_size")
+    step = batch if given is None else min(batch, options.max_batch_size or batch)
+    return options.replace(time_model=model, fixed_step_size=step)
 
 
 def _check_packed(pack_len: int, grouped: bool, parts: int | None) -> None:

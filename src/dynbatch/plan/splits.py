@@ -148,8 +148,26 @@ def split_update(
     left = ~keep_own & ~np.isfinite(best)
     if left.any():  # a length the budget fits fewer than the multiple of: cut anywhere
         cuts[left], best[left] = _cut(lengths[left], capacity[left], model, replicas, block)
-    if not (keep_own | np.isfinite(best)).all():  # a single micro-step always fits: the budget's
-        raise InputError("an update has no cut into micro-batches that fit the budget")
+    left = ~keep_own & ~np.isfinite(best)
+    if left.any():  # a budget below a block (2+ samples in an update over MAX_CUT_POINTS)
+        cuts[left] = _capacity_cut(capacity[left], replicas)
+    return cuts
+
+
+def _capacity_cut(capacity: NDArray[Any], replicas: int) -> NDArray[np.bool_]:
+    """Where to cut rows of ascending lengths into micro-steps as full as ``capacity`` allows,
+    which always fits: each sample fits alone (one over budget alone goes alone)."""
+    rows, size = capacity.shape
+    cuts = np.zeros((rows, size), dtype=bool)
+    room = np.maximum(capacity, 1) * replicas  # samples a micro-step ending at each may hold
+    for r in range(rows):
+        count = 0
+        for j in range(size):
+            if count and count + 1 > room[r, j]:  # the capacity falls along the row: cut before
+                cuts[r, j - 1] = True
+                count = 0
+            count += 1
+        cuts[r, size - 1] = True
     return cuts
 
 

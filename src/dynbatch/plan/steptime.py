@@ -16,7 +16,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -126,8 +126,31 @@ class StepTimeTable:
     linear in the tokens ``n·L`` (flat below the fewest measured, extended
     along the last segment above the most, or flat where that segment falls:
     more tokens never take less time), and between two measured lengths
-    it is interpolated in ``log L`` at equal tokens. :meth:`fit` is the
-    :class:`StepTimeModel` a plan is split with.
+    it is interpolated in ``log L`` at equal tokens. It prices a shape at
+    the least time of any shape at least as large (NOTE [ a step is priced
+    at its quickest padding ]). :meth:`fit` is the :class:`StepTimeModel` a
+    plan is split with.
+
+    NOTE [ a step is priced at its quickest padding ]
+        A step of ``n`` samples of ``L`` tokens can always run padded to a
+        larger shape ``(n', L')``, ``n' >= n`` and ``L' >= L``: rows of
+        padding, tokens of padding. A measured table is not monotone (on
+        the H100's, ``t(2, 513) > t(3, 513)`` and ``t(1, 32) > t(1, 512)``:
+        noise, kernels switching with the shape), and priced as measured a
+        planner's smaller step (a rank's 2 rows of a whole update dealt
+        round-robin) would cost more than the fixed batch's larger one (its
+        3 a rank): a plan priced above the fixed batch it contains. So each
+        measured time is taken as the least of any measured shape at least
+        as large in both ``n`` and ``L`` (a cumulative minimum from the top),
+        the curves are interpolated through those, and a shape between
+        measured lengths is priced no higher than at any measured length beyond.
+        Then the price is nondecreasing in ``n`` and across the measured
+        lengths, the same for the fixed batch's step as for the plan's: no
+        plan holding the fixed batch's steps is priced slower than it.
+        (Between two measured lengths the price follows the interpolation
+        at equal tokens, nondecreasing wherever the longer length costs no
+        less at equal tokens.) :meth:`fit` fits the measurements as they
+        are: its ``error`` is the model's error on what was measured.
 
     >>> t = StepTimeTable.from_rows([(1, 8, 1.0), (4, 8, 1.0), (8, 8, 2.0)])
     >>> [float(t(n, 8)) for n in (1, 6, 16)]
@@ -137,6 +160,16 @@ class StepTimeTable:
     n: NDArray[np.float64]
     lengths: NDArray[np.float64]
     seconds: NDArray[np.float64]
+    #: ``seconds``, each the least of any measured shape at least as large (NOTE [ a step is
+    #: priced at its quickest padding ])
+    envelope: NDArray[np.float64] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        n, lengths = np.asarray(self.n), np.asarray(self.lengths)
+        larger = (n[None, :] >= n[:, None]) & (lengths[None, :] >= lengths[:, None])
+        seconds = np.asarray(self.seconds, dtype=np.float64)
+        least = np.where(larger, seconds[None, :], np.inf).min(axis=1)
+        object.__setattr__(self, "envelope", least)
 
     @classmethod
     def from_rows(cls, rows: Sequence[Sequence[float]]) -> StepTimeTable:
@@ -213,7 +246,7 @@ class StepTimeTable:
     def _curve(self, length: float, tokens: NDArray[np.float64]) -> NDArray[np.float64]:
         at = self.lengths == length
         order = np.argsort(self.n[at] * length)
-        x, y = (self.n[at] * length)[order], self.seconds[at][order]
+        x, y = (self.n[at] * length)[order], self.envelope[at][order]
         out = np.interp(tokens, x, y)
         if x.size > 1 and x[-1] > x[-2]:  # beyond the most tokens: the last segment, extended
             slope = max((y[-1] - y[-2]) / (x[-1] - x[-2]), 0.0)  # never downwards: noise
@@ -222,6 +255,18 @@ class StepTimeTable:
 
     def __call__(self, n: Any, length: Any) -> NDArray[np.float64]:
         n_, l_ = np.broadcast_arrays(np.asarray(n, np.float64), np.asarray(length, np.float64))
+        out = self._interpolated(n_, l_)
+        for longer in np.unique(self.lengths).tolist():  # padded to a measured length beyond
+            beyond = l_ < longer
+            if beyond.any():
+                padded = self._interpolated(n_[beyond], np.full(int(beyond.sum()), longer))
+                out[beyond] = np.minimum(out[beyond], padded)
+        return out
+
+    def _interpolated(
+        self, n_: NDArray[np.float64], l_: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """The curves through the envelope, interpolated at ``(n_, l_)`` (the class's text)."""
         tokens = n_ * l_
         measured = np.unique(self.lengths)
         where = np.clip(np.searchsorted(measured, l_), 1, max(measured.size - 1, 1))
