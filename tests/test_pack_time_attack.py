@@ -86,11 +86,6 @@ def test_a_time_split_keeps_the_max_batch_size_given() -> None:
     assert max(len(b) for b in sampler) <= 1, "no batch over max_batch_size"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PackLayout.rows takes any array-like: lengths 0, negative, fractional, 2-D, "
-    "a scalar or booleans are laid out silently; text or None raise bare numpy errors",
-)
 @pytest.mark.parametrize(
     "lengths",
     [[0], [-3, 2], [1.5, 2], [[1, 2], [3, 4]], 5, [True, True], ["a"], None, [float("nan")]],
@@ -102,11 +97,6 @@ def test_bad_lengths_to_a_layout_are_named(lengths: object) -> None:
         layout.rows(lengths)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PackLayout checks max_cost with isinstance(int, float): numpy integers and "
-    "float32 are refused as 'not a number', while inf is accepted (PlanOptions: the reverse)",
-)
 def test_a_layout_takes_the_budgets_plan_options_takes() -> None:
     for budget in (np.int64(64), np.float32(64.0)):
         assert PackLayout(8, budget).max_cost == 64.0
@@ -117,11 +107,6 @@ def test_a_layout_takes_the_budgets_plan_options_takes() -> None:
         PackLayout(8, float("inf"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="for_sampler passes pack_len and layout itself: giving either again is a bare "
-    "TypeError ('got multiple values'), not a named refusal",
-)
 @pytest.mark.parametrize("extra", [{"pack_len": 8}, {"layout": None}])
 def test_for_sampler_names_an_argument_it_sets_itself(extra: dict[str, object]) -> None:
     sampler = DynamicBatchSampler(
@@ -131,11 +116,6 @@ def test_for_sampler_names_an_argument_it_sets_itself(extra: dict[str, object]) 
         PackCollator.for_sampler(sampler, **extra)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="choose_packing builds PlanOptions without the time model, so a time model with "
-    "updates in tokens, refused by the samplers and PlanOptions, is planned silently",
-)
 def test_choose_packing_refuses_a_time_model_with_updates_in_tokens() -> None:
     """docs/packing.md: 'Refused, by name: ... a time_model with updates in "tokens"'."""
     with pytest.raises(InputError, match=r"time_model.*update_unit='tokens'"):
