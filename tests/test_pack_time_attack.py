@@ -125,11 +125,6 @@ def test_choose_packing_refuses_a_time_model_with_updates_in_tokens() -> None:
         choose_packing([5, 6, 7, 3], 8, batch_size=2, time_model="1,0,0", update_unit="tokens")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stats' packed row takes batches and padding efficiency from the packed rows "
-    "(chosen.plan) even where the sampler runs the fixed batch's own updates, padded",
-)
 def test_stats_packed_row_describes_the_epoch_the_sampler_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

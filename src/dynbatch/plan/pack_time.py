@@ -224,6 +224,23 @@ class PackLayout:
             return next_fit_rows(lens, self.pack_len), width
         return np.arange(lens.size + 1, dtype=np.int64), int(lens.max())
 
+    def shapes(self, lengths: Any, offsets: Any) -> tuple[Indices, Indices]:
+        """Every micro-batch's step as :meth:`rows` lays it out, at once: its rows (packed)
+        or samples (padded) ``n`` and its width ``L``; micro-batch ``m`` is
+        ``lengths[offsets[m]:offsets[m+1]]``.
+
+        >>> PackLayout(8, max_cost=64, cost="linear").shapes([7, 1, 2, 3, 9], [0, 3, 5])
+        (array([2, 2]), array([8, 9]))
+        """
+        lens = check_lengths(lengths)
+        bounds = _check_offsets(offsets, lens.size)
+        if self.time_model is not None:
+            laid = self.choose(lens, bounds)
+            return laid.n, laid.width
+        m = bounds.size - 1
+        rows = _next_fit_counts(lens, bounds, np.arange(m, dtype=np.int64), self.pack_len)
+        return rows, np.maximum(np.maximum.reduceat(lens, bounds[:-1]), self.pack_len)
+
     def _fits(self, n: Indices, length: Indices) -> NDArray[np.bool_]:
         with np.errstate(over="ignore", invalid="ignore"):
             cost = np.asarray(self.cost(n, length), dtype=np.float64)
