@@ -212,19 +212,51 @@ COLLATE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         "PackLayout-max_cost",
         lambda: PackLayout(32, max_cost=0),
         VALUE,
-        r"max_cost must be a positive number, got max_cost=0",
+        r"max_cost must be a positive finite number, got max_cost=0",
+    ),
+    (
+        "PackLayout-max_cost-inf",
+        lambda: PackLayout(32, max_cost=float("inf")),
+        VALUE,
+        r"max_cost must be a positive finite number, got max_cost=inf",
     ),
     (
         "PackLayout-max_cost-str",
         lambda: PackLayout(32, max_cost="64"),
         TYPE,
-        r"max_cost must be a positive number \(the budget\), got max_cost='64'",
+        r"max_cost must be a positive finite number, got max_cost='64'",
     ),
     (
         "PackLayout-time_model",
         lambda: PackLayout(32, max_cost=64, time_model=3),
         TYPE,
         r"time_model must be a step time.*time_model=3",
+    ),
+    (
+        "PackLayout-rows-fraction",
+        lambda: PackLayout(8, max_cost=64, time_model="1,0.1,0").rows([1.5, 2]),
+        VALUE,
+        r"lengths must be whole numbers; lengths\[0\]=.*1\.5",
+    ),
+    (
+        "PackLayout-choose-offsets",
+        lambda: PackLayout(8, max_cost=64, time_model="1,0,0").choose([3, 4], [0, 3]),
+        VALUE,
+        r"offsets must be a 1-D integer array rising from 0 to len\(lengths\)=2.*\[0, 3\]",
+    ),
+    (
+        "PackLayout-time_model-text",
+        lambda: PackLayout(8, max_cost=64, time_model=lambda n, L: "fast").rows([3, 4]),
+        TYPE,
+        r"time_model must return a step's seconds as numbers, got time_model\(n, L\)='fast'",
+    ),
+    (
+        "PackCollator-for_sampler-pack_len",
+        lambda: PackCollator.for_sampler(
+            PlanOptions(max_cost=64, cost="linear", pack_len=8, update_size=4), pack_len=8
+        ),
+        VALUE,
+        r"pack_len=8 is the sampler's own: PackCollator.for_sampler sets it",
     ),
     (
         "PackCollator-layout-over-budget",

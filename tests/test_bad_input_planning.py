@@ -803,6 +803,12 @@ case(
     VALUE,
     r"give max_rows or max_cost, not both; got max_rows=2 and max_cost=2000.0",
 )
+case(
+    "choose_packing-time_model-tokens",
+    functools.partial(choose_packing, LENS, **PACK_CALL, update_unit="tokens"),
+    VALUE,
+    r"time_model cuts updates .* needs update_unit='samples', got update_unit='tokens'",
+)
 
 
 @pytest.mark.parametrize(

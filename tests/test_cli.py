@@ -677,24 +677,30 @@ def test_like_fixed_follows_a_time_table_within_the_budget(
     assert rows["like fixed"]["updates"] == rows["fixed"]["updates"]
 
 
-def test_the_packed_row_counts_rows_and_is_never_slower_than_whole_updates(
+def test_the_packed_row_counts_micro_batches_and_is_never_slower_than_whole_updates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``--pack-len``: the packed plan's rows as batches, its efficiency, the fixed batch's
-    update count, and the epoch each update run packed, split or whole."""
-    from dynbatch import choose_packing, plan_packs
+    """``--pack-len``: the sampler's packed micro-batches as batches, the tokens they compute
+    as laid out, the fixed batch's update count, and the epoch each update run packed, split
+    or whole."""
+    from dynbatch import DynamicBatchSampler, choose_packing
+    from dynbatch.plan.pack_time import PackLayout
 
     path = corpus(tmp_path)
     lens = np.load(path)
     argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--fixed-batch-size", "32"]
     rows = rows_of(run_json(capsys, *argv, "--pack-len", "256"))
     packed = rows["packed"]
-    plan = plan_packs(lens, 256, batch_size=32, max_rows=25, seed=0)
-    assert packed["batches"] == len(plan.rows), "rows, as batches"
-    assert packed["updates"] == plan.num_updates == rows["fixed"]["updates"] == 19
-    assert packed["padding_efficiency"] == pytest.approx(plan.efficiency)
+    sampler = DynamicBatchSampler(lengths=lens, batch_size=32, pack_len=256, max_cost=6400,
+                                  cost="linear")  # fmt: skip
+    layout = PackLayout.from_options(sampler.options)
+    shapes = [layout.rows(lens[b]) for b in sampler]
+    computed = sum((offsets.size - 1) * width for offsets, width in shapes)
+    assert packed["batches"] == len(sampler), "the sampler's micro-batches, as batches"
+    assert packed["updates"] == rows["fixed"]["updates"] == 19
+    assert packed["padding_efficiency"] == pytest.approx(lens.sum() / computed), "as laid out"
     assert packed["padding_efficiency"] > 0.95 > rows["fixed"]["padding_efficiency"]
-    assert packed["cost_max"] == 256 <= 6400, "a row costs cost(1, pack_len)"
+    assert packed["cost_max"] <= 6400 < 2 * packed["cost_max"], "rows x pack_len, within budget"
     assert packed["seconds"] is None, "no step time, no seconds"
     model = "5,1e-3,0"  # a fixed part: packing wins where a long sample pads the short ones
     timed = rows_of(run_json(capsys, *argv, "--pack-len", "256", "--time-model", model))
@@ -705,7 +711,7 @@ def test_the_packed_row_counts_rows_and_is_never_slower_than_whole_updates(
     assert timed["packed"]["seconds"] < timed["fixed"]["seconds"], "faster than the fixed batch"
     assert main(["stats", *argv, "--pack-len", "256", "--time-model", model]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("packed"))
-    assert line.split()[1] == str(len(plan.rows)), line
+    assert line.split()[1] == str(len(choice.micro_batches)), line
 
 
 @pytest.mark.parametrize("step", ["5,1e-3,0", "0.01,2e-5,0", "table"])

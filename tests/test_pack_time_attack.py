@@ -71,11 +71,6 @@ def test_a_time_split_keeps_the_max_batch_size_given() -> None:
     assert max(len(b) for b in sampler) <= 1, "no batch over max_batch_size"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PackLayout.rows takes any array-like: lengths 0, negative, fractional, 2-D, "
-    "a scalar or booleans are laid out silently; text or None raise bare numpy errors",
-)
 @pytest.mark.parametrize(
     "lengths",
     [[0], [-3, 2], [1.5, 2], [[1, 2], [3, 4]], 5, [True, True], ["a"], None, [float("nan")]],
@@ -87,11 +82,6 @@ def test_bad_lengths_to_a_layout_are_named(lengths: object) -> None:
         layout.rows(lengths)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PackLayout checks max_cost with isinstance(int, float): numpy integers and "
-    "float32 are refused as 'not a number', while inf is accepted (PlanOptions: the reverse)",
-)
 def test_a_layout_takes_the_budgets_plan_options_takes() -> None:
     for budget in (np.int64(64), np.float32(64.0)):
         assert PackLayout(8, budget).max_cost == 64.0
@@ -102,11 +92,6 @@ def test_a_layout_takes_the_budgets_plan_options_takes() -> None:
         PackLayout(8, float("inf"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="for_sampler passes pack_len and layout itself: giving either again is a bare "
-    "TypeError ('got multiple values'), not a named refusal",
-)
 @pytest.mark.parametrize("extra", [{"pack_len": 8}, {"layout": None}])
 def test_for_sampler_names_an_argument_it_sets_itself(extra: dict[str, object]) -> None:
     sampler = DynamicBatchSampler(
@@ -116,11 +101,6 @@ def test_for_sampler_names_an_argument_it_sets_itself(extra: dict[str, object]) 
         PackCollator.for_sampler(sampler, **extra)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="choose_packing builds PlanOptions without the time model, so a time model with "
-    "updates in tokens, refused by the samplers and PlanOptions, is planned silently",
-)
 def test_choose_packing_refuses_a_time_model_with_updates_in_tokens() -> None:
     """docs/packing.md: 'Refused, by name: ... a time_model with updates in "tokens"'."""
     with pytest.raises(InputError, match=r"time_model.*update_unit='tokens'"):
@@ -130,11 +110,6 @@ def test_choose_packing_refuses_a_time_model_with_updates_in_tokens() -> None:
         choose_packing([5, 6, 7, 3], 8, batch_size=2, time_model="1,0,0", update_unit="tokens")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stats' packed row takes batches and padding efficiency from the packed rows "
-    "(chosen.plan) even where the sampler runs the fixed batch's own updates, padded",
-)
 def test_stats_packed_row_describes_the_epoch_the_sampler_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

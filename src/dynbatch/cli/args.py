@@ -90,9 +90,9 @@ def parser() -> argparse.ArgumentParser:
         "--pack-len",
         type=int,
         default=None,
-        help="add a row: samples packed into rows of this many tokens (plan_packs), each "
-        "update of --fixed-batch-size samples run packed, split or whole as the step time "
-        "predicts fastest",
+        help="add a row: the sampler's packed epoch, rows of this many tokens, each update of "
+        "--fixed-batch-size samples run packed, split or whole as the step time predicts "
+        "fastest; its micro-batches counted as laid out",
     )
     st.add_argument("--column", help="text column of a CSV/TSV")
     st.add_argument("--field", help="text field of a JSONL file (text, or a list of tokens)")

@@ -23,14 +23,16 @@ rows (one per plan of one epoch, one rank):
   stream N      with --buffer-size N: the corpus read as a stream (DynamicBatchIterable),
                 in file order, planned N samples at a time; with --update-size and a step
                 time, split at the step time as the split row is
-  packed        with --pack-len N: samples packed into rows of N tokens, no padding but
-                each row's end (plan_packs). A row counts as a batch: batches are rows,
-                bs the samples in a row, a row costs cost(1, N), pad eff is real tokens /
-                (rows x N); updates hold --fixed-batch-size samples on average, the fixed
-                batch's count. epoch s: each update run packed (micro-batches of the most
-                rows --max-cost allows, priced as rows x N: dense attention, an upper
-                bound), split or whole, whichever the step time predicts fastest; or
-                the fixed batch's own updates, split or whole, where that epoch is faster
+  packed        with --pack-len N: the epoch DynamicBatchSampler(batch_size=
+                --fixed-batch-size, pack_len=N) runs: samples packed into rows of N
+                tokens (plan_packs), micro-batches of the most rows --max-cost allows;
+                with a step time each update run packed, split or whole, whichever it
+                predicts fastest, or the fixed batch's own updates where that epoch is
+                faster. Batches are its micro-batches, bs their samples, each laid out as
+                the collator builds it (PackCollator.for_sampler): R rows of N (or its
+                longest sample), or padded, a sample a row; pad eff is real tokens / the
+                tokens those steps compute, cost cost(R or n, width); updates hold
+                --fixed-batch-size samples on average, the fixed batch's count
 
 columns:
   order         the plan the row describes (see rows)

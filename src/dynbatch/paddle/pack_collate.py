@@ -146,6 +146,13 @@ class PackCollator:
                 "PackCollator.for_sampler needs a sampler (or PlanOptions) that packs: its "
                 f"options must hold pack_len, got {sampler!r:.80}"
             )
+        for name in ("pack_len", "layout"):  # the sampler's, so the plan's rows are built
+            if name in kwargs:
+                raise InputError(
+                    f"{name}={kwargs[name]!r:.40} is the sampler's own: PackCollator.for_sampler "
+                    f"sets it from the sampler's options (pack_len={options.pack_len}); leave "
+                    f"{name} out, or build PackCollator(pack_len, layout=...) yourself"
+                )
         layout = None if options.time_model is None else PackLayout.from_options(options)
         return cls(options.pack_len, layout=layout, **kwargs)
 

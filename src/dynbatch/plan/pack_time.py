@@ -110,6 +110,7 @@ from .._checks import (
     check_int,
     check_lengths,
     check_loss_tokens,
+    check_positive_number,
 )
 from .costs import CostLike, resolve_cost
 from .options import PlanOptions
@@ -180,13 +181,7 @@ class PackLayout:
     def __post_init__(self) -> None:
         put = object.__setattr__
         put(self, "pack_len", check_int("pack_len", self.pack_len, minimum=1))
-        if isinstance(self.max_cost, bool) or not isinstance(self.max_cost, (int, float)):
-            raise InputTypeError(
-                f"max_cost must be a positive number (the budget), got max_cost={self.max_cost!r}"
-            )
-        if not (self.max_cost > 0 and not math.isnan(self.max_cost)):
-            raise InputError(f"max_cost must be a positive number, got max_cost={self.max_cost!r}")
-        put(self, "max_cost", float(self.max_cost))
+        put(self, "max_cost", check_positive_number("max_cost", self.max_cost))  # as PlanOptions
         put(self, "cost", resolve_cost(self.cost))
         put(
             self,
@@ -218,9 +213,9 @@ class PackLayout:
         Packed: next-fit rows of ``pack_len`` (a longer sample widens them);
         padded: a sample a row, width its longest.
         """
-        lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
-        if lens.size == 0:
+        if np.size(lengths) == 0 and not isinstance(lengths, (str, bytes)) and lengths is not None:
             raise InputError("a micro-batch's layout needs at least one sample, got none")
+        lens = check_lengths(lengths)
         width = max(self.pack_len, int(lens.max()))
         if self.time_model is None:
             return next_fit_rows(lens, self.pack_len), width
@@ -228,6 +223,23 @@ class PackLayout:
         if chosen.packed[0]:
             return next_fit_rows(lens, self.pack_len), width
         return np.arange(lens.size + 1, dtype=np.int64), int(lens.max())
+
+    def shapes(self, lengths: Any, offsets: Any) -> tuple[Indices, Indices]:
+        """Every micro-batch's step as :meth:`rows` lays it out, at once: its rows (packed)
+        or samples (padded) ``n`` and its width ``L``; micro-batch ``m`` is
+        ``lengths[offsets[m]:offsets[m+1]]``.
+
+        >>> PackLayout(8, max_cost=64, cost="linear").shapes([7, 1, 2, 3, 9], [0, 3, 5])
+        (array([2, 2]), array([8, 9]))
+        """
+        lens = check_lengths(lengths)
+        bounds = _check_offsets(offsets, lens.size)
+        if self.time_model is not None:
+            laid = self.choose(lens, bounds)
+            return laid.n, laid.width
+        m = bounds.size - 1
+        rows = _next_fit_counts(lens, bounds, np.arange(m, dtype=np.int64), self.pack_len)
+        return rows, np.maximum(np.maximum.reduceat(lens, bounds[:-1]), self.pack_len)
 
     def _fits(self, n: Indices, length: Indices) -> NDArray[np.bool_]:
         with np.errstate(over="ignore", invalid="ignore"):
@@ -252,6 +264,8 @@ class PackLayout:
         the planner weighs) padded at ``inf`` seconds."""
         if self.time_model is None:
             raise InputError("PackLayout.choose prices micro-batches: it needs a time_model")
+        lengths = check_lengths(lengths)
+        offsets = _check_offsets(offsets, lengths.size)
         m = offsets.size - 1
         if m == 0:
             z = np.zeros(0, dtype=np.int64)
@@ -289,6 +303,22 @@ class PackLayout:
             np.where(packed, width, longest),
             np.where(pad_ok | pack_ok, seconds, np.inf),
         )
+
+
+def _check_offsets(offsets: Any, n: int) -> Indices:
+    """``offsets`` as micro-batch bounds over ``n`` samples: 1-D integers from 0 up to ``n``,
+    each micro-batch holding at least one sample."""
+    arr = np.asarray(offsets) if isinstance(offsets, (list, tuple, np.ndarray)) else None
+    valid = f"a 1-D integer array rising from 0 to len(lengths)={n}, such as [0, {n}]"
+    if arr is None or arr.ndim != 1 or arr.dtype == np.bool_:
+        raise InputTypeError(f"offsets must be {valid}; got offsets={offsets!r:.80}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise InputTypeError(f"offsets must be {valid}; got dtype {arr.dtype}: {offsets!r:.80}")
+    if arr.size == 0 or arr[0] != 0 or arr[-1] != n or (arr.size > 1 and (np.diff(arr) <= 0).any()):
+        raise InputError(
+            f"offsets must be {valid} (every micro-batch non-empty); got offsets={offsets!r:.80}"
+        )
+    return arr.astype(np.int64, copy=False)
 
 
 def _next_fit_counts(lengths: Indices, offsets: Indices, which: Indices, pack_len: int) -> Indices:
@@ -367,7 +397,14 @@ def step_time(time_model: Any) -> Any:
 
 def _predict(step: Any, n: NDArray[Any], length: NDArray[Any]) -> NDArray[np.float64]:
     with np.errstate(over="ignore", invalid="ignore"):
-        out = np.asarray(step(n, length), dtype=np.float64)
+        raw = step(n, length)
+        try:
+            out = np.asarray(raw, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InputTypeError(
+                "time_model must return a step's seconds as numbers, got "
+                f"time_model(n, L)={raw!r:.80} for n={n!r:.40}, L={length!r:.40}"
+            ) from None
     out = np.broadcast_to(out, np.broadcast(n, length).shape)
     bad = ~(np.isfinite(out) & (out >= 0))
     if bad.any():
@@ -823,6 +860,11 @@ def choose_packing(
     pack_len = check_int("pack_len", pack_len, minimum=1)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     step = step_time(time_model)
+    if update_unit == "tokens" and step is not None:  # as PlanOptions and the samplers refuse it
+        raise InputError(
+            "time_model cuts updates of batch_size samples (the fixed batch's) at the step "
+            "time: it needs update_unit='samples', got update_unit='tokens'"
+        )
     max_rows = check_int("max_rows", max_rows, minimum=1, allow_none=True)
     if max_cost is not None and max_rows is not None:
         raise InputError(

@@ -30,8 +30,7 @@ from .._checks import (
 from .costs import CostLike, resolve_cost
 from .epochs import plan_epoch
 from .options import ORDERS, PlanOptions
-from .pack_time import PackLayout, choose_packing
-from .packing import plan_packs
+from .pack_time import PackLayout, choose_packing, plan_packed
 from .planning import batch_capacity, find_oversize, padded_lengths
 from .plans import Plan
 from .recipes import like_fixed
@@ -91,9 +90,7 @@ def batch_table(
     padded = sizes * max_len
     rows = sizes
     if layout is not None:
-        shapes = [layout.rows(members[a:b]) for a, b in zip(starts, plan.offsets[1:], strict=True)]
-        rows = np.asarray([offsets.size - 1 for offsets, _ in shapes], dtype=np.int64)
-        max_len = np.asarray([width for _, width in shapes], dtype=np.int64)
+        rows, max_len = layout.shapes(members, plan.offsets)
         padded = rows * max_len
     table = {
         "batch_size": sizes,
@@ -297,6 +294,11 @@ def plan_stats(
     t = batch_table(
         lengths, batches, cost=cost, max_cost=max_cost, pad_to_multiple_of=pad_to_multiple_of
     )
+    return _summary(t)
+
+
+def _summary(t: dict[str, NDArray[Any]]) -> PlanStats:
+    """The :class:`PlanStats` of a :func:`batch_table`."""
     costs = t["cost"]
     mean = float(costs.mean())
     return PlanStats(
@@ -500,69 +502,63 @@ def packed_stats(
     seed: int = 0,
     epoch: int = 0,
 ) -> PlanStats:
-    """``dynbatch stats``' ``packed`` row: the packed plan's rows, each counted as a batch.
+    """``dynbatch stats``' ``packed`` row: the packed epoch the sampler runs, micro-batch by
+    micro-batch, each laid out as it runs.
 
-    A row is one padded sequence of ``pack_len`` tokens: ``batches`` are rows,
-    the batch sizes are samples per row, a row costs ``cost(1, pack_len)`` (an
-    oversize row its own length), and ``padding_efficiency`` is the plan's
-    (real tokens / ``rows * pack_len``). Micro-batches hold the most rows
-    ``max_cost`` allows. With ``step_time``, ``seconds`` is the epoch of
-    :func:`~dynbatch.plan.pack_time.choose_packing` (the samplers' plan, one rank): each
-    update packed, split or whole, the fastest.
+    The plan is the samplers' own: :func:`~dynbatch.plan.pack_time.plan_packed` of the
+    options ``DynamicBatchSampler(lengths=..., batch_size=..., pack_len=..., max_cost=...,
+    cost=...)`` holds, and with ``step_time``
+    :func:`~dynbatch.plan.pack_time.choose_packing` (the same planner, one rank): each update
+    packed, split or whole, the fastest, or the fixed batch's own updates where that epoch
+    is faster. Each micro-batch is one batch, laid out as
+    :class:`~dynbatch.plan.pack_time.PackLayout` lays it out for the collator (NOTE [ a
+    micro-batch's layout ]): packed, ``R`` rows of ``max(pack_len, longest)``, or padded, a
+    sample a row: ``padding_efficiency`` is real tokens over the tokens those steps compute,
+    the cost ``cost(R or n, width)``, the batch sizes its samples. ``seconds`` is the epoch's
+    predicted time with ``step_time``. Without ``max_cost``, micro-batches are not capped.
 
     >>> s = packed_stats([5, 3, 4, 2, 6, 7], 8, batch_size=3, cost="linear", max_cost=16)
     >>> s.batches, s.updates, s.padding_efficiency, s.cost_max
-    (4, 2, 0.84375, 8.0)
+    (2, 2, 0.84375, 16.0)
+    >>> s = packed_stats([5, 3, 4, 2, 6, 7], 8, batch_size=3, cost="linear", max_cost=32,
+    ...                  step_time=lambda n, L: 1.0 + 0 * n)  # a flat step: run whole, padded
+    >>> s.batches, round(s.padding_efficiency, 3), s.seconds
+    (2, 0.692, 2.0)
     """
-    fn = resolve_cost(cost)
-    max_rows = None
+    lens = check_lengths(lengths)
+    pack_len = check_int("pack_len", pack_len, minimum=1)
+    if max_cost is None:  # no budget: padded tokens within every sample padded to the longest
+        max_cost, cost = float(2 * max(pack_len, int(lens.max())) * lens.size), "linear"
+    options = PlanOptions(
+        max_cost=max_cost,
+        cost=cost,
+        order="shuffle",
+        seed=seed,
+        oversize=oversize,
+        update_size=check_int("batch_size", batch_size, minimum=1),
+        pack_len=pack_len,
+    )
     if step_time is not None:
         chosen = choose_packing(
-            lengths,
+            lens,
             pack_len,
             batch_size=batch_size,
             time_model=step_time,
-            max_cost=max_cost,
-            cost=cost,
+            max_cost=options.max_cost,
+            cost=options.cost,
             oversize=oversize,
             seed=seed,
             epoch=epoch,
         )
-        plan, seconds = chosen.plan, chosen.epoch_seconds
+        micro, updates, seconds = chosen.micro_batches, chosen.num_updates, chosen.epoch_seconds
     else:
-        if max_cost is not None:
-            max_rows = max(1, int(batch_capacity([pack_len], PlanOptions(max_cost, cost=cost))[0]))
-        plan = plan_packs(
-            lengths,
-            pack_len,
-            batch_size=batch_size,
-            max_rows=max_rows,
-            oversize=oversize,
-            seed=seed,
-            epoch=epoch,
-        )
-        seconds = None
-    tokens = plan.row_tokens
-    padded = np.maximum(tokens, plan.pack_len)
-    sizes = np.diff(plan.row_offsets)
-    costs = np.asarray(fn(np.ones_like(padded), padded), dtype=np.float64).reshape(-1)
-    mean = float(costs.mean()) if costs.size else 0.0
+        sharded = plan_packed(lens, options, epoch)
+        micro, updates, seconds = sharded.plan, optimizer_steps(sharded, lens), None
+    layout = PackLayout.from_options(options, step_time)
+    table = batch_table(lens, micro, cost=options.cost, max_cost=options.max_cost, layout=layout)
     return replace(
-        PlanStats(
-            batches=int(sizes.size),
-            samples=int(sizes.sum()),
-            real_tokens=int(tokens.sum()),
-            padded_tokens=int(padded.sum()),
-            padding_efficiency=plan.efficiency,
-            batch_size_min=int(sizes.min()) if sizes.size else 0,
-            batch_size_median=float(np.median(sizes)) if sizes.size else 0.0,
-            batch_size_max=int(sizes.max()) if sizes.size else 0,
-            cost_max=float(costs.max()) if costs.size else 0.0,
-            cost_median=float(np.median(costs)) if costs.size else 0.0,
-            cost_mean=mean,
-            cost_cv=float(costs.std() / mean) if mean > 0 else 0.0,
-            utilization=None if max_cost is None else mean / float(max_cost),
-        ),
-        updates=plan.num_updates,
+        _summary(table),
+        utilization=float(table["cost_ratio"].mean()),
+        updates=updates,
         seconds=seconds,
     )
