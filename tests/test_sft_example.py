@@ -346,6 +346,23 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: Any, message: st
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
 
 
+def test_pack_rows_over_the_fixed_batchs_worst_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    """--pack rows of --max-len cost more than the fixed batch's worst (one pair of a few
+    tokens): like_fixed refuses, and the pack mode says so in one line, exit 2 (outside
+    tester T1: it ran under a budget 50x the fixed batch's)."""
+    pytest.importorskip("paddlenlp")
+    data = write_csv(tmp_path / "r.csv", labelled(5))
+    done = run(
+        "--data-file", str(data), "--modes", "pack", "--batch-size", "1", "--max-len", "2048",
+        "--epochs", "1", "--output-dir", str(tmp_path / "o"),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "mode pack (pack_len is --max-len)" in errors[0], errors
+    assert "pack_len=2048" in errors[0] and "max_cost=" in errors[0], errors
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
 @pytest.mark.parametrize(
     ("csv", "train_pairs", "dev_pairs", "reviews_cut"),
     [
