@@ -620,12 +620,12 @@ class PackChoice:
     and ``choice[u]`` the one kept. ``sharded`` is the same plan as the
     samplers consume it.
 
-    >>> lens = [7, 1, 6, 2, 5, 3, 1, 1]
-    >>> c = choose_packing(lens, 8, batch_size=4, time_model="1,1,0", max_rows=2)
+    >>> lens = [7, 1, 6, 1, 7, 1, 6, 2]
+    >>> c = choose_packing(lens, 8, batch_size=4, time_model="0.5,1,0", max_rows=2)
     >>> [CHOICES[k] for k in c.choice], c.packed.tolist(), c.epoch_seconds
-    (['packed', 'split'], [True, False, False], 29.0)
+    (['split', 'packed'], [False, False, False, True], 33.0)
     >>> [b.tolist() for b in c.micro_batches], [s.tolist() for s in c.step_shapes]
-    ([[2, 3, 4, 5], [6, 1, 7], [0]], [[2, 3, 1], [8, 1, 7]])
+    ([[3, 1], [2], [0], [4, 5, 6, 7]], [[2, 1, 1, 2], [1, 6, 7, 8]])
     >>> c = choose_packing(lens, 8, batch_size=4, time_model="1,0,0")
     >>> c.counts, c.epoch_seconds
     ({'packed': 0, 'split': 0, 'whole': 2}, 2.0)
