@@ -149,7 +149,10 @@ def test_a_packed_classifier_update_is_the_mean_over_its_samples_alone(
     assert trainer.state.global_step == trainer.state.max_steps == steps == rec.optimizer_steps
     logs = [log for log in rec.logs if "loss" in log]
     assert all(0 < log["cost_ratio_max"] <= 1 for log in logs), "packed rows within the budget"
-    assert all(0.5 < log["padding_efficiency"] <= 1 for log in logs), "real tokens over rows x 40"
+    # packed rows are mostly tokens; a step time may lay an update out padded (the probed one
+    # is measured, so only what holds for any step time is asserted there)
+    floor = 0.5 if time_model is None else 0.0
+    assert all(floor < log["padding_efficiency"] <= 1 for log in logs), "real tokens / computed"
 
 
 def test_a_packed_micro_batch_is_the_collators_rows_and_the_logs_count_them(
