@@ -16,7 +16,7 @@ epoch's shuffled order as their arrival order, and a sample longer than
   ``group_size``);
 * torchtune ``PackedDataset``: in order, next-fit (without splitting samples);
 * per-update first-fit decreasing: each fixed update of ``B`` random samples
-  packed alone (what NOTE [ packing windows ] in ``dynbatch.plan.packing`` avoids).
+  packed alone (what NOTE [ packing windows ] in ``dynbatch.plan.packs`` avoids).
 
 Efficiency is real tokens over ``rows * pack_len``; the update count is the
 fixed batch's ``ceil(N / B)`` for every plan that keeps the fixed batch's updates

@@ -59,7 +59,7 @@ def planner_args(draw: st.DrawFn) -> dict[str, object]:
 
 @st.composite
 def pack_args(draw: st.DrawFn) -> dict[str, object]:
-    """Keyword arguments for ``dynbatch.plan.packing.plan_packs`` (oversize only where allowed)."""
+    """Keyword arguments for ``dynbatch.plan.packs.plan_packs`` (oversize only where allowed)."""
     lens = draw(lengths(max_size=400, max_len=700))
     oversize = draw(st.sampled_from(["error", "skip", "alone"]))
     longest = int(lens.max())
@@ -76,8 +76,8 @@ def pack_args(draw: st.DrawFn) -> dict[str, object]:
         "batch_size": draw(st.integers(1, 64)),
         "loss_tokens": loss,
         "update_unit": unit,
-        "window": draw(st.none() | st.integers(1, 500)),
         "max_rows": draw(st.none() | st.integers(1, 8)),
+        "pad_to_multiple_of": draw(st.sampled_from([1, 1, 8])),
         "oversize": oversize,
         "seed": draw(st.integers(0, 2**31)),
         "epoch": draw(st.integers(0, 50)),

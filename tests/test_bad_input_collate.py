@@ -21,7 +21,7 @@ from bad_input import (
 )
 
 from dynbatch import Dict, InputError, PackCollator, Pad, PlanOptions, Stack, Tuple
-from dynbatch.plan.pack_time import PackLayout
+from dynbatch.plan.packs import PackLayout
 
 CASES = Cases()
 case = CASES.add
@@ -194,7 +194,7 @@ COLLATE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         "PackCollator-layout-type",
         lambda: PackCollator(64, layout=3),
         TYPE,
-        r"layout must be a dynbatch.plan.pack_time.PackLayout .* got layout=3",
+        r"layout must be a dynbatch.plan.packs.PackLayout .* got layout=3",
     ),
     (
         "PackCollator-layout-pack_len",

@@ -72,7 +72,7 @@ for field, values in OPTION_VALUES.items():
             match,
         )
 
-# what packing cannot honour is refused by name (NOTE [ packed epochs ])
+# what packing cannot honour is refused by name (NOTE [ packed updates are the fixed batch's ])
 PACKED = {"pack_len": 64, "update_size": 8}
 for label, changes, match in [
     ("no-update-size", {"update_size": None}, r"pack_len=64 cuts .* give update_size"),

@@ -684,7 +684,7 @@ def test_the_packed_row_counts_micro_batches_and_is_never_slower_than_whole_upda
     as laid out, the fixed batch's update count, and the epoch each update run packed, split
     or whole."""
     from dynbatch import DynamicBatchSampler, choose_packing
-    from dynbatch.plan.pack_time import PackLayout
+    from dynbatch.plan.packs import PackLayout
 
     path = corpus(tmp_path)
     lens = np.load(path)
@@ -721,7 +721,7 @@ def test_the_packed_row_prices_the_samplers_own_plan(
     """One code path: ``stats --pack-len N`` with a step time prices the epoch the sampler
     plans with the same options (NOTE [ choosing packing per update ])."""
     from dynbatch import DynamicBatchSampler, PlanOptions, StepTimeTable, choose_packing
-    from dynbatch.plan.pack_time import packed_epoch_seconds
+    from dynbatch.plan.packs import packed_epoch_seconds
 
     path = corpus(tmp_path)
     lens = np.load(path)

@@ -30,8 +30,8 @@ from strategies import option_combinations
 import dynbatch
 from conftest import shared_file
 from dynbatch import DistributedDynamicBatchSampler, InputError, PlanOptions
-from dynbatch.plan.pack_time import PackLayout, packed_epoch_seconds
-from dynbatch.plan.packing import next_fit_rows
+from dynbatch.plan.packs import PackLayout, packed_epoch_seconds
+from dynbatch.plan.packs.layout import packed_rows
 from dynbatch.plan.planning import find_oversize, padded_lengths
 from dynbatch.plan.sharding import ShardedPlan
 from dynbatch.plan.splits import epoch_seconds, shuffled
@@ -227,7 +227,11 @@ def within_rows(b: Built) -> None:
                 lens = b.lengths[batch]
                 rows, width = layout.rows(lens)
                 if opts.time_model is None:
-                    assert np.array_equal(rows, next_fit_rows(lens, opts.pack_len)), "packed"
+                    built = packed_rows(lens, opts.pack_len, opts.pad_to_multiple_of)
+                    assert np.array_equal(rows, built[0]) and width == built[1], "packed"
+                    tokens = np.add.reduceat(lens, rows[:-1])
+                    fullest = -(-int(tokens.max()) // opts.pad_to_multiple_of)
+                    assert width == fullest * opts.pad_to_multiple_of, "as wide as the fullest"
                 if rows.size - 1 == len(batch) and width == lens.max() and len(batch) > 1:
                     cost = float(np.asarray(opts.cost(len(batch), int(width))))
                     assert cost <= opts.max_cost * (1 + 1e-12), "padded: within max_cost"
@@ -255,36 +259,12 @@ def exact_step_counts(b: Built, data: st.DataObject) -> None:
         update = combo["batch_size"] * combo["ranks"]
         each = n // update if b.options.drop_last else -(-n // update)
         # left: drop_last with fewer samples than one update makes 0 updates on 1 rank, 1 on more
-        # packed: fewer only where the epoch packs into fewer rows (NOTE [ updates of packed
-        # rows ]); with a time model the fixed batch's own updates may run instead, all of them
-        counts = [min(each, _packed_rows(b, epoch, each)) for epoch in range(EPOCHS)]
-        made = [len(p.window_ends) for p in b.plans if p is not None and p.window_ends is not None]
-        fewer = b.options.pack_len is not None and all(
-            m in (each, c) for m, c in zip(made, counts, strict=True)
+        # packed or not, with a time model or not: the fixed batch's count, exactly
+        assert (b.options.drop_last and each == 0) or b.steps_for_epochs == EPOCHS * each, (
+            f"{EPOCHS} epochs of {n} samples make {EPOCHS} x {each} updates of {update}"
         )
-        assert (
-            (b.options.drop_last and each == 0) or b.steps_for_epochs == EPOCHS * each or fewer
-        ), f"{EPOCHS} epochs of {n} samples make {EPOCHS} x {each} updates of {update}"
     for epoch, plan in enumerate(b.plans):
         assert plan is not None and plan.num_steps == len(b.ranks[epoch][0]), "len is exact"
-
-
-def _packed_rows(b: Built, epoch: int, updates: int) -> int:
-    """Rows of the packed plan of ``epoch`` (as :func:`plan_packed_epoch` packs it)."""
-    opts = b.options
-    if opts.pack_len is None:
-        return updates
-    kept = int((b.lengths <= opts.pack_len).sum()) if opts.oversize == "skip" else b.lengths.size
-    plan = dynbatch.plan_packs(
-        b.lengths,
-        opts.pack_len,
-        batch_size=max(1, round(kept / updates)),
-        oversize=opts.oversize,
-        seed=opts.seed,
-        epoch=epoch,
-        num_updates=updates,
-    )
-    return len(plan.rows)
 
 
 def resume_equality(b: Built, data: st.DataObject) -> None:
@@ -409,6 +389,9 @@ def never_slower_than_fixed(b: Built, data: st.DataObject) -> None:
     assert b.options.time_model == model, "a time model given is followed, never dropped"
     if b.combo["batch_size"] is None:
         return  # under a budget of its own the fixed batch may not fit: nothing to compare
+    pack_len = b.options.pack_len
+    if pack_len is not None and b.options.oversize == "alone" and b.lengths.max() > pack_len:
+        return  # each sample over pack_len runs alone, as asked, where the fixed batch pads it
     for epoch, plan in enumerate(b.plans):
         assert plan is not None and plan.window_ends is not None
         if b.options.group_by_length:  # its own updates (grouped by length), each run whole

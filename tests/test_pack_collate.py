@@ -12,7 +12,7 @@ from strategies import pack_args
 
 import dynbatch
 from dynbatch.paddle.pack_collate import PackCollator, additive_mask
-from dynbatch.plan.packing import plan_packs
+from dynbatch.plan.packs import plan_packs
 
 
 def samples_of(lens: Any, seed: int = 0) -> list[dict[str, Any]]:

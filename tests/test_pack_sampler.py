@@ -1,7 +1,7 @@
 """``pack_len=`` as a planning option: the samplers yield packed micro-batches.
 
 Every promise of the samplers holds for packed micro-batches too (NOTE [ packed
-epochs ] in ``dynbatch.plan.pack_epochs``): the collator's rows are the plan's,
+epochs ] in ``dynbatch.plan.packs.epochs``): the collator's rows are the plan's,
 exactly once, equal steps across ranks, exact step counts, determinism, resume.
 """
 
@@ -20,7 +20,7 @@ from strategies import lengths as lengths_strategy
 import dynbatch
 from dynbatch import DistributedDynamicBatchSampler, DynamicBatchSampler, PackCollator
 from dynbatch.plan.epochs import plan_epoch
-from dynbatch.plan.packing import next_fit_rows
+from dynbatch.plan.packs import next_fit_rows
 
 
 def lognormal(n: int, cap: int, seed: int = 0) -> np.ndarray:
@@ -353,7 +353,7 @@ class Samples(paddle.io.Dataset):  # type: ignore[misc]
 def test_the_collator_builds_every_micro_batch_as_the_plan_priced_it(workers: int) -> None:
     """PackCollator.for_sampler lays each micro-batch out as the planner priced it (NOTE [ a
     micro-batch's layout ]), in DataLoader workers too: the plan's shapes, its samples."""
-    from dynbatch.plan.pack_time import plan_timed_packs
+    from dynbatch.plan.packs import plan_timed_packs
 
     lens = bimodal(500, 11, (150, 257))
     ds = Samples(lens)
@@ -388,7 +388,7 @@ def test_the_collator_builds_every_micro_batch_as_the_plan_priced_it(workers: in
 def test_packing_at_the_step_time_keeps_every_promise_on_ranks(replicas: int, model: str) -> None:
     """Equal steps, exactly once, exact step counts, deterministic, within the budget, and
     never predicted slower than the fixed batch (B a rank, one padded step an update)."""
-    from dynbatch.plan.pack_time import PackLayout, packed_epoch_seconds
+    from dynbatch.plan.packs import PackLayout, packed_epoch_seconds
     from dynbatch.plan.splits import shuffled
 
     step = STEP if model == "polynomial" else h100()
@@ -496,3 +496,44 @@ def test_a_stream_packs_each_block_at_the_step_time() -> None:
     assert sorted(seen) == list(range(lens.size)), "every sample once"
     assert shapes == {True, False}, "some blocks' micro-batches run padded, some packed"
     assert [list(map(id, b)) for b in plain] != [list(map(id, b)) for b in timed]
+
+
+# -- what packing refuses or keeps of the fixed batch's budget ------------------------------------
+@pytest.mark.parametrize("pack_len", [4096, 10**12])
+def test_pack_len_never_raises_the_fixed_batchs_budget_silently(pack_len: int) -> None:
+    """The memory budget: no micro-batch costs more than the fixed batch's worst batch, or the
+    options are refused by name. The SFT example (--batch-size 1 --max-len 2048 --pack,
+    4 pairs) ran its pack mode under max_cost 304.7 MiB against the dynamic mode's 6.07 MiB
+    (peak 358.6 MiB against the fixed batch's 4.6 MiB)."""
+    lens = np.array([5, 9, 3, 12] * 50)
+    fixed_worst = 2 * 12  # linear cost: B * L_max
+    try:
+        sampler = dynbatch.DynamicBatchSampler(lengths=lens, batch_size=2, pack_len=pack_len)
+    except dynbatch.InputError as exc:
+        assert "pack_len" in str(exc)
+        return
+    opts = sampler.options
+    assert float(opts.cost(np.asarray([opts.max_rows]), np.asarray([pack_len]))[0]) <= fixed_worst
+
+
+def test_group_by_length_with_pack_len_is_refused_by_name() -> None:
+    lens = np.array([5, 9, 3, 12] * 5)
+    with pytest.raises(dynbatch.InputError, match="group_by_length"):
+        dynbatch.like_fixed(lens, batch_size=4, pack_len=16, group_by_length=True)
+    with pytest.raises(dynbatch.InputError, match="group_by_length"):
+        dynbatch.DynamicBatchSampler(lengths=lens, batch_size=4, pack_len=16, group_by_length=True)
+
+
+def test_micro_batches_with_pack_len_is_used_or_refused() -> None:
+    from dynbatch.plan.epochs import plan_epoch
+
+    lens = np.random.default_rng(0).integers(1, 200, 500)
+    digests = set()
+    for parts in (1, 8):
+        try:
+            opts = dynbatch.like_fixed(lens, batch_size=32, pack_len=256, micro_batches=parts)
+        except dynbatch.InputError as exc:
+            assert "micro_batches" in str(exc)
+            return
+        digests.add(plan_epoch(lens, opts, 0).digest())
+    assert len(digests) == 2, "micro_batches changes the plan"

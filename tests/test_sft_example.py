@@ -615,3 +615,9 @@ def test_a_failed_run_does_not_leave_the_previous_results(tmp_path: Path) -> Non
     bad = write_csv(tmp_path / "bad.csv", "label,review\n2,x\n1,y\n")
     assert run("--data-file", str(bad), "--output-dir", str(out)).returncode == 2
     assert not (out / "results.json").exists(), "a stale results.json from an earlier run"
+
+
+def test_sft_max_len_past_int64_is_one_line_exit_2(example_modules: Any) -> None:
+    sft = example_modules[0]
+    with pytest.raises(sft.UsageError, match="--max-len"):
+        sft.parse_args(["--pack", "--max-len", str(10**20)])

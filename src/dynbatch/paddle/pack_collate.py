@@ -37,7 +37,7 @@ NOTE [ one sample, alone in its row ]
     defines its rows: the collator's rows are the plan's rows. With a time
     model (``PackCollator.for_sampler``, or ``layout=``) a micro-batch may run
     padded instead, a sample a row, as the plan priced it (NOTE [ a
-    micro-batch's layout ] in :mod:`dynbatch.plan.pack_time`): the same
+    micro-batch's layout ] in :mod:`dynbatch.plan.packs`): the same
     fields, one sample in each row.
 """
 
@@ -52,8 +52,8 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_bool, check_int
 from ..plan.options import PlanOptions
-from ..plan.pack_time import PackLayout
-from ..plan.packing import next_fit_rows
+from ..plan.packs import PackLayout
+from ..plan.packs.layout import packed_rows
 
 __all__ = ["PackCollator", "additive_mask"]
 
@@ -75,7 +75,7 @@ class PackCollator:
       the row's last sample; ``sample_ids`` ``[R, P]``: each token's sample
       within its row, -1 on fill.
 
-    With ``layout`` (a :class:`~dynbatch.plan.pack_time.PackLayout`: the
+    With ``layout`` (a :class:`~dynbatch.plan.packs.PackLayout`: the
     sampler's options and time model, see :meth:`for_sampler`) each
     micro-batch is laid out as the plan priced it: packed rows, or padded,
     ``R`` = its samples and ``P`` = its longest (NOTE [ a micro-batch's
@@ -106,7 +106,7 @@ class PackCollator:
         self.pack_len = check_int("pack_len", pack_len, minimum=1)
         if layout is not None and not isinstance(layout, PackLayout):
             raise InputTypeError(
-                "layout must be a dynbatch.plan.pack_time.PackLayout (PackLayout.from_options("
+                "layout must be a dynbatch.plan.packs.PackLayout (PackLayout.from_options("
                 f"sampler.options)) or None, got layout={layout!r:.80}"
             )
         if layout is not None and layout.pack_len != self.pack_len:
@@ -153,7 +153,7 @@ class PackCollator:
                     f"sets it from the sampler's options (pack_len={options.pack_len}); leave "
                     f"{name} out, or build PackCollator(pack_len, layout=...) yourself"
                 )
-        layout = None if options.time_model is None else PackLayout.from_options(options)
+        layout = PackLayout.from_options(options)
         return cls(options.pack_len, layout=layout, **kwargs)
 
     def __repr__(self) -> str:
@@ -172,9 +172,8 @@ class PackCollator:
             raise InputError("PackCollator got an empty micro-batch: nothing to pack")
         ids, labels, types = zip(*(_fields(s, k) for k, s in enumerate(samples)), strict=True)
         lens = np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids))
-        if self.layout is None:
-            offsets = next_fit_rows(lens, self.pack_len)
-            width = max(self.pack_len, int(lens.max()))
+        if self.layout is None:  # rows as wide as the fullest: NOTE [ a micro-batch's layout ]
+            offsets, width = packed_rows(lens, self.pack_len)
         else:  # NOTE [ a micro-batch's layout ]: packed rows, or a sample a row
             offsets, width = self.layout.rows(lens)
         n_rows = offsets.size - 1

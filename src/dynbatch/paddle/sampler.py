@@ -312,10 +312,10 @@ _SAMPLER_DOC = """
             balance=..., update_size=..., update_unit=..., pack_len=...``), not both.
             With ``pack_len`` each batch is a packed micro-batch: a list of
             sample indices, row after row, for :class:`~dynbatch.PackCollator`
-            (NOTE [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`); with
+            (NOTE [ packed updates are the fixed batch's ] in :mod:`dynbatch.plan.packs.epochs`); with
             ``pack_len`` and ``time_model`` each update runs packed, split or
             whole, the fastest (NOTE [ choosing packing per update ] in
-            :mod:`dynbatch.plan.pack_time`): collate with
+            :mod:`dynbatch.plan.packs`): collate with
             ``PackCollator.for_sampler(sampler)``, which lays each micro-batch
             out as the plan priced it.
         batch_size: the fixed batch (per rank) to train like, instead of

@@ -66,10 +66,10 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
             (``drop_last`` and ``equal_epochs`` are refused; ``time_model`` and
             ``group_by_length`` cut each block's updates at the step time, NOTE
             [ a stream at the step time ] in :mod:`dynbatch.stream.blocks`; ``pack_len``
-            packs each block as an epoch is packed, NOTE [ packed epochs ] in
-            :mod:`dynbatch.plan.pack_epochs`, and with ``time_model`` too each
+            packs each block as an epoch is packed, NOTE [ packed updates are the fixed batch's ] in
+            :mod:`dynbatch.plan.packs.epochs`, and with ``time_model`` too each
             update runs packed, split or whole, NOTE [ choosing packing per
-            update ] in :mod:`dynbatch.plan.pack_time`: collate with
+            update ] in :mod:`dynbatch.plan.packs`: collate with
             ``PackCollator.for_sampler(stream)``), or ``options=``.
         buffer_size: records planned at once; memory grows with it, not with
             the corpus.

@@ -50,7 +50,7 @@ from .._checks import (
 )
 from .contract import Pass
 from .options import UNDESCRIBED, PlanOptions
-from .pack_time import plan_packed
+from .packs import plan_packed
 from .planning import find_oversize, plan_draw
 from .plans import Plan
 from .reshard import check_global_update, deal_rest, rest_of
@@ -190,8 +190,8 @@ def plan_epoch(
 ) -> ShardedPlan:
     """Every rank's batches for ``epoch``: plan, then shard (``num_batches`` for equal epochs).
 
-    With ``options.pack_len`` the batches are packed micro-batches (NOTE [ packed epochs ]
-    in :mod:`dynbatch.plan.pack_epochs`).
+    With ``options.pack_len`` the batches are packed micro-batches (NOTE [ packed updates are the fixed batch's ]
+    in :mod:`dynbatch.plan.packs.epochs`).
 
     ``loss_tokens`` (per sample, at most its length) are what updates in
     ``"tokens"`` count, when only some tokens carry a loss (NOTE [ counting
@@ -209,7 +209,7 @@ def plan_epoch(
     num_replicas = check_int("num_replicas", num_replicas, minimum=1)
     if num_batches is not None:
         num_batches = check_int("num_batches", num_batches, minimum=1)
-    if options.pack_len is not None:  # NOTE [ packed epochs ], [ choosing packing per update ]
+    if options.pack_len is not None:  # NOTE [ packed updates are the fixed batch's ], [ choosing packing per update ]
         return plan_packed(lengths, options, epoch, num_replicas, loss_tokens)
     if options.fixed_step_size is not None:  # NOTE [ the faster plan of each epoch ]
         return _faster_plan(lengths, options, epoch, num_replicas, loss_tokens)

@@ -125,16 +125,16 @@ class PlanOptions:
             alone, its step ``max_batch_size``. :func:`~dynbatch.like_fixed`
             sets it.
         pack_len: pack several samples into each row of this many tokens, no
-            padding (:func:`~dynbatch.plan.packing.plan_packs`): a micro-batch
+            padding (:func:`~dynbatch.plan.packs.plan_packs`): a micro-batch
             is then rows, as many as ``cost(rows, pack_len) <= max_cost``
             allows (and at most ``max_batch_size`` rows), and an update holds
             ``update_size`` samples (or loss tokens) on average (NOTE [ packed
-            epochs ] in :mod:`dynbatch.plan.pack_epochs`). Needs
+            epochs ] in :mod:`dynbatch.plan.packs.epochs`). Needs
             ``update_size`` and a random ``order``; refuses ``equal_epochs``,
             ``drop_last``, ``group_by_length``, ``batch_size_multiple`` and
             ``pad_to_multiple_of`` other than 1. With ``time_model`` each
             update runs packed, split or whole, the fastest (NOTE [ choosing
-            packing per update ] in :mod:`dynbatch.plan.pack_time`).
+            packing per update ] in :mod:`dynbatch.plan.packs`).
 
     :func:`~dynbatch.like_fixed` makes the options that train like a fixed
     batch, faster; :func:`~dynbatch.fill_device` those that fill a device.
@@ -300,7 +300,7 @@ class PlanOptions:
             self._check_packing()
 
     def _check_packing(self) -> None:
-        """Refuse, by name, what packing cannot honour (NOTE [ packed epochs ])."""
+        """Refuse, by name, what packing cannot honour (NOTE [ packed updates are the fixed batch's ])."""
         where = f"pack_len={self.pack_len}"
         if self.update_size is None:
             raise InputError(

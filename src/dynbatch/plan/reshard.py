@@ -40,8 +40,7 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError
 from .options import PlanOptions
-from .pack_epochs import deal_rows
-from .packing import next_fit_rows
+from .packs import pack_and_deal
 from .planning import padded_lengths
 from .plans import Plan
 from .sharding import TOLERANCE, ShardedPlan, shard_checked
@@ -245,24 +244,11 @@ def _deal_packed(
     options: PlanOptions,
     num_replicas: int,
 ) -> ShardedPlan:
-    """The rest of a packed epoch for ``num_replicas`` ranks: each saved micro-batch's rows
-    (next-fit of its order, as the collator builds them), dealt update by update (NOTE
-    [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`)."""
-    pack_len = int(options.pack_len or 0)
+    """The rest of a packed epoch for ``num_replicas`` ranks: each remaining update's samples
+    packed and dealt anew, as a packed epoch's updates are (NOTE [ packed updates are the
+    fixed batch's ] in :mod:`dynbatch.plan.packs.epochs`)."""
     offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
-    idx = np.asarray(indices, dtype=np.int64)
-    starts: list[NDArray[np.int64]] = []
-    update_rows = [0]
-    batch = rows_so_far = 0
-    for count in np.asarray(updates, dtype=np.int64).tolist():
-        for b in range(batch, batch + count):
-            a, z = int(offsets[b]), int(offsets[b + 1])
-            starts.append(a + next_fit_rows(lengths[idx[a:z]], pack_len)[:-1])
-            rows_so_far += starts[-1].size
-        batch += count
-        update_rows.append(rows_so_far)
-    row_starts = np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
-    rows = Plan(idx, np.concatenate([row_starts, [idx.size]]).astype(np.int64))
-    return deal_rows(
-        rows, np.asarray(update_rows), lengths, pack_len, options.max_rows, num_replicas
-    )
+    ends = np.cumsum(np.asarray(updates, dtype=np.int64))
+    bounds = offsets[np.r_[0, ends]].astype(np.int64)
+    rest = Plan(np.asarray(indices, dtype=np.int64), bounds)
+    return pack_and_deal(lengths, rest, int(options.pack_len or 0), options.max_rows, num_replicas)

@@ -30,7 +30,7 @@ from .._checks import (
 from .costs import CostLike, resolve_cost
 from .epochs import plan_epoch
 from .options import ORDERS, PlanOptions
-from .pack_time import PackLayout, choose_packing, plan_packed
+from .packs import PackLayout, choose_packing, plan_packed
 from .planning import batch_capacity, find_oversize, padded_lengths
 from .plans import Plan
 from .recipes import like_fixed
@@ -64,7 +64,7 @@ def batch_table(
     """Per-batch columns: ``batch_size``, ``max_len``, ``real_tokens``, ``padded_tokens``,
     ``padding_efficiency``, ``cost`` and, with ``max_cost``, ``cost_ratio``.
 
-    With a ``layout`` (:class:`~dynbatch.plan.pack_time.PackLayout`) each batch is a
+    With a ``layout`` (:class:`~dynbatch.plan.packs.PackLayout`) each batch is a
     packed micro-batch laid out as the plan priced it, as :class:`~dynbatch.PackCollator`
     builds it: ``max_len`` is its row width, ``padded_tokens`` rows x width and ``cost``
     ``cost(rows, width)``; ``batch_size`` stays its samples.
@@ -505,13 +505,13 @@ def packed_stats(
     """``dynbatch stats``' ``packed`` row: the packed epoch the sampler runs, micro-batch by
     micro-batch, each laid out as it runs.
 
-    The plan is the samplers' own: :func:`~dynbatch.plan.pack_time.plan_packed` of the
+    The plan is the samplers' own: :func:`~dynbatch.plan.packs.plan_packed` of the
     options ``DynamicBatchSampler(lengths=..., batch_size=..., pack_len=..., max_cost=...,
     cost=...)`` holds, and with ``step_time``
-    :func:`~dynbatch.plan.pack_time.choose_packing` (the same planner, one rank): each update
+    :func:`~dynbatch.plan.packs.choose_packing` (the same planner, one rank): each update
     packed, split or whole, the fastest, or the fixed batch's own updates where that epoch
     is faster. Each micro-batch is one batch, laid out as
-    :class:`~dynbatch.plan.pack_time.PackLayout` lays it out for the collator (NOTE [ a
+    :class:`~dynbatch.plan.packs.PackLayout` lays it out for the collator (NOTE [ a
     micro-batch's layout ]): packed, ``R`` rows of ``max(pack_len, longest)``, or padded, a
     sample a row: ``padding_efficiency`` is real tokens over the tokens those steps compute,
     the cost ``cost(R or n, width)``, the batch sizes its samples. ``seconds`` is the epoch's

@@ -30,7 +30,7 @@ NOTE [ a stream at the step time ]
     ``buffer_size`` is a multiple of ``update_size``. With ``pack_len`` as
     well, a block is packed as an epoch is and each of its updates runs
     packed, split or whole (NOTE [ choosing packing per update ] in
-    :mod:`dynbatch.plan.pack_time`), the block's own fixed-batch updates where
+    :mod:`dynbatch.plan.packs`), the block's own fixed-batch updates where
     those are faster.
 """
 
@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from ..errors import InputError, InputTypeError
 from ..plan.options import PlanOptions
-from ..plan.pack_time import plan_packed
+from ..plan.packs import plan_packed
 from ..plan.planning import Plan, padded_lengths, plan_draw
 from ..plan.sharding import TOLERANCE, ShardedPlan, shard_checked
 from ..plan.splits import plan_split_updates
@@ -187,7 +187,7 @@ def plan_block(
     >>> sp.num_steps, sorted(sp.plan.indices.tolist())
     (3, [0, 1, 2, 3, 4, 5, 6, 7])
     """
-    if options.pack_len is not None:  # a block packed as an epoch (NOTE [ packed epochs ])
+    if options.pack_len is not None:  # a block packed as an epoch (NOTE [ packed updates are the fixed batch's ])
         return plan_packed(lengths, options, key, num_replicas)
     if options.time_model is not None:  # NOTE [ a stream at the step time ]
         return plan_split_updates(lengths, options, key, num_replicas)

@@ -1,8 +1,8 @@
 """Packed micro-batches in the Trainer: the models it drives, its collator, its forward.
 
 NOTE [ the Trainer packs ]
-    With ``pack_len`` the sampler yields packed micro-batches (NOTE [ packed epochs ] in
-    :mod:`dynbatch.plan.pack_epochs`) and the Trainer trains each as the rows of
+    With ``pack_len`` the sampler yields packed micro-batches (NOTE [ packed updates are the fixed batch's ] in
+    :mod:`dynbatch.plan.packs.epochs`) and the Trainer trains each as the rows of
     :class:`~dynbatch.PackCollator`, every sample alone in its row (NOTE [ one sample,
     alone in its row ] in :mod:`dynbatch.paddle.pack_collate`), laid out as the plan priced
     it: packed rows, or with a step time (probed as unpacked, or given) padded, a sample a

@@ -43,7 +43,7 @@ from ...memory.counters import check_counter
 from ...memory.probe import measure
 from ...plan.costs import fit_polynomial
 from ...plan.epochs import epoch_candidates, faster_candidate
-from ...plan.pack_time import plan_timed_packs
+from ...plan.packs import plan_timed_packs
 from ...plan.splits import epoch_seconds
 from ...plan.steptime import StepTimeModel, check_time_model
 from .run import check_fields, split_batch

@@ -37,7 +37,7 @@ from ...paddle.sampler import DistributedDynamicBatchSampler
 from ...plan.contract import counted_tokens
 from ...plan.epochs import Recent
 from ...plan.options import PlanOptions
-from ...plan.pack_time import PackLayout
+from ...plan.packs import PackLayout
 from ...plan.stats import batch_table
 from ...plan.windows import EpochWindows, Span
 from .checkpoints import STATE_FILE
