@@ -35,6 +35,7 @@ __all__ = [
     "UNITS",
     "check_combinations",
     "check_fields",
+    "padded_row",
     "rows_within",
 ]
 
@@ -170,20 +171,33 @@ def _check_packing(v: Mapping[str, Any]) -> None:
                 "makes the fixed batch's update count, with no batch to drop, none of one "
                 f"length; pass {name}=False or pack_len=None"
             )
-    for name in ("batch_size_multiple", "pad_to_multiple_of"):
-        if v[name] != 1:
-            raise InputError(
-                f"{where} makes rows of exactly pack_len tokens, so {name} has no meaning "
-                f"there: pass {name}=1 (choose pack_len a multiple instead), got "
-                f"{name}={v[name]!r}"
-            )
-    if rows_within(v["cost"], v["pack_len"], v["max_cost"], v["max_batch_size"]) < 1:
-        one_row = float(np.asarray(v["cost"](np.asarray([1]), np.asarray([v["pack_len"]])))[0])
+    if v["batch_size_multiple"] != 1:
         raise InputError(
-            f"{where}: one row costs {one_row:g} under "
+            f"{where} cuts micro-batches by rows, not samples, so batch_size_multiple has no "
+            "meaning there: pass batch_size_multiple=1, got "
+            f"batch_size_multiple={v['batch_size_multiple']!r}"
+        )
+    width = padded_row(v["pack_len"], v["pad_to_multiple_of"])
+    if rows_within(v["cost"], width, v["max_cost"], v["max_batch_size"]) < 1:
+        one_row = float(np.asarray(v["cost"](np.asarray([1]), np.asarray([width])))[0])
+        padded = f", padded to {width} (pad_to_multiple_of={v['pad_to_multiple_of']})," * (
+            width != v["pack_len"]
+        )
+        raise InputError(
+            f"{where}: one row{padded} costs {one_row:g} under "
             f"{cost_spec(v['cost']) or 'the cost'}, over max_cost={v['max_cost']:g}; raise "
             "max_cost or lower pack_len"
         )
+
+
+def padded_row(pack_len: int, pad_to_multiple_of: int) -> int:
+    """The widest a packed row can be: ``pack_len`` rounded up to ``pad_to_multiple_of`` (a
+    packed micro-batch's rows are padded to its fullest row, rounded up so).
+
+    >>> padded_row(500, 64), padded_row(512, 64), padded_row(500, 1)
+    (512, 512, 500)
+    """
+    return -(-pack_len // pad_to_multiple_of) * pad_to_multiple_of
 
 
 def rows_within(cost: Cost, width: int, max_cost: float, cap: int | None = None) -> int:

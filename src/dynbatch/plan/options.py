@@ -37,6 +37,7 @@ from .option_checks import (
     UNITS,
     check_combinations,
     check_fields,
+    padded_row,
     rows_within,
 )
 
@@ -80,7 +81,9 @@ class PlanOptions:
         batch_size_multiple: batch sizes are multiples of this wherever the
             budget allows one multiple; at most one batch per epoch (the
             remainder) is not.
-        pad_to_multiple_of: ``L`` is the longest length rounded up to this.
+        pad_to_multiple_of: ``L`` is the longest length rounded up to this;
+            with ``pack_len``, a packed micro-batch's rows are padded to its
+            fullest row rounded up to this.
         oversize: a sample over budget alone: ``"error"``, ``"skip"`` or ``"alone"``.
         drop_last: drop the one batch per epoch that ended only because samples
             ran out (which samples that is varies with the epoch); on several
@@ -119,15 +122,17 @@ class PlanOptions:
             of each epoch ] in :mod:`dynbatch.plan.epochs`). None: the time split
             alone, its step ``max_batch_size``. :func:`~dynbatch.like_fixed`
             sets it.
-        pack_len: pack several samples into each row of this many tokens, no
-            padding (:func:`~dynbatch.plan.packing.plan_packs`): a micro-batch
-            is then rows, as many as ``cost(rows, pack_len) <= max_cost``
-            allows (and at most ``max_batch_size`` rows), and an update holds
+        pack_len: pack several samples into each row of at most this many
+            tokens (:func:`~dynbatch.plan.packing.plan_packs`): a micro-batch
+            is then rows, as many as ``cost(rows, W) <= max_cost`` allows,
+            ``W`` the widest a row can be (``pack_len`` rounded up to
+            ``pad_to_multiple_of``: :attr:`max_rows`), at most
+            ``max_batch_size`` rows, and an update holds
             ``update_size`` samples (or loss tokens) on average (NOTE [ packed
             epochs ] in :mod:`dynbatch.plan.pack_epochs`). Needs
             ``update_size`` and a random ``order``; refuses ``equal_epochs``,
-            ``drop_last``, ``group_by_length``, ``batch_size_multiple`` and
-            ``pad_to_multiple_of`` other than 1. With ``time_model`` each
+            ``drop_last``, ``group_by_length`` and ``batch_size_multiple``
+            other than 1. With ``time_model`` each
             update runs packed, split or whole, the fastest (NOTE [ choosing
             packing per update ] in :mod:`dynbatch.plan.pack_time`).
 
@@ -195,8 +200,9 @@ class PlanOptions:
     pack_len: int | None = field(
         default=None,
         metadata=_help(
-            "pack several samples into rows of this many tokens, no padding; a micro-batch is the "
-            "most rows with cost(rows, pack_len) <= max_cost"
+            "pack several samples into rows of at most this many tokens; a micro-batch is the "
+            "most rows with cost(rows, pack_len) <= max_cost (pack_len rounded up to "
+            "pad_to_multiple_of)"
         ),
     )
 
@@ -209,14 +215,22 @@ class PlanOptions:
     @property
     def max_rows(self) -> int:
         """With ``pack_len``, the most rows a micro-batch holds: the largest ``R`` with
-        ``cost(R, pack_len) <= max_cost``, at most ``max_batch_size`` (0: not even one).
+        ``cost(R, W) <= max_cost``, at most ``max_batch_size`` (0: not even one), where
+        ``W``, the widest a row can be, is ``pack_len`` rounded up to ``pad_to_multiple_of``.
 
         >>> PlanOptions(max_cost=4096, cost="linear", pack_len=512, update_size=8).max_rows
         8
+        >>> PlanOptions(max_cost=4096, cost="linear", pack_len=500, update_size=8,
+        ...             pad_to_multiple_of=128).max_rows  # rows up to 512 wide
+        8
+        >>> PlanOptions(max_cost=4000, cost="linear", pack_len=500, update_size=8,
+        ...             pad_to_multiple_of=128).max_rows
+        7
         """
         if self.pack_len is None:
             raise InputError("max_rows is the rows of a packed micro-batch: set pack_len")
-        return rows_within(self.cost, self.pack_len, self.max_cost, self.max_batch_size)
+        width = padded_row(self.pack_len, self.pad_to_multiple_of)
+        return rows_within(self.cost, width, self.max_cost, self.max_batch_size)
 
     @property
     def random_order(self) -> bool:
