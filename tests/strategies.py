@@ -132,11 +132,11 @@ def compatible(combo: dict[str, Any], update_size: int) -> dict[str, Any]:
     or ``group_by_length`` with updates of samples drawn at random, ``group_by_length`` with a
     time model, a budget's time model with an ``update_size``, a multiple within the batch, a
     stream without ``drop_last`` or a sorted order, packing with what it takes (updates, a
-    random order, no grouping, ``drop_last`` or multiples; a time model chooses per update)."""
+    random order, no grouping, ``drop_last`` or ``batch_size_multiple``; ``pad_to_multiple_of``
+    goes with it; a time model chooses per update)."""
     combo = dict(combo)
     if combo.get("pack_len") is not None:
-        combo.update(group_by_length=False, drop_last=False)
-        combo.update(batch_size_multiple=1, pad_to_multiple_of=1)
+        combo.update(group_by_length=False, drop_last=False, batch_size_multiple=1)
         if combo["order"] not in ("bucket", "shuffle"):
             combo["order"] = "shuffle"
         if combo["batch_size"] is None and combo["update_size"] is None:

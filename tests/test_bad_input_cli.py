@@ -314,6 +314,26 @@ cli(
     r"unrecognized arguments: --order none",
 )
 
+# what the sampler refuses with pack_len, --pack-len refuses by name, before reading the input
+for flags, match in [
+    (
+        ["--batch-size-multiple", "2"],
+        r"--pack-len=8 does not support --batch-size-multiple=2 \(the sampler refuses "
+        r"batch_size_multiple with pack_len",
+    ),
+    (
+        ["--group-by-length"],
+        r"--pack-len=8 does not support --group-by-length \(the sampler refuses "
+        r"group_by_length with pack_len",
+    ),
+]:
+    for source in ("ok.npy", "missing.npy"):
+        cli(
+            f"stats-{source} --pack-len 8 {flags[0]}",
+            ["{dir}/" + source, "--max-cost", "1000", "--pack-len", "8", *flags],
+            match,
+        )
+
 
 def test_cli_table_is_large() -> None:
     assert len(CLI_CASES) >= 100, len(CLI_CASES)

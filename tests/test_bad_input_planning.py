@@ -72,7 +72,7 @@ for field, values in OPTION_VALUES.items():
             match,
         )
 
-# what packing cannot honour is refused by name (NOTE [ packed updates are the fixed batch's ])
+# what packing cannot honour is refused by name (NOTE [ packed updates ])
 PACKED = {"pack_len": 64, "update_size": 8}
 for label, changes, match in [
     ("no-update-size", {"update_size": None}, r"pack_len=64 cuts .* give update_size"),
@@ -80,13 +80,18 @@ for label, changes, match in [
     ("equal-epochs", {"equal_epochs": True}, r"pack_len=64 does not support equal_epochs=True"),
     ("drop-last", {"drop_last": True}, r"pack_len=64 does not support drop_last=True"),
     ("multiple", {"batch_size_multiple": 8}, r"pack_len=64 .* pass batch_size_multiple=1"),
-    ("pad-multiple", {"pad_to_multiple_of": 8}, r"pack_len=64 .* pass pad_to_multiple_of=1"),
     (  # packing at the step time compares the fixed batch's updates: samples, not tokens
         "time-model-tokens",
         {"time_model": FLAT_STEP, "update_unit": "tokens"},
         r"time_model cuts updates .*update_unit='tokens'",
     ),
     ("row-over-budget", {"max_cost": 10}, r"pack_len=64: one row costs 4096 .*max_cost=10"),
+    (  # a row is as wide as pack_len rounded up to pad_to_multiple_of: 64 -> 72
+        "padded-row-over-budget",
+        {"max_cost": 4100, "pad_to_multiple_of": 24},
+        r"pack_len=64: one row, padded to 72 \(pad_to_multiple_of=24\), costs 5184 .*"
+        r"max_cost=4100",
+    ),
 ]:
     case(
         f"PlanOptions-pack_len-{label}",

@@ -646,7 +646,7 @@ def test_help_explains_every_column_and_how_to_pick_the_budget(
     path = corpus(tmp_path)
     argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--buffer-size", "100"]
     argv += ["--pack-len", "256"]
-    assert main(["stats", *argv, "--time-model", "0.01,1e-6,0", "--group-by-length"]) == 0
+    assert main(["stats", *argv, "--time-model", "0.01,1e-6,0"]) == 0
     head = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("order"))
     columns = re.split(r"\s{2,}", head.strip())
     assert len(columns) == 13, columns
@@ -743,3 +743,71 @@ def test_the_packed_row_prices_the_samplers_own_plan(
     seconds = packed_epoch_seconds(sampler.epoch_plan(0), lens, options)
     assert timed["packed"]["seconds"] == pytest.approx(seconds), "the sampler's epoch"
     assert timed["packed"]["seconds"] <= timed["fixed"]["seconds"] * (1 + 1e-9), "never slower"
+
+
+def sampler_row(lens: np.ndarray, **options: object) -> dict[str, object]:
+    """What ``stats``' packed row must say of the packing sampler built with ``options``."""
+    from dynbatch import DynamicBatchSampler
+    from dynbatch.plan.packs import PackLayout
+    from dynbatch.plan.windows import optimizer_steps
+
+    sampler = DynamicBatchSampler(lengths=lens, **options)  # type: ignore[arg-type]
+    layout = PackLayout.from_options(sampler.options)
+    batches = list(sampler)  # epoch 0: one pass (the next pass is the next epoch)
+    shapes = [layout.rows(lens[b]) for b in batches]
+    sizes = [len(b) for b in batches]
+    return {
+        "batches": len(batches),
+        "updates": optimizer_steps(sampler.epoch_plan(0), lens),
+        "padding_efficiency": pytest.approx(
+            lens.sum() / sum((offsets.size - 1) * width for offsets, width in shapes)
+        ),
+        "batch_size_min": min(sizes),
+        "batch_size_max": max(sizes),
+    }
+
+
+def test_the_packed_row_pads_rows_to_pad_to_multiple_of_as_the_sampler_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--pad-to-multiple-of`` goes into the options the packed row is planned with: rows up
+    to 256 tokens are 288 wide, so a micro-batch holds 3 rows of --max-cost 1100, not 4."""
+    path = corpus(tmp_path)
+    lens = np.load(path)
+    argv = [str(path), "--cost", "linear", "--max-cost", "1100", "--fixed-batch-size", "32"]
+    argv += ["--pack-len", "256"]
+    plain = rows_of(run_json(capsys, *argv))["packed"]
+    padded = rows_of(run_json(capsys, *argv, "--pad-to-multiple-of", "96"))["packed"]
+    want = sampler_row(lens, batch_size=32, pack_len=256, max_cost=1100, cost="linear",
+                       pad_to_multiple_of=96)  # fmt: skip
+    assert {k: padded[k] for k in want} == want, "the sampler's packed epoch, padded rows"
+    assert padded["batches"] > plain["batches"], "3 rows a micro-batch, not 4"
+
+
+def test_the_packed_row_counts_updates_in_tokens_as_the_sampler_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--update-unit tokens``: the packed row's updates are the sampler's, of as many real
+    tokens as --fixed-batch-size samples hold on average; a step time, which cuts no update in
+    tokens (the sampler refuses one there), prices the epoch as it runs: packed rows."""
+    path = tmp_path / "skewed.npy"
+    rng = np.random.default_rng(3)
+    np.save(path, np.minimum(np.ceil(rng.lognormal(3.5, 0.9, 600)), 250).astype(np.int64))
+    lens = np.load(path)
+    argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--fixed-batch-size", "32"]
+    argv += ["--pack-len", "256", "--update-unit", "tokens"]
+    packed = rows_of(run_json(capsys, *argv))["packed"]
+    options = {"batch_size": 32, "pack_len": 256, "max_cost": 6400, "cost": "linear"}
+    want = sampler_row(lens, **options, update_unit="tokens")
+    assert want != sampler_row(lens, **options), "tokens plan another epoch than samples here"
+    assert {k: packed[k] for k in want} == want, "the sampler's packed epoch, in tokens"
+    timed = rows_of(run_json(capsys, *argv, "--time-model", "5,1e-3,0"))["packed"]
+    assert {k: timed[k] for k in want} == want, "a step time cuts no update in tokens"
+    from dynbatch import DynamicBatchSampler
+    from dynbatch.plan.packs import PackLayout
+
+    sampler = DynamicBatchSampler(lengths=lens, **options, update_unit="tokens")  # type: ignore[arg-type]
+    layout = PackLayout.from_options(sampler.options)
+    shapes = [layout.rows(lens[b]) for b in sampler]
+    seconds = sum(5 + 1e-3 * (offsets.size - 1) * width for offsets, width in shapes)
+    assert timed["seconds"] == pytest.approx(seconds), "priced as laid out: packed rows"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 from typing import Any
 
 import numpy as np
@@ -63,7 +64,11 @@ def check_promises(plan: PackPlan, args: dict[str, Any]) -> None:
     counted = args["loss_tokens"] if args["update_unit"] == "tokens" else None
     if counted is None:
         drawn = fixed_updates(
-            lens, pack_len, batch_size, seed=args["seed"], epoch=args["epoch"],
+            lens,
+            pack_len,
+            batch_size,
+            seed=args["seed"],
+            epoch=args["epoch"],
             oversize=args["oversize"],
         )
         assert plan.num_updates == -(-kept.size // batch_size), "the fixed batch's count"
@@ -127,7 +132,7 @@ def test_the_updates_are_the_time_splits_updates() -> None:
     split = dynbatch.plan.splits.plan_split_updates(lens, opts, epoch=4)
     ends = np.r_[0, split.window_ends]
     split_updates = [
-        sorted(np.concatenate(list(split.plan[a:b])).tolist()) for a, b in zip(ends, ends[1:])
+        sorted(np.concatenate(list(split.plan[a:b])).tolist()) for a, b in itertools.pairwise(ends)
     ]
     packed = plan_packs(lens, 512, batch_size=16, seed=3, epoch=4)
     assert [sorted(u.tolist()) for u in packed.updates] == split_updates
@@ -181,9 +186,10 @@ def test_every_rank_has_rows_of_its_own(
     sp = pack_and_deal(lens, updates, pack_len, max_rows, ranks)
     ends = np.r_[0, sp.window_ends] * ranks
     assert sp.plan.sizes.min() >= 1
-    assert np.array_equal(np.sort(sp.plan.indices[np.repeat(~sp.is_padding, sp.plan.sizes)]),
-                          np.sort(updates.indices)), "exactly once, repeats aside"
-    for u, (a, b) in enumerate(zip(ends, ends[1:])):
+    assert np.array_equal(
+        np.sort(sp.plan.indices[np.repeat(~sp.is_padding, sp.plan.sizes)]), np.sort(updates.indices)
+    ), "exactly once, repeats aside"
+    for u, (a, b) in enumerate(itertools.pairwise(ends)):
         assert (b - a) % ranks == 0, "equal steps"
         held = updates[u].size
         repeats = int(sp.is_padding[a:b].sum())

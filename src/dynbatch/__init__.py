@@ -29,8 +29,7 @@ from .plan.costs import LinearCost, MixedCost, QuadraticCost, WithinBudgets, res
 from .plan.epochs import plan_epoch
 from .plan.lengths import compute_lengths
 from .plan.options import PlanOptions
-from .plan.packs import PackChoice, choose_packing
-from .plan.packs import PackPlan, plan_packs
+from .plan.packs import PackChoice, PackPlan, choose_packing, plan_packs
 from .plan.planning import find_oversize, plan_batches
 from .plan.plans import Plan
 from .plan.recipes import fill_device, like_fixed

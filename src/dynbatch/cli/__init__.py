@@ -17,7 +17,10 @@ NOTE [ stats agrees with the sampler ]
     do: with ``--oversize error`` (the default) a sample over budget even alone
     is refused here as the sampler refuses it, naming its line in the input;
     with ``skip`` it is left out of every row (the fixed baseline too); with
-    ``alone`` it gets a batch of its own.
+    ``alone`` it gets a batch of its own. The ``packed`` row is planned with
+    the options the packing sampler would hold (``--pad-to-multiple-of``,
+    ``--update-unit`` included), and a flag the sampler refuses with
+    ``pack_len`` is refused with ``--pack-len``, never left out of the row.
 """
 
 from __future__ import annotations
@@ -112,11 +115,11 @@ def _packed(args: argparse.Namespace, corpus: Corpus, options: PlanOptions) -> P
             step_time=args.step_time,
             oversize=options.oversize,
             seed=options.seed,
+            pad_to_multiple_of=options.pad_to_multiple_of,
+            update_unit=options.update_unit,
         )
     except InputError as exc:  # the packing's own names, as the command line spells them
-        raise UsageError(
-            str(exc).replace("pack_len=", "--pack-len=").replace("max_cost=", "--max-cost=")
-        ) from None
+        raise UsageError(as_flags(str(exc)).replace("pack_len=", "--pack-len=")) from None
 
 
 def _closed_pipe() -> int:

@@ -180,6 +180,8 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--pack-len must be an integer in [1, 2**53), got --pack-len={args.pack_len}"
         )
+    if args.pack_len is not None:
+        _check_packed(args)
     if args.plot is not None:
         plot = Path(args.plot)
         if plot.suffix.lower() not in PLOT_FORMATS:
@@ -203,3 +205,25 @@ def check_flags(args: argparse.Namespace) -> None:
         )
     except InputError as exc:
         raise UsageError(as_flags(str(exc))) from None
+
+
+def _check_packed(args: argparse.Namespace) -> None:
+    """Refuse with ``--pack-len`` what the sampler refuses with ``pack_len`` (NOTE [ stats
+    agrees with the sampler ]), rather than leave it out of the packed row silently."""
+    for given, name, why in (
+        (
+            f"--batch-size-multiple={args.batch_size_multiple}" * (args.batch_size_multiple != 1),
+            "batch_size_multiple",
+            "packed micro-batches are cut by rows, not by samples",
+        ),
+        (
+            "--group-by-length" * args.group_by_length,
+            "group_by_length",
+            "packed updates are the fixed batch's random draws, not of near-equal lengths",
+        ),
+    ):
+        if given:
+            raise UsageError(
+                f"--pack-len={args.pack_len} does not support {given} (the sampler refuses "
+                f"{name} with pack_len: {why}); leave out one of the two"
+            )

@@ -32,7 +32,11 @@ rows (one per plan of one epoch, one rank):
                 the collator builds it (PackCollator.for_sampler): R rows of N (or its
                 longest sample), or padded, a sample a row; pad eff is real tokens / the
                 tokens those steps compute, cost cost(R or n, width); updates hold
-                --fixed-batch-size samples on average, the fixed batch's count
+                --fixed-batch-size samples on average, the fixed batch's count (with
+                --update-unit tokens, as many tokens as those samples hold on average,
+                cut at no step time: the step time only prices them). Rows are padded to
+                --pad-to-multiple-of; --batch-size-multiple and --group-by-length are
+                refused with it, as the sampler refuses them
 
 columns:
   order         the plan the row describes (see rows)

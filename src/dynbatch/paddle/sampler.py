@@ -312,7 +312,7 @@ _SAMPLER_DOC = """
             balance=..., update_size=..., update_unit=..., pack_len=...``), not both.
             With ``pack_len`` each batch is a packed micro-batch: a list of
             sample indices, row after row, for :class:`~dynbatch.PackCollator`
-            (NOTE [ packed updates are the fixed batch's ] in :mod:`dynbatch.plan.packs.epochs`); with
+            (NOTE [ packed updates ] in :mod:`dynbatch.plan.packs.epochs`); with
             ``pack_len`` and ``time_model`` each update runs packed, split or
             whole, the fastest (NOTE [ choosing packing per update ] in
             :mod:`dynbatch.plan.packs`): collate with

@@ -66,7 +66,7 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
             (``drop_last`` and ``equal_epochs`` are refused; ``time_model`` and
             ``group_by_length`` cut each block's updates at the step time, NOTE
             [ a stream at the step time ] in :mod:`dynbatch.stream.blocks`; ``pack_len``
-            packs each block as an epoch is packed, NOTE [ packed updates are the fixed batch's ] in
+            packs each block as an epoch is packed, NOTE [ packed updates ] in
             :mod:`dynbatch.plan.packs.epochs`, and with ``time_model`` too each
             update runs packed, split or whole, NOTE [ choosing packing per
             update ] in :mod:`dynbatch.plan.packs`: collate with

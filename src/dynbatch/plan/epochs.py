@@ -190,7 +190,7 @@ def plan_epoch(
 ) -> ShardedPlan:
     """Every rank's batches for ``epoch``: plan, then shard (``num_batches`` for equal epochs).
 
-    With ``options.pack_len`` the batches are packed micro-batches (NOTE [ packed updates are the fixed batch's ]
+    With ``options.pack_len`` the batches are packed micro-batches (NOTE [ packed updates ]
     in :mod:`dynbatch.plan.packs.epochs`).
 
     ``loss_tokens`` (per sample, at most its length) are what updates in
@@ -209,7 +209,7 @@ def plan_epoch(
     num_replicas = check_int("num_replicas", num_replicas, minimum=1)
     if num_batches is not None:
         num_batches = check_int("num_batches", num_batches, minimum=1)
-    if options.pack_len is not None:  # NOTE [ packed updates are the fixed batch's ], [ choosing packing per update ]
+    if options.pack_len is not None:  # NOTE [ packed updates ], [ choosing packing per update ]
         return plan_packed(lengths, options, epoch, num_replicas, loss_tokens)
     if options.fixed_step_size is not None:  # NOTE [ the faster plan of each epoch ]
         return _faster_plan(lengths, options, epoch, num_replicas, loss_tokens)

@@ -5,6 +5,9 @@ The planner, both samplers, the resume fingerprint, ``dynbatch stats`` and the
 examples all take it whole, so a new option is one field here (with its help
 text), not an edit in six signatures. Every entry point also accepts the
 options as keywords (``max_cost=..., order=...``), but never both at once.
+What each field may hold, and which fields cannot go together, is checked by
+:mod:`dynbatch.plan.option_checks`; the class keeps the fields, their help text,
+and what the options give (flags, the fingerprint, ``max_rows``).
 
 >>> import numpy as np
 >>> opts = PlanOptions(max_cost=1048576, seed=np.int64(3))
@@ -24,18 +27,19 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from .._checks import (
-    InputError,
-    InputTypeError,
-    check_bool,
-    check_choice,
-    check_int,
-    check_positive_number,
-)
+from .._checks import InputError, InputTypeError
 from .costs import Cost, cost_spec, resolve_cost
-from .steptime import check_time_model
+from .option_checks import (
+    BALANCE,
+    ORDERS,
+    OVERSIZE,
+    RANDOM_ORDERS,
+    UNITS,
+    check_combinations,
+    check_fields,
+    padded_row,
+    rows_within,
+)
 
 __all__ = [
     "BALANCE",
@@ -47,16 +51,8 @@ __all__ = [
     "resolve_options",
 ]
 
-ORDERS = ("bucket", "shuffle", "ascending", "descending", "none")
-OVERSIZE = ("error", "skip", "alone")
-BALANCE = ("tokens", "cost")
-#: what an update's size counts: samples, or real (unpadded) tokens
-UNITS = ("samples", "tokens")
 #: what :meth:`PlanOptions.fingerprint` says of a callable it cannot describe
 UNDESCRIBED = "<a callable that cannot be described>"
-#: bucket_width below this makes millions of buckets; above it, one bucket holds lengths
-#: that differ 10-fold, which is a shuffle, not a bucket.
-BUCKET_WIDTH_RANGE = (1e-3, 10.0)
 
 
 def _help(text: str, **extra: Any) -> dict[str, Any]:
@@ -85,7 +81,9 @@ class PlanOptions:
         batch_size_multiple: batch sizes are multiples of this wherever the
             budget allows one multiple; at most one batch per epoch (the
             remainder) is not.
-        pad_to_multiple_of: ``L`` is the longest length rounded up to this.
+        pad_to_multiple_of: ``L`` is the longest length rounded up to this;
+            with ``pack_len``, a packed micro-batch's rows are padded to its
+            fullest row rounded up to this.
         oversize: a sample over budget alone: ``"error"``, ``"skip"`` or ``"alone"``.
         drop_last: drop the one batch per epoch that ended only because samples
             ran out (which samples that is varies with the epoch); on several
@@ -124,15 +122,17 @@ class PlanOptions:
             of each epoch ] in :mod:`dynbatch.plan.epochs`). None: the time split
             alone, its step ``max_batch_size``. :func:`~dynbatch.like_fixed`
             sets it.
-        pack_len: pack several samples into each row of this many tokens, no
-            padding (:func:`~dynbatch.plan.packs.plan_packs`): a micro-batch
-            is then rows, as many as ``cost(rows, pack_len) <= max_cost``
-            allows (and at most ``max_batch_size`` rows), and an update holds
-            ``update_size`` samples (or loss tokens) on average (NOTE [ packed
-            epochs ] in :mod:`dynbatch.plan.packs.epochs`). Needs
+        pack_len: pack several samples into each row of at most this many
+            tokens (:func:`~dynbatch.plan.packs.plan_packs`): a micro-batch
+            is then rows, as wide as the fullest, as many as ``cost(rows, W) <= max_cost`` allows,
+            ``W`` the widest a row can be (``pack_len`` rounded up to
+            ``pad_to_multiple_of``: :attr:`max_rows`), at most
+            ``max_batch_size`` rows, and an update holds
+            the fixed batch's ``update_size`` samples (NOTE [ packed updates ] in
+            :mod:`dynbatch.plan.packs.epochs`). Needs
             ``update_size`` and a random ``order``; refuses ``equal_epochs``,
-            ``drop_last``, ``group_by_length``, ``batch_size_multiple`` and
-            ``pad_to_multiple_of`` other than 1. With ``time_model`` each
+            ``drop_last``, ``group_by_length`` and ``batch_size_multiple``
+            other than 1. With ``time_model`` each
             update runs packed, split or whole, the fastest (NOTE [ choosing
             packing per update ] in :mod:`dynbatch.plan.packs`).
 
@@ -200,162 +200,42 @@ class PlanOptions:
     pack_len: int | None = field(
         default=None,
         metadata=_help(
-            "pack several samples into rows of this many tokens, no padding; a micro-batch is the "
-            "most rows with cost(rows, pack_len) <= max_cost"
+            "pack several samples into rows of at most this many tokens; a micro-batch is the "
+            "most rows with cost(rows, pack_len) <= max_cost (pack_len rounded up to "
+            "pad_to_multiple_of)"
         ),
     )
 
     def __post_init__(self) -> None:
-        put = object.__setattr__
-        put(self, "max_cost", check_positive_number("max_cost", self.max_cost))
-        put(self, "cost", resolve_cost(self.cost))
-        check_choice("order", self.order, ORDERS)
-        put(self, "seed", check_int("seed", self.seed))
-        put(
-            self,
-            "max_batch_size",
-            check_int("max_batch_size", self.max_batch_size, minimum=1, allow_none=True),
-        )
-        put(
-            self,
-            "batch_size_multiple",
-            check_int("batch_size_multiple", self.batch_size_multiple, minimum=1),
-        )
-        put(
-            self,
-            "pad_to_multiple_of",
-            check_int("pad_to_multiple_of", self.pad_to_multiple_of, minimum=1),
-        )
-        check_choice("oversize", self.oversize, OVERSIZE)
-        put(self, "drop_last", check_bool("drop_last", self.drop_last))
-        width = check_positive_number("bucket_width", self.bucket_width)
-        low, high = BUCKET_WIDTH_RANGE
-        if not low <= width <= high:
-            raise InputError(
-                f"bucket_width must be in [{low:g}, {high:g}] (lengths in a bucket differ by "
-                f"less than this fraction), got bucket_width={self.bucket_width!r}"
-            )
-        put(self, "bucket_width", width)
-        if self.max_batch_size is not None and self.batch_size_multiple > self.max_batch_size:
-            raise InputError(
-                f"batch_size_multiple={self.batch_size_multiple} can never be met with "
-                f"max_batch_size={self.max_batch_size}: make the cap a multiple of it"
-            )
-        put(self, "equal_epochs", check_bool("equal_epochs", self.equal_epochs))
-        if isinstance(self.balance, str):
-            check_choice("balance", self.balance, BALANCE)
-        elif not callable(self.balance):
-            raise InputTypeError(
-                f"balance must be 'tokens', 'cost' or a callable (n, L) -> float, "
-                f"got balance={self.balance!r}"
-            )
-        else:
-            resolve_cost(self.balance)  # probes it now, not at the first distributed epoch
-        if self.update_size is not None:
-            put(self, "update_size", check_positive_number("update_size", self.update_size))
-        check_choice("update_unit", self.update_unit, UNITS)
-        put(self, "time_model", check_time_model(self.time_model))
-        if self.time_model is not None and (
-            self.update_size is None or self.update_unit != "samples" or self.equal_epochs
-        ):
-            raise InputError(
-                "time_model cuts updates of update_size samples (the fixed batch's) at the step "
-                f"time: it needs update_size with update_unit='samples' and no equal_epochs, got "
-                f"update_size={self.update_size!r}, update_unit={self.update_unit!r}, "
-                f"equal_epochs={self.equal_epochs!r}"
-            )
-        put(self, "group_by_length", check_bool("group_by_length", self.group_by_length))
-        if self.group_by_length and self.time_model is None:
-            raise InputError(
-                "group_by_length draws the updates of a time_model's split (a flat step "
-                "time, '1,0,0', keeps each update one batch); got group_by_length=True with "
-                "time_model=None"
-            )
-        if self.fixed_step_size is not None:
-            put(
-                self,
-                "fixed_step_size",
-                check_int("fixed_step_size", self.fixed_step_size, minimum=1),
-            )
-            if self.time_model is None or self.group_by_length:
-                raise InputError(
-                    "fixed_step_size chooses, each epoch, between the padding-free split and a "
-                    "time_model's split of the fixed batch's updates: it needs a time_model and no "
-                    f"group_by_length, got fixed_step_size={self.fixed_step_size!r} with "
-                    f"time_model={self.time_model!r}, group_by_length={self.group_by_length!r}"
-                )
-            if self.fixed_step_size < self.batch_size_multiple:
-                raise InputError(
-                    f"fixed_step_size must be at least batch_size_multiple="
-                    f"{self.batch_size_multiple} (a fixed batch smaller than the multiple has no "
-                    f"step of it), got fixed_step_size={self.fixed_step_size!r}"
-                )
-        if self.time_model is not None and not self.random_order:
-            raise InputError(
-                "time_model draws the fixed batch's updates at random each epoch, so it needs a "
-                f"random order ('bucket' or 'shuffle'), got order={self.order!r}"
-            )
-        put(self, "pack_len", check_int("pack_len", self.pack_len, minimum=1, allow_none=True))
-        if self.pack_len is not None:
-            self._check_packing()
-
-    def _check_packing(self) -> None:
-        """Refuse, by name, what packing cannot honour (NOTE [ packed updates are the fixed batch's ])."""
-        where = f"pack_len={self.pack_len}"
-        if self.update_size is None:
-            raise InputError(
-                f"{where} cuts the packed rows into updates of update_size samples (or loss "
-                "tokens): give update_size (like_fixed(..., pack_len=...) sets it), got "
-                "update_size=None"
-            )
-        if not self.random_order:
-            raise InputError(
-                f"{where} packs the epoch in a random order and draws updates at random, so it "
-                f"needs a random order ('bucket' or 'shuffle'), got order={self.order!r}"
-            )
-        refused = {
-            "equal_epochs": self.equal_epochs,
-            "drop_last": self.drop_last,
-            "group_by_length": self.group_by_length,
-        }
-        for name, value in refused.items():
-            if value:
-                raise InputError(
-                    f"{where} does not support {name}=True: packing keeps every sample once and "
-                    "makes the fixed batch's update count, with no batch to drop, none of one "
-                    f"length; pass {name}=False or pack_len=None"
-                )
-        for name in ("batch_size_multiple", "pad_to_multiple_of"):
-            if getattr(self, name) != 1:
-                raise InputError(
-                    f"{where} makes rows of exactly pack_len tokens, so {name} has no meaning "
-                    f"there: pass {name}=1 (choose pack_len a multiple instead), got "
-                    f"{name}={getattr(self, name)!r}"
-                )
-        if self.max_rows < 1:
-            one_row = float(np.asarray(self.cost(np.asarray([1]), np.asarray([self.pack_len])))[0])
-            raise InputError(
-                f"{where}: one row costs {one_row:g} under "
-                f"{cost_spec(self.cost) or 'the cost'}, over max_cost={self.max_cost:g}; raise "
-                "max_cost or lower pack_len"
-            )
+        values = check_fields({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        check_combinations(values)
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     @property
     def max_rows(self) -> int:
         """With ``pack_len``, the most rows a micro-batch holds: the largest ``R`` with
-        ``cost(R, pack_len) <= max_cost``, at most ``max_batch_size`` (0: not even one).
+        ``cost(R, W) <= max_cost``, at most ``max_batch_size`` (0: not even one), where
+        ``W``, the widest a row can be, is ``pack_len`` rounded up to ``pad_to_multiple_of``.
 
         >>> PlanOptions(max_cost=4096, cost="linear", pack_len=512, update_size=8).max_rows
         8
+        >>> PlanOptions(max_cost=4096, cost="linear", pack_len=500, update_size=8,
+        ...             pad_to_multiple_of=128).max_rows  # rows up to 512 wide
+        8
+        >>> PlanOptions(max_cost=4000, cost="linear", pack_len=500, update_size=8,
+        ...             pad_to_multiple_of=128).max_rows
+        7
         """
         if self.pack_len is None:
             raise InputError("max_rows is the rows of a packed micro-batch: set pack_len")
-        return _rows_within(self.cost, self.pack_len, self.max_cost, self.max_batch_size)
+        width = padded_row(self.pack_len, self.pad_to_multiple_of)
+        return rows_within(self.cost, width, self.max_cost, self.max_batch_size)
 
     @property
     def random_order(self) -> bool:
         """Whether the order changes with ``(seed, epoch)``."""
-        return self.order in ("bucket", "shuffle")
+        return self.order in RANDOM_ORDERS
 
     def balance_fn(self) -> Cost:
         """The compute model that steps are balanced by, as a vectorised ``(n, L)`` function."""
@@ -427,29 +307,6 @@ class PlanOptions:
         }
         values.update(overrides)
         return cls(**values)
-
-
-def _rows_within(cost: Cost, pack_len: int, max_cost: float, cap: int | None = None) -> int:
-    """The largest ``R`` (at most ``cap``) with ``cost(R, pack_len) <= max_cost``; 0 if none.
-
-    A cost grows with ``n``, so a doubling then a bisection finds it.
-    """
-    length = np.asarray([pack_len], dtype=np.int64)
-
-    def fits(rows: int) -> bool:
-        return bool(np.asarray(cost(np.asarray([rows]), length))[0] <= max_cost)
-
-    if not fits(1):
-        return 0
-    limit = cap if cap is not None else 2**40
-    low, high = 1, 2
-    while high <= limit and fits(high):
-        low, high = high, 2 * high
-    high = min(high, limit + 1)  # fits(low); not fits(high) or high past the cap
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if fits(mid) else (low, mid)
-    return low
 
 
 FIELDS = frozenset(f.name for f in dataclasses.fields(PlanOptions))

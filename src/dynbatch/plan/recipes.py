@@ -110,7 +110,7 @@ def like_fixed(
         num_replicas: data-parallel ranks (an update spans all of them).
         micro_batches: micro-batches per update, at the least (more: more mixed); default
             :data:`MICRO_BATCHES`. Refused with ``pack_len``: a packed update is as few
-            micro-batches as its rows need within the budget (NOTE [ packed updates are the fixed batch's ]).
+            micro-batches as its rows need within the budget (NOTE [ packed updates ]).
         update_unit: ``"samples"`` (one loss per sample) or ``"tokens"``.
         loss_tokens: per sample, the tokens that carry a loss (a masked prompt
             carries none): updates in ``"tokens"`` are as many loss tokens as
@@ -123,7 +123,7 @@ def like_fixed(
             almost no padding, at the price of updates that are not random
             draws ("On a GPU" in the docs, docs/gpu.md, has what that cost in accuracy).
         pack_len: pack several samples into rows of this many tokens
-            (NOTE [ packed updates are the fixed batch's ] in :mod:`dynbatch.plan.packs.epochs`):
+            (NOTE [ packed updates ] in :mod:`dynbatch.plan.packs.epochs`):
             updates as above, each micro-batch as many rows as fit the fixed
             batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (at
             most ``max_batch_size`` rows, when given; a ``pack_len`` whose one
@@ -196,7 +196,7 @@ def like_fixed(
 
 
 def _check_packed(pack_len: int, grouped: bool, parts: int | None) -> None:
-    """Refuse, by name, what ``like_fixed(pack_len=...)`` would drop (NOTE [ packed updates are the fixed batch's ])."""
+    """Refuse, by name, what ``like_fixed(pack_len=...)`` would drop (NOTE [ packed updates ])."""
     if grouped:
         raise InputError(
             f"like_fixed: pack_len={pack_len} does not support group_by_length=True: packing "

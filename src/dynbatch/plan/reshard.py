@@ -245,8 +245,8 @@ def _deal_packed(
     num_replicas: int,
 ) -> ShardedPlan:
     """The rest of a packed epoch for ``num_replicas`` ranks: each remaining update's samples
-    packed and dealt anew, as a packed epoch's updates are (NOTE [ packed updates are the
-    fixed batch's ] in :mod:`dynbatch.plan.packs.epochs`)."""
+    packed and dealt anew, as a packed epoch's updates are (NOTE [ packed updates ] in
+    :mod:`dynbatch.plan.packs.epochs`)."""
     offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
     ends = np.cumsum(np.asarray(updates, dtype=np.int64))
     bounds = offsets[np.r_[0, ends]].astype(np.int64)

@@ -30,7 +30,7 @@ from .._checks import (
 from .costs import CostLike, resolve_cost
 from .epochs import plan_epoch
 from .options import ORDERS, PlanOptions
-from .packs import PackLayout, choose_packing, plan_packed
+from .packs import PackLayout, plan_packed, plan_timed_packs
 from .planning import batch_capacity, find_oversize, padded_lengths
 from .plans import Plan
 from .recipes import like_fixed
@@ -501,18 +501,23 @@ def packed_stats(
     oversize: str = "error",
     seed: int = 0,
     epoch: int = 0,
+    pad_to_multiple_of: int = 1,
+    update_unit: str = "samples",
 ) -> PlanStats:
     """``dynbatch stats``' ``packed`` row: the packed epoch the sampler runs, micro-batch by
     micro-batch, each laid out as it runs.
 
-    The plan is the samplers' own: :func:`~dynbatch.plan.packs.plan_packed` of the
-    options ``DynamicBatchSampler(lengths=..., batch_size=..., pack_len=..., max_cost=...,
-    cost=...)`` holds, and with ``step_time``
-    :func:`~dynbatch.plan.packs.choose_packing` (the same planner, one rank): each update
-    packed, split or whole, the fastest, or the fixed batch's own updates where that epoch
-    is faster. Each micro-batch is one batch, laid out as
+    The plan is the samplers' own: the options are those
+    ``DynamicBatchSampler(lengths=..., batch_size=..., pack_len=..., max_cost=..., cost=...,
+    pad_to_multiple_of=..., update_unit=...)`` holds (:func:`~dynbatch.like_fixed`'s), planned
+    by :func:`~dynbatch.plan.packs.plan_packed`, and with ``step_time`` by
+    :func:`~dynbatch.plan.packs.plan_timed_packs` (the same planner, one rank): the fixed
+    batch's updates, each packed, split or whole, the fastest. Updates in ``"tokens"`` are as
+    many real tokens as ``batch_size`` samples hold on average; the sampler cuts no such
+    update at a step time (it refuses a ``time_model`` there), so ``step_time`` only prices
+    them. Each micro-batch is one batch, laid out as
     :class:`~dynbatch.plan.packs.PackLayout` lays it out for the collator (NOTE [ a
-    micro-batch's layout ]): packed, ``R`` rows of ``max(pack_len, longest)``, or padded, a
+    micro-batch's layout ]): packed, ``R`` rows as wide as the fullest, or padded, a
     sample a row: ``padding_efficiency`` is real tokens over the tokens those steps compute,
     the cost ``cost(R or n, width)``, the batch sizes its samples. ``seconds`` is the epoch's
     predicted time with ``step_time``. Without ``max_cost``, micro-batches are not capped.
@@ -527,35 +532,33 @@ def packed_stats(
     """
     lens = check_lengths(lengths)
     pack_len = check_int("pack_len", pack_len, minimum=1)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
     if max_cost is None:  # no budget: padded tokens within every sample padded to the longest
         max_cost, cost = float(2 * max(pack_len, int(lens.max())) * lens.size), "linear"
-    options = PlanOptions(
+    options = like_fixed(  # the options DynamicBatchSampler(batch_size=..., ...) plans with
+        lens,
+        batch_size,
         max_cost=max_cost,
         cost=cost,
-        order="shuffle",
+        update_unit=update_unit,
+        pack_len=pack_len,
         seed=seed,
         oversize=oversize,
-        update_size=check_int("batch_size", batch_size, minimum=1),
-        pack_len=pack_len,
+        pad_to_multiple_of=pad_to_multiple_of,
     )
-    if step_time is not None:
-        chosen = choose_packing(
-            lens,
-            pack_len,
-            batch_size=batch_size,
-            time_model=step_time,
-            max_cost=options.max_cost,
-            cost=options.cost,
-            oversize=oversize,
-            seed=seed,
-            epoch=epoch,
-        )
+    cuts = step_time if options.update_unit == "samples" else None  # the sampler's time_model
+    seconds = None
+    if cuts is not None:
+        chosen = plan_timed_packs(lens, options, epoch, time_model=cuts)
         micro, updates, seconds = chosen.micro_batches, chosen.num_updates, chosen.epoch_seconds
     else:
         sharded = plan_packed(lens, options, epoch)
-        micro, updates, seconds = sharded.plan, optimizer_steps(sharded, lens), None
-    layout = PackLayout.from_options(options, step_time)
+        micro, updates = sharded.plan, optimizer_steps(sharded, lens)
+    layout = PackLayout.from_options(options, cuts)
     table = batch_table(lens, micro, cost=options.cost, max_cost=options.max_cost, layout=layout)
+    if step_time is not None and cuts is None:  # priced as it runs: every micro-batch packed
+        rows = table["padded_tokens"] // table["max_len"]
+        seconds = float(np.asarray(step_time(rows, table["max_len"]), dtype=np.float64).sum())
     return replace(
         _summary(table),
         utilization=float(table["cost_ratio"].mean()),

@@ -187,7 +187,7 @@ def plan_block(
     >>> sp.num_steps, sorted(sp.plan.indices.tolist())
     (3, [0, 1, 2, 3, 4, 5, 6, 7])
     """
-    if options.pack_len is not None:  # a block packed as an epoch (NOTE [ packed updates are the fixed batch's ])
+    if options.pack_len is not None:  # a block packed as an epoch (NOTE [ packed updates ])
         return plan_packed(lengths, options, key, num_replicas)
     if options.time_model is not None:  # NOTE [ a stream at the step time ]
         return plan_split_updates(lengths, options, key, num_replicas)

@@ -1,7 +1,7 @@
 """Packed micro-batches in the Trainer: the models it drives, its collator, its forward.
 
 NOTE [ the Trainer packs ]
-    With ``pack_len`` the sampler yields packed micro-batches (NOTE [ packed updates are the fixed batch's ] in
+    With ``pack_len`` the sampler yields packed micro-batches (NOTE [ packed updates ] in
     :mod:`dynbatch.plan.packs.epochs`) and the Trainer trains each as the rows of
     :class:`~dynbatch.PackCollator`, every sample alone in its row (NOTE [ one sample,
     alone in its row ] in :mod:`dynbatch.paddle.pack_collate`), laid out as the plan priced

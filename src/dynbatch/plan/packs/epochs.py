@@ -1,6 +1,6 @@
 """The packed epoch: the fixed batch's updates, each packed into rows: numpy only.
 
-NOTE [ packed updates are the fixed batch's ]
+NOTE [ packed updates ]
     Packing is a speed option, so it changes how an update is computed, never
     which samples it holds nor how many updates an epoch has (STYLE 28). The
     fixed batch's updates are what the user's learning rate, warm-up and
@@ -66,7 +66,7 @@ def fixed_updates(
     oversize: str = "error",
     counted: Indices | None = None,
 ) -> Plan:
-    """The fixed batch's updates of ``epoch`` (NOTE [ packed updates are the fixed batch's ]):
+    """The fixed batch's updates of ``epoch`` (NOTE [ packed updates ]):
     updates of ``size`` samples, or of ``size`` of ``counted`` (loss tokens) on average.
 
     >>> [u.tolist() for u in fixed_updates(np.array([3, 1, 4, 1, 5]), 8, 2, seed=0, epoch=0)]
@@ -102,8 +102,7 @@ def plan_packed_epoch(
     num_replicas: int = 1,
     loss_tokens: NDArray[Any] | None = None,
 ) -> ShardedPlan:
-    """Every rank's packed micro-batches of ``epoch`` (NOTE [ packed updates are the fixed
-    batch's ]), on checked inputs.
+    """Every rank's packed micro-batches of ``epoch`` (NOTE [ packed updates ]), on checked inputs.
 
     >>> opts = PlanOptions(max_cost=16, cost="linear", pack_len=8, update_size=4)
     >>> sp = plan_packed_epoch(np.array([5, 3, 4, 2, 6, 1, 7, 8]), opts, 0, 2)
@@ -255,7 +254,7 @@ def plan_packs(
     ``pack_len`` tokens (but an oversize sample with ``oversize="alone"``);
     the epoch has the fixed batch's ``ceil(N / batch_size)`` updates of
     ``batch_size`` samples each, the last the rest, drawn as the fixed batch
-    draws them (NOTE [ packed updates are the fixed batch's ]); the same
+    draws them (NOTE [ packed updates ]); the same
     ``(seed, epoch)`` gives the same plan.
 
     Args:

@@ -2,7 +2,7 @@
 
 NOTE [ an update's rows ]
     An update is the fixed batch's: its ``B`` samples are drawn as the fixed
-    batch draws them (NOTE [ packed updates are the fixed batch's ] in
+    batch draws them (NOTE [ packed updates ] in
     :mod:`dynbatch.plan.packs.epochs`), and packing decides only how they run.
     So rows are packed per update, never across updates: an update's samples
     go into as few rows as best-fit decreasing finds (longest first, each into
@@ -128,9 +128,7 @@ def row_starts(lengths: Indices, offsets: Indices, pack_len: int) -> NDArray[np.
     hi = np.full(m, pack_len, dtype=np.int64)
     while (lo < hi).any():  # the least capacity whose next-fit needs no more rows
         mid = (lo + hi) // 2
-        rows = np.bincount(
-            micro_of, next_fit_starts(lengths, offsets, pack_len, mid), minlength=m
-        )
+        rows = np.bincount(micro_of, next_fit_starts(lengths, offsets, pack_len, mid), minlength=m)
         ok = rows <= fewest
         hi = np.where(ok, mid, hi)
         lo = np.where(ok, lo, mid + 1)

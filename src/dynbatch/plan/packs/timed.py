@@ -10,7 +10,7 @@ is the same plan read on one rank, with its prices.
 
 NOTE [ choosing packing per update ]
     *The same updates.* Every way runs the fixed batch's update ``u`` (NOTE
-    [ packed updates are the fixed batch's ] in :mod:`dynbatch.plan.packs.epochs`),
+    [ packed updates ] in :mod:`dynbatch.plan.packs.epochs`),
     exactly its samples, on every rank in the same number of steps: (i)
     packed: its rows dealt as micro-batches (NOTE [ dealing an update's rows ]
     in :mod:`dynbatch.plan.packs.deal`); (ii) split: its samples sorted by
@@ -63,7 +63,7 @@ from ..options import PlanOptions
 from ..plans import Indices, Plan
 from ..sharding import ShardedPlan
 from .deal import pack_and_deal
-from .epochs import PackPlan, fixed_updates, plan_packed_epoch
+from .epochs import fixed_updates, plan_packed_epoch
 from .layout import PackLayout
 from .steps import GRID_TOP, Grid, step_time
 from .ways import CHOICES, WHOLE, choose, select, split_ways, way
@@ -228,7 +228,7 @@ def plan_packed(
 ) -> ShardedPlan:
     """The packed epoch the samplers and streams run: at the step time with a ``time_model``
     (:func:`plan_timed_packs`), else every update's rows (:func:`plan_packed_epoch`)."""
-    if options.time_model is None:  # NOTE [ packed updates are the fixed batch's ]
+    if options.time_model is None:  # NOTE [ packed updates ]
         return plan_packed_epoch(lengths, options, epoch, num_replicas, loss_tokens)
     chosen = plan_timed_packs(lengths, options, epoch, num_replicas, loss_tokens)
     assert chosen.sharded is not None
