@@ -222,10 +222,9 @@ def split_reason(sampler: Any, time_model: Any) -> str:
     faster plan of each epoch ]); the line gives the step time, the micro-batches and updates
     of epoch 0 and both candidates' predicted seconds.
 
-    With ``pack_len`` the step time cuts no update: each update of the packed plan (or of
-    the fixed batch's own draw, where that epoch is predicted faster) runs packed, split or
-    whole, the fastest (NOTE [ choosing packing per update ]); the line counts the updates
-    run each way and gives the epoch's predicted seconds.
+    With ``pack_len`` the step time cuts no update: each of the fixed batch's updates runs
+    packed, split or whole, the fastest (NOTE [ choosing packing per update ]); the line
+    counts the updates run each way and gives the epoch's predicted seconds.
     """
     model = check_time_model(time_model)
     options = sampler.options
@@ -234,12 +233,11 @@ def split_reason(sampler: Any, time_model: Any) -> str:
             sampler.lengths, options, 0, sampler.num_replicas, sampler.loss_tokens
         )
         ways = ", ".join(f"{n} {way}" for way, n in chosen.counts.items())
-        own = "the fixed batch's own" if chosen.from_fixed else "the packed plan's"
         assert chosen.sharded is not None
         return (
             f"dynbatch: step time {model}: planning rows of pack_len={options.pack_len} "
             "tokens, each update run packed, split or whole, whichever is predicted fastest, "
-            f"for epoch 0: {own} {len(chosen.choice)} update(s), {ways} "
+            f"for epoch 0: the fixed batch's {len(chosen.choice)} update(s), {ways} "
             f"({chosen.sharded.num_steps} micro-batch(es) a rank): predicted "
             f"{chosen.epoch_seconds:.3g} s an epoch"
         )
