@@ -255,8 +255,9 @@ def exact_step_counts(b: Built, data: st.DataObject) -> None:
         update = combo["batch_size"] * combo["ranks"]
         each = n // update if b.options.drop_last else -(-n // update)
         # left: drop_last with fewer samples than one update makes 0 updates on 1 rank, 1 on more
-        # packed: fewer only where the epoch packs into fewer rows (NOTE [ updates of packed
-        # rows ]); with a time model the fixed batch's own updates may run instead, all of them
+        # packed: fewer only where the epoch packs into fewer rows
+        # (NOTE [ updates of packed rows ]); with a time model the fixed batch's own updates may
+        # run instead, all of them
         counts = [min(each, _packed_rows(b, epoch, each)) for epoch in range(EPOCHS)]
         made = [len(p.window_ends) for p in b.plans if p is not None and p.window_ends is not None]
         fewer = b.options.pack_len is not None and all(

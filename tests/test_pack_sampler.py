@@ -1,7 +1,7 @@
 """``pack_len=`` as a planning option: the samplers yield packed micro-batches.
 
-Every promise of the samplers holds for packed micro-batches too (NOTE [ packed
-epochs ] in ``dynbatch.plan.pack_epochs``): the collator's rows are the plan's,
+Every promise of the samplers holds for packed micro-batches too (NOTE [ packed epochs ]
+in ``dynbatch.plan.pack_epochs``): the collator's rows are the plan's,
 exactly once, equal steps across ranks, exact step counts, determinism, resume.
 """
 
@@ -351,8 +351,8 @@ class Samples(paddle.io.Dataset):  # type: ignore[misc]
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_the_collator_builds_every_micro_batch_as_the_plan_priced_it(workers: int) -> None:
-    """PackCollator.for_sampler lays each micro-batch out as the planner priced it (NOTE [ a
-    micro-batch's layout ]), in DataLoader workers too: the plan's shapes, its samples."""
+    """PackCollator.for_sampler lays each micro-batch out as the planner priced it
+    (NOTE [ a micro-batch's layout ]), in DataLoader workers too: the plan's shapes, its samples."""
     from dynbatch.plan.pack_time import plan_timed_packs
 
     lens = bimodal(500, 11, (150, 257))

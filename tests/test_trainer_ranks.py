@@ -1,5 +1,5 @@
-"""DynamicBatchTrainer resumes a checkpoint on another number of cards (NOTE [ resume from the
-plan ]), with real ``paddle.distributed.launch`` runs on CPU (gloo)."""
+"""DynamicBatchTrainer resumes a checkpoint on another number of cards
+(NOTE [ resume from the plan ]), with real ``paddle.distributed.launch`` runs on CPU (gloo)."""
 
 from __future__ import annotations
 

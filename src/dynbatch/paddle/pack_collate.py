@@ -36,8 +36,8 @@ NOTE [ one sample, alone in its row ]
     the next sample does not fit), which is how :func:`dynbatch.plan_packs`
     defines its rows: the collator's rows are the plan's rows. With a time
     model (``PackCollator.for_sampler``, or ``layout=``) a micro-batch may run
-    padded instead, a sample a row, as the plan priced it (NOTE [ a
-    micro-batch's layout ] in :mod:`dynbatch.plan.pack_time`): the same
+    padded instead, a sample a row, as the plan priced it (NOTE [ a micro-batch's layout ]
+    in :mod:`dynbatch.plan.pack_time`): the same
     fields, one sample in each row.
 """
 
@@ -78,8 +78,8 @@ class PackCollator:
     With ``layout`` (a :class:`~dynbatch.plan.pack_time.PackLayout`: the
     sampler's options and time model, see :meth:`for_sampler`) each
     micro-batch is laid out as the plan priced it: packed rows, or padded,
-    ``R`` = its samples and ``P`` = its longest (NOTE [ a micro-batch's
-    layout ]). It is a pure function of the samples' lengths, so a
+    ``R`` = its samples and ``P`` = its longest (NOTE [ a micro-batch's layout ]).
+    It is a pure function of the samples' lengths, so a
     DataLoader's worker processes build the same.
 
     >>> out = PackCollator(6)([{"input_ids": [5, 6, 7]}, {"input_ids": [8, 9]}, [4, 4]])
@@ -130,8 +130,8 @@ class PackCollator:
         ``sampler`` is a packing sampler or stream (anything with ``.options``
         holding ``pack_len``), or its :class:`~dynbatch.PlanOptions`;
         ``kwargs`` are the other arguments (``causal=...``). With the options'
-        ``time_model`` the micro-batches are laid out by it (NOTE [ a
-        micro-batch's layout ]); without, every one is packed.
+        ``time_model`` the micro-batches are laid out by it (NOTE [ a micro-batch's layout ]);
+        without, every one is packed.
 
         >>> from dynbatch import PlanOptions
         >>> opts = PlanOptions(max_cost=64, cost="linear", pack_len=8, update_size=4,

@@ -120,21 +120,21 @@ class PlanOptions:
             a rank): each epoch then plans both the padding-free split (these
             options without the time model) and the fixed batch's updates cut
             at the step time (in ``"shuffle"`` order, micro-batches of at most
-            this), and keeps the one predicted faster (NOTE [ the faster plan
-            of each epoch ] in :mod:`dynbatch.plan.epochs`). None: the time split
+            this), and keeps the one predicted faster (NOTE [ the faster plan of each epoch ]
+            in :mod:`dynbatch.plan.epochs`). None: the time split
             alone, its step ``max_batch_size``. :func:`~dynbatch.like_fixed`
             sets it.
         pack_len: pack several samples into each row of this many tokens, no
             padding (:func:`~dynbatch.plan.packing.plan_packs`): a micro-batch
             is then rows, as many as ``cost(rows, pack_len) <= max_cost``
             allows (and at most ``max_batch_size`` rows), and an update holds
-            ``update_size`` samples (or loss tokens) on average (NOTE [ packed
-            epochs ] in :mod:`dynbatch.plan.pack_epochs`). Needs
+            ``update_size`` samples (or loss tokens) on average (NOTE [ packed epochs ]
+            in :mod:`dynbatch.plan.pack_epochs`). Needs
             ``update_size`` and a random ``order``; refuses ``equal_epochs``,
             ``drop_last``, ``group_by_length``, ``batch_size_multiple`` and
             ``pad_to_multiple_of`` other than 1. With ``time_model`` each
-            update runs packed, split or whole, the fastest (NOTE [ choosing
-            packing per update ] in :mod:`dynbatch.plan.pack_time`).
+            update runs packed, split or whole, the fastest (NOTE [ choosing packing per update ]
+            in :mod:`dynbatch.plan.pack_time`).
 
     :func:`~dynbatch.like_fixed` makes the options that train like a fixed
     batch, faster; :func:`~dynbatch.fill_device` those that fill a device.

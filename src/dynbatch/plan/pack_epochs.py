@@ -33,8 +33,8 @@ NOTE [ packed epochs ]
     an update's normal rows are one run, cut into no more micro-batches than
     without an oversize row. Only an update with fewer rows than ranks cannot
     be dealt so; its missing micro-batches repeat its lightest row, flagged
-    in ``is_padding`` (weight 0 in the loss), as sharding does (NOTE [ equal
-    steps without dropping or repeating ] in :mod:`dynbatch.plan.sharding`).
+    in ``is_padding`` (weight 0 in the loss), as sharding does
+    (NOTE [ equal steps without dropping or repeating ] in :mod:`dynbatch.plan.sharding`).
 
     A micro-batch is a list of sample indices, row after row; the collator
     (:class:`~dynbatch.PackCollator`) rebuilds its rows by next-fit of that
@@ -46,8 +46,8 @@ NOTE [ packed epochs ]
 
     With a ``time_model`` the micro-batches so dealt are one way to run each
     update; the step time chooses, per update, between them, the split and
-    the whole, and may run the fixed batch's own updates instead (NOTE
-    [ choosing packing per update ] in :mod:`dynbatch.plan.pack_time`).
+    the whole, and may run the fixed batch's own updates instead
+    (NOTE [ choosing packing per update ] in :mod:`dynbatch.plan.pack_time`).
 
     ``drop_last``, ``equal_epochs``, ``group_by_length``,
     ``batch_size_multiple`` and ``pad_to_multiple_of`` are refused with

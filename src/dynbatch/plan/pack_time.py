@@ -802,8 +802,8 @@ def plan_packed(
 def packed_epoch_seconds(
     sharded: ShardedPlan, lengths: Any, options: PlanOptions, time_model: Any = None
 ) -> float:
-    """Predicted seconds of a packed epoch, each micro-batch laid out as it runs (NOTE [ a
-    micro-batch's layout ]), each step its slowest rank's."""
+    """Predicted seconds of a packed epoch, each micro-batch laid out as it runs
+    (NOTE [ a micro-batch's layout ]), each step its slowest rank's."""
     lens = check_lengths(lengths)
     layout = PackLayout.from_options(options, time_model)
     base = sharded.plan
@@ -832,8 +832,8 @@ def choose_packing(
     """The packed plan of ``epoch``, each update run packed, split or whole: the fastest.
 
     The samplers' plan (:func:`plan_timed_packs`) on one rank, with updates of
-    ``batch_size`` samples (or its loss tokens). NOTE [ choosing packing per
-    update ] says what is compared and why the epoch is never predicted slower
+    ``batch_size`` samples (or its loss tokens). NOTE [ choosing packing per update ]
+    says what is compared and why the epoch is never predicted slower
     than the fixed batch's.
 
     Args:

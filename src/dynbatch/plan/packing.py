@@ -304,8 +304,8 @@ def plan_packs(
 
     Every kept sample is in exactly one row, once; no row holds more than
     ``pack_len`` tokens (but an oversize sample with ``oversize="alone"``);
-    the epoch has ``ceil(N / batch_size)`` updates (NOTE [ updates of packed
-    rows ]); the same ``(seed, epoch)`` gives the same plan.
+    the epoch has ``ceil(N / batch_size)`` updates (NOTE [ updates of packed rows ]);
+    the same ``(seed, epoch)`` gives the same plan.
 
     Args:
         lengths: tokens per sample.

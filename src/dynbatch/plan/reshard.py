@@ -2,8 +2,8 @@
 
 NOTE [ resume on another number of ranks ]
     Preempted jobs come back on fewer or more cards. Every rank plans the same
-    *global* updates and takes its share of them (NOTE [ equal steps without
-    dropping or repeating ] in :mod:`dynbatch.plan.sharding`), so the updates do
+    *global* updates and takes its share of them (NOTE [ equal steps without dropping or repeating ]
+    in :mod:`dynbatch.plan.sharding`), so the updates do
     not belong to a rank count: a state saved on ``N`` ranks records the rest
     of its epoch, update by update, as global batches (:func:`rest_of`), and
     a sampler on ``M`` ranks deals each remaining update out to its own ranks
@@ -141,8 +141,9 @@ def check_rest(
 def check_global_update(
     saved: Mapping[str, Any], saved_replicas: int, options: PlanOptions, num_replicas: int
 ) -> None:
-    """Refuse a rest whose updates this sampler's would not be (NOTE [ resume on another ...
-    number of ranks ]), saying which ``batch_size`` keeps the saved update."""
+    """Refuse a rest whose updates this sampler's would not be
+    (NOTE [ resume on another number of ranks ]), saying which ``batch_size`` keeps the saved
+    update."""
     size, unit = saved.get("update_size"), saved.get("update_unit", "samples")
     if size is not None and (
         isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size < math.inf
@@ -246,8 +247,8 @@ def _deal_packed(
     num_replicas: int,
 ) -> ShardedPlan:
     """The rest of a packed epoch for ``num_replicas`` ranks: each saved micro-batch's rows
-    (next-fit of its order, as the collator builds them), dealt update by update (NOTE
-    [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`)."""
+    (next-fit of its order, as the collator builds them), dealt update by update
+    (NOTE [ packed epochs ] in :mod:`dynbatch.plan.pack_epochs`)."""
     pack_len = int(options.pack_len or 0)
     offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))])
     idx = np.asarray(indices, dtype=np.int64)

@@ -511,9 +511,9 @@ def packed_stats(
     :func:`~dynbatch.plan.pack_time.choose_packing` (the same planner, one rank): each update
     packed, split or whole, the fastest, or the fixed batch's own updates where that epoch
     is faster. Each micro-batch is one batch, laid out as
-    :class:`~dynbatch.plan.pack_time.PackLayout` lays it out for the collator (NOTE [ a
-    micro-batch's layout ]): packed, ``R`` rows of ``max(pack_len, longest)``, or padded, a
-    sample a row: ``padding_efficiency`` is real tokens over the tokens those steps compute,
+    :class:`~dynbatch.plan.pack_time.PackLayout` lays it out for the collator
+    (NOTE [ a micro-batch's layout ]): packed, ``R`` rows of ``max(pack_len, longest)``, or padded,
+    a sample a row: ``padding_efficiency`` is real tokens over the tokens those steps compute,
     the cost ``cost(R or n, width)``, the batch sizes its samples. ``seconds`` is the epoch's
     predicted time with ``step_time``. Without ``max_cost``, micro-batches are not capped.
 

@@ -3,10 +3,10 @@
 NOTE [ the Trainer packs ]
     With ``pack_len`` the sampler yields packed micro-batches (NOTE [ packed epochs ] in
     :mod:`dynbatch.plan.pack_epochs`) and the Trainer trains each as the rows of
-    :class:`~dynbatch.PackCollator`, every sample alone in its row (NOTE [ one sample,
-    alone in its row ] in :mod:`dynbatch.paddle.pack_collate`), laid out as the plan priced
-    it: packed rows, or with a step time (probed as unpacked, or given) padded, a sample a
-    row, where that is faster (NOTE [ a micro-batch's layout ]); the fields are the same.
+    :class:`~dynbatch.PackCollator`, every sample alone in its row
+    (NOTE [ one sample, alone in its row ] in :mod:`dynbatch.paddle.pack_collate`), laid out as the
+    plan priced it: packed rows, or with a step time (probed as unpacked, or given) padded, a sample
+    a row, where that is faster (NOTE [ a micro-batch's layout ]); the fields are the same.
     Two kinds of model are driven, recognised by what they are when the Trainer is made;
     any other is refused by name then, not at the first step:
 
@@ -25,14 +25,14 @@ NOTE [ the Trainer packs ]
       layer and its base model under ``base_model_prefix``, the base holding a
       ``pooler`` and taking ``position_ids`` and ``attention_mask``. Its own forward would
       pool each row's first token, one sample a row, so the Trainer runs the base model
-      on the rows with the additive block mask (:func:`~dynbatch.paddle.pack_collate.
-      additive_mask`) and each sample's own positions, gathers each sample's first token
+      on the rows with the additive block mask (:func:`~dynbatch.paddle.pack_collate.additive_mask`)
+      and each sample's own positions, gathers each sample's first token
       (its ``[CLS]``, at ``sample_starts``), pools it with the model's own pooler, then
       the model's dropout and classifier: ``[S, num_labels]`` logits, one a sample, in
       the order the sampler gave them (the collator's rows are next-fit of that order).
       The labels are the samples' own, one each, so the Trainer's per-sample loss is
-      divided by the update's samples over all ranks, as unpacked (NOTE [ one update,
-      one mean ]). Under ``DataParallel`` this forward runs as the wrapped model's,
+      divided by the update's samples over all ranks, as unpacked (NOTE [ one update, one mean ]).
+      Under ``DataParallel`` this forward runs as the wrapped model's,
       through the wrapper's call, which readies the gradient all-reduce
       (:func:`~._compat.call_as_forward`).
 
