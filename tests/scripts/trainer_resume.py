@@ -130,7 +130,8 @@ def main() -> None:
     if mode == "cut":
         callbacks.append(ExitAfterSave(out, int(sys.argv[4]), rec))
     if mode == "kill":
-        os.setpgid(0, 0)  # a group of its own, the loader's workers to come in it
+        if os.getpgid(0) != os.getpid():  # a session leader (processes.run) leads its group
+            os.setpgid(0, 0)  # a group of its own, the loader's workers to come in it
         callbacks.append(KillAtStep(out, int(sys.argv[4]), rec, made))
     run_dir = out / ("full" if mode == "full" else "cut")
     trainer = make_trainer(kind, run_dir, callbacks)
