@@ -29,8 +29,8 @@ Packed rows (rows of ``max_len`` tokens; a micro-batch of R rows is priced as R 
 * ``packed, chosen (table)``: ``choose_packing(lens, max_len, batch_size=B,
   time_model=table, max_rows=B)`` (the samplers' planner on one rank): the packed plan's
   updates, each run packed, split or whole, whichever the table prices fastest, or the fixed
-  batch's own updates (each split or whole) where the table prices that epoch faster (NOTE
-  [ choosing packing per update ]); micro-batches of at most B rows, the fixed batch's shape,
+  batch's own updates (each split or whole) where the table prices that epoch faster
+  (NOTE [ choosing packing per update ]); micro-batches of at most B rows, the fixed batch's shape,
   each run as rows or padded, whichever is faster (NOTE [ a micro-batch's layout ]), and
   replayed as it runs;
 * ``packed, chosen (fit)``: the same, chosen on the fitted model, replayed on the table;

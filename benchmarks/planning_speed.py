@@ -10,8 +10,8 @@ indices, as a DataLoader consumes it. PaddleNLP's SamplerHelper is timed at one 
 
 Packing (``--pack-size`` ChnSentiCorp lengths, rows of 512, the fixed batch of 32): the
 packed plan alone (``plan_packs``), and packing at the step time
-(``choose_packing(..., time_model=...)``, the samplers' planner on one rank; NOTE
-[ choosing packing per update ]) on the H100 step-time table and on its fit, each with its
+(``choose_packing(..., time_model=...)``, the samplers' planner on one rank;
+NOTE [ choosing packing per update ]) on the H100 step-time table and on its fit, each with its
 time above ``plan_packs``; then a sampler's epoch (rank 0 of 8) with ``pack_len`` and the fit.
 
 Packing unusual corpora (``--pack-size`` samples each, ``--unusual-only`` for this table

@@ -394,8 +394,8 @@ case(
 )
 
 
-# a state saved on 2 ranks of a global update of 4, loaded on 1 (NOTE [ resume on another ...
-# number of ranks ]): what the rest's checks see
+# a state saved on 2 ranks of a global update of 4, loaded on 1
+# (NOTE [ resume on another number of ranks ]): what the rest's checks see
 def on_one_rank(**changes: Any) -> None:
     two = DistributedDynamicBatchSampler(lengths=LENS, batch_size=2, num_replicas=2, rank=0)
     state = two.state_dict(consumed_batches=1)

@@ -5,8 +5,16 @@ A Sphinx role in a docstring of ``src/dynbatch`` (``:func:``, ``:class:``, ``:me
 up: a dotted ``dynbatch.x.y`` by import and getattr; a relative ``.x`` from the module's
 package; a bare name in the class the docstring belongs to, then its module, then the
 ``dynbatch`` package. A backticked ``dynbatch.X`` in README.md or a page of ``docs/`` is
-resolved the same way. A NOTE the docs cite is written ``{note}`name``` (NOTE [ NOTE links
-found at build time ] in ``docs/_ext/notes.py``), and some source file opens it.
+resolved the same way. A NOTE the docs cite is written ``{note}`name```
+(NOTE [ NOTE links found at build time ] in ``docs/_ext/notes.py``), and some source file
+opens it.
+
+NOTE [ a reference on one line ]
+    A role's target and a note's name are each written on one line, in the code, the tests,
+    the examples, the benchmarks and the docs. Split, ``:func:`~dynbatch.x.`` then
+    ``y``` on the next line is no role this check's pattern reads (nor one a reader can
+    search for), and ``NOTE [ the`` then ``why ]`` matches no note's opening line and no grep
+    for its name: each resolves to nothing, silently.
 """
 
 from __future__ import annotations
@@ -32,6 +40,13 @@ DOCS = ROOT / "docs"
 NOTE_ROLE = re.compile(r"\{note\}`(?P<name>[^`]+)`")
 ROLE = re.compile(r":(func|class|meth|data|mod|attr|exc|obj):`~?(?P<target>[\w.]+)(?:\(\))?`")
 README_NAME = re.compile(r"`(?P<target>dynbatch(?:\.\w+)+)")
+ROLES = "func|class|meth|data|mod|attr|exc|obj"
+#: a role (``:func:`` or MyST's ``{func}``, ``{note}``) whose target runs past its line, or a
+#: ``NOTE [`` whose name does (NOTE [ a reference on one line ])
+SPLIT = re.compile(
+    rf"(?::(?:py:)?(?:{ROLES}):|\{{(?:py:)?(?:{ROLES}|note)\}})(?:`[^`\n]*|[ \t]*)\n"
+    r"|\bNOTE(?:[ \t]*\[[^\]\n]*\n|[ \t]*\n[\s#\"']*\[)"
+)
 MISSING = object()
 
 
@@ -191,6 +206,84 @@ def prose() -> dict[str, str]:
     """The README and every page of the docs, by path from the repository root."""
     files = [README, *sorted(DOCS.glob("*.md"))]
     return {path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8") for path in files}
+
+
+def written_files() -> list[Path]:
+    """Every file a reference is written in: code, tests, examples, benchmarks and docs."""
+    trees = [
+        (ROOT / "src", "*.py"),
+        *((ROOT / name, "*.py") for name in ("tests", "examples", "benchmarks", "docs")),
+        (DOCS, "*.md"),
+    ]
+    found = {path for tree, glob in trees for path in tree.rglob(glob)}
+    found |= {README, ROOT / "CHANGELOG.md", ROOT / "conftest.py"}
+    return sorted(p for p in found if p.is_file() and not {"_build", "__pycache__"} & set(p.parts))
+
+
+def splits(text: str) -> list[str]:
+    """``line: text`` of each reference in ``text`` split across two lines."""
+    found = []
+    for match in SPLIT.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        shown = " ".join(text[match.start() : match.end() + 40].split())
+        found.append(f"{line}: {shown}")
+    return found
+
+
+def test_no_reference_is_split_across_two_lines() -> None:
+    """NOTE [ a reference on one line ]."""
+    found = [
+        f"{path.relative_to(ROOT).as_posix()}:{where}"
+        for path in written_files()
+        for where in splits(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, f"{len(found)} references split across two lines:\n" + "\n".join(found)
+
+
+def test_the_split_check_reads_every_place_references_are_written() -> None:
+    read = {path.relative_to(ROOT).as_posix() for path in written_files()}
+    assert {
+        "README.md",
+        "docs/packing.md",
+        "docs/_ext/notes.py",
+        "src/dynbatch/integrations/paddlenlp/packing.py",
+        "tests/test_cross_references.py",
+        "examples/sft_causal_lm.py",
+        "benchmarks/device_time.py",
+    } <= read
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ":func:`~dynbatch.paddle.pack_collate.\n    additive_mask`",
+        ":meth:`GradientAccumulator.backward(loss_sum)\n<dynbatch.GradientAccumulator.backward>`",
+        ":class:\n`PackCollator`",
+        "{note}`a step is\npriced at its quickest padding`",
+        "(NOTE [ the\n    faster plan of each epoch ])",
+        "#: packed (NOTE [ the\n#: Trainer packs ])",
+        '"a stream (NOTE [ updates of a "\n "stream ])"',
+        "x = a[b]  # NOTE [ a step is priced at its ...\nassert x == a[b]",
+        "(NOTE\n    [ resuming a stream ])",
+        "# (NOTE\n# [ resuming a stream ])",
+    ],
+)
+def test_a_split_reference_is_found(text: str) -> None:
+    assert splits(f"Text before.\n{text} and after.\n") != [], text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ":func:`~dynbatch.paddle.pack_collate.additive_mask`\nand :class:`PackCollator`",
+        "NOTE [ one update, one mean ]\n    Opens the note.",
+        "{note}`a step is priced at its quickest padding`",
+        "``:func:``, ``:class:``,\n``:meth:``",
+        "see the NOTE\nbelow",
+    ],
+)
+def test_a_reference_on_one_line_is_not_a_split(text: str) -> None:
+    assert splits(f"Text before.\n{text} and after.\n") == [], text
 
 
 def notes_extension() -> types.ModuleType:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import alive, run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 pytestmark = pytest.mark.slow
@@ -35,14 +34,13 @@ def launch(script: str, tmp_path: Path, *args: str, nproc: int = 2) -> None:
         str(SCRIPTS / script),
         *args,
     ]
-    done = subprocess.run(
-        cmd, cwd=tmp_path, env=script_env(), capture_output=True, text=True, timeout=600
-    )
+    out = tmp_path / "launch.log"
+    done = run(cmd, out, cwd=tmp_path, env=script_env(), timeout=600)
     if done.returncode != 0:
         logs = "\n".join(
             p.read_text()[-3000:] for p in sorted((tmp_path / "log").glob("workerlog.*"))
         )
-        pytest.fail(f"launch exited {done.returncode}\n{done.stdout[-2000:]}\n{logs}")
+        pytest.fail(f"launch exited {done.returncode}\n{out.read_text()[-2000:]}\n{logs}")
 
 
 def test_two_ranks_train_two_epochs_on_an_uneven_dataset(tmp_path: Path) -> None:
@@ -63,25 +61,15 @@ def test_two_ranks_train_two_epochs_on_an_uneven_dataset(tmp_path: Path) -> None
 
 
 def run_script(tmp_path: Path, *args: str) -> int:
-    """Run resume_train.py in its own process group; afterwards end the whole group.
+    """Run resume_train.py; afterwards end every process it left (NOTE [ reaping a launch ]).
 
     A SIGKILLed paddle process leaves its DataLoader workers orphaned; a job scheduler
     would end them with the job, and so does this helper.
     """
-    log = open(tmp_path / "run.log", "a")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPTS / "resume_train.py"), str(tmp_path), *args],
-        env=script_env(),
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
-    try:
-        return proc.wait(timeout=300)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+    cmd = [sys.executable, str(SCRIPTS / "resume_train.py"), str(tmp_path), *args]
+    done = run(cmd, tmp_path / "run.log", env=script_env(), timeout=300)
+    assert not alive(done), "no process of the run outlives it"
+    return done.returncode
 
 
 @pytest.mark.parametrize("workers", [0, 2])

@@ -48,6 +48,10 @@ LAYERS: list[tuple[str, ...]] = [
 NO_PADDLE = ("dynbatch.plan", "dynbatch.stream")
 HEAVY = ("paddle", "paddlenlp", "visualdl")
 MAX_TOP_MODULES = 12
+#: the house's bounds: a module past this many lines does several jobs, a class past
+#: ``MAX_CLASS_LINES`` (its ``class`` line to its last) is more than a reader can hold
+MAX_MODULE_LINES = 700
+MAX_CLASS_LINES = 300
 
 
 def module_name(path: Path) -> str:
@@ -214,3 +218,43 @@ def test_few_modules_directly_in_the_package() -> None:
     assert len(top) <= MAX_TOP_MODULES, f"{len(top)} modules in src/dynbatch: {top}"
     every = modules()
     assert all(layer(name) >= 0 for name in every), "every module is in a layer"
+
+
+def oversized(paths: dict[str, Path]) -> list[str]:
+    """Every module over :data:`MAX_MODULE_LINES` and class over :data:`MAX_CLASS_LINES`."""
+    found = []
+    for name, path in sorted(paths.items()):
+        text = path.read_text(encoding="utf-8")
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append(f"module {name}: {lines} lines (at most {MAX_MODULE_LINES})")
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if isinstance(node, ast.ClassDef):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                if size > MAX_CLASS_LINES:
+                    found.append(
+                        f"class {name}.{node.name}: {size} lines (at most {MAX_CLASS_LINES})"
+                    )
+    return found
+
+
+def test_every_module_and_class_within_the_house_bounds() -> None:
+    found = oversized(modules())
+    assert not found, "split along its jobs:\n" + "\n".join(found)
+
+
+def test_an_oversized_module_and_class_are_named_with_their_lines(tmp_path: Path) -> None:
+    """The check itself: a long module, and a long class nested in a short one, each named."""
+
+    def members(count: int, indent: str) -> str:
+        return "".join(f"{indent}x{i} = {i}\n" for i in range(count))
+
+    big = "class Outer:\n    class Inner:\n" + members(MAX_CLASS_LINES, " " * 8)
+    (tmp_path / "big.py").write_text(big + "\n" * MAX_MODULE_LINES)
+    (tmp_path / "fits.py").write_text("class Small:\n" + members(MAX_CLASS_LINES - 1, " " * 4))
+    found = oversized({"big": tmp_path / "big.py", "fits": tmp_path / "fits.py"})
+    assert found == [
+        f"module big: {MAX_MODULE_LINES + MAX_CLASS_LINES + 2} lines (at most {MAX_MODULE_LINES})",
+        f"class big.Outer: {MAX_CLASS_LINES + 2} lines (at most {MAX_CLASS_LINES})",
+        f"class big.Inner: {MAX_CLASS_LINES + 1} lines (at most {MAX_CLASS_LINES})",
+    ], found

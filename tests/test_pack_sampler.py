@@ -1,9 +1,8 @@
 """``pack_len=`` as a planning option: the samplers yield packed micro-batches.
 
-Every promise of the samplers holds for packed micro-batches too (NOTE [ packed
-epochs ] in ``dynbatch.plan.packs.epochs``): the collator's rows are the plan's,
-exactly once, equal steps across ranks, exact step counts, determinism, resume.
-"""
+Every promise of the samplers holds for packed micro-batches too (NOTE [ packed epochs ] in
+``dynbatch.plan.packs.epochs``): the collator's rows are the plan's, exactly once, equal steps
+across ranks, exact step counts, determinism, resume."""
 
 from __future__ import annotations
 
@@ -351,8 +350,8 @@ class Samples(paddle.io.Dataset):  # type: ignore[misc]
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_the_collator_builds_every_micro_batch_as_the_plan_priced_it(workers: int) -> None:
-    """PackCollator.for_sampler lays each micro-batch out as the planner priced it (NOTE [ a
-    micro-batch's layout ]), in DataLoader workers too: the plan's shapes, its samples."""
+    """PackCollator.for_sampler lays each micro-batch out as the planner priced it
+    (NOTE [ a micro-batch's layout ]), in DataLoader workers too: the plan's shapes, its samples."""
     from dynbatch.plan.packs import plan_timed_packs
 
     lens = bimodal(500, 11, (150, 257))

@@ -4,12 +4,12 @@ ranks, with real ``paddle.distributed.launch`` runs on CPU (gloo)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import Finished, alive, run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 pytestmark = pytest.mark.slow
@@ -23,16 +23,16 @@ def script_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def launch(out: Path, ranks: int, *args: str) -> tuple[int, str]:
-    """Run resume_ranks.py on ``ranks`` ranks; its exit code and the end of its logs."""
+def launch(out: Path, ranks: int, *args: str) -> tuple[Finished, str]:
+    """Run resume_ranks.py on ``ranks`` ranks, then end every process it left
+    (NOTE [ reaping a launch ]): the run and the end of its logs."""
     logs = out / f"log{len(list(out.glob('log*')))}"
     cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", str(ranks)]
     cmd += ["--log_dir", str(logs), str(SCRIPTS / "resume_ranks.py"), str(out), *args]
-    done = subprocess.run(
-        cmd, cwd=out, env=script_env(), capture_output=True, text=True, timeout=600
-    )
+    launcher = out / f"launcher-{logs.name}.txt"
+    done = run(cmd, launcher, cwd=out, env=script_env(), timeout=600)
     tail = "\n".join(p.read_text()[-2000:] for p in sorted(logs.glob("workerlog.*")))
-    return done.returncode, f"{done.stdout[-1500:]}\n{tail}"
+    return done, f"{launcher.read_text()[-1500:]}\n{tail}"
 
 
 def trained(out: Path, ranks: int) -> list[list[list[int]]]:
@@ -46,16 +46,19 @@ def test_sigkill_twice_on_two_ranks_and_workers_resumes_to_the_uninterrupted_run
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     whole.mkdir()
     killed.mkdir()
-    code, log = launch(whole, 2, "2")
-    assert code == 0, log
+    done, log = launch(whole, 2, "2")
+    assert done.returncode == 0, log
     steps = len(trained(whole, 2)[0])
     first, second = sorted(np.random.default_rng(28).choice(np.arange(4, steps), 2, False))
     assert steps > 8, f"an epoch of several checkpoints, got {steps} batches"
     for kill in (first, second):
-        code, log = launch(killed, 2, "2", "--kill-at", str(kill))
-        assert code != 0 and not (killed / "params.json").exists(), f"killed at {kill}\n{log}"
-    code, log = launch(killed, 2, "2")
-    assert code == 0, log
+        done, log = launch(killed, 2, "2", "--kill-at", str(kill))
+        assert done.returncode != 0 and not (killed / "params.json").exists(), (
+            f"killed at {kill}\n{log}"
+        )
+        assert not alive(done), "no rank, DataLoader worker or orphan of the killed run is left"
+    done, log = launch(killed, 2, "2")
+    assert done.returncode == 0, log
     assert trained(killed, 2) == trained(whole, 2), "each rank trained the same batches in order"
     got = json.loads((killed / "params.json").read_text())
     for name, values in json.loads((whole / "params.json").read_text()).items():
@@ -69,12 +72,12 @@ def test_a_run_stopped_on_n_ranks_resumes_on_m_with_every_sample_once(
     # at an update's end (windows end at 4, 8, 12 on 1 rank; 3, 7, 11, 15 on 2) and a checkpoint
     # (every 3 batches): a state saved inside an update stays on its ranks
     stop = {1: "12", 2: "15"}[saved]
-    code, log = launch(tmp_path, saved, "0", "--stop-at", stop)
-    assert code == 0, log
+    done, log = launch(tmp_path, saved, "0", "--stop-at", stop)
+    assert done.returncode == 0, log
     before = [i for rank in trained(tmp_path, saved) for batch in rank for i in batch]
     assert len(before) > 0
-    code, log = launch(tmp_path, resumed, "0")
-    assert code == 0, log
+    done, log = launch(tmp_path, resumed, "0")
+    assert done.returncode == 0, log
     rest = trained(tmp_path, resumed)
     assert len({len(rank) for rank in rest}) == 1, "equal steps on the new ranks"
     after = [i for rank in rest for batch in rank for i in batch]

@@ -161,7 +161,7 @@ def test_pack_mode_trains_the_dynamic_modes_updates_packed_as_if_unpacked(
     assert math.isfinite(pack["eval_loss"]) and pack["eval_loss"] > 0
     assert pack["steps"] == pack["planned_steps"], "steps_for_epochs sized the schedule"
     assert pack["steps"] == math.ceil(TRAIN / BATCH), "the fixed batch's updates"
-    # the dynamic plan's strata may round its count by one (NOTE [ updates in samples, ...)
+    # the dynamic plan's strata may round its count by one (NOTE [ updates in samples, not tokens ])
     assert (
         abs(pack["steps"] - dynamic["steps"]) <= 1 and dynamic["steps"] == dynamic["planned_steps"]
     )

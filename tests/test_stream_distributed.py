@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import alive, run
 from test_distributed import SCRIPTS, launch, script_env
 
 pytestmark = pytest.mark.slow
@@ -43,22 +41,12 @@ def test_two_ranks_two_workers_each_sample_once_in_equal_steps(tmp_path: Path, m
         assert np.allclose(values, ranks[1]["params"][name], atol=1e-6), f"{name} equal"
 
 
-def run(out: Path, *args: str) -> int:
-    """stream_resume.py in its own process group, ended as a whole afterwards."""
-    log = open(out / "run.log", "a")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPTS / "stream_resume.py"), str(out), *args],
-        env=script_env(),
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
-    try:
-        return proc.wait(timeout=300)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+def resume(out: Path, *args: str) -> int:
+    """stream_resume.py, every process it left ended afterwards (NOTE [ reaping a launch ])."""
+    cmd = [sys.executable, str(SCRIPTS / "stream_resume.py"), str(out), *args]
+    done = run(cmd, out / "run.log", env=script_env(), timeout=300)
+    assert not alive(done), "no process of the run outlives it"
+    return done.returncode
 
 
 @pytest.mark.parametrize("mode", ["iterable", "shards"])
@@ -70,11 +58,11 @@ def test_sigkill_mid_epoch_then_resume_trains_the_uninterrupted_runs_batches(
         out.mkdir()
         if mode == "shards":
             shards(out, 257)
-    assert run(whole, "2", mode) == 0, (whole / "run.log").read_text()[-3000:]
-    code = run(killed, "2", mode, "--kill-at", "8")
+    assert resume(whole, "2", mode) == 0, (whole / "run.log").read_text()[-3000:]
+    code = resume(killed, "2", mode, "--kill-at", "8")
     assert code == -signal.SIGKILL, (killed / "run.log").read_text()[-3000:]
     assert (killed / "ckpt.pkl").exists() and not (killed / "trained.json").exists()
-    assert run(killed, "2", mode) == 0, (killed / "run.log").read_text()[-3000:]
+    assert resume(killed, "2", mode) == 0, (killed / "run.log").read_text()[-3000:]
     trained = json.loads((killed / "trained.json").read_text())
     assert sorted(trained) == list(range(257)), "none lost, none repeated over the epoch"
     assert trained == json.loads((whole / "trained.json").read_text()), (

@@ -1,5 +1,5 @@
-"""dynbatch's WordPiece counter counts what paddlenlp's BertTokenizer makes (NOTE [ one
-WordPiece counter ] in dynbatch.plan.text)."""
+"""dynbatch's WordPiece counter counts what paddlenlp's BertTokenizer makes
+(NOTE [ one WordPiece counter ] in dynbatch.plan.text)."""
 
 from __future__ import annotations
 

@@ -183,7 +183,8 @@ def test_a_table_interpolates_and_fits() -> None:
 def test_the_h100_table_loads_and_its_fit_reports_its_error() -> None:
     table = StepTimeTable.load(shared_file("h100_bert_base_step_times.json"))
     assert table.n.size == 45
-    larger = (table.n >= 32) & (table.lengths >= 128)  # NOTE [ a step is priced at its ...
+    # NOTE [ a step is priced at its quickest padding ]
+    larger = (table.n >= 32) & (table.lengths >= 128)
     assert float(table(32, 128)) == pytest.approx(table.seconds[larger].min()), "a measured shape"
     assert table.seconds[(table.n == 32) & (table.lengths == 128)] == pytest.approx(0.049826)
     fitted = table.fit()

@@ -8,6 +8,7 @@ import math
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -131,17 +132,19 @@ def test_a_step_is_the_mean_over_all_its_samples_or_tokens(
 
 
 def run_script(script: str, *args: str, ok: tuple[int, ...] = (0, 3)) -> int:
+    """Run a script; afterwards end every process it left, a killed run's DataLoader workers
+    included (NOTE [ reaping a launch ])."""
+    from processes import run
     from test_distributed import script_env
 
-    done = subprocess.run(
-        [sys.executable, str(SCRIPTS / script), *args],
-        env=script_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "run.log"
+        done = run(
+            [sys.executable, str(SCRIPTS / script), *args], log, env=script_env(), timeout=300
+        )
+        output = log.read_text()
     if done.returncode not in ok:
-        pytest.fail(f"{script} {' '.join(args)} exited {done.returncode}\n{done.stderr[-3000:]}")
+        pytest.fail(f"{script} {' '.join(args)} exited {done.returncode}\n{output[-3000:]}")
     return done.returncode
 
 

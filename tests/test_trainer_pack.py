@@ -1,5 +1,5 @@
-"""DynamicBatchTrainer(..., pack_len=...) on paddlenlp's real models, CPU float32 (NOTE [ the
-Trainer packs ]): a causal LM's update is the unpacked Trainer's on the same samples, a
+"""DynamicBatchTrainer(..., pack_len=...) on paddlenlp's real models, CPU float32
+(NOTE [ the Trainer packs ]): a causal LM's update is the unpacked Trainer's on the same samples, a
 classifier's the mean over its samples alone (packed, or laid out at a given or probed step
 time); every sample once, the plan's steps exactly; what it cannot pack for is named. Most
 tests pass ``time_model=None``: every micro-batch packed, and no probe to wait for.

@@ -1,15 +1,15 @@
-"""DynamicBatchTrainer resumes a checkpoint on another number of cards (NOTE [ resume from the
-plan ]), with real ``paddle.distributed.launch`` runs on CPU (gloo)."""
+"""DynamicBatchTrainer resumes a checkpoint on another number of cards
+(NOTE [ resume from the plan ]), with real ``paddle.distributed.launch`` runs on CPU (gloo)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 pytestmark = pytest.mark.slow
@@ -24,16 +24,10 @@ def launch(out: Path, ranks: int, *args: str) -> None:
     logs = out / f"log{len(list(out.glob('log*')))}"
     cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", str(ranks)]
     cmd += ["--log_dir", str(logs), str(SCRIPTS / "trainer_ranks.py"), str(out), *args]
-    done = subprocess.run(
-        cmd,
-        cwd=out,
-        env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    launcher = out / f"launcher-{logs.name}.txt"  # every process it left is ended after it
+    done = run(cmd, launcher, cwd=out, env={**os.environ, "PYTHONPATH": path}, timeout=600)
     tail = "\n".join(p.read_text()[-3000:] for p in sorted(logs.glob("workerlog.*")))
-    assert done.returncode == 0, f"{done.stdout[-1500:]}\n{tail}"
+    assert done.returncode == 0, f"{launcher.read_text()[-1500:]}\n{tail}"
 
 
 def per_step(out: Path, name: str, ranks: int) -> tuple[dict[int, list[int]], dict[str, Any]]:

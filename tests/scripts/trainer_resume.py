@@ -9,9 +9,9 @@ KIND is ``cls`` (the tiny BERT of trainer_toy.py, per-sample losses, 2 micro-bat
 ``lm`` (the tiny causal LM of lm_toy.py: updates planned in loss tokens, each the exact
 mean over them) or ``recipe`` (the tiny BERT with the Trainer's defaults: no plan options, the
 step time probed on the model and kept in the output dir, 2 loader workers); ``packcls`` and
-``packlm`` are ``cls`` and ``lm`` packed (``pack_len``, one row a micro-batch, no probe: NOTE
-[ the Trainer packs ]), the recipe's updates of 8 reviews or 16 pairs' loss tokens. Each run that
-finishes writes OUT_DIR/<mode>.json (its batches, steps, loss, epoch) and OUT_DIR/<mode>.npz
+``packlm`` are ``cls`` and ``lm`` packed (``pack_len``, one row a micro-batch, no probe:
+NOTE [ the Trainer packs ]), the recipe's updates of 8 reviews or 16 pairs' loss tokens. Each run
+that finishes writes OUT_DIR/<mode>.json (its batches, steps, loss, epoch) and OUT_DIR/<mode>.npz
 (final weights); ``cut`` writes its batches as it goes to cut.json. ``kill`` resumes from the
 newest checkpoint of OUT_DIR/cut when it has one, and writes kill-STEP.json (the step it
 started from, its batches and the planned steps) before it kills itself: nothing else is
@@ -130,7 +130,8 @@ def main() -> None:
     if mode == "cut":
         callbacks.append(ExitAfterSave(out, int(sys.argv[4]), rec))
     if mode == "kill":
-        os.setpgid(0, 0)  # a group of its own, the loader's workers to come in it
+        if os.getpgid(0) != os.getpid():  # a session leader (processes.run) leads its group
+            os.setpgid(0, 0)  # a group of its own, the loader's workers to come in it
         callbacks.append(KillAtStep(out, int(sys.argv[4]), rec, made))
     run_dir = out / ("full" if mode == "full" else "cut")
     trainer = make_trainer(kind, run_dir, callbacks)

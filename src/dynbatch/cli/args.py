@@ -208,8 +208,9 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def _check_packed(args: argparse.Namespace) -> None:
-    """Refuse with ``--pack-len`` what the sampler refuses with ``pack_len`` (NOTE [ stats
-    agrees with the sampler ]), rather than leave it out of the packed row silently."""
+    """Refuse with ``--pack-len`` what the sampler refuses with ``pack_len``
+    (NOTE [ stats agrees with the sampler ]), rather than leave it out of the packed row
+    silently."""
     for given, name, why in (
         (
             f"--batch-size-multiple={args.batch_size_multiple}" * (args.batch_size_multiple != 1),

@@ -29,10 +29,10 @@ def calibrate(
 ) -> MemoryCost:
     """Fit a :class:`~dynbatch.MemoryCost` to your model by measuring real training steps.
 
-    Runs a warm-up step, then ``step`` on a small grid of shapes (NOTE [ the
-    probe grid ]), reading the allocator's peak around each (NOTE [ what
-    calibrate measures ]); fits ``max(floor, c + a*n*L + b*n*L**2)`` with
-    non-negative coefficients and checks it on held-out shapes. A probe that
+    Runs a warm-up step, then ``step`` on a small grid of shapes (NOTE [ the probe grid ]),
+    reading the allocator's peak around each (NOTE [ what calibrate measures ]); fits
+    ``max(floor, c + a*n*L + b*n*L**2)`` with non-negative coefficients and checks it on
+    held-out shapes. A probe that
     runs out of memory is recorded as not fitting and left out.
 
     Args:

@@ -114,8 +114,8 @@ _MODULES = {"gpu": "cuda", "xpu": "xpu"}
 @dataclass(frozen=True)
 class DeviceCounter:
     """A device allocator paddle counts per device: ``kind`` ``"gpu"`` (CUDA), ``"xpu"``
-    or a custom device type such as ``"npu"``, number ``index`` (NOTE [ which counters
-    paddle has ]).
+    or a custom device type such as ``"npu"``, number ``index``
+    (NOTE [ which counters paddle has ]).
 
     >>> DeviceCounter("gpu", 1).name, DeviceCounter("npu").name
     ('cuda allocator', 'npu allocator')

@@ -112,8 +112,7 @@ def preflight(
     Runs a warm-up step, then the ``k`` batches with the highest predicted
     ``cost`` and also the batch with the most samples and the one with the
     longest padded length (where a cost model extrapolates, and so errs, most),
-    each as ``step(n, L)``, measuring the allocator's peak (NOTE [ what
-    calibrate measures ]).
+    each as ``step(n, L)``, measuring the allocator's peak (NOTE [ what calibrate measures ]).
 
     Args:
         step: the same ``step(n, L)`` as for :func:`~dynbatch.calibrate`.

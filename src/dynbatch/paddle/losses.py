@@ -54,10 +54,9 @@ def token_loss(
     """The summed per-token cross entropy and the number of tokens it sums, as tensors.
 
     Tokens whose (shifted) label is ``ignore_index`` add nothing to either.
-    Pass both to :meth:`GradientAccumulator.backward(loss_sum, count=count)
-    <dynbatch.GradientAccumulator.backward>` and the update is the exact mean
-    over the loss tokens of all its micro-batches and ranks (NOTE [ counting
-    loss tokens ]).
+    Pass both to ``backward(loss_sum, count=count)``
+    (:meth:`~dynbatch.GradientAccumulator.backward`) and the update is the exact mean
+    over the loss tokens of all its micro-batches and ranks (NOTE [ counting loss tokens ]).
 
     Args:
         logits: ``[batch, seq, vocab]`` (any leading shape), float.

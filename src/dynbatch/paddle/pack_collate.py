@@ -32,13 +32,11 @@ NOTE [ one sample, alone in its row ]
       on a GPU only (float16/bfloat16), so this form is built and checked
       against the dense mask on the CPU, not run there.
 
-    The rows are next-fit of the samples in the order given (a new row when
-    the next sample does not fit), which is how :func:`dynbatch.plan_packs`
-    defines its rows: the collator's rows are the plan's rows. With a time
-    model (``PackCollator.for_sampler``, or ``layout=``) a micro-batch may run
-    padded instead, a sample a row, as the plan priced it (NOTE [ a
-    micro-batch's layout ] in :mod:`dynbatch.plan.packs`): the same
-    fields, one sample in each row.
+    The rows are next-fit of the samples in the order given (a new row when the next sample does not
+    fit), which is how :func:`dynbatch.plan_packs` defines its rows: the collator's rows are the
+    plan's rows. With a time model (``PackCollator.for_sampler``, or ``layout=``) a micro-batch may
+    run padded instead, a sample a row, as the plan priced it (NOTE [ a micro-batch's layout ] in
+    :mod:`dynbatch.plan.packs`): the same fields, one sample in each row.
 """
 
 from __future__ import annotations
@@ -75,12 +73,10 @@ class PackCollator:
       the row's last sample; ``sample_ids`` ``[R, P]``: each token's sample
       within its row, -1 on fill.
 
-    With ``layout`` (a :class:`~dynbatch.plan.packs.PackLayout`: the
-    sampler's options and time model, see :meth:`for_sampler`) each
-    micro-batch is laid out as the plan priced it: packed rows, or padded,
-    ``R`` = its samples and ``P`` = its longest (NOTE [ a micro-batch's
-    layout ]). It is a pure function of the samples' lengths, so a
-    DataLoader's worker processes build the same.
+    With ``layout`` (a :class:`~dynbatch.plan.packs.PackLayout`: the sampler's options and time
+    model, see :meth:`for_sampler`) each micro-batch is laid out as the plan priced it: packed rows,
+    or padded, ``R`` = its samples and ``P`` = its longest (NOTE [ a micro-batch's layout ]). It is
+    a pure function of the samples' lengths, so a DataLoader's worker processes build the same.
 
     >>> out = PackCollator(6)([{"input_ids": [5, 6, 7]}, {"input_ids": [8, 9]}, [4, 4]])
     >>> out["input_ids"].tolist(), out["position_ids"].tolist()
@@ -127,11 +123,10 @@ class PackCollator:
     def for_sampler(cls, sampler: Any, **kwargs: Any) -> PackCollator:
         """The collator that builds ``sampler``'s micro-batches as its plan priced them.
 
-        ``sampler`` is a packing sampler or stream (anything with ``.options``
-        holding ``pack_len``), or its :class:`~dynbatch.PlanOptions`;
-        ``kwargs`` are the other arguments (``causal=...``). With the options'
-        ``time_model`` the micro-batches are laid out by it (NOTE [ a
-        micro-batch's layout ]); without, every one is packed.
+        ``sampler`` is a packing sampler or stream (anything with ``.options`` holding
+        ``pack_len``), or its :class:`~dynbatch.PlanOptions`; ``kwargs`` are the other arguments
+        (``causal=...``). With the options' ``time_model`` the micro-batches are laid out by it
+        (NOTE [ a micro-batch's layout ]); without, every one is packed.
 
         >>> from dynbatch import PlanOptions
         >>> opts = PlanOptions(max_cost=64, cost="linear", pack_len=8, update_size=4,

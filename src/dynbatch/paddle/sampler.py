@@ -1,7 +1,7 @@
 """Paddle batch samplers over :class:`~dynbatch.plan.epochs.Epochs`: adapters that import paddle.
 
-Each sampler is a cursor: the plans, passes and resume state (NOTE [ prefetch
-and resume ], NOTE [ resume fingerprint ]) live in :mod:`dynbatch.plan.epochs`; the
+Each sampler is a cursor: the plans, passes and resume state (NOTE [ prefetch and resume ],
+NOTE [ resume fingerprint ]) live in :mod:`dynbatch.plan.epochs`; the
 sampler adds its rank and paddle's base class, whose ``__init__`` runs.
 
 NOTE [ batch_size, read back ]
@@ -391,8 +391,8 @@ class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
     """:class:`DynamicBatchSampler` for data-parallel training: each rank gets its share.
 
     Every rank yields the same number of batches and, step by step, batches of
-    similar compute, with nothing dropped or repeated (NOTE [ equal steps
-    without dropping or repeating ] and NOTE [ balanced steps ] in
+    similar compute, with nothing dropped or repeated
+    (NOTE [ equal steps without dropping or repeating ] and NOTE [ balanced steps ] in
     :mod:`dynbatch.plan.sharding`). A subclass of
     ``paddle.io.DistributedBatchSampler``, so ``paddlenlp.trainer.Trainer``
     calls its ``set_epoch``.
@@ -401,8 +401,7 @@ class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
         num_replicas, rank: default to paddle's parallel environment.
 
     ``batch_size`` reads back the fixed batch per rank given as ``batch_size=``
-    (else None), ``max_batch_size`` the cap on a batch (NOTE [ batch_size, read
-    back ]).
+    (else None), ``max_batch_size`` the cap on a batch (NOTE [ batch_size, read back ]).
     """
 
     def __init__(

@@ -50,12 +50,11 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
     training takes, for :meth:`state_dict` and for a
     :class:`~dynbatch.GradientAccumulator` given ``sampler=it``.
 
-    The stream is read in blocks of ``buffer_size`` records, each planned as
-    the in-memory planner plans an epoch (NOTE [ a stream in blocks ]);
-    every rank yields the same number of batches, each sample once per epoch
-    over the ranks and DataLoader workers (NOTE [ streams across ranks and
-    workers ]); a resume goes on from the block it stopped in (NOTE
-    [ resuming a stream ]). Call :meth:`set_epoch` before each epoch.
+    The stream is read in blocks of ``buffer_size`` records, each planned as the in-memory planner
+    plans an epoch (NOTE [ a stream in blocks ]); every rank yields the same number of batches, each
+    sample once per epoch over the ranks and DataLoader workers
+    (NOTE [ streams across ranks and workers ]); a resume goes on from the block it stopped in
+    (NOTE [ resuming a stream ]). Call :meth:`set_epoch` before each epoch.
 
     Args:
         source: a re-iterable of samples, a callable ``source(epoch)``
@@ -63,14 +62,13 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
             (:mod:`dynbatch.stream.sources`).
         length_fn: ``length_fn(sample) -> int``, the length the cost charges.
         max_cost, cost, ...: the :class:`~dynbatch.PlanOptions` as keywords
-            (``drop_last`` and ``equal_epochs`` are refused; ``time_model`` and
-            ``group_by_length`` cut each block's updates at the step time, NOTE
-            [ a stream at the step time ] in :mod:`dynbatch.stream.blocks`; ``pack_len``
-            packs each block as an epoch is packed, NOTE [ packed updates ] in
-            :mod:`dynbatch.plan.packs.epochs`, and with ``time_model`` too each
-            update runs packed, split or whole, NOTE [ choosing packing per
-            update ] in :mod:`dynbatch.plan.packs`: collate with
-            ``PackCollator.for_sampler(stream)``), or ``options=``.
+            (``drop_last`` and ``equal_epochs`` are refused; ``time_model`` and ``group_by_length``
+            cut each block's updates at the step time, NOTE [ a stream at the step time ] in
+            :mod:`dynbatch.stream.blocks`; ``pack_len`` packs each block as an epoch is packed,
+            NOTE [ packed updates ] in :mod:`dynbatch.plan.packs.epochs`, and with ``time_model``
+            too each update runs packed, split or whole, NOTE [ choosing packing per update ] in
+            :mod:`dynbatch.plan.packs`: collate with ``PackCollator.for_sampler(stream)``), or
+            ``options=``.
         buffer_size: records planned at once; memory grows with it, not with
             the corpus.
         reader: ``reader(path)`` or ``reader(path, start=...)`` yielding a shard's

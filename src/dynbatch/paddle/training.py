@@ -90,8 +90,8 @@ class GradientAccumulator:
         optimizer: a paddle optimizer.
         sampler: a dynbatch sampler; its plan decides where windows end.
             Or a :class:`~dynbatch.DynamicBatchIterable` iterated through its
-            ``loader()``: each step's counts over all ranks decide (NOTE
-            [ updates of a stream ] in :mod:`dynbatch.stream.state`).
+            ``loader()``: each step's counts over all ranks decide
+            (NOTE [ updates of a stream ] in :mod:`dynbatch.stream.state`).
             Without one, the optimizer steps after every micro-batch.
         target: samples (or tokens) per optimizer step, summed over ranks,
             cut on the plan in its order. Default: the plan's own updates when
@@ -117,9 +117,9 @@ class GradientAccumulator:
     counted in ``skipped_steps`` (with a scaler: an fp16 overflow, after which
     the scaler lowers its scale). A batch the distributed sampler repeated only
     to even out step counts (``sampler.padding_mask()``) gets weight 0. The
-    accumulator follows the sampler's passes (NOTE [ the plan is the source of
-    truth ] in :mod:`dynbatch.plan.contract`): a new iteration of the sampler starts
-    its windows anew, and a resumed epoch starts where the sampler does.
+    accumulator follows the sampler's passes (NOTE [ the plan is the source of truth ] in
+    :mod:`dynbatch.plan.contract`): a new iteration of the sampler starts its windows anew,
+    and a resumed epoch starts where the sampler does.
     ``state_dict()`` holds the open window's gradients, so a checkpoint taken
     in the middle of a window resumes exactly.
 
@@ -208,8 +208,8 @@ class GradientAccumulator:
         sampler = self._need_sampler(what)
         if self._stream is not None:
             raise InputError(
-                "a stream has no epoch plan: its windows end as it is read (NOTE [ updates of a "
-                "stream ]); steps_per_epoch() counts them by a first pass"
+                "a stream has no epoch plan: its windows end as it is read "
+                "(NOTE [ updates of a stream ]); steps_per_epoch() counts them by a first pass"
             )
         plan = sampler.epoch_plan(epoch)
         epoch = sampler.epoch if epoch is None else epoch

@@ -9,8 +9,8 @@ NOTE [ one update engine ]
     window closes one all-reduce of ``[count, loss sum, non-finite loss, non-
     finite gradients]`` gives every rank the same count and the same verdict.
     The gradients are then scaled by ``world_size / count``: ``DataParallel``
-    averages over ranks, so the summed gradient becomes the global mean (NOTE
-    [ normalising the loss ] in :mod:`dynbatch.paddle.training`). A window whose loss
+    averages over ranks, so the summed gradient becomes the global mean
+    (NOTE [ normalising the loss ] in :mod:`dynbatch.paddle.training`). A window whose loss
     or gradients are NaN or inf on any rank, or that holds no samples, is not
     applied on any rank. The sums are float64: a window of more than 2**24
     tokens is still counted exactly.

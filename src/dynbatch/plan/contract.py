@@ -83,8 +83,8 @@ class PlanSource(Protocol):
 @runtime_checkable
 class StreamSource(Protocol):
     """What the accumulator needs from a stream (:class:`~dynbatch.DynamicBatchIterable`):
-    the batch the loop holds and what its step holds over all ranks (NOTE [ updates of a
-    stream ] in :mod:`dynbatch.stream.state`), and first passes for the step counts."""
+    the batch the loop holds and what its step holds over all ranks (NOTE [ updates of a stream ]
+    in :mod:`dynbatch.stream.state`), and first passes for the step counts."""
 
     options: PlanOptions
     num_replicas: int

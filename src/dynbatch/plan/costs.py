@@ -5,8 +5,8 @@ padded length ``L`` of the batch (its longest sample rounded up to
 ``pad_to_multiple_of``). It must be nondecreasing in both arguments — more
 samples or longer ones never cost less — which is what lets the planner find
 the largest batch that fits by bisection and charge a batch by its longest
-sample. A callable is probed for this when it is resolved (NOTE [ probing a
-callable cost ]) and the planner checks every planned batch against the
+sample. A callable is probed for this when it is resolved (NOTE [ probing a callable cost ])
+and the planner checks every planned batch against the
 budget, so a cost that breaks this rule is reported, never obeyed silently.
 :func:`fit_polynomial` fits the form of :class:`PolynomialCost` to measured
 steps (the memory package's fit, a step-time table's).
@@ -345,8 +345,8 @@ def cost_spec(cost: Any) -> str | None:
     Built-in costs and any object with a ``spec()`` method (e.g.
     :class:`~dynbatch.MemoryCost`) are described exactly; a plain function
     cannot be (two lambdas with different bodies share a name), so it gives
-    None and resume compares the plan itself instead (NOTE [ resume
-    fingerprint ] in :mod:`dynbatch.paddle.sampler`).
+    None and resume compares the plan itself instead (NOTE [ resume fingerprint ]
+    in :mod:`dynbatch.paddle.sampler`).
 
     >>> cost_spec("quadratic"), cost_spec(lambda n, L: n * L)
     ('QuadraticCost()', None)

@@ -194,8 +194,8 @@ def plan_epoch(
     in :mod:`dynbatch.plan.packs.epochs`).
 
     ``loss_tokens`` (per sample, at most its length) are what updates in
-    ``"tokens"`` count, when only some tokens carry a loss (NOTE [ counting
-    loss tokens ]); the cost still plans on the lengths.
+    ``"tokens"`` count, when only some tokens carry a loss (NOTE [ counting loss tokens ]);
+    the cost still plans on the lengths.
 
     >>> sp = plan_epoch([3, 1, 4, 1, 5, 9, 2, 6], PlanOptions(max_cost=20, cost="linear"), 0, 2)
     >>> sp.num_steps, sorted(sp.plan.indices.tolist())
@@ -567,8 +567,8 @@ class Epochs:
     def _load_rest(
         self, state: Mapping[str, Any], epoch: int, replicas: int, position: int
     ) -> None:
-        """Resume a state saved on ``replicas`` ranks (NOTE [ resume on another number of
-        ranks ] in :mod:`dynbatch.plan.reshard`): the saved rest of its epoch, dealt to these."""
+        """Resume a state saved on ``replicas`` ranks (NOTE [ resume on another number of ranks ]
+        in :mod:`dynbatch.plan.reshard`): the saved rest of its epoch, dealt to these."""
         saved = state["options"]
         if not isinstance(saved, Mapping):
             raise InputTypeError(f"state['options'] must be a dict, got {saved!r}")
@@ -639,9 +639,10 @@ _PER_RANK = ("max_cost", "max_batch_size", "fixed_step_size")
 
 
 def _per_run(options: Any) -> Any:
-    """Fingerprinted options without those that scale with the ranks (NOTE [ resume on
-    another number of ranks ]): every other one must be the saved run's, as on the same ranks.
-    A cost's own budgets (``"tokens"``' micro-batch share) scale too: its kinds are kept."""
+    """Fingerprinted options without those that scale with the ranks
+    (NOTE [ resume on another number of ranks ]): every other one must be the saved run's, as
+    on the same ranks. A cost's own budgets (``"tokens"``' micro-batch share) scale too: its
+    kinds are kept."""
     if not isinstance(options, Mapping):
         return options
     kept = {k: v for k, v in options.items() if k not in _PER_RANK}

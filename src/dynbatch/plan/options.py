@@ -115,26 +115,21 @@ class PlanOptions:
             :mod:`dynbatch.plan.splits`); needs ``update_size`` in samples and a
             random ``order``.
         fixed_step_size: with ``time_model``, the fixed batch's step (samples
-            a rank): each epoch then plans both the padding-free split (these
-            options without the time model) and the fixed batch's updates cut
-            at the step time (in ``"shuffle"`` order, micro-batches of at most
-            this), and keeps the one predicted faster (NOTE [ the faster plan
-            of each epoch ] in :mod:`dynbatch.plan.epochs`). None: the time split
-            alone, its step ``max_batch_size``. :func:`~dynbatch.like_fixed`
-            sets it.
+            a rank): each epoch then plans both the padding-free split (these options without the
+            time model) and the fixed batch's updates cut at the step time (in ``"shuffle"`` order,
+            micro-batches of at most this), and keeps the one predicted faster
+            (NOTE [ the faster plan of each epoch ] in :mod:`dynbatch.plan.epochs`). None: the time
+            split alone, its step ``max_batch_size``. :func:`~dynbatch.like_fixed` sets it.
         pack_len: pack several samples into each row of at most this many
-            tokens (:func:`~dynbatch.plan.packs.plan_packs`): a micro-batch
-            is then rows, as wide as the fullest, as many as ``cost(rows, W) <= max_cost`` allows,
-            ``W`` the widest a row can be (``pack_len`` rounded up to
-            ``pad_to_multiple_of``: :attr:`max_rows`), at most
-            ``max_batch_size`` rows, and an update holds
-            the fixed batch's ``update_size`` samples (NOTE [ packed updates ] in
-            :mod:`dynbatch.plan.packs.epochs`). Needs
-            ``update_size`` and a random ``order``; refuses ``equal_epochs``,
-            ``drop_last``, ``group_by_length`` and ``batch_size_multiple``
-            other than 1. With ``time_model`` each
-            update runs packed, split or whole, the fastest (NOTE [ choosing
-            packing per update ] in :mod:`dynbatch.plan.packs`).
+            tokens (:func:`~dynbatch.plan.packs.plan_packs`): a micro-batch is then rows, as wide as
+            the fullest, as many as ``cost(rows, W) <= max_cost`` allows, ``W`` the widest a row can
+            be (``pack_len`` rounded up to ``pad_to_multiple_of``: :attr:`max_rows`), at most
+            ``max_batch_size`` rows, and an update holds the fixed batch's ``update_size`` samples
+            (NOTE [ packed updates ] in :mod:`dynbatch.plan.packs.epochs`). Needs ``update_size``
+            and a random ``order``; refuses ``equal_epochs``, ``drop_last``, ``group_by_length`` and
+            ``batch_size_multiple`` other than 1. With ``time_model`` each update runs packed, split
+            or whole, the fastest (NOTE [ choosing packing per update ] in
+            :mod:`dynbatch.plan.packs`).
 
     :func:`~dynbatch.like_fixed` makes the options that train like a fixed
     batch, faster; :func:`~dynbatch.fill_device` those that fill a device.

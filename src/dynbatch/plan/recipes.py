@@ -91,8 +91,8 @@ def like_fixed(
         predicted step time (NOTE [ splitting updates at the step time ] in
         :mod:`dynbatch.plan.splits`; never predicted slower than the fixed batch):
         the options returned (``fixed_step_size=batch_size``) plan both each
-        epoch and keep the one predicted faster on that epoch's draw (NOTE
-        [ the faster plan of each epoch ] in :mod:`dynbatch.plan.epochs`). On
+        epoch and keep the one predicted faster on that epoch's draw
+        (NOTE [ the faster plan of each epoch ] in :mod:`dynbatch.plan.epochs`). On
         a CPU, where padding costs, that is the padding-free split above; on
         a GPU below its knee, where a step costs the same at any size, it is
         one micro-batch per update, the fixed batch's own speed; above the
@@ -181,8 +181,8 @@ def like_fixed(
             f"update_unit={update_unit!r}, order={options.order!r}: leave time_model out "
             "(the padding-free split), or draw samples at random"
         )
-    # the fixed batch's step, ``B`` a rank, a multiple or not (NOTE [ the multiple and the
-    # fixed batch's step ] in dynbatch.plan.splits): rounded down, every update would be cut
+    # the fixed batch's step, ``B`` a rank, a multiple or not (rounded down, every update would
+    # be cut): NOTE [ the multiple and the fixed batch's step ] in dynbatch.plan.splits
     whole = {"order": "shuffle", "max_batch_size": batch, **fields}
     if grouped:  # Hugging Face's grouping, split at the step time (a flat one: each whole)
         return options.replace(**whole, time_model=model or FLAT_STEP, group_by_length=True)
@@ -256,8 +256,8 @@ def fill_device(
         ``max_cost`` under ``cost``; a step time that does not grow with the
         batch (``a = b = 0``) has no knee, and the memory target alone
         decides. With ``batch_size``, micro-batches are grouped into mixed
-        updates of at least that many samples per rank (NOTE [ mixed
-        updates ]); a micro-batch larger than that is an update alone.
+        updates of at least that many samples per rank (NOTE [ mixed updates ]);
+        a micro-batch larger than that is an update alone.
         Larger micro-batches mean fewer updates an epoch: docs/gpu.md shows
         what that costs in accuracy.
 

@@ -1,31 +1,26 @@
 """Resume an epoch on another number of ranks: the rest of the saved plan, dealt anew. numpy only.
 
 NOTE [ resume on another number of ranks ]
-    Preempted jobs come back on fewer or more cards. Every rank plans the same
-    *global* updates and takes its share of them (NOTE [ equal steps without
-    dropping or repeating ] in :mod:`dynbatch.plan.sharding`), so the updates do
-    not belong to a rank count: a state saved on ``N`` ranks records the rest
-    of its epoch, update by update, as global batches (:func:`rest_of`), and
-    a sampler on ``M`` ranks deals each remaining update out to its own ranks
-    (:func:`deal_rest`). Every remaining sample then runs once, in the same
-    updates (the same samples average into each optimizer step), only cut
-    into ``M`` shares instead of ``N``. A batch over this sampler's budget
-    (``max_cost``, ``max_batch_size``: one card's memory) is halved until it
-    fits, and an update whose batches do not divide among ``M`` ranks has its
-    heaviest batch split, as the sharding does; neither changes which samples
-    make an update. This holds when the global update is kept
-    (``batch_size`` times ranks the same, i.e. the same ``update_size``);
-    otherwise the updates of the rest of the epoch would not be the saved
-    run's, and :func:`check_global_update` says which ``batch_size`` keeps it.
-    A plan without updates (no ``update_size``) makes each step of ``N``
-    batches an update, which ``M`` ranks cannot keep: it is refused by name.
-    Later epochs are planned by the new sampler, as a fresh run on ``M``
-    ranks would plan them. Save at the end of an update to resume on other
-    ranks: the rest of an update cut by the save would become an update of
-    its own, and a :class:`~dynbatch.GradientAccumulator`'s open window (its
-    ``state_dict`` mid-update, held by the saved ranks) would not average with
-    it as one update, so a rest saved inside an update (its ``update_end``
-    past the state's position) is refused by name on other ranks.
+    Preempted jobs come back on fewer or more cards. Every rank plans the same *global* updates and
+    takes its share of them (NOTE [ equal steps without dropping or repeating ] in
+    :mod:`dynbatch.plan.sharding`), so the updates do not belong to a rank count: a state saved on
+    ``N`` ranks records the rest of its epoch, update by update, as global batches
+    (:func:`rest_of`), and a sampler on ``M`` ranks deals each remaining update out to its own ranks
+    (:func:`deal_rest`). Every remaining sample then runs once, in the same updates (the same
+    samples average into each optimizer step), only cut into ``M`` shares instead of ``N``. A batch
+    over this sampler's budget (``max_cost``, ``max_batch_size``: one card's memory) is halved until
+    it fits, and an update whose batches do not divide among ``M`` ranks has its heaviest batch
+    split, as the sharding does; neither changes which samples make an update. This holds when the
+    global update is kept (``batch_size`` times ranks the same, i.e. the same ``update_size``);
+    otherwise the updates of the rest of the epoch would not be the saved run's, and
+    :func:`check_global_update` says which ``batch_size`` keeps it. A plan without updates (no
+    ``update_size``) makes each step of ``N`` batches an update, which ``M`` ranks cannot keep: it
+    is refused by name. Later epochs are planned by the new sampler, as a fresh run on ``M`` ranks
+    would plan them. Save at the end of an update to resume on other ranks: the rest of an update
+    cut by the save would become an update of its own, and a
+    :class:`~dynbatch.GradientAccumulator`'s open window (its ``state_dict`` mid-update, held by the
+    saved ranks) would not average with it as one update, so a rest saved inside an update (its
+    ``update_end`` past the state's position) is refused by name on other ranks.
 """
 
 from __future__ import annotations
@@ -140,8 +135,9 @@ def check_rest(
 def check_global_update(
     saved: Mapping[str, Any], saved_replicas: int, options: PlanOptions, num_replicas: int
 ) -> None:
-    """Refuse a rest whose updates this sampler's would not be (NOTE [ resume on another ...
-    number of ranks ]), saying which ``batch_size`` keeps the saved update."""
+    """Refuse a rest whose updates this sampler's would not be
+    (NOTE [ resume on another ... number of ranks ]), saying which ``batch_size`` keeps the saved
+    update."""
     size, unit = saved.get("update_size"), saved.get("update_unit", "samples")
     if size is not None and (
         isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size < math.inf

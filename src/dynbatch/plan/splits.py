@@ -113,8 +113,8 @@ def split_update(
     fixed batch's own cut, steps of ``fixed`` samples a rank (default: the
     whole update as one step), is always a candidate, a multiple or not
     (NOTE [ the multiple and the fixed batch's step ]). Returns, per row, a
-    boolean row of ``U`` flags: True where a micro-step ends (NOTE
-    [ splitting updates at the step time ]).
+    boolean row of ``U`` flags: True where a micro-step ends
+    (NOTE [ splitting updates at the step time ]).
 
     >>> from dynbatch.plan.steptime import StepTimeModel
     >>> lens = np.array([[10, 10, 100, 100]])

@@ -507,20 +507,18 @@ def packed_stats(
     """``dynbatch stats``' ``packed`` row: the packed epoch the sampler runs, micro-batch by
     micro-batch, each laid out as it runs.
 
-    The plan is the samplers' own: the options are those
-    ``DynamicBatchSampler(lengths=..., batch_size=..., pack_len=..., max_cost=..., cost=...,
-    pad_to_multiple_of=..., update_unit=...)`` holds (:func:`~dynbatch.like_fixed`'s), planned
-    by :func:`~dynbatch.plan.packs.plan_packed`, and with ``step_time`` by
-    :func:`~dynbatch.plan.packs.plan_timed_packs` (the same planner, one rank): the fixed
-    batch's updates, each packed, split or whole, the fastest. Updates in ``"tokens"`` are as
-    many real tokens as ``batch_size`` samples hold on average; the sampler cuts no such
-    update at a step time (it refuses a ``time_model`` there), so ``step_time`` only prices
-    them. Each micro-batch is one batch, laid out as
-    :class:`~dynbatch.plan.packs.PackLayout` lays it out for the collator (NOTE [ a
-    micro-batch's layout ]): packed, ``R`` rows as wide as the fullest, or padded, a
-    sample a row: ``padding_efficiency`` is real tokens over the tokens those steps compute,
-    the cost ``cost(R or n, width)``, the batch sizes its samples. ``seconds`` is the epoch's
-    predicted time with ``step_time``. Without ``max_cost``, micro-batches are not capped.
+    The plan is the samplers' own: the options are those a
+    ``DynamicBatchSampler(lengths, batch_size=..., pack_len=..., ...)`` with these arguments
+    holds (:func:`~dynbatch.like_fixed`'s), planned by :func:`~dynbatch.plan.packs.plan_packed`, and
+    with ``step_time`` by :func:`~dynbatch.plan.packs.plan_timed_packs` (the same planner, one
+    rank): the fixed batch's updates, each packed, split or whole, the fastest. Updates in
+    ``"tokens"`` are as many real tokens as ``batch_size`` samples hold on average; the sampler cuts
+    no such update at a step time (it refuses a ``time_model`` there), so ``step_time`` only prices
+    them. Each micro-batch is one batch, laid out as :class:`~dynbatch.plan.packs.PackLayout` lays
+    it out for the collator (NOTE [ a micro-batch's layout ]): packed, ``R`` rows as wide as the
+    fullest, or padded, a sample a row: ``padding_efficiency`` is real tokens over the tokens those
+    steps compute, the cost ``cost(R or n, width)``, the batch sizes its samples. ``seconds`` is the
+    epoch's predicted time with ``step_time``. Without ``max_cost``, micro-batches are not capped.
 
     >>> s = packed_stats([5, 3, 4, 2, 6, 7], 8, batch_size=3, cost="linear", max_cost=16)
     >>> s.batches, s.updates, s.padding_efficiency, s.cost_max

@@ -33,8 +33,8 @@ class StepTimeModel(PolynomialCost):
     """Seconds of one training step: ``c + a*n*L + b*n*L**2``.
 
     ``error`` is the model's typical relative error on measured steps (0:
-    taken as exact): a cut that saves less than that is not trusted (NOTE
-    [ splitting updates at the step time ] in :mod:`dynbatch.plan.splits`).
+    taken as exact): a cut that saves less than that is not trusted
+    (NOTE [ splitting updates at the step time ] in :mod:`dynbatch.plan.splits`).
 
     >>> float(StepTimeModel(c=0.01, a=1e-4, b=0.0)(10, 100))
     0.11
@@ -127,8 +127,8 @@ class StepTimeTable:
     along the last segment above the most, or flat where that segment falls:
     more tokens never take less time), and between two measured lengths
     it is interpolated in ``log L`` at equal tokens. It prices a shape at
-    the least time of any shape at least as large (NOTE [ a step is priced
-    at its quickest padding ]). :meth:`fit` is the :class:`StepTimeModel` a
+    the least time of any shape at least as large
+    (NOTE [ a step is priced at its quickest padding ]). :meth:`fit` is the :class:`StepTimeModel` a
     plan is split with.
 
     NOTE [ a step is priced at its quickest padding ]
@@ -160,8 +160,8 @@ class StepTimeTable:
     n: NDArray[np.float64]
     lengths: NDArray[np.float64]
     seconds: NDArray[np.float64]
-    #: ``seconds``, each the least of any measured shape at least as large (NOTE [ a step is
-    #: priced at its quickest padding ])
+    #: ``seconds``, each the least of any measured shape at least as large
+    #: (NOTE [ a step is priced at its quickest padding ])
     envelope: NDArray[np.float64] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -207,8 +207,8 @@ class EpochWindows:
         sharded: the epoch's plan, every rank's batches.
         counted: per sample, what updates in ``"tokens"`` count (lengths or loss tokens).
         epoch: the epoch's number.
-        target: close a window when its count reaches this (NOTE [ accumulating
-            to a budget ]); default: the plan's own updates, or one per step.
+        target: close a window when its count reaches this (NOTE [ accumulating to a budget ]);
+            default: the plan's own updates, or one per step.
         unit: what counts are: ``"samples"`` or ``"tokens"``.
         every: instead, a window every ``every`` micro-steps (the Trainer's
             ``gradient_accumulation_steps``).

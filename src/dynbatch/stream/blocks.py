@@ -4,8 +4,8 @@ Numpy only; :class:`~dynbatch.stream.planner.StreamPlanner` plans each block wit
 :func:`plan_block` (NOTE [ a stream in blocks ] in :mod:`dynbatch.stream.planner`).
 
 NOTE [ mixed steps in a stream ]
-    An update whose micro-batches hold one length is a biased draw (NOTE
-    [ mixed updates ] in :mod:`dynbatch.plan.windows`). With ``update_size`` each
+    An update whose micro-batches hold one length is a biased draw (NOTE [ mixed updates ]
+    in :mod:`dynbatch.plan.windows`). With ``update_size`` each
     block groups its steps into updates across its lengths, as an epoch
     does. Without, the block's steps are interleaved by length: sorted by
     their longest sample and cut into :data:`STRATA` strata, they are taken

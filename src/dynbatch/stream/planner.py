@@ -26,8 +26,8 @@ NOTE [ a stream in blocks ]
     measured). Memory is one block of samples and its plan,
     whatever the corpus's size. ``drop_last`` and ``equal_epochs`` need the
     epoch's count before it is read, and are refused. With ``time_model``
-    a block is planned as the in-memory time split plans an epoch (NOTE
-    [ a stream at the step time ] in :mod:`dynbatch.stream.blocks`).
+    a block is planned as the in-memory time split plans an epoch
+    (NOTE [ a stream at the step time ] in :mod:`dynbatch.stream.blocks`).
 
 NOTE [ streams across ranks and workers ]
     Data-parallel training needs the same number of steps on every rank,
@@ -125,8 +125,7 @@ class StepInfo:
         padding: this rank's batch only repeats samples to even out the ranks' steps.
         slot_last: the slot's last step of the epoch.
         checksum: a checksum of the block's lengths, for the main process to see that every
-            worker reading the slot read the same block (NOTE [ streams across ranks and
-            workers ]).
+            worker reading the slot read the same block (NOTE [ streams across ranks and workers ]).
     """
 
     epoch: int

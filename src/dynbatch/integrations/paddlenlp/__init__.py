@@ -13,8 +13,8 @@
 
 With no plan options, the Trainer trains like the fixed batch of ``args``
 (``per_device_train_batch_size`` x ``gradient_accumulation_steps`` x ranks per
-update) without its padding: :func:`dynbatch.like_fixed`, NOTE [ the fixed
-batch's recipe ]. Plan options (``max_cost=..., cost=..., order=...`` or
+update) without its padding: :func:`dynbatch.like_fixed`, NOTE [ the fixed batch's recipe ].
+Plan options (``max_cost=..., cost=..., order=...`` or
 ``options=``) plan the study's way instead: one micro-batch per planned batch.
 
 ``paddlenlp.trainer.Trainer`` assumes fixed batches in four places, and each
@@ -25,16 +25,13 @@ by replaying batches, and it only calls ``set_epoch`` on a
 ``paddle.io.DistributedBatchSampler``. One module per job says what replaces
 each; read them one at a time:
 
-* :mod:`.run`: the run's windows from the plan, NOTE [ one Trainer epoch holds
-  every real epoch ];
+* :mod:`.run`: the run's windows from the plan, NOTE [ one Trainer epoch holds every real epoch ];
 * :mod:`.trainer`: the class and its overrides, NOTE [ one update, one mean ]
   (the update itself is :mod:`dynbatch.paddle.update`);
-* :mod:`.checkpoints`: the state file and checkpoint discovery, NOTE [ resume
-  from the plan ];
+* :mod:`.checkpoints`: the state file and checkpoint discovery, NOTE [ resume from the plan ];
 * :mod:`.evaluation`: NOTE [ evaluation with unequal batches ];
 * :mod:`.logs`: the plan's numbers in the Trainer's logs;
-* :mod:`.packing`: ``pack_len``'s rows for a causal LM or a classifier, NOTE [ the
-  Trainer packs ];
+* :mod:`.packing`: ``pack_len``'s rows for a causal LM or a classifier, NOTE [ the Trainer packs ];
 * :mod:`.losses`: per-sample losses, and per-token ones for language models
   (:func:`token_cross_entropy`); :mod:`.arguments`: ``TrainingArguments``;
 * :mod:`._compat`: every touch of paddlenlp's private names (written for

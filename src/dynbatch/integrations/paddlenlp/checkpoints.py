@@ -185,8 +185,8 @@ def read_state(
     arguments: Mapping[str, Any] | None = None,
     num_replicas: int | None = None,
 ) -> dict[str, Any]:
-    """The checkpoint's state, checked whole before anything loads (NOTE [ resume from the
-    plan ]): this release's, every value of its kind, saved with the same ``windows`` and the
+    """The checkpoint's state, checked whole before anything loads (NOTE [ resume from the plan ]):
+    this release's, every value of its kind, saved with the same ``windows`` and the
     same training ``arguments`` (those of them the state holds). On another number of
     ranks (``num_replicas``) than it was saved on, the recipe's batch arguments may change
     where their global update stays the same."""

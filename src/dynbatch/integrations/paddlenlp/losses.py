@@ -2,8 +2,8 @@
 
 The Trainer's own losses are means; a mean cannot be re-weighted into the mean
 over an update's samples or tokens (it hides how many it averaged), so the
-integration works on per-sample or per-token losses and sums them (NOTE [ one
-update engine ] in :mod:`dynbatch.paddle.update`), or on a ``(loss_sum, count)`` pair
+integration works on per-sample or per-token losses and sums them (NOTE [ one update engine ]
+in :mod:`dynbatch.paddle.update`), or on a ``(loss_sum, count)`` pair
 whose count comes from the batch, as :func:`token_cross_entropy` returns for a
 language model with masked prompts (NOTE [ counting loss tokens ] in
 :mod:`dynbatch.paddle.losses`).

@@ -3,12 +3,12 @@
 NOTE [ the Trainer packs ]
     With ``pack_len`` the sampler yields packed micro-batches (NOTE [ packed updates ] in
     :mod:`dynbatch.plan.packs.epochs`) and the Trainer trains each as the rows of
-    :class:`~dynbatch.PackCollator`, every sample alone in its row (NOTE [ one sample,
-    alone in its row ] in :mod:`dynbatch.paddle.pack_collate`), laid out as the plan priced
-    it: packed rows, or with a step time (probed as unpacked, or given) padded, a sample a
-    row, where that is faster (NOTE [ a micro-batch's layout ]); the fields are the same.
-    Two kinds of model are driven, recognised by what they are when the Trainer is made;
-    any other is refused by name then, not at the first step:
+    :class:`~dynbatch.PackCollator`, every sample alone in its row
+    (NOTE [ one sample, alone in its row ] in :mod:`dynbatch.paddle.pack_collate`), laid out as the
+    plan priced it: packed rows, or with a step time (probed as unpacked, or given) padded, a sample
+    a row, where that is faster (NOTE [ a micro-batch's layout ]); the fields are the same. Two
+    kinds of model are driven, recognised by what they are when the Trainer is made; any other is
+    refused by name then, not at the first step:
 
     * **A causal LM**: a ``...ForCausalLM`` whose ``forward`` takes ``position_ids`` and
       ``attention_mask``, and whose base model (under ``base_model_prefix``) prepares its
@@ -22,19 +22,17 @@ NOTE [ the Trainer packs ]
       loss token of its rows, micro-batches and ranks, as unpacked. paddlenlp ignores
       every mask under ``USE_CASUAL_MASK=True``: that is refused too.
     * **A sequence classifier**: a ``...ForSequenceClassification`` with a ``classifier``
-      layer and its base model under ``base_model_prefix``, the base holding a
-      ``pooler`` and taking ``position_ids`` and ``attention_mask``. Its own forward would
-      pool each row's first token, one sample a row, so the Trainer runs the base model
-      on the rows with the additive block mask (:func:`~dynbatch.paddle.pack_collate.
-      additive_mask`) and each sample's own positions, gathers each sample's first token
-      (its ``[CLS]``, at ``sample_starts``), pools it with the model's own pooler, then
-      the model's dropout and classifier: ``[S, num_labels]`` logits, one a sample, in
-      the order the sampler gave them (the collator's rows are next-fit of that order).
-      The labels are the samples' own, one each, so the Trainer's per-sample loss is
-      divided by the update's samples over all ranks, as unpacked (NOTE [ one update,
-      one mean ]). Under ``DataParallel`` this forward runs as the wrapped model's,
-      through the wrapper's call, which readies the gradient all-reduce
-      (:func:`~._compat.call_as_forward`).
+      layer and its base model under ``base_model_prefix``, the base holding a ``pooler`` and taking
+      ``position_ids`` and ``attention_mask``. Its own forward would pool each row's first token,
+      one sample a row, so the Trainer runs the base model on the rows with the additive block mask
+      (:func:`~dynbatch.paddle.pack_collate.additive_mask`) and each sample's own positions,
+      gathers each sample's first token (its ``[CLS]``, at ``sample_starts``), pools it with the
+      model's own pooler, then the model's dropout and classifier: ``[S, num_labels]`` logits, one a
+      sample, in the order the sampler gave them (the collator's rows are next-fit of that order).
+      The labels are the samples' own, one each, so the Trainer's per-sample loss is divided by the
+      update's samples over all ranks, as unpacked (NOTE [ one update, one mean ]). Under
+      ``DataParallel`` this forward runs as the wrapped model's, through the wrapper's call, which
+      readies the gradient all-reduce (:func:`~._compat.call_as_forward`).
 
     A sample is a dict: ``input_ids``, the label field (``args.label_names[0]``, or
     paddlenlp's ``label``; a causal LM's token labels may be left out, the ids are

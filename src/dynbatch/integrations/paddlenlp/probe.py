@@ -218,9 +218,9 @@ def split_reason(sampler: Any, time_model: Any) -> str:
     """One line for the log: the split the step time chose for epoch 0, and why.
 
     ``sampler`` plans ``like_fixed(lengths, ..., time_model=time_model)``, which chooses each
-    epoch between the padding-free split and whole updates cut at the step time (NOTE [ the
-    faster plan of each epoch ]); the line gives the step time, the micro-batches and updates
-    of epoch 0 and both candidates' predicted seconds.
+    epoch between the padding-free split and whole updates cut at the step time
+    (NOTE [ the faster plan of each epoch ]); the line gives the step time, the micro-batches and
+    updates of epoch 0 and both candidates' predicted seconds.
 
     With ``pack_len`` the step time cuts no update: each of the fixed batch's updates runs
     packed, split or whole, the fastest (NOTE [ choosing packing per update ]); the line

@@ -121,13 +121,13 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
             that need them (seq2seq decoders build their inputs from
             ``labels``). The loss is still ``loss_fn``'s, from the logits: the
             model's own loss, a mean, is not used.
-        time_model: the device's step time for the recipe (NOTE [ splitting
-            updates at the step time ] in :mod:`dynbatch.plan.splits`): by default
-            measured on the model before training (NOTE [ the Trainer measures
-            the step time ]); an object with ``c``, ``a``, ``b`` (or ``"c,a,b"``)
-            is used as given; None plans without one (on an accelerator: each
-            update whole). With ``accumulate="tokens"`` the recipe keeps its
-            padding-free split: a time model there is refused, not dropped.
+        time_model: the device's step time for the recipe
+            (NOTE [ splitting updates at the step time ] in :mod:`dynbatch.plan.splits`): by
+            default measured on the model before training
+            (NOTE [ the Trainer measures the step time ]); an object with ``c``, ``a``, ``b``
+            (or ``"c,a,b"``) is used as given; None plans without one (on an accelerator: each
+            update whole). With ``accumulate="tokens"`` the recipe keeps its padding-free
+            split: a time model there is refused, not dropped.
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
             ``callbacks``, ``optimizers``, ``tokenizer``,
             ``preprocess_logits_for_metrics``) and the plan options. With
@@ -226,8 +226,8 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         int_hparams_visualdl(self.callback_handler.callbacks)
         self.add_callback(RealEpochs(self))
         self.loss_fn = loss_for(self.label_names[0])
-        #: how the training micro-batches are packed for the model, or None (NOTE [ the
-        #: Trainer packs ]); evaluation stays unpacked
+        #: how the training micro-batches are packed for the model, or None
+        #: (NOTE [ the Trainer packs ]); evaluation stays unpacked
         self.packed: Packed | None = None
         if pack_len is not None:
             self.packed = packed_model(model, self.label_names[0], pack_len)
@@ -244,8 +244,8 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         if train_dataset is None:
             return
         lengths = resolve_lengths(train_dataset, lengths, length_fn, ref_index, cache_path)
-        #: the recipe follows a step time measured or kept in output_dir (NOTE [ the Trainer
-        #: measures the step time ]); a resume plans by its checkpoint's own instead
+        #: the recipe follows a step time measured or kept in output_dir; a resume plans by its
+        #: checkpoint's own instead (NOTE [ the Trainer measures the step time ])
         self.measures_step_time = (
             planned is None and self.accumulate == "samples" and _measure(time_model)
         )
@@ -374,8 +374,8 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
 
     # -- Trainer overrides: the step -----------------------------------------------------------
     def model_outputs(self, model: Any, inputs: Mapping[str, Any]) -> Any:
-        """The model's outputs on a training micro-batch's inputs: packed rows run as NOTE
-        [ the Trainer packs ] says, a padded batch by the model's own forward."""
+        """The model's outputs on a training micro-batch's inputs: packed rows run as
+        NOTE [ the Trainer packs ] says, a padded batch by the model's own forward."""
         if self.packed is None:
             return model(**inputs)
         return packed_outputs(model, inputs, self.packed)

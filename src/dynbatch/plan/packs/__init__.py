@@ -8,8 +8,8 @@ One job a module, imports running one way down:
 * :mod:`~dynbatch.plan.packs.layout`: how a micro-batch runs, packed or padded, and its shape;
 * :mod:`~dynbatch.plan.packs.epochs`: the fixed batch's updates of an epoch, packed;
 * :mod:`~dynbatch.plan.packs.ways`: each update run packed, split or whole, priced;
-* :mod:`~dynbatch.plan.packs.timed`: the fastest way per update (NOTE [ choosing packing per
-  update ]).
+* :mod:`~dynbatch.plan.packs.timed`: the fastest way per update
+  (NOTE [ choosing packing per update ]).
 """
 
 from __future__ import annotations

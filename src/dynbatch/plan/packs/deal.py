@@ -12,13 +12,12 @@ NOTE [ dealing an update's rows ]
     many as the micro-batches take (NOTE [ an update's rows ] in
     :mod:`dynbatch.plan.packs.rows`), so every rank has rows of its own.
 
-    The rows, fullest first, are cut in order into near-equal counts: rows of
-    alike fullness share a micro-batch, whose rows are padded to its fullest,
-    and the steps are dealt heaviest first. A row is repeated (flagged in
-    ``is_padding``, weight 0 in the loss, as sharding does: NOTE [ equal steps
-    without dropping or repeating ] in :mod:`dynbatch.plan.sharding`) only
-    where an update has fewer samples than micro-batches: fewer samples than
-    ranks, or samples so long that the budget holds one a micro-batch.
+    The rows, fullest first, are cut in order into near-equal counts: rows of alike fullness share a
+    micro-batch, whose rows are padded to its fullest, and the steps are dealt heaviest first. A row
+    is repeated (flagged in ``is_padding``, weight 0 in the loss, as sharding does:
+    NOTE [ equal steps without dropping or repeating ] in :mod:`dynbatch.plan.sharding`) only where
+    an update has fewer samples than micro-batches: fewer samples than ranks, or samples so long
+    that the budget holds one a micro-batch.
 
     A micro-batch is a list of sample indices, row after row, each row's
     samples longest first; the collator rebuilds its rows by next-fit of that
@@ -43,8 +42,8 @@ __all__ = ["deal_rows", "micro_batches_of", "pack_and_deal"]
 
 def micro_batches_of(rows: Any, alone: Any, max_rows: int, ranks: int) -> Indices:
     """Micro-batches of an update of ``rows`` rows, ``alone`` of them oversize: a multiple of
-    ``ranks``, each within ``max_rows`` rows, every oversize row alone (NOTE [ dealing an
-    update's rows ]).
+    ``ranks``, each within ``max_rows`` rows, every oversize row alone
+    (NOTE [ dealing an update's rows ]).
 
     >>> micro_batches_of(np.array([5, 1, 9]), np.array([0, 0, 1]), 2, 2).tolist()
     [4, 2, 6]

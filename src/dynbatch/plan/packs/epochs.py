@@ -1,20 +1,17 @@
 """The packed epoch: the fixed batch's updates, each packed into rows: numpy only.
 
 NOTE [ packed updates ]
-    Packing is a speed option, so it changes how an update is computed, never
-    which samples it holds nor how many updates an epoch has (STYLE 28). The
-    fixed batch's updates are what the user's learning rate, warm-up and
-    epochs were tuned for: ``ceil(N / B)`` of them, each ``B`` samples drawn at
-    random (the last holds the rest). So the packed epoch draws exactly those:
-    the kept samples shuffled from ``(seed, epoch)``
-    (:func:`~dynbatch.plan.splits.shuffled`, the order the time split draws
-    its updates from) and cut every ``B``; then each update's samples are
-    packed into rows of at most ``pack_len`` tokens (NOTE [ an update's rows ]
-    in :mod:`dynbatch.plan.packs.rows`) and dealt to the ranks (NOTE
-    [ dealing an update's rows ] in :mod:`dynbatch.plan.packs.deal`). A
-    packed update's gradient is then the fixed batch's update's, to float
-    order (``tests/test_pack_isolation.py``), whatever ``pack_len``, the
-    lengths, the ranks or the time model.
+    Packing is a speed option, so it changes how an update is computed, never which samples it holds
+    nor how many updates an epoch has (STYLE 28). The fixed batch's updates are what the user's
+    learning rate, warm-up and epochs were tuned for: ``ceil(N / B)`` of them, each ``B`` samples
+    drawn at random (the last holds the rest). So the packed epoch draws exactly those: the kept
+    samples shuffled from ``(seed, epoch)`` (:func:`~dynbatch.plan.splits.shuffled`, the order the
+    time split draws its updates from) and cut every ``B``; then each update's samples are packed
+    into rows of at most ``pack_len`` tokens (NOTE [ an update's rows ] in
+    :mod:`dynbatch.plan.packs.rows`) and dealt to the ranks (NOTE [ dealing an update's rows ] in
+    :mod:`dynbatch.plan.packs.deal`). A packed update's gradient is then the fixed batch's update's,
+    to float order (``tests/test_pack_isolation.py``), whatever ``pack_len``, the lengths, the ranks
+    or the time model.
 
     Packing each update alone leaves its last row part-filled, where packing
     the whole epoch fills nearly every row. The old whole-epoch packer bought

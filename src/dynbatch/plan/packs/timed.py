@@ -9,22 +9,19 @@ fastest. The samplers and streams plan so when the options hold both
 is the same plan read on one rank, with its prices.
 
 NOTE [ choosing packing per update ]
-    *The same updates.* Every way runs the fixed batch's update ``u`` (NOTE
-    [ packed updates ] in :mod:`dynbatch.plan.packs.epochs`),
-    exactly its samples, on every rank in the same number of steps: (i)
-    packed: its rows dealt as micro-batches (NOTE [ dealing an update's rows ]
-    in :mod:`dynbatch.plan.packs.deal`); (ii) split: its samples sorted by
-    length and cut into micro-steps at the least predicted time within the
-    budget (:func:`~dynbatch.plan.splits.split_update`), each micro-step dealt
-    to the ranks as :func:`~dynbatch.plan.splits.plan_split_updates` deals it
-    (rank ``r`` takes every ``r``-th sample); (iii) whole: one micro-step,
-    ``ceil(n / ranks)`` samples a rank, what the fixed batch does with an
-    update. So plans are compared at equal updates: a faster epoch is faster
-    steps, never fewer of them. A step lasts as long as its slowest rank;
-    every micro-batch is priced as it runs (NOTE [ a micro-batch's layout ] in
-    :mod:`dynbatch.plan.packs.layout`). The whole is kept where it fits and
-    the split is not faster; packing where it is predicted faster than that
-    by more than the model's error.
+    *The same updates.* Every way runs the fixed batch's update ``u`` (NOTE [ packed updates ] in
+    :mod:`dynbatch.plan.packs.epochs`), exactly its samples, on every rank in the same number of
+    steps: (i) packed: its rows dealt as micro-batches (NOTE [ dealing an update's rows ] in
+    :mod:`dynbatch.plan.packs.deal`); (ii) split: its samples sorted by length and cut into
+    micro-steps at the least predicted time within the budget
+    (:func:`~dynbatch.plan.splits.split_update`), each micro-step dealt to the ranks as
+    :func:`~dynbatch.plan.splits.plan_split_updates` deals it (rank ``r`` takes every ``r``-th
+    sample); (iii) whole: one micro-step, ``ceil(n / ranks)`` samples a rank, what the fixed batch
+    does with an update. So plans are compared at equal updates: a faster epoch is faster steps,
+    never fewer of them. A step lasts as long as its slowest rank; every micro-batch is priced as it
+    runs (NOTE [ a micro-batch's layout ] in :mod:`dynbatch.plan.packs.layout`). The whole is kept
+    where it fits and the split is not faster; packing where it is predicted faster than that by
+    more than the model's error.
 
     *Never slower than the fixed batch.* The fixed batch, ``B`` samples a rank
     in one padded step an update, is the whole way wherever it fits the
@@ -238,8 +235,8 @@ def plan_packed(
 def packed_epoch_seconds(
     sharded: ShardedPlan, lengths: Any, options: PlanOptions, time_model: Any = None
 ) -> float:
-    """Predicted seconds of a packed epoch, each micro-batch laid out as it runs (NOTE [ a
-    micro-batch's layout ]), each step its slowest rank's."""
+    """Predicted seconds of a packed epoch, each micro-batch laid out as it runs
+    (NOTE [ a micro-batch's layout ]), each step its slowest rank's."""
     lens = check_lengths(lengths)
     layout = PackLayout.from_options(options, time_model)
     base = sharded.plan
@@ -266,10 +263,9 @@ def choose_packing(
 ) -> PackChoice:
     """The packed plan of ``epoch``, each update run packed, split or whole: the fastest.
 
-    The samplers' plan (:func:`plan_timed_packs`) on one rank, with updates of
-    ``batch_size`` samples (or its loss tokens). NOTE [ choosing packing per
-    update ] says what is compared and why the epoch is never predicted slower
-    than the fixed batch's.
+    The samplers' plan (:func:`plan_timed_packs`) on one rank, with updates of ``batch_size``
+    samples (or its loss tokens). NOTE [ choosing packing per update ] says what is compared and why
+    the epoch is never predicted slower than the fixed batch's.
 
     Args:
         lengths: tokens per sample.
