@@ -103,7 +103,7 @@ def test_without_visualdl_the_error_names_the_extra() -> None:
         "try:\n    dynbatch.VisualDLHook('/tmp/x')\nexcept ImportError as e:\n    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert 'pip install "dynbatch[visualdl]"' in out.stdout
+    assert "pip install visualdl" in out.stdout and "dynbatch[" not in out.stdout
 
 
 def test_numpy_and_tensor_losses_become_floats(tmp_path: Path) -> None:

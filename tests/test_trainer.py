@@ -305,7 +305,8 @@ def test_without_paddlenlp_the_error_names_the_extra() -> None:
         "    print(exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert 'pip install "dynbatch[examples]"' in out.stdout, out.stdout + out.stderr
+    assert "pip install paddlenlp==3.0.0b4" in out.stdout, out.stdout + out.stderr
+    assert 'pip install ".[paddlenlp]"' in out.stdout, "the Trainer's own extra, from a clone"
 
 
 BAD: list[tuple[dict[str, Any], str]] = [

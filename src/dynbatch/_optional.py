@@ -5,14 +5,30 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["require"]
+__all__ = ["INSTALL", "install_hint", "require"]
 
-_EXTRA = {
-    "paddle": "cpu",
-    "visualdl": "visualdl",
-    "paddlenlp": "examples",
-    "matplotlib": "examples",
+#: What installs each optional module today: the package from PyPI, and the extra of a clone
+#: of dynbatch (dynbatch itself is not on PyPI yet, so ``dynbatch[...]`` would not resolve).
+INSTALL = {
+    "paddle": ('pip install paddlepaddle (or paddlepaddle-gpu)', "cpu"),
+    "visualdl": ("pip install visualdl", "visualdl"),
+    "paddlenlp": (
+        'pip install paddlenlp==3.0.0b4 aistudio-sdk==0.2.6 "datasets<3" "pyarrow<17"',
+        "paddlenlp",
+    ),
+    "matplotlib": ("pip install matplotlib", "plot"),
 }
+
+
+def install_hint(module: str) -> str:
+    """The command that installs ``module`` today, and the extra that does from a clone.
+
+    >>> install_hint("visualdl")
+    'pip install visualdl (from a clone of dynbatch: pip install ".[visualdl]")'
+    """
+    top = module.split(".")[0]
+    command, extra = INSTALL.get(top, (f"pip install {top}", ""))
+    return f'{command} (from a clone of dynbatch: pip install ".[{extra}]")' if extra else command
 
 
 def require(module: str, what: str) -> ModuleType:
@@ -21,8 +37,6 @@ def require(module: str, what: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         top = module.split(".")[0]
-        extra = _EXTRA.get(top, top)
-        hint = f'pip install "dynbatch[{extra}]"'
-        if top == "paddle":
-            hint += ' (or "dynbatch[gpu]" for paddlepaddle-gpu)'
-        raise ImportError(f"{what} needs {top}, which is not installed: {hint}") from exc
+        raise ImportError(
+            f"{what} cannot run without {top}, which is not installed: {install_hint(top)}"
+        ) from exc

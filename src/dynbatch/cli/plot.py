@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 from numpy.typing import NDArray
 
+from .._optional import install_hint
 from ..plan.options import PlanOptions
 from ..plan.planning import plan_batches
 from ..plan.stats import baseline_batches, batch_table
@@ -25,7 +26,7 @@ def plot(
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError('--plot needs matplotlib: pip install "dynbatch[examples]"') from None
+        raise UsageError(f"--plot needs matplotlib: {install_hint('matplotlib')}") from None
     common = {
         "cost": options.cost,
         "max_cost": options.max_cost,

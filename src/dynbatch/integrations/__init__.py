@@ -2,7 +2,8 @@
 
 ``dynbatch.integrations.paddlenlp``:
 :class:`~dynbatch.integrations.paddlenlp.DynamicBatchTrainer`, paddlenlp's
-``Trainer`` with dynamic batches (needs ``pip install "dynbatch[examples]"``).
+``Trainer`` with dynamic batches (needs paddlenlp: ``pip install ".[paddlenlp]"`` from a
+clone of dynbatch, which brings paddlenlp 3.0.0b4 with the pins it imports with).
 Importing this package imports no framework.
 """
 
