@@ -29,6 +29,8 @@ each; read them one at a time:
   every real epoch ];
 * :mod:`.trainer`: the class and its overrides, NOTE [ one update, one mean ]
   (the update itself is :mod:`dynbatch.paddle.update`);
+* :mod:`.planner`: the training sampler at the step time measured, kept or given,
+  NOTE [ dynbatch's checks before the probe ] (the probe is :mod:`.probe`);
 * :mod:`.checkpoints`: the state file and checkpoint discovery, NOTE [ resume
   from the plan ];
 * :mod:`.evaluation`: NOTE [ evaluation with unequal batches ];
