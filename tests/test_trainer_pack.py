@@ -25,7 +25,15 @@ from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_ent
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from lm_toy import Pairs, tiny_lm
 from lm_toy import collate as lm_collate
-from trainer_toy import Reviews, collate, make_args, make_recorder, reference_grads, tiny_bert
+from trainer_toy import (
+    Reviews,
+    collate,
+    direct_eval,
+    make_args,
+    make_recorder,
+    reference_grads,
+    tiny_bert,
+)
 
 #: Rows of 40 tokens, one row a micro-batch: an update of 8 samples is several micro-batches,
 #: most rows several samples
@@ -35,6 +43,17 @@ PACK = {"pack_len": 40, "max_batch_size": 1, "time_model": None}
 def packed_bert(seed: int = 0) -> Any:
     """The tiny BERT with positions that matter (trainer_toy.tiny_bert)."""
     return tiny_bert(seed, initializer_range=0.2)
+
+
+def forward_counter(model: Any) -> list[int]:
+    """``[n]``: the model's forward calls so far (a pre-hook); the step-time probe runs some."""
+    calls = [0]
+
+    def count(layer: Any, inputs: Any) -> None:
+        calls[0] += 1
+
+    model.register_forward_pre_hook(count)
+    return calls
 
 
 def packed_rows(window: Any) -> bool:
@@ -241,17 +260,70 @@ class Extra(Reviews):
 def test_a_sample_the_packed_rows_cannot_hold_is_named(
     tmp_path: Path, extra: dict[str, Any], message: str
 ) -> None:
+    """Named when the Trainer is made (NOTE [ dynbatch's checks before the probe ]), though
+    the user's collator would take the sample: the step-time probe never runs on it."""
     ds = Extra(20, extra)
+    model = packed_bert()
+    forwards = forward_counter(model)
+    with pytest.raises(dynbatch.InputError, match=message):
+        DynamicBatchTrainer(
+            model=model,
+            args=make_args(tmp_path, per_device_train_batch_size=4, max_steps=1),
+            train_dataset=ds,
+            data_collator=collate,
+            lengths=ds.lengths,
+            **{**PACK, "time_model": "measure"},
+        )
+    assert forwards[0] == 0, "refused before the probe ran a step"
+
+
+class OneBad(Reviews):
+    """Reviews whose shortest sample carries a field the packed rows would drop."""
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        bad = {"text": "a review"} if i == int(np.argmin(self.lengths)) else {}
+        return {**super().__getitem__(i), **bad}
+
+
+def test_a_collate_error_in_training_reaches_the_user_by_name(tmp_path: Path) -> None:
+    """A sample the checks at construction did not read (they read the longest) fails in the
+    loader's collator: the step raises its error, by name (paddle's loader would wait forever
+    for the batch of a collator that raised)."""
+    from deadline import within
+
+    ds = OneBad(24)
     trainer = DynamicBatchTrainer(
         model=packed_bert(),
-        args=make_args(tmp_path, per_device_train_batch_size=4, max_steps=1),
+        args=make_args(tmp_path, per_device_train_batch_size=4, num_train_epochs=1),
         train_dataset=ds,
-        data_collator=collate,
         lengths=ds.lengths,
         **PACK,
     )
-    with pytest.raises(dynbatch.InputError, match=message):
+    with within(120), pytest.raises(dynbatch.InputError, match=r"field 'text'.*would drop"):
         trainer.train()
+
+
+def test_a_collate_error_in_evaluation_reaches_the_user_by_name(tmp_path: Path) -> None:
+    """Without a data_collator the Trainer pads the eval samples itself: a sample it cannot
+    pad fails in the loader's collator, and evaluation raises its error by name, on dynamic
+    batches (eval_lengths) and on paddlenlp's fixed ones alike."""
+    from deadline import within
+
+    train, bad = Reviews(20), OneBad(16)
+    trainer = DynamicBatchTrainer(
+        model=packed_bert(),
+        args=make_args(tmp_path, per_device_train_batch_size=4),
+        train_dataset=train,
+        eval_dataset=bad,
+        lengths=train.lengths,
+        eval_lengths=bad.lengths,
+        **PACK,
+    )
+    with within(120), pytest.raises(dynbatch.InputError, match=r"field 'text'.*would drop"):
+        trainer.evaluate()
+    fixed = paddle.io.Subset(bad, list(range(len(bad))))  # no lengths: paddlenlp's batches
+    with within(120), pytest.raises(dynbatch.InputError, match=r"field 'text'.*would drop"):
+        trainer.evaluate(eval_dataset=fixed)
 
 
 def test_samples_with_the_fields_the_rows_rebuild_train(tmp_path: Path) -> None:
@@ -364,3 +436,96 @@ def test_the_log_says_how_the_step_time_runs_packed_updates(
     ways = re.search(r"(\d+) packed, (\d+) split, (\d+) whole", line)
     assert ways is not None and sum(map(int, ways.groups())) == updates, line
     assert f"({plan.num_steps} micro-batch(es) a rank)" in line, line
+
+
+@pytest.mark.parametrize("kind", ["classifier", "causal LM"])
+def test_without_a_data_collator_the_trainer_builds_its_own_batches(
+    tmp_path: Path, kind: str
+) -> None:
+    """pack_len and no data_collator: training runs the rows of PackCollator.for_sampler (for
+    the model's kind), the step-time probe (the default) and evaluation padded batches the
+    Trainer builds from the same fields. paddlenlp's default collator, which cannot stack
+    samples of unequal lengths, is never used."""
+    causal = kind == "causal LM"
+    ds: Any = Pairs(40, seed=3) if causal else Reviews(40)
+    model = tiny_lm() if causal else packed_bert()
+    forwards = forward_counter(model)
+    trainer = DynamicBatchTrainer(
+        model=model,
+        args=make_args(tmp_path, per_device_train_batch_size=8, max_steps=2),
+        train_dataset=ds,
+        eval_dataset=ds,
+        lengths=ds.lengths,
+        eval_lengths=ds.lengths,
+        pack_len=64 if causal else 40,
+    )
+    assert forwards[0] > 0 and trainer.options.time_model is not None, "the step time probed"
+    sampler = trainer.train_sampler
+    assert sampler is not None
+    for batch in list(sampler.batches(0))[:4]:
+        samples = [ds[int(i)] for i in batch]
+        built = trainer.train_collator(samples)
+        fields = [s if causal else {"input_ids": s["input_ids"]} for s in samples]
+        rows = dynbatch.PackCollator.for_sampler(sampler, causal=causal)(fields)
+        for key in ("input_ids", "position_ids", *(["labels"] if causal else [])):
+            np.testing.assert_array_equal(built[key], rows[key], err_msg=key)
+    trainer.train()
+    assert trainer.state.global_step == 2
+    metrics = trainer.evaluate()  # dynamic batches (eval_lengths), padded by the Trainer
+    all_samples = [ds[i] for i in range(len(ds))]
+    trained = trainer.model
+    trained.eval()
+    with paddle.no_grad():
+        if causal:
+            batch = lm_collate(all_samples)
+            logits = trained(input_ids=paddle.to_tensor(batch["input_ids"]))
+            total, count = token_cross_entropy(
+                logits, {"labels": paddle.to_tensor(batch["labels"])}
+            )
+            expected = float(total) / float(count)
+        else:
+            expected = direct_eval(trained, ds)[1]
+    assert abs(metrics["eval_loss"] - expected) < 1e-5, "each sample's loss as alone"
+    fallback = trainer.evaluate(eval_dataset=paddle.io.Subset(ds, list(range(16))))
+    assert np.isfinite(fallback["eval_loss"]), "paddlenlp's fixed batches, padded by the Trainer"
+
+
+@pytest.mark.parametrize(
+    "case", ["extra-field", "longer-than-pack_len", "understated-length", "model-kind"]
+)
+def test_dynbatchs_checks_refuse_before_the_step_time_probe(tmp_path: Path, case: str) -> None:
+    """What dynbatch refuses (the samples' fields, pack_len against the lengths, the lengths
+    against the samples, the model's kind) is refused when the Trainer is made, before the
+    step-time probe (the default time_model) runs a step: no forward, no step time kept."""
+    from paddlenlp.transformers import BertForTokenClassification
+
+    from dynbatch.integrations.paddlenlp.probe import TIME_MODEL_FILE
+
+    ds: Any = Reviews(30)
+    model, lengths, pack_len = packed_bert(), ds.lengths, 40
+    message = {
+        "extra-field": r"sample \d+ has the field 'text'.*would drop",
+        "longer-than-pack_len": r"longer than pack_len=20",
+        "understated-length": r"lengths\[\d+\]=\d+.*input_ids",
+        "model-kind": r"pack_len=40.*BertForTokenClassification",
+    }[case]
+    if case == "extra-field":
+        ds = Extra(30, {"text": "a review"})
+    elif case == "longer-than-pack_len":
+        pack_len = 20
+    elif case == "understated-length":
+        lengths = ds.lengths - 1
+    else:
+        model = BertForTokenClassification(model.config)
+    forwards = forward_counter(model)
+    with pytest.raises((dynbatch.InputError, dynbatch.InputTypeError), match=message):
+        DynamicBatchTrainer(
+            model=model,
+            args=make_args(tmp_path, per_device_train_batch_size=8),
+            train_dataset=ds,
+            data_collator=collate,  # the user's, which would take every sample
+            lengths=lengths,
+            pack_len=pack_len,
+        )
+    assert forwards[0] == 0, "no probe step ran"
+    assert not (tmp_path / TIME_MODEL_FILE).exists(), "no step time measured"

@@ -10,7 +10,7 @@ __all__ = ["INSTALL", "install_hint", "require"]
 #: What installs each optional module today: the package from PyPI, and the extra of a clone
 #: of dynbatch (dynbatch itself is not on PyPI yet, so ``dynbatch[...]`` would not resolve).
 INSTALL = {
-    "paddle": ('pip install paddlepaddle (or paddlepaddle-gpu)', "cpu"),
+    "paddle": ("pip install paddlepaddle (or paddlepaddle-gpu)", "cpu"),
     "visualdl": ("pip install visualdl", "visualdl"),
     "paddlenlp": (
         'pip install paddlenlp==3.0.0b4 aistudio-sdk==0.2.6 "datasets<3" "pyarrow<17"',

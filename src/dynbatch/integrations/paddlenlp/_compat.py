@@ -48,7 +48,7 @@ TOUCHED: dict[type, tuple[str, ...]] = {
         "_save_checkpoint",  # overridden: our state file beside each checkpoint
         "_load_optimizer_and_scheduler",  # overridden: the resume hook, called once on resume
         "_load_rng_state",  # called: ignore_data_skip=True never restores the RNG
-        "_prepare_inputs",  # called: batches to the device, as the Trainer does
+        "_prepare_inputs",  # overridden and called: batches to the device, checked first
     ),
     VisualDLCallback: (
         "_init_summary_writer",  # called: the writer, before add_hparams is wrapped
@@ -77,6 +77,8 @@ class CompatTrainer(Trainer):  # type: ignore[misc]
     * ``save_plan_state(global_step)`` after checkpoint-<global_step> is written;
     * ``load_plan_state(checkpoint)`` on resume, *before* the optimizer is
       loaded (return False to let the Trainer resume its own way);
+    * ``check_batch(batch)`` on every batch the Trainer moves to the device (training,
+      evaluation and prediction alike), before it does;
     * ``prepare_inputs(batch)``, ``load_rng_state(checkpoint)`` and
       ``set_eval_dataloader(loader)`` call into the Trainer.
     """
@@ -86,6 +88,9 @@ class CompatTrainer(Trainer):  # type: ignore[misc]
 
     def load_plan_state(self, checkpoint: str) -> bool:  # pragma: no cover - overridden
         return False
+
+    def check_batch(self, batch: Any) -> None:  # pragma: no cover - overridden
+        pass
 
     def _save_checkpoint(self, model: Any, metrics: Any = None) -> None:
         super()._save_checkpoint(model, metrics=metrics)
@@ -99,6 +104,10 @@ class CompatTrainer(Trainer):  # type: ignore[misc]
         super()._load_optimizer_and_scheduler(checkpoint)
         if ours:
             self._load_rng_state(checkpoint)
+
+    def _prepare_inputs(self, inputs: Any) -> Any:
+        self.check_batch(inputs)
+        return super()._prepare_inputs(inputs)
 
     def prepare_inputs(self, batch: Mapping[str, Any]) -> Any:
         return self._prepare_inputs(batch)

@@ -75,6 +75,22 @@ class EvalSamplers:
     def knows(self, sampler: Any) -> bool:
         return any(sampler is s for _, s in self._made)
 
+    def loader(self, dataset: Any, options: PlanOptions, args: Any, collate_fn: Any) -> Any:
+        """``dataset``'s loader of dynamic batches on this rank of ``args``; None where its
+        lengths are unknown (paddlenlp's fixed batches then)."""
+        if dataset is None:
+            return None
+        world, rank = args.dataset_world_size, args.dataset_rank
+        sampler = self.get(dataset, options, world, rank)
+        if sampler is None:
+            return None
+        return paddle.io.DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=collate_fn,
+            num_workers=args.dataloader_num_workers,
+        )
+
     def get(
         self, dataset: Any, options: PlanOptions, world: int, rank: int
     ) -> DistributedDynamicBatchSampler | None:

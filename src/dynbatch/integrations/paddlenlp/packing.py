@@ -42,14 +42,21 @@ NOTE [ the Trainer packs ]
     so they are let go; any other field, which the rows would drop, is refused by name.
     Evaluation stays unpacked: the user's ``data_collator`` and the model's own forward.
     The training collator is built by one function, :func:`pack_collator`, from the
-    sampler: its options decide the rows. paddle's single-process ``DataLoader`` (3.3)
-    collates in a thread, and an exception there ends the thread and leaves the loop
-    waiting for a batch forever; so the collator returns its error as the batch
-    (``{PACK_ERROR: exc, ...}``, which the loader passes on as it is) and the step raises it.
+    sampler: its options decide the rows. Without a ``data_collator`` the Trainer
+    builds the unpacked batches too (:func:`padded_collator`: the samples' same fields,
+    padded, a sample a row), for the step-time probe and evaluation; paddlenlp's
+    default collator cannot stack samples of unequal lengths. paddle's single-process
+    ``DataLoader`` (3.3) collates in a thread, and an exception there ends the thread
+    and leaves the loop waiting for a batch forever; so both collators return their
+    error as the batch (``{PACK_ERROR: exc, ...}``, which the loader passes on as it is)
+    and the Trainer raises it where the batch is used (:func:`raise_collate_error`).
+    What the Trainer can check when it is made, it checks then, before the step-time
+    probe (NOTE [ dynbatch's checks before the probe ] in :mod:`.planner`).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -60,18 +67,25 @@ import numpy as np
 import paddle
 from numpy.typing import NDArray
 
-from ..._checks import InputError, InputTypeError
+from ..._checks import InputError, InputTypeError, check_int
+from ...paddle.losses import IGNORE_INDEX
 from ...paddle.pack_collate import PackCollator, additive_mask
 from ._compat import call_as_forward, takes_3d_mask
+from .losses import token_cross_entropy
 
 __all__ = [
     "CAUSAL_LM",
     "CLASSIFIER",
     "PACK_ERROR",
     "Packed",
+    "check_pack_len",
+    "check_samples",
     "pack_collator",
+    "packed_loss",
     "packed_model",
     "packed_outputs",
+    "padded_collator",
+    "raise_collate_error",
 ]
 
 CAUSAL_LM = "causal LM"
@@ -91,11 +105,13 @@ class Packed:
         kind: :data:`CAUSAL_LM` or :data:`CLASSIFIER`.
         label_name: the batch's label field (``args.label_names[0]``).
         pad_val: the id on a row's fill (the model's ``pad_token_id``, else 0).
+        pack_len: the rows' length (the plan's ``pack_len``).
     """
 
     kind: str
     label_name: str
     pad_val: int
+    pack_len: int
 
 
 def _takes(fn: Any, *names: str) -> bool:
@@ -104,6 +120,17 @@ def _takes(fn: Any, *names: str) -> bool:
     except (TypeError, ValueError):
         return False
     return set(names) <= set(params)
+
+
+def check_pack_len(pack_len: Any, model: Any) -> int | None:
+    """``pack_len`` checked, and a model to pack for when it is given."""
+    checked: int | None = check_int("pack_len", pack_len, minimum=1, allow_none=True)
+    if checked is not None and model is None:
+        raise InputError(
+            f"pack_len={checked} packs for the model given (NOTE [ the Trainer packs ]), "
+            "got model=None: pass model="
+        )
+    return checked
 
 
 def packed_model(model: Any, label_name: str, pack_len: int) -> Packed:
@@ -129,7 +156,7 @@ def packed_model(model: Any, label_name: str, pack_len: int) -> Packed:
                         f"{name} ignores the attention_mask and would let each token of a "
                         "packed row attend to the samples before it; unset USE_CASUAL_MASK"
                     )
-                return Packed(CAUSAL_LM, label_name, pad_val)
+                return Packed(CAUSAL_LM, label_name, pad_val, pack_len)
     elif name.endswith("ForSequenceClassification"):
         parts = {
             f"a base model under base_model_prefix (model.{prefix})": base is not None,
@@ -144,7 +171,7 @@ def packed_model(model: Any, label_name: str, pack_len: int) -> Packed:
         }
         missing = [part for part, ok in parts.items() if not ok]
         if not missing:
-            return Packed(CLASSIFIER, label_name, pad_val)
+            return Packed(CLASSIFIER, label_name, pad_val, pack_len)
         why = f"it has no {', no '.join(missing)}"
     raise InputTypeError(
         f"pack_len={pack_len} trains packed rows, which the Trainer can feed to a causal LM "
@@ -154,6 +181,14 @@ def packed_model(model: Any, label_name: str, pack_len: int) -> Packed:
         f"BertForSequenceClassification); got model={name}: {why}. Pass pack_len=None, or "
         "pack in your own loop (DynamicBatchSampler(..., pack_len=...) and PackCollator)"
     )
+
+
+def packed_loss(packed: Packed) -> Callable[[Any, Mapping[str, Any]], Any] | None:
+    """The loss a packed model trains by default: a causal LM's token loss (shifted, as
+    :func:`pack_collator`'s labels are); None for a classifier (the Trainer's own)."""
+    if packed.kind != CAUSAL_LM:
+        return None
+    return functools.partial(token_cross_entropy, label_key=packed.label_name)
 
 
 def pack_collator(sampler: Any, packed: Packed) -> Callable[[Sequence[Any]], dict[str, Any]]:
@@ -174,13 +209,6 @@ def pack_collator(sampler: Any, packed: Packed) -> Callable[[Sequence[Any]], dic
         sampler, causal=causal, pad_val=packed.pad_val, return_startend=False
     )
     label = packed.label_name
-
-    def collate(samples: Sequence[Any]) -> dict[str, Any]:
-        try:
-            return rows_of(samples)
-        except Exception as exc:  # raised by the step, not in the loader's thread (NOTE)
-            return {PACK_ERROR: exc, "input_ids": np.zeros((1, 1), np.int64)}  # one array:
-            # a batch of none reads as the loader's end
 
     def rows_of(samples: Sequence[Any]) -> dict[str, Any]:
         fields = [_sample(s, k, label, causal) for k, s in enumerate(samples)]
@@ -203,7 +231,110 @@ def pack_collator(sampler: Any, packed: Packed) -> Callable[[Sequence[Any]], dic
             label: np.concatenate([y for _, y in fields]),
         }
 
-    return collate
+    return _or_error(rows_of)
+
+
+def padded_collator(packed: Packed) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    """The unpacked batches of a Trainer packing without a ``data_collator``: the step-time
+    probe's and evaluation's (NOTE [ the Trainer packs ]).
+
+    The fields :func:`pack_collator` takes from each sample, a sample a row, padded on the
+    right to the longest: ``input_ids`` (with the model's pad id), ``attention_mask`` (1 on
+    the sample's tokens) and, for a classifier, ``token_type_ids`` where the samples have
+    them and the label field, one label a sample; for a causal LM the token labels in the
+    label field (the ids where a sample has none), ``-100`` on the fill.
+    """
+    causal = packed.kind == CAUSAL_LM
+    label = packed.label_name
+
+    def padded(rows: Sequence[NDArray[np.int64]], fill: int) -> NDArray[np.int64]:
+        out = np.full((len(rows), max([1, *(r.size for r in rows)])), fill, np.int64)
+        for k, row in enumerate(rows):
+            out[k, : row.size] = row
+        return out
+
+    def batch_of(samples: Sequence[Any]) -> dict[str, Any]:
+        fields = [_sample(s, k, label, causal) for k, s in enumerate(samples)]
+        ids = [_ints(f["input_ids"], "input_ids", k) for k, (f, _) in enumerate(fields)]
+        out = {
+            "input_ids": padded(ids, packed.pad_val),
+            "attention_mask": padded([np.ones_like(i) for i in ids], 0),
+        }
+        if causal:
+            labels = [
+                _ints(f.get("labels", i), label, k, i.size)
+                for k, ((f, _), i) in enumerate(zip(fields, ids, strict=True))
+            ]
+            out[label] = padded(labels, IGNORE_INDEX)
+            return out
+        if any("token_type_ids" in f for f, _ in fields):
+            types = [
+                _ints(f.get("token_type_ids", np.zeros_like(i)), "token_type_ids", k, i.size)
+                for k, ((f, _), i) in enumerate(zip(fields, ids, strict=True))
+            ]
+            out["token_type_ids"] = padded(types, 0)
+        out[label] = np.concatenate([y for _, y in fields])
+        return out
+
+    return _or_error(batch_of)
+
+
+def _ints(value: Any, name: str, k: int, size: int | None = None) -> NDArray[np.int64]:
+    """A sample's field as int64 ids, one a token (``size`` of them, where given)."""
+    arr = np.asarray(value)
+    if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise InputError(
+            f"pack_len: sample {k}'s {name} must be a sequence of integer ids, got {value!r:.80}"
+        )
+    if size is not None and arr.size != size:
+        raise InputError(
+            f"pack_len: sample {k}'s {name} has {arr.size} values for its {size} input_ids: "
+            "one a token"
+        )
+    return arr.astype(np.int64)
+
+
+def _or_error(
+    collate: Callable[[Sequence[Any]], dict[str, Any]],
+) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    """``collate`` returning its error as the batch, for the Trainer to raise (NOTE above)."""
+
+    def or_error(samples: Sequence[Any]) -> dict[str, Any]:
+        try:
+            return collate(samples)
+        except Exception as exc:  # raised where the batch is used, not in the loader's thread
+            return {PACK_ERROR: exc, "input_ids": np.zeros((1, 1), np.int64)}  # one array:
+            # a batch of none reads as the loader's end
+
+    return or_error
+
+
+def raise_collate_error(batch: Any) -> None:
+    """Raise the error a batch of the Trainer's collators holds instead of its fields."""
+    error = batch.get(PACK_ERROR) if isinstance(batch, Mapping) else None
+    if isinstance(error, BaseException):
+        raise error
+
+
+def check_samples(dataset: Any, lengths: NDArray[np.int64], indices: Any, packed: Packed) -> None:
+    """The samples at ``indices`` as the packed rows take them, before any probe
+    (NOTE [ dynbatch's checks before the probe ] in :mod:`.planner`): their fields and labels,
+    and their ``input_ids`` against ``lengths``, from which the rows are planned."""
+    causal = packed.kind == CAUSAL_LM
+    fields = []
+    for i in (int(i) for i in indices):
+        sample, _ = _sample(dataset[i], i, packed.label_name, causal)
+        n = np.asarray(sample["input_ids"]).size
+        if n > lengths[i]:
+            raise InputError(
+                f"pack_len={packed.pack_len}: lengths[{i}]={int(lengths[i])} understates "
+                f"sample {i}, which has {n} input_ids: the packed rows are planned from the "
+                "lengths, so each must count its sample's input_ids (lengths=, or length_fn= "
+                "/ ref_index= measuring input_ids)"
+            )
+        fields.append(sample)
+    # every field as the rows take it (ids, labels a token each); no mask: P x P a row
+    PackCollator(packed.pack_len, causal=causal, return_mask=False, return_startend=False)(fields)
 
 
 def _sample(
@@ -259,9 +390,7 @@ def _rebuilt(name: str, value: Any, ids: Any) -> bool:
 
 def packed_outputs(model: Any, inputs: Mapping[str, Any], packed: Packed) -> Any:
     """The model's outputs on packed ``inputs`` (:func:`pack_collator`'s, on the device)."""
-    error = inputs.get(PACK_ERROR)
-    if isinstance(error, BaseException):
-        raise error
+    raise_collate_error(inputs)
     if packed.kind == CAUSAL_LM:
         return model(**inputs)
     return call_as_forward(model, _classify, inputs)

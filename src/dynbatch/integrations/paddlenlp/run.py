@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import paddle
 from numpy.typing import NDArray
 from paddlenlp.trainer import TrainerCallback
 from paddlenlp.trainer.trainer_utils import IntervalStrategy
 
-from ..._checks import InputError, InputTypeError
+from ..._checks import InputError, InputTypeError, check_int
 from ...paddle.sampler import DistributedDynamicBatchSampler
 from ...plan.contract import counted_tokens
 from ...plan.epochs import Recent
@@ -42,7 +43,15 @@ from ...plan.stats import batch_table
 from ...plan.windows import EpochWindows, Span
 from .checkpoints import STATE_FILE
 
-__all__ = ["RealEpochs", "RunLoader", "RunPlan", "Window", "check_fields", "split_batch"]
+__all__ = [
+    "PlanWindows",
+    "RealEpochs",
+    "RunLoader",
+    "RunPlan",
+    "Window",
+    "check_fields",
+    "split_batch",
+]
 
 
 @dataclass(frozen=True)
@@ -136,6 +145,13 @@ class RunPlan:
             return taken + sum(self.steps_per_epoch(e) for e in range(epoch, self.num_epochs))
         return sum(self.steps_per_epoch(e) for e in range(self.num_epochs))
 
+    def loader(self, dataset: Any, collate_fn: Any, num_workers: int) -> RunLoader:
+        """Every window of the run over ``dataset``; ``len()`` its exact optimizer steps."""
+        batches = paddle.io.DataLoader(
+            dataset, batch_sampler=self.sampler, collate_fn=collate_fn, num_workers=num_workers
+        )
+        return RunLoader(self, batches, self.total_steps())
+
     def describe(self, total: int, options: PlanOptions) -> str:
         """The run in one line, for the log: steps per epoch and what a step is."""
         if self.target is not None:
@@ -202,6 +218,34 @@ class RunPlan:
                     self.position = (epoch, stop)
                     yield window, batches
             epoch, position = epoch + 1, 0
+
+
+class PlanWindows:
+    """The Trainer's questions to its run's windows (a mixin): :class:`RunPlan`'s answers."""
+
+    run: RunPlan | None
+
+    def _run(self) -> RunPlan:
+        if self.run is None:
+            raise InputError("training needs a train_dataset (and its lengths)")
+        return self.run
+
+    def window_ends(self, epoch: int) -> NDArray[np.int64]:
+        """Where ``epoch``'s optimizer steps end, in micro-batches of this rank's plan."""
+        return self._run().window_ends(check_int("epoch", epoch))
+
+    def steps_per_epoch(self, epoch: int) -> int:
+        """Optimizer steps of real epoch ``epoch``."""
+        return self._run().steps_per_epoch(check_int("epoch", epoch))
+
+    def total_steps(self) -> int:
+        """Optimizer steps of the whole run: ``args.max_steps``, or every epoch's windows summed."""
+        return self._run().total_steps()
+
+    @property
+    def last_window(self) -> Window | None:
+        """The window trained last (None before the first)."""
+        return None if self.run is None else self.run.last_window
 
 
 class RunLoader:

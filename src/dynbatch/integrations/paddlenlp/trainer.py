@@ -1,74 +1,48 @@
 """``DynamicBatchTrainer``: the overrides that put paddlenlp's Trainer on the plan.
 
 The window's update is :mod:`.step` (NOTE [ one update, one mean ]); the plan's
-windows :mod:`.run`; the arguments, checkpoints, evaluation, logs and losses
-their modules beside this one. What stays here is the overrides themselves.
+windows :mod:`.run`; the training sampler and its step time :mod:`.planner`; packing
+:mod:`.packing`; the arguments, checkpoints, evaluation, logs and losses their modules
+beside this one. What stays here is the overrides themselves.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-import paddle
-from numpy.typing import NDArray
 from paddlenlp.trainer.trainer_utils import TrainOutput
 from paddlenlp.utils.log import logger
 
-from ..._checks import (
-    InputError,
-    check_bool,
-    check_choice,
-    check_int,
-    check_positive_number,
-)
+from ..._checks import InputError, check_bool, check_choice, check_positive_number
 from ...paddle.sampler import DistributedDynamicBatchSampler, resolve_lengths
 from ...plan.options import PlanOptions
-from ...plan.steptime import check_time_model
 from ...plan.windows import UNITS
 from ._compat import CompatTrainer, int_hparams_visualdl
-from .arguments import checked_args, plan_options, run_args, split_keywords, train_sampler
-from .checkpoints import STATE_FILE, PlanCheckpoints, resolve_checkpoint
+from .arguments import checked_args, plan_options, run_args, split_keywords
+from .checkpoints import PlanCheckpoints, resolve_checkpoint
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
 from .logs import RunLog
-from .losses import loss_fn_for, token_cross_entropy
-from .packing import CAUSAL_LM, Packed, pack_collator, packed_model, packed_outputs
-from .probe import kept_time_model, measure_time_model, split_reason
-from .run import RealEpochs, RunLoader, RunPlan, Window
+from .losses import loss_fn_for
+from .packing import (
+    Packed,
+    check_pack_len,
+    pack_collator,
+    packed_loss,
+    packed_model,
+    packed_outputs,
+    padded_collator,
+    raise_collate_error,
+)
+from .planner import MEASURE, TrainPlanner, checked_time_model
+from .run import PlanWindows, RealEpochs, RunLoader, RunPlan
 from .step import train_window
 
 __all__ = ["DynamicBatchTrainer"]
 
 
-#: ``time_model=`` default: measure the step time on the model (NOTE [ the Trainer measures ... ]).
-MEASURE: Any = "measure"
-
-
-def _measure(time_model: Any) -> bool:
-    return isinstance(time_model, str) and time_model == MEASURE
-
-
-def _checked_time_model(time_model: Any, accumulate: str) -> Any:
-    """``time_model=`` checked: ``"measure"``, None, or a step time the recipe follows."""
-    if _measure(time_model) or time_model is None:
-        return time_model
-    try:
-        model = check_time_model(time_model)
-    except InputError as exc:
-        raise type(exc)(f"{exc}; or time_model='measure' (the default) or None") from None
-    if accumulate != "samples":
-        raise InputError(
-            f"time_model={time_model!r} cuts updates of samples at the step time, but with "
-            f"accumulate={accumulate!r} the recipe keeps its padding-free split and would drop "
-            "it: leave time_model out, or accumulate='samples'"
-        )
-    return model
-
-
-class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
+class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
     """``paddlenlp.trainer.Trainer`` on dynamic batches, with every Trainer feature kept.
 
     See the module's notes for how each fixed-batch assumption is replaced.
@@ -122,30 +96,36 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
             ``labels``). The loss is still ``loss_fn``'s, from the logits: the
             model's own loss, a mean, is not used.
         time_model: the device's step time for the recipe
-            (NOTE [ splitting updates at the step time ] in :mod:`dynbatch.plan.splits`): by
-            default measured on the model before training
-            (NOTE [ the Trainer measures the step time ]); an object with ``c``, ``a``, ``b``
-            (or ``"c,a,b"``) is used as given; None plans without one (on an accelerator: each
-            update whole). With ``accumulate="tokens"`` the recipe keeps its padding-free
-            split: a time model there is refused, not dropped.
+            (NOTE [ splitting updates at the step time ] in :mod:`dynbatch.plan.splits`):
+            by default measured on the model before training
+            (NOTE [ the Trainer measures the step time ]); an object with ``c``, ``a``,
+            ``b`` (or ``"c,a,b"``) is used as given; None plans without one (on an accelerator: each
+            update whole). With ``accumulate="tokens"`` the recipe keeps its
+            padding-free split: a time model there is refused, not dropped.
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
             ``callbacks``, ``optimizers``, ``tokenizer``,
             ``preprocess_logits_for_metrics``) and the plan options. With
             ``pack_len`` each training micro-batch is packed into rows for a
             causal LM (the loss defaults to ``token_cross_entropy``) or a
-            sequence classifier, and ``data_collator`` serves evaluation only
-            (NOTE [ the Trainer packs ] in :mod:`.packing`).
+            sequence classifier, and ``data_collator`` serves evaluation only;
+            without one the Trainer pads the samples itself for evaluation and
+            the step-time probe (NOTE [ the Trainer packs ] in :mod:`.packing`).
+            The samples the probe reads are checked before it runs
+            (NOTE [ dynbatch's checks before the probe ] in :mod:`.planner`).
 
     Attributes:
         train_sampler: the :class:`~dynbatch.DistributedDynamicBatchSampler`
             over ``train_dataset`` (world size and rank from ``args``).
         options: the :class:`~dynbatch.PlanOptions` of training.
+        train_collator: what collates a training micro-batch: ``data_collator``, or
+            with ``pack_len`` the rows (:func:`~.packing.pack_collator`).
         num_epochs: real epochs of the run (None when ``args.max_steps`` sets it).
         max_steps: ``args.max_steps`` when positive, else None.
         micro_batches_per_step: ``args.gradient_accumulation_steps``.
     """
 
     control: Any  # the Trainer's TrainerControl
+    data_collator: Any  # the user's; else paddlenlp's default, or with pack_len ours
 
     def __init__(
         self,
@@ -181,17 +161,9 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         )
         args = checked_args(args)
         planned = plan_options(options, kwargs, args, train_dataset is not None)
-        pack_len = check_int(
-            "pack_len",
-            planned.pack_len if planned is not None else kwargs.get("pack_len"),
-            minimum=1,
-            allow_none=True,
+        pack_len = check_pack_len(
+            planned.pack_len if planned is not None else kwargs.get("pack_len"), model
         )
-        if pack_len is not None and model is None:
-            raise InputError(
-                f"pack_len={pack_len} packs for the model given (NOTE [ the Trainer packs ]), "
-                "got model=None: pass model="
-            )
         run = run_args(
             args,
             recipe=planned is None,
@@ -206,12 +178,7 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
             )
         if planned is not None:  # the options given, or evaluation only
             self.options = planned
-        if planned is not None and not (_measure(time_model) or time_model is None):
-            raise InputError(
-                "time_model= is for the fixed batch's recipe; the options given plan on their "
-                f"own (PlanOptions(time_model=...)), got time_model={time_model!r}"
-            )
-        time_model = _checked_time_model(time_model, self.accumulate)
+        time_model = checked_time_model(time_model, self.accumulate, planned)
         self._eval_samplers = EvalSamplers(
             eval_dataset, check_eval_lengths(eval_dataset, eval_lengths), length_fn, ref_index
         )
@@ -231,8 +198,10 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         self.packed: Packed | None = None
         if pack_len is not None:
             self.packed = packed_model(model, self.label_names[0], pack_len)
-            if self.packed.kind == CAUSAL_LM and loss_fn is None and criterion is None:
-                self.loss_fn = functools.partial(token_cross_entropy, label_key=self.label_names[0])
+            if loss_fn is None and criterion is None:
+                self.loss_fn = packed_loss(self.packed) or self.loss_fn
+            if data_collator is None:  # the probe's and evaluation's batches: ours
+                self.data_collator = padded_collator(self.packed)
         self.train_collator: Any = self.data_collator
         self.resumed_step: int | None = None
         self.resume_state: tuple[str, dict[str, Any]] | None = None
@@ -241,47 +210,21 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         self.run_log = RunLog()
         self.train_sampler: DistributedDynamicBatchSampler | None = None
         self.run: RunPlan | None = None
+        self._planner: TrainPlanner | None = None
         if train_dataset is None:
             return
-        lengths = resolve_lengths(train_dataset, lengths, length_fn, ref_index, cache_path)
-        #: the recipe follows a step time measured or kept in output_dir; a resume plans by its
-        #: checkpoint's own instead (NOTE [ the Trainer measures the step time ])
-        self.measures_step_time = (
-            planned is None and self.accumulate == "samples" and _measure(time_model)
+        self._planner = TrainPlanner(
+            self,
+            args,
+            train_dataset,
+            lengths=resolve_lengths(train_dataset, lengths, length_fn, ref_index, cache_path),
+            loss_tokens=loss_tokens,
+            planned=planned,
+            keywords=kwargs,
+            time_model=time_model,
+            packed=self.packed,
         )
-        if planned is None and self.accumulate == "samples":  # the recipe follows the step time
-            if _measure(time_model) and kwargs.get("order", "bucket") not in ("bucket", "shuffle"):
-                time_model = None  # a sorted order keeps the recipe's split (like_fixed)
-            if _measure(time_model):
-                batch = args.per_device_train_batch_size
-                time_model = measure_time_model(self, train_dataset, lengths, batch)
-            kwargs["time_model"] = time_model
-
-        def plan(step_time: Any) -> DistributedDynamicBatchSampler:
-            follows = "time_model" in kwargs  # the recipe of samples: it follows a step time
-            keywords = {**kwargs, "time_model": step_time} if follows else kwargs
-            return train_sampler(
-                train_dataset,
-                args,
-                options=planned,
-                unit=self.accumulate,
-                plan_keywords=keywords,
-                lengths=lengths,
-                loss_tokens=loss_tokens,
-            )
-
-        self._plan = plan
-        try:
-            self._use_sampler(plan(time_model))
-        except InputError as exc:
-            if not (self.measures_step_time and "time_model" in str(exc)):
-                raise
-            raise type(exc)(
-                f"{kept_time_model(self.args.output_dir)} holds a step time this run cannot plan "
-                f"by ({exc}): delete it to measure the step time again, or pass time_model="
-            ) from None
-        if self.follows_args and self.accumulate == "samples" and time_model is not None:
-            logger.info(split_reason(self.train_sampler, time_model))
+        self._use_sampler(self._planner.first())
 
     def _use_sampler(self, sampler: DistributedDynamicBatchSampler) -> None:
         self.train_sampler = sampler
@@ -297,45 +240,7 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
             max_steps=self.max_steps,
         )
 
-    def _plan_by_saved_step_time(self, checkpoint: str, state: Mapping[str, Any]) -> None:
-        """NOTE [ the Trainer measures the step time ]: a resume plans by its checkpoint's."""
-        options = state["sampler"].get("options")
-        saved = options.get("time_model") if isinstance(options, Mapping) else None
-        if not (isinstance(saved, list) and len(saved) == 4):
-            return  # none, or not one: the sampler's load_state_dict names what differs
-        where = f"{os.path.join(checkpoint, STATE_FILE)}'s time_model"
-        model = check_time_model(dict(zip(("c", "a", "b", "error"), saved, strict=True)), where)
-        if model == self.options.time_model:
-            return
-        logger.info(
-            f"dynbatch: resuming {checkpoint} by the step time it was planned by, {model} (not "
-            f"{self.options.time_model}, measured or kept in output_dir)"
-        )
-        self._use_sampler(self._plan(model))
-
-    # -- the plan's windows ------------------------------------------------------------------
-    def _run(self) -> RunPlan:
-        if self.run is None:
-            raise InputError("training needs a train_dataset (and its lengths)")
-        return self.run
-
-    def window_ends(self, epoch: int) -> NDArray[np.int64]:
-        """Where ``epoch``'s optimizer steps end, in micro-batches of this rank's plan."""
-        return self._run().window_ends(check_int("epoch", epoch))
-
-    def steps_per_epoch(self, epoch: int) -> int:
-        """Optimizer steps of real epoch ``epoch``."""
-        return self._run().steps_per_epoch(check_int("epoch", epoch))
-
-    def total_steps(self) -> int:
-        """Optimizer steps of the whole run: ``args.max_steps``, or every epoch's windows summed."""
-        return self._run().total_steps()
-
-    @property
-    def last_window(self) -> Window | None:
-        """The window trained last (None before the first)."""
-        return None if self.run is None else self.run.last_window
-
+    # -- the plan's windows: PlanWindows; and the samples trained -------------------------
     @property
     def consumed_samples(self) -> int:
         """Real samples trained over all ranks, the whole run (a resume included)."""
@@ -345,32 +250,14 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
     def get_train_dataloader(self) -> RunLoader:
         """Every window of the run; ``len()`` is its exact number of optimizer steps."""
         run = self._run()
-        total = run.total_steps()
-        logger.info(run.describe(total, self.options))
-        loader = paddle.io.DataLoader(
-            self.train_dataset,
-            batch_sampler=run.sampler,
-            collate_fn=self.train_collator,
-            num_workers=self.args.dataloader_num_workers,
-        )
-        return RunLoader(run, loader, total)
+        logger.info(run.describe(run.total_steps(), self.options))
+        return run.loader(self.train_dataset, self.train_collator, self.args.dataloader_num_workers)
 
     def get_eval_dataloader(self, eval_dataset: Any = None) -> Any:
         """Dynamic batches if eval lengths are known (NOTE [ evaluation with unequal batches ])."""
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        sampler = None
-        if dataset is not None:
-            args = self.args
-            world, rank = args.dataset_world_size, args.dataset_rank
-            sampler = self._eval_samplers.get(dataset, self.options, world, rank)
-        if sampler is None:
-            return super().get_eval_dataloader(eval_dataset)
-        return paddle.io.DataLoader(
-            dataset,
-            batch_sampler=sampler,
-            collate_fn=self.data_collator,
-            num_workers=self.args.dataloader_num_workers,
-        )
+        loader = self._eval_samplers.loader(dataset, self.options, self.args, self.data_collator)
+        return super().get_eval_dataloader(eval_dataset) if loader is None else loader
 
     # -- Trainer overrides: the step -----------------------------------------------------------
     def model_outputs(self, model: Any, inputs: Mapping[str, Any]) -> Any:
@@ -383,6 +270,11 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
     def training_step(self, model: Any, inputs: Any, step_control: int = 0) -> Any:
         """One optimizer window: the exact mean over its samples or tokens on every rank."""
         return train_window(self, self._run(), model, inputs)
+
+    def check_batch(self, batch: Any) -> None:
+        """Raise the error a batch holds in place of its fields, by name: its collator could
+        not build it (NOTE [ the Trainer packs ])."""
+        raise_collate_error(batch)
 
     # -- Trainer overrides: logging ------------------------------------------------------------
     def log(self, logs: dict[str, float], **kwargs: Any) -> None:
@@ -398,8 +290,12 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
         self.resume_state = None
         if checkpoint is not None:  # everything of ours is checked before anything loads
             state = self.read_plan_state(checkpoint)
-            if self.measures_step_time:
-                self._plan_by_saved_step_time(checkpoint, state)
+            planner = self._planner  # a run has one (above)
+            resumed = (
+                None if planner is None else planner.for_checkpoint(checkpoint, state, self.options)
+            )
+            if resumed is not None:  # NOTE [ the Trainer measures the step time ]
+                self._use_sampler(resumed)
         run = self._run()
         run.position, run.last_window, run.rest_from = (0, 0), None, None
         if checkpoint is not None and self.resumes_rest(state):  # before the loader is sized
