@@ -4,8 +4,8 @@ the step time measured (or kept in ``output_dir``), given or none; a resume's at
 NOTE [ dynbatch's checks before the probe ]
     Measuring the step time runs real training steps for seconds
     (NOTE [ the Trainer measures the step time ] in :mod:`.probe`), so what dynbatch refuses
-    must be refused before it, not after it or at the first step. With ``pack_len`` that is the samples'
-    fields (those the probe reads: the longest batch, with their ``input_ids`` against
+    must be refused before it, not after it or at the first step. With ``pack_len`` that is
+    the samples' fields (those the probe reads: the longest batch, with their ``input_ids`` against
     ``lengths``, :func:`~.packing.check_samples`) and the plan's own checks (``pack_len``
     against the lengths and the fixed batch, the options): the sampler is planned once
     without a step time first, then again at the one measured. The model's kind is
