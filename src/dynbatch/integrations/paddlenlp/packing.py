@@ -39,9 +39,11 @@ NOTE [ the Trainer packs ]
     A sample is a dict: ``input_ids``, the label field (``args.label_names[0]``, or
     paddlenlp's ``label``; a causal LM's token labels may be left out, the ids are
     then the labels) and, for an encoder, ``token_type_ids``; a causal LM's may also be
-    an ``(input_ids, labels)`` pair. An all-ones
-    ``attention_mask`` and ``position_ids`` counting from 0 are what the rows rebuild,
-    so they are let go; any other field, which the rows would drop, is refused by name.
+    an ``(input_ids, labels)`` pair. A 0/1 ``attention_mask`` and ``position_ids``
+    are taken as :class:`~dynbatch.PackCollator` takes them (its 0 tokens, padding,
+    left out; positions counting from 0 over the real tokens), and any other field,
+    which the rows would drop, is refused by name: one rule, NOTE [ a sample's own
+    fields ] in :mod:`dynbatch.paddle.pack_collate`.
     Evaluation stays unpacked: the user's ``data_collator`` and the model's own forward.
     The training collator is built by one function, :func:`pack_collator`, from the
     sampler: its options decide the rows. paddle's single-process ``DataLoader`` (3.3)
@@ -63,7 +65,7 @@ import paddle
 from numpy.typing import NDArray
 
 from ..._checks import InputError, InputTypeError
-from ...paddle.pack_collate import PackCollator, additive_mask
+from ...paddle.pack_collate import REBUILT_FIELDS, PackCollator, additive_mask, refuse_other_fields
 from ._compat import call_as_forward, takes_3d_mask
 
 __all__ = [
@@ -80,9 +82,6 @@ CAUSAL_LM = "causal LM"
 CLASSIFIER = "sequence classifier"
 #: The field a packed batch holds instead of the rows when collating it failed (NOTE above).
 PACK_ERROR = "dynbatch_pack_error"
-
-#: Per-sample fields the packed rows rebuild (so they may be let go when they say nothing more).
-_REBUILT = ("attention_mask", "position_ids")
 
 
 @dataclass(frozen=True)
@@ -226,16 +225,10 @@ def _sample(
             f"pack_len: the Trainer packs samples that are {kinds}, got sample {k}: {got!r:.120}"
         )
     key = label if label in sample or "label" not in sample else "label"
-    kept = {"input_ids", key} if causal else {"input_ids", key, "token_type_ids"}
-    for name in sorted(set(sample) - kept):
-        if not (name in _REBUILT and _rebuilt(name, sample[name], sample["input_ids"])):
-            raise InputError(
-                f"pack_len: sample {k} has the field {name!r}, which the packed rows would "
-                f"drop: the {'causal LM' if causal else 'classifier'} is packed from "
-                f"{', '.join(sorted(kept))} (an all-ones attention_mask and position_ids from "
-                "0 are rebuilt). Leave the field out of the dataset's samples"
-            )
-    fields = {"input_ids": sample["input_ids"]}
+    kept = ["input_ids", key] if causal else ["input_ids", key, "token_type_ids"]
+    who = f"the Trainer's packed {'causal LM' if causal else 'classifier'} (pack_len)"
+    refuse_other_fields(sample, k, kept, who)  # NOTE [ a sample's own fields ]
+    fields = {name: sample[name] for name in ("input_ids", *REBUILT_FIELDS) if name in sample}
     if causal:
         if sample.get(key) is not None:
             fields["labels"] = sample[key]
@@ -249,14 +242,6 @@ def _sample(
             f"sample {k} has {key}={sample.get(key)!r:.80}"
         )
     return fields, value.reshape(1).astype(np.int64)
-
-
-def _rebuilt(name: str, value: Any, ids: Any) -> bool:
-    """Whether a sample's ``attention_mask`` or ``position_ids`` is what its row rebuilds."""
-    arr, n = np.asarray(value), np.asarray(ids).size
-    if arr.shape != (n,):
-        return False
-    return bool(np.all(arr == 1) if name == "attention_mask" else np.array_equal(arr, np.arange(n)))
 
 
 def packed_outputs(model: Any, inputs: Mapping[str, Any], packed: Packed) -> Any:
