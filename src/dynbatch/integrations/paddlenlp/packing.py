@@ -46,10 +46,9 @@ NOTE [ the Trainer packs ]
     fields ] in :mod:`dynbatch.paddle.pack_collate`.
     Evaluation stays unpacked: the user's ``data_collator`` and the model's own forward.
     The training collator is built by one function, :func:`pack_collator`, from the
-    sampler: its options decide the rows. paddle's single-process ``DataLoader`` (3.3)
-    collates in a thread, and an exception there ends the thread and leaves the loop
-    waiting for a batch forever; so the collator returns its error as the batch
-    (``{PACK_ERROR: exc, ...}``, which the loader passes on as it is) and the step raises it.
+    sampler: its options decide the rows. Its error reaches the training loop by name as
+    any collator's does in the Trainer's train loader (:func:`dynbatch.safe_collate`,
+    NOTE [ a collate error in paddle's DataLoader ]).
 """
 
 from __future__ import annotations
@@ -71,7 +70,6 @@ from ._compat import call_as_forward, takes_3d_mask
 __all__ = [
     "CAUSAL_LM",
     "CLASSIFIER",
-    "PACK_ERROR",
     "Packed",
     "pack_collator",
     "packed_model",
@@ -80,8 +78,6 @@ __all__ = [
 
 CAUSAL_LM = "causal LM"
 CLASSIFIER = "sequence classifier"
-#: The field a packed batch holds instead of the rows when collating it failed (NOTE above).
-PACK_ERROR = "dynbatch_pack_error"
 
 
 @dataclass(frozen=True)
@@ -177,13 +173,6 @@ def pack_collator(sampler: Any, packed: Packed) -> Callable[[Sequence[Any]], dic
     label = packed.label_name
 
     def collate(samples: Sequence[Any]) -> dict[str, Any]:
-        try:
-            return rows_of(samples)
-        except Exception as exc:  # raised by the step, not in the loader's thread (NOTE)
-            return {PACK_ERROR: exc, "input_ids": np.zeros((1, 1), np.int64)}  # one array:
-            # a batch of none reads as the loader's end
-
-    def rows_of(samples: Sequence[Any]) -> dict[str, Any]:
         fields = [_sample(s, k, label, causal) for k, s in enumerate(samples)]
         rows = packer([f for f, _ in fields])
         if causal:
@@ -246,9 +235,6 @@ def _sample(
 
 def packed_outputs(model: Any, inputs: Mapping[str, Any], packed: Packed) -> Any:
     """The model's outputs on packed ``inputs`` (:func:`pack_collator`'s, on the device)."""
-    error = inputs.get(PACK_ERROR)
-    if isinstance(error, BaseException):
-        raise error
     if packed.kind == CAUSAL_LM:
         return model(**inputs)
     return call_as_forward(model, _classify, inputs)

@@ -25,6 +25,7 @@ from ..._checks import (
     check_int,
     check_positive_number,
 )
+from ...paddle.safe_collate import safe_collate
 from ...paddle.sampler import DistributedDynamicBatchSampler, resolve_lengths
 from ...plan.options import PlanOptions
 from ...plan.steptime import check_time_model
@@ -343,17 +344,20 @@ class DynamicBatchTrainer(PlanCheckpoints, CompatTrainer):
 
     # -- Trainer overrides: data ---------------------------------------------------------------
     def get_train_dataloader(self) -> RunLoader:
-        """Every window of the run; ``len()`` is its exact number of optimizer steps."""
+        """Every window of the run; ``len()`` is its exact number of optimizer steps. A
+        collator's error stops training by name (NOTE [ a collate error in paddle's
+        DataLoader ] in :mod:`dynbatch.paddle.safe_collate`)."""
         run = self._run()
         total = run.total_steps()
         logger.info(run.describe(total, self.options))
+        collate = safe_collate(self.train_collator)
         loader = paddle.io.DataLoader(
             self.train_dataset,
             batch_sampler=run.sampler,
-            collate_fn=self.train_collator,
+            collate_fn=collate,  # type: ignore[arg-type]  # paddle types it by overloads
             num_workers=self.args.dataloader_num_workers,
         )
-        return RunLoader(run, loader, total)
+        return RunLoader(run, collate.batches(loader), total)
 
     def get_eval_dataloader(self, eval_dataset: Any = None) -> Any:
         """Dynamic batches if eval lengths are known (NOTE [ evaluation with unequal batches ])."""
