@@ -255,7 +255,15 @@ BAD_LENGTHS: Rows = [
     ("nan", [3, math.nan], VALUE, r"lengths must be whole numbers; lengths\[1\]=nan"),
     ("inf", [math.inf], VALUE, r"lengths must be whole numbers; lengths\[0\]=inf"),
     ("str", ["7"], TYPE, r"lengths must hold integers, got dtype <U1 \(first value '7'\)"),
-    ("bool", [True, True], TYPE, r"lengths must hold integers, got dtype bool"),
+    ("bool", np.array([True, True]), TYPE, r"lengths must hold integers, got dtype bool"),
+    # numpy casts a bool among ints to 1: a length of 1, unless the items are read
+    ("bool-item", [3, True], TYPE, r"lengths must hold integers, not booleans; lengths\[1\]=True"),
+    (
+        "numpy-bool-item",
+        (np.True_, 3),
+        TYPE,
+        r"lengths must hold integers, not booleans; lengths\[0\]",
+    ),
     ("complex", [1 + 2j], TYPE, r"lengths must hold integers, got dtype complex128"),
     ("object", [3, None], TYPE, r"lengths must hold integers, got dtype object"),
     ("2**53", [3, 2**53], VALUE, r"lengths must be below 2\*\*53; lengths\[1\]=9007199254740992"),

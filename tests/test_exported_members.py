@@ -92,6 +92,9 @@ def test_internals_stay_in_their_modules() -> None:
     from dynbatch.paddle import update
 
     assert update.__all__ == ["ExactMeanUpdate", "Update"]
+    assert "safe_collate" in dynbatch.__all__, "the one public name of a collate error's way"
+    for name in ("CollateError", "CollateFailure", "SafeCollate", "raise_failure"):
+        assert name not in dynbatch.__all__, f"dynbatch.paddle.safe_collate.{name}"
 
 
 def run_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -119,6 +122,7 @@ def test_planning_and_stats_import_no_paddle(tmp_path: Path) -> None:
         dynbatch.Pad()([[1, 2], [3]])
         packs = dynbatch.plan_packs([5, 3, 9, 2], 12, batch_size=2)
         dynbatch.PackCollator(12)([[1] * 5, [2] * 3])
+        dynbatch.safe_collate(dynbatch.Pad())([[1], [2, 3]])
         assert sorted(i for b in packs for i in b) == [0, 1, 2, 3]
         from dynbatch.plan.epochs import Epochs
 

@@ -120,3 +120,86 @@ def test_bad_samples_are_named() -> None:
         PackCollator(0.5)  # type: ignore[arg-type]
     with pytest.raises(dynbatch.InputTypeError, match="list of one micro-batch"):
         collate({"input_ids": [1]})  # type: ignore[arg-type]
+
+
+def test_a_padded_sample_packs_its_real_tokens_only() -> None:
+    """A sample's own 0/1 ``attention_mask`` leaves its pad tokens out of the rows: they were
+    packed as real tokens, attended to and trained on."""
+    padded = [
+        {"input_ids": [101, 7, 8, 102, 0, 0], "attention_mask": [1, 1, 1, 1, 0, 0]},
+        {  # left padding, a bool mask, labels and token types dropped with the ids
+            "input_ids": np.array([0, 0, 5, 6]),
+            "labels": [-100, -100, 5, 6],
+            "token_type_ids": [0, 0, 1, 1],
+            "attention_mask": np.array([False, False, True, True]),
+            "position_ids": [0, 1, 0, 1],  # counting from 0 over the real tokens: the rows'
+        },
+        {"input_ids": [9, 4, 3], "attention_mask": [1, 0, 1]},  # any 0/1 mask
+    ]
+    alone = [
+        {"input_ids": [101, 7, 8, 102]},
+        {"input_ids": [5, 6], "labels": [-100, 6], "token_type_ids": [1, 1]},
+        {"input_ids": [9, 3]},
+    ]
+    for causal in (True, False):
+        got = PackCollator(8, causal=causal)(padded)
+        want = PackCollator(8, causal=causal)(alone)
+        assert sorted(got) == sorted(want)
+        for key, value in want.items():
+            np.testing.assert_array_equal(got[key], value, err_msg=key)
+    assert got["input_ids"].tolist() == [[101, 7, 8, 102, 5, 6, 9, 3]], "no pad token packed"
+
+
+@pytest.mark.parametrize(
+    ("sample", "error", "message"),
+    [
+        (
+            {"input_ids": [1, 2], "text": "a review"},
+            dynbatch.InputError,
+            r"samples\[1\] has the field 'text', which the packed rows would drop: PackCollator "
+            r"packs input_ids, labels, token_type_ids, attention_mask",
+        ),
+        (
+            {"input_ids": [1, 2], "position_ids": [1, 2]},
+            dynbatch.InputError,
+            r"samples\[1\] position_ids=\[1, 2\] .*the rows restart each sample's positions at 0",
+        ),
+        (
+            {"input_ids": [1, 2], "attention_mask": [0.0, -1e4]},
+            dynbatch.InputError,
+            r"samples\[1\] attention_mask must be 1-D 0/1 .* input_ids' length 2",
+        ),
+        (
+            {"input_ids": [1, 2], "attention_mask": [[1, 1], [1, 1]]},
+            dynbatch.InputError,
+            r"samples\[1\] attention_mask must be 1-D 0/1",
+        ),
+        (
+            {"input_ids": [1, 2, 3], "attention_mask": [1, 1]},
+            dynbatch.InputError,
+            r"samples\[1\] attention_mask must be 1-D 0/1 .* input_ids' length 3",
+        ),
+        (
+            {"input_ids": [1, 2], "attention_mask": [0, 0]},
+            dynbatch.InputError,
+            r"samples\[1\] attention_mask is 0 everywhere: the sample has no real token",
+        ),
+    ],
+    ids=["unknown-key", "position_ids", "additive-mask", "2-D-mask", "mask-length", "no-token"],
+)
+def test_a_field_the_rows_would_drop_is_refused_by_name(
+    sample: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        PackCollator(8)([{"input_ids": [4]}, sample])
+
+
+@pytest.mark.parametrize("field", ["input_ids", "labels", "token_type_ids"])
+def test_token_ids_beyond_int64_are_refused_not_wrapped(field: str) -> None:
+    """uint64 ids at or above 2**63 wrapped to negative numbers in the rows."""
+    big = np.array([5, 2**63], dtype=np.uint64)
+    sample: dict[str, Any] = {"input_ids": np.array([5, 6], dtype=np.uint64), field: big}
+    with pytest.raises(dynbatch.InputError, match=rf"samples\[0\] {field} must fit int64"):
+        PackCollator(8)([sample])
+    small = {"input_ids": np.array([5, 6], dtype=np.uint64)}
+    assert PackCollator(4)([small])["input_ids"].tolist() == [[5, 6]], "below 2**63: taken"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import paddle
 import pytest
+from deadline import run_within
 
 import dynbatch
 from dynbatch import DynamicBatchIterable, InputError, InputTypeError
@@ -353,6 +355,45 @@ def test_an_error_in_length_fn_is_raised_by_the_loader_not_hung(workers: int) ->
         "RAISED InputError length_fn raised KeyError('ids') on the sample at record 300 of "
         "the stream" in done.stdout
     ), done.stdout + done.stderr[-2000:]
+
+
+COLLATE_FAILS = """
+import sys
+sys.path.insert(0, {tests!r})
+import dynbatch
+from test_stream_loader import collate, stream
+
+def packed(samples):
+    if any(s["id"] == 300 for s in samples):
+        return dynbatch.PackCollator(8)([{{"input_ids": [1], "id": 300}}])
+    return collate(samples)
+
+it = stream(num_replicas=1, rank=0)
+taken = 0
+try:
+    for _ in it.loader(packed, num_workers={workers}):
+        taken += 1
+except Exception as exc:
+    print("RAISED", type(exc).__name__, "|", exc)
+    print("CAUSE", type(exc.__cause__).__name__, "|", str(exc.__cause__).splitlines()[0])
+print("TAKEN", taken)
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_collate_error_is_raised_by_the_loader_by_name(workers: int) -> None:
+    """paddle's loader hangs when its collate_fn raises (num_workers=0) or raises a bare
+    SystemError (workers): the stream's loader raises the collator's own error, naming it
+    (NOTE [ a collate error in paddle's DataLoader ] in dynbatch.paddle.safe_collate)."""
+    done = run_within(240, COLLATE_FAILS.format(tests=str(Path(__file__).parent), workers=workers))
+    out = done.stdout
+    assert "RAISED InputError | samples[0] has the field 'id', which the packed rows" in out, (
+        out + done.stderr[-3000:]
+    )
+    assert re.search(
+        r"CAUSE CollateError \| the collate_fn __main__.packed \(on \d+ samples\)", out
+    )
+    assert int(out.split("TAKEN ")[1]) > 0, "the batches before it arrive"
 
 
 @pytest.mark.filterwarnings("ignore:skipping")

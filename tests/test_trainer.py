@@ -934,3 +934,65 @@ def test_the_integration_is_split_by_job_within_its_bounds() -> None:
     assert sizes["trainer.py:DynamicBatchTrainer"] > 0, "precondition: the class is measured"
     over = {k: n for k, n in sizes.items() if n > (300 if ":" in k else 700)}
     assert not over, f"over 300 lines a class or 700 a module: {over}"
+
+
+TRAINER_COLLATE_FAILS = """
+import sys
+sys.path.insert(0, {scripts!r})
+from trainer_toy import PLAN, Reviews, make_args, tiny_bert
+from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
+
+
+class Texts(Reviews):
+    def __getitem__(self, i):
+        return {{**super().__getitem__(i), "text": "a review"}}
+
+
+def broken(samples):
+    raise LookupError("no vocabulary entry 'x'")
+
+
+packed = {packed}
+ds = Texts(40) if packed else Reviews(40)
+plan = {{"pack_len": 40, "max_batch_size": 1, "time_model": None}} if packed else PLAN
+trainer = DynamicBatchTrainer(
+    model=tiny_bert(0),
+    args=make_args({out!r}, dataloader_num_workers={workers}, max_steps=2),
+    train_dataset=ds,
+    data_collator=broken,
+    lengths=ds.lengths,
+    **plan,
+)
+try:
+    trainer.train()
+except Exception as exc:
+    print("RAISED", type(exc).__name__, "|", str(exc).splitlines()[0])
+    print("CAUSE", type(exc.__cause__).__name__, "|", str(exc.__cause__).splitlines()[0])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("packed", "workers"), [(False, 0), (True, 2)], ids=["0", "packed-2"])
+def test_a_collate_error_stops_the_trainer_by_name(
+    tmp_path: Path, packed: bool, workers: int
+) -> None:
+    """The train loader the Trainer builds raises its collator's error, named, where paddle's
+    own hangs (num_workers=0) or raises a bare SystemError (workers); one mechanism for the
+    user's data_collator and the packed rows (dynbatch.safe_collate)."""
+    from deadline import run_within
+
+    scripts = str(Path(__file__).parent / "scripts")
+    code = TRAINER_COLLATE_FAILS.format(
+        scripts=scripts, packed=packed, out=str(tmp_path), workers=workers
+    )
+    done = run_within(300, code)
+    out = done.stdout
+    if packed:
+        assert "RAISED InputError | samples[0] has the field 'text', which the packed" in out, (
+            out + done.stderr[-3000:]
+        )
+        where = "dynbatch.integrations.paddlenlp.packing.pack_collator.<locals>.collate"
+    else:
+        assert "RAISED LookupError | no vocabulary entry 'x'" in out, out + done.stderr[-3000:]
+        where = "__main__.broken"
+    assert f"CAUSE CollateError | the collate_fn {where} (on " in out, out

@@ -252,10 +252,10 @@ class Extra(Reviews):
     ("extra", "message"),
     [
         ({"text": "a review"}, r"field 'text'.*would drop"),
-        ({"attention_mask": np.zeros(3, np.int64)}, r"field 'attention_mask'"),
+        ({"attention_mask": np.zeros(3, np.int64)}, r"attention_mask must be 1-D 0/1"),
         ({"labels": np.array([0, 1])}, r"one integer label a sample in 'labels'"),
     ],
-    ids=["extra-field", "a-real-attention-mask", "two-labels"],
+    ids=["extra-field", "a-mask-of-another-length", "two-labels"],
 )
 def test_a_sample_the_packed_rows_cannot_hold_is_named(
     tmp_path: Path, extra: dict[str, Any], message: str
@@ -327,16 +327,20 @@ def test_a_collate_error_in_evaluation_reaches_the_user_by_name(tmp_path: Path) 
 
 
 def test_samples_with_the_fields_the_rows_rebuild_train(tmp_path: Path) -> None:
-    """An all-ones attention_mask, positions from 0 and paddlenlp's ``label`` are taken."""
+    """A tokenizer's padded samples (a 0/1 attention_mask, positions from 0) and paddlenlp's
+    ``label`` are taken as PackCollator takes them: the pad tokens are left out of the rows
+    (NOTE [ a sample's own fields ])."""
+    from dynbatch.integrations.paddlenlp.packing import pack_collator
+
     base = Reviews(20)
 
     class Tokenized(Reviews):
         def __getitem__(self, i: int) -> dict[str, Any]:
-            ids = self.ids[i]
+            ids = np.concatenate([self.ids[i], [0, 0]])  # padded by 2
             return {
                 "input_ids": ids,
                 "token_type_ids": np.zeros_like(ids),
-                "attention_mask": np.ones_like(ids),
+                "attention_mask": (np.arange(ids.size) < ids.size - 2).astype(np.int64),
                 "position_ids": np.arange(ids.size),
                 "label": self.labels[i],
             }
@@ -348,10 +352,16 @@ def test_samples_with_the_fields_the_rows_rebuild_train(tmp_path: Path) -> None:
         args=make_args(tmp_path, per_device_train_batch_size=4, max_steps=2),
         train_dataset=ds,
         data_collator=collate,
-        lengths=base.lengths,
+        lengths=base.lengths,  # the real tokens
         callbacks=[rec],
         **PACK,
     )
+    assert trainer.packed is not None and trainer.train_sampler is not None
+    rows = pack_collator(trainer.train_sampler, trainer.packed)
+    batch = list(next(iter(trainer.train_sampler)))
+    padded, alone = rows([ds[i] for i in batch]), rows([base[i] for i in batch])
+    for key, value in alone.items():
+        np.testing.assert_array_equal(padded[key], value, err_msg=key)
     trainer.train()
     assert trainer.state.global_step == 2
 
@@ -376,7 +386,7 @@ def test_two_ranks_train_a_packed_classifier_to_one_update(tmp_path: Path) -> No
 
 def test_a_causal_lm_packs_pairs_as_it_packs_dicts(tmp_path: Path) -> None:
     """``(input_ids, labels)`` pairs (the SFT example's samples) make the rows dicts make."""
-    from dynbatch.integrations.paddlenlp.packing import PACK_ERROR, pack_collator
+    from dynbatch.integrations.paddlenlp.packing import pack_collator
 
     ds = Pairs(24, seed=4)
     trainer = DynamicBatchTrainer(
@@ -398,8 +408,8 @@ def test_a_causal_lm_packs_pairs_as_it_packs_dicts(tmp_path: Path) -> None:
     for key, value in dicts.items():
         np.testing.assert_array_equal(pairs[key], value, err_msg=key)
     assert (dicts["labels"] != -100).sum() == ds.loss_tokens[batch].sum(), "the loss tokens kept"
-    error = collate([ds.ids[batch[0]].tolist()])[PACK_ERROR]  # raised by the step, not here
-    assert isinstance(error, dynbatch.InputTypeError) and "(input_ids, labels) pairs" in str(error)
+    with pytest.raises(dynbatch.InputTypeError, match=r"\(input_ids, labels\) pairs"):
+        collate([ds.ids[batch[0]].tolist()])
 
 
 def test_the_log_says_how_the_step_time_runs_packed_updates(

@@ -23,6 +23,7 @@ from .memory import (
 from .paddle.collate import Dict, Pad, Stack, Tuple
 from .paddle.losses import loss_token_counts, token_loss
 from .paddle.pack_collate import PackCollator
+from .paddle.safe_collate import safe_collate
 from .paddle.training import GradientAccumulator, scale_lr
 from .plan.contract import Pass, PlanSource
 from .plan.costs import LinearCost, MixedCost, QuadraticCost, WithinBudgets, resolve_cost
@@ -98,6 +99,7 @@ __all__ = [
     "preflight",
     "read_jsonl",
     "resolve_cost",
+    "safe_collate",
     "scale_lr",
     "shard_plan",
     "token_loss",

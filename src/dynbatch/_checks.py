@@ -33,6 +33,7 @@ __all__ = [
     "check_loss_tokens",
     "check_nonnegative_number",
     "check_positive_number",
+    "first_bool",
 ]
 
 #: Lengths at or above this are refused: the planner multiplies lengths by batch sizes in
@@ -148,6 +149,11 @@ def check_lengths(lengths: Any, name: str = "lengths", *, zero: bool = False) ->
             )
         lengths = np.asarray(lengths.data)
     what = "integers >= 0" if zero else "positive integers"
+    flag = first_bool(lengths)
+    if flag is not None:  # numpy would take it as 1 (or 0)
+        raise InputTypeError(
+            f"{name} must hold integers, not booleans; {name}[{flag}]={lengths[flag]!r}"
+        )
     try:
         arr = np.asarray(lengths)
     except Exception as exc:  # ragged nested lists and the like
@@ -178,6 +184,23 @@ def check_lengths(lengths: Any, name: str = "lengths", *, zero: bool = False) ->
         i = int(np.argmax(arr >= MAX_LENGTH))
         raise InputError(f"{name} must be below 2**53; {name}[{i}]={arr[i]!r}")
     return arr.astype(np.int64, copy=False)
+
+
+def first_bool(values: Any) -> int | None:
+    """The index of the first ``bool`` item of a list or tuple, else None.
+
+    ``np.asarray([3, True])`` is ``[3, 1]``: a bool among numbers is silently a number, so
+    an input read as numbers is read item by item first (an array of dtype bool is refused
+    by its dtype).
+
+    >>> first_bool([3, True]), first_bool([3, 1]), first_bool(np.array([True]))
+    (1, None, None)
+    """
+    if not isinstance(values, (list, tuple)):
+        return None
+    if {bool, np.bool_}.isdisjoint(map(type, values)):
+        return None
+    return next(i for i, x in enumerate(values) if isinstance(x, (bool, np.bool_)))
 
 
 def check_loss_tokens(loss_tokens: Any, lengths: NDArray[np.int64]) -> NDArray[np.int64] | None:

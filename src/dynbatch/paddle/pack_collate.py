@@ -37,6 +37,22 @@ NOTE [ one sample, alone in its row ]
     plan's rows. With a time model (``PackCollator.for_sampler``, or ``layout=``) a micro-batch may
     run padded instead, a sample a row, as the plan priced it (NOTE [ a micro-batch's layout ] in
     :mod:`dynbatch.plan.packs`): the same fields, one sample in each row.
+
+NOTE [ a sample's own fields ]
+    A dict sample holds ``input_ids`` and may hold ``labels`` and
+    ``token_type_ids``, packed as they are, and ``attention_mask`` and
+    ``position_ids``, which the rows build anew for each sample. A sample's own
+    are honoured, never dropped: a 1-D ``attention_mask`` of 0/1 (or bools) as
+    long as ``input_ids`` marks its real tokens, and the tokens where it is 0
+    (padding, on either side, or anywhere) are left out of ``input_ids``,
+    ``labels`` and ``token_type_ids`` before packing; ``position_ids`` are taken
+    when they count 0, 1, ... over the real tokens, which is what the row
+    rebuilds. Anything else, a field of another name, or a mask or positions that
+    say something the rows cannot (an additive or 2-D mask, positions not from 0),
+    would be dropped without a word, so it is refused by name. The planner plans on
+    the lengths it is given: they should count a sample's real tokens (its mask's
+    ones), else its rows are emptier than planned. paddlenlp's Trainer packs by
+    the same rule (:func:`refuse_other_fields`, :func:`real_tokens`).
 """
 
 from __future__ import annotations
@@ -53,16 +69,33 @@ from ..plan.options import PlanOptions
 from ..plan.packs import PackLayout
 from ..plan.packs.layout import packed_rows
 
-__all__ = ["PackCollator", "additive_mask"]
+__all__ = [
+    "PACKED_FIELDS",
+    "REBUILT_FIELDS",
+    "PackCollator",
+    "additive_mask",
+    "real_tokens",
+    "refuse_other_fields",
+]
+
+#: A dict sample's fields that are packed as they are (NOTE [ a sample's own fields ]).
+PACKED_FIELDS = ("input_ids", "labels", "token_type_ids")
+#: A dict sample's fields that the rows rebuild: honoured, never packed (the same NOTE).
+REBUILT_FIELDS = ("attention_mask", "position_ids")
 
 
 class PackCollator:
     """Pack one micro-batch's samples into rows of ``pack_len`` tokens.
 
     Called on a list of samples (dicts with ``input_ids`` and optional
-    ``labels``, ``token_type_ids``; tuples ``(input_ids, labels)``; or bare
-    id sequences), it returns a dict of numpy arrays (``R`` rows of width
-    ``P = pack_len``, or the longest sample's length if that is more):
+    ``labels``, ``token_type_ids``, ``attention_mask``, ``position_ids``; tuples
+    ``(input_ids, labels)``; or bare id sequences), it returns a dict of numpy
+    arrays (``R`` rows of width ``P = pack_len``, or the longest sample's length if
+    that is more). A sample's 0/1 ``attention_mask`` leaves its 0 tokens (padding)
+    out of the rows; its ``position_ids`` must count 0, 1, ... over the real
+    tokens; any other field, which the rows would drop, is refused by name (NOTE
+    [ a sample's own fields ]). Lengths given to the planner should count the
+    real tokens. The rows hold:
 
     * ``input_ids``, ``labels``, ``position_ids``, ``token_type_ids``: ``[R, P]``
       int64 (NOTE [ one sample, alone in its row ]);
@@ -85,6 +118,9 @@ class PackCollator:
     ([-100, 6, 7, -100, 9, -100], [[0, 3], [0, -1]])
     >>> out["attention_mask"][0].astype(int).tolist()[3:]
     [[0, 0, 0, 1, 0, 0], [0, 0, 0, 1, 1, 0], [0, 0, 0, 0, 0, 1]]
+    >>> padded = {"input_ids": [101, 7, 102, 0, 0], "attention_mask": [1, 1, 1, 0, 0]}
+    >>> PackCollator(6)([padded, [4, 4]])["input_ids"].tolist()
+    [[101, 7, 102, 4, 4, 0]]
     """
 
     def __init__(
@@ -248,28 +284,102 @@ def additive_mask(mask: Any, dtype: Any = np.float32, neg: float = -1e4) -> NDAr
 def _check_label(name: str, value: Any) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise InputTypeError(f"{name} must be an integer token id or label, got {name}={value!r}")
+    if not _INT64.min <= int(value) <= _INT64.max:
+        raise InputError(f"{name} must fit int64 (a token id or label), got {name}={value!r}")
     return int(value)
 
 
-def _ids(value: Any, what: str) -> NDArray[np.int64]:
+_INT64 = np.iinfo(np.int64)
+
+
+def _ints(value: Any, what: str, size: int | None = None) -> NDArray[np.int64]:
+    """``value`` as int64: a non-empty 1-D integer sequence (of ``size`` if given)."""
     arr = np.asarray(value)
-    if arr.ndim != 1 or arr.size == 0:
+    if size is None and (arr.ndim != 1 or arr.size == 0):
         raise InputError(f"{what} must be a non-empty 1-D sequence of token ids, got {value!r:.80}")
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+    wrong_type = arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)
+    if size is None and wrong_type:
         raise InputTypeError(f"{what} must hold integer token ids, got dtype {arr.dtype}")
+    if size is not None and (arr.shape != (size,) or wrong_type):
+        raise InputError(f"{what} must be integers of input_ids' length {size}, got {value!r:.80}")
+    if arr.dtype.kind == "u" and arr.size and arr.max() > _INT64.max:  # would wrap negative
+        i = int(np.argmax(arr > _INT64.max))
+        raise InputError(f"{what} must fit int64 (ids below 2**63); item {i} is {int(arr[i])}")
     return arr.astype(np.int64, copy=False)
+
+
+def refuse_other_fields(sample: Mapping[Any, Any], k: int, packed: Sequence[str], who: str) -> None:
+    """Refuse by name a field of the dict ``samples[k]`` that the rows would drop.
+
+    ``packed`` are the fields ``who`` packs; :data:`REBUILT_FIELDS` are honoured too
+    (NOTE [ a sample's own fields ]: :func:`real_tokens` checks them).
+    """
+    for name in sample:
+        if name not in packed and name not in REBUILT_FIELDS:
+            taken = ", ".join([*packed, *REBUILT_FIELDS])
+            raise InputError(
+                f"samples[{k}] has the field {name!r}, which the packed rows would drop: {who} "
+                f"packs {taken} (an attention_mask of 0/1 leaves the sample's 0 tokens out; "
+                f"position_ids must count 0, 1, ... over its real tokens). Leave {name!r} out "
+                "of the samples"
+            )
+
+
+def real_tokens(sample: Mapping[Any, Any], k: int, n: int) -> NDArray[np.bool_] | None:
+    """Which of the ``n`` tokens of the dict ``samples[k]`` are real; None when all are.
+
+    Its ``attention_mask`` (0/1 or bools, ``n`` long) says; its ``position_ids`` must
+    count 0, 1, ... over the real tokens, as the rows rebuild them (NOTE [ a sample's
+    own fields ]). Anything else is refused by name.
+
+    >>> real_tokens({"attention_mask": [0, 1, 1], "position_ids": [0, 0, 1]}, 0, 3).tolist()
+    [False, True, True]
+    """
+    keep = None
+    mask = sample.get("attention_mask")
+    if mask is not None:
+        arr = np.asarray(mask)
+        if not (arr.shape == (n,) and arr.dtype.kind in "biuf" and np.isin(arr, (0, 1)).all()):
+            raise InputError(
+                f"samples[{k}] attention_mask must be 1-D 0/1 (or True/False) of input_ids' "
+                f"length {n}, 0 on the tokens to leave out (padding); got {mask!r:.80}"
+            )
+        keep = arr.astype(bool)
+        if not keep.any():
+            raise InputError(
+                f"samples[{k}] attention_mask is 0 everywhere: the sample has no real token to pack"
+            )
+    positions = sample.get("position_ids")
+    if positions is not None:
+        arr = np.asarray(positions)
+        real = n if keep is None else int(keep.sum())
+        if not (
+            arr.shape == (n,)
+            and arr.dtype.kind in "iu"
+            and np.array_equal(arr if keep is None else arr[keep], np.arange(real))
+        ):
+            raise InputError(
+                f"samples[{k}] position_ids={positions!r:.80} do not count 0, 1, ... over the "
+                "sample's real tokens: the rows restart each sample's positions at 0, so they "
+                "would drop these; leave position_ids out of the samples"
+            )
+    return None if keep is None or keep.all() else keep
 
 
 def _fields(
     sample: Any, k: int
 ) -> tuple[NDArray[np.int64], NDArray[np.int64] | None, NDArray[np.int64] | None]:
-    """``(input_ids, labels or None, token_type_ids or None)`` of one sample."""
-    if isinstance(sample, Mapping):
+    """``(input_ids, labels or None, token_type_ids or None)`` of one sample, its real
+    tokens only (NOTE [ a sample's own fields ])."""
+    mapping = isinstance(sample, Mapping)
+    if mapping:
         if "input_ids" not in sample:
             raise InputError(
                 f"samples[{k}] has no input_ids: a dict sample needs input_ids (and may have "
-                f"labels, token_type_ids), got keys {sorted(sample)}"
+                f"{', '.join([*PACKED_FIELDS[1:], *REBUILT_FIELDS])}), got keys "
+                f"{sorted(sample, key=str)}"
             )
+        refuse_other_fields(sample, k, PACKED_FIELDS, "PackCollator")
         parts = [sample["input_ids"], sample.get("labels"), sample.get("token_type_ids")]
     elif isinstance(sample, (tuple, list)) and sample and not isinstance(sample[0], numbers.Number):
         if len(sample) > 2:
@@ -279,17 +389,16 @@ def _fields(
         parts = [sample[0], sample[1] if len(sample) == 2 else None, None]
     else:
         parts = [sample, None, None]
-    ids = _ids(parts[0], f"samples[{k}] input_ids")
-    out: list[NDArray[np.int64] | None] = [ids]
-    for name, value in (("labels", parts[1]), ("token_type_ids", parts[2])):
-        if value is None:
-            out.append(None)
-            continue
-        arr = np.asarray(value)
-        if arr.shape != ids.shape or not np.issubdtype(arr.dtype, np.integer):
-            raise InputError(
-                f"samples[{k}] {name} must be integers of input_ids' length {ids.size}, got "
-                f"{value!r:.80}"
-            )
-        out.append(arr.astype(np.int64, copy=False))
-    return ids, out[1], out[2]
+    ids = _ints(parts[0], f"samples[{k}] input_ids")
+    labels, types = (
+        None if value is None else _ints(value, f"samples[{k}] {name}", ids.size)
+        for name, value in zip(PACKED_FIELDS[1:], parts[1:], strict=True)
+    )
+    keep = real_tokens(sample, k, ids.size) if mapping else None
+    if keep is None:
+        return ids, labels, types
+    return (
+        ids[keep],
+        None if labels is None else labels[keep],
+        None if types is None else types[keep],
+    )

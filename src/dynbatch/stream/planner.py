@@ -90,7 +90,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import check_int, check_lengths
+from .._checks import check_int, check_lengths, first_bool
 from ..errors import InputError, InputTypeError
 from ..plan.options import PlanOptions
 from ..plan.planning import find_oversize, padded_lengths
@@ -293,7 +293,7 @@ class StreamPlanner:
     ) -> NDArray[np.int64]:
         """The measured lengths as int64, each bad one named by where it is in the stream."""
         try:
-            if not {bool, np.bool_}.isdisjoint(map(type, values)):
+            if first_bool(values) is not None:
                 raise TypeError("a bool is not a length")
             arr = np.asarray(values)
             ok = arr.dtype.kind in "iu" or (

@@ -37,19 +37,20 @@ NOTE [ the Trainer packs ]
     A sample is a dict: ``input_ids``, the label field (``args.label_names[0]``, or
     paddlenlp's ``label``; a causal LM's token labels may be left out, the ids are
     then the labels) and, for an encoder, ``token_type_ids``; a causal LM's may also be
-    an ``(input_ids, labels)`` pair. An all-ones
-    ``attention_mask`` and ``position_ids`` counting from 0 are what the rows rebuild,
-    so they are let go; any other field, which the rows would drop, is refused by name.
+    an ``(input_ids, labels)`` pair. A 0/1 ``attention_mask`` and ``position_ids``
+    are taken as :class:`~dynbatch.PackCollator` takes them (its 0 tokens, padding,
+    left out; positions counting from 0 over the real tokens), and any other field,
+    which the rows would drop, is refused by name: one rule, NOTE [ a sample's own
+    fields ] in :mod:`dynbatch.paddle.pack_collate`.
     Evaluation stays unpacked: the user's ``data_collator`` and the model's own forward.
     The training collator is built by one function, :func:`pack_collator`, from the
     sampler: its options decide the rows. Without a ``data_collator`` the Trainer
     builds the unpacked batches too (:func:`padded_collator`: the samples' same fields,
     padded, a sample a row), for the step-time probe and evaluation; paddlenlp's
-    default collator cannot stack samples of unequal lengths. paddle's single-process
-    ``DataLoader`` (3.3) collates in a thread, and an exception there ends the thread
-    and leaves the loop waiting for a batch forever; so both collators return their
-    error as the batch (``{PACK_ERROR: exc, ...}``, which the loader passes on as it is)
-    and the Trainer raises it where the batch is used (:func:`raise_collate_error`).
+    default collator cannot stack samples of unequal lengths. Both return their error in
+    the batch (:func:`dynbatch.safe_collate`) and the Trainer raises it by name where the
+    batch is used (NOTE [ a collate error in paddle's DataLoader ] in
+    :mod:`dynbatch.paddle.safe_collate`).
     What the Trainer can check when it is made, it checks then, before the step-time
     probe (NOTE [ dynbatch's checks before the probe ] in :mod:`.planner`).
 """
@@ -69,14 +70,20 @@ from numpy.typing import NDArray
 
 from ..._checks import InputError, InputTypeError, check_int
 from ...paddle.losses import IGNORE_INDEX
-from ...paddle.pack_collate import PackCollator, additive_mask
+from ...paddle.pack_collate import (
+    REBUILT_FIELDS,
+    PackCollator,
+    additive_mask,
+    real_tokens,
+    refuse_other_fields,
+)
+from ...paddle.safe_collate import safe_collate
 from ._compat import call_as_forward, takes_3d_mask
 from .losses import token_cross_entropy
 
 __all__ = [
     "CAUSAL_LM",
     "CLASSIFIER",
-    "PACK_ERROR",
     "Packed",
     "check_pack_len",
     "check_samples",
@@ -85,16 +92,10 @@ __all__ = [
     "packed_model",
     "packed_outputs",
     "padded_collator",
-    "raise_collate_error",
 ]
 
 CAUSAL_LM = "causal LM"
 CLASSIFIER = "sequence classifier"
-#: The field a packed batch holds instead of the rows when collating it failed (NOTE above).
-PACK_ERROR = "dynbatch_pack_error"
-
-#: Per-sample fields the packed rows rebuild (so they may be let go when they say nothing more).
-_REBUILT = ("attention_mask", "position_ids")
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,7 @@ def pack_collator(sampler: Any, packed: Packed) -> Callable[[Sequence[Any]], dic
             label: np.concatenate([y for _, y in fields]),
         }
 
-    return _or_error(rows_of)
+    return safe_collate(rows_of)
 
 
 def padded_collator(packed: Packed) -> Callable[[Sequence[Any]], dict[str, Any]]:
@@ -276,7 +277,7 @@ def padded_collator(packed: Packed) -> Callable[[Sequence[Any]], dict[str, Any]]
         out[label] = np.concatenate([y for _, y in fields])
         return out
 
-    return _or_error(batch_of)
+    return safe_collate(batch_of)
 
 
 def _ints(value: Any, name: str, k: int, size: int | None = None) -> NDArray[np.int64]:
@@ -294,28 +295,6 @@ def _ints(value: Any, name: str, k: int, size: int | None = None) -> NDArray[np.
     return arr.astype(np.int64)
 
 
-def _or_error(
-    collate: Callable[[Sequence[Any]], dict[str, Any]],
-) -> Callable[[Sequence[Any]], dict[str, Any]]:
-    """``collate`` returning its error as the batch, for the Trainer to raise (NOTE above)."""
-
-    def or_error(samples: Sequence[Any]) -> dict[str, Any]:
-        try:
-            return collate(samples)
-        except Exception as exc:  # raised where the batch is used, not in the loader's thread
-            return {PACK_ERROR: exc, "input_ids": np.zeros((1, 1), np.int64)}  # one array:
-            # a batch of none reads as the loader's end
-
-    return or_error
-
-
-def raise_collate_error(batch: Any) -> None:
-    """Raise the error a batch of the Trainer's collators holds instead of its fields."""
-    error = batch.get(PACK_ERROR) if isinstance(batch, Mapping) else None
-    if isinstance(error, BaseException):
-        raise error
-
-
 def check_samples(dataset: Any, lengths: NDArray[np.int64], indices: Any, packed: Packed) -> None:
     """The samples at ``indices`` as the packed rows take them, before any probe
     (NOTE [ dynbatch's checks before the probe ] in :mod:`.planner`): their fields and labels,
@@ -325,11 +304,13 @@ def check_samples(dataset: Any, lengths: NDArray[np.int64], indices: Any, packed
     for i in (int(i) for i in indices):
         sample, _ = _sample(dataset[i], i, packed.label_name, causal)
         n = np.asarray(sample["input_ids"]).size
+        real = real_tokens(sample, i, n)  # a sample's padding is not packed
+        n = n if real is None else int(real.sum())
         if n > lengths[i]:
             raise InputError(
                 f"pack_len={packed.pack_len}: lengths[{i}]={int(lengths[i])} understates "
-                f"sample {i}, which has {n} input_ids: the packed rows are planned from the "
-                "lengths, so each must count its sample's input_ids (lengths=, or length_fn= "
+                f"sample {i}, which has {n} real input_ids: the packed rows are planned from the "
+                "lengths, so each must count its sample's real tokens (lengths=, or length_fn= "
                 "/ ref_index= measuring input_ids)"
             )
         fields.append(sample)
@@ -355,16 +336,10 @@ def _sample(
             f"pack_len: the Trainer packs samples that are {kinds}, got sample {k}: {got!r:.120}"
         )
     key = label if label in sample or "label" not in sample else "label"
-    kept = {"input_ids", key} if causal else {"input_ids", key, "token_type_ids"}
-    for name in sorted(set(sample) - kept):
-        if not (name in _REBUILT and _rebuilt(name, sample[name], sample["input_ids"])):
-            raise InputError(
-                f"pack_len: sample {k} has the field {name!r}, which the packed rows would "
-                f"drop: the {'causal LM' if causal else 'classifier'} is packed from "
-                f"{', '.join(sorted(kept))} (an all-ones attention_mask and position_ids from "
-                "0 are rebuilt). Leave the field out of the dataset's samples"
-            )
-    fields = {"input_ids": sample["input_ids"]}
+    kept = ["input_ids", key] if causal else ["input_ids", key, "token_type_ids"]
+    who = f"the Trainer's packed {'causal LM' if causal else 'classifier'} (pack_len)"
+    refuse_other_fields(sample, k, kept, who)  # NOTE [ a sample's own fields ]
+    fields = {name: sample[name] for name in ("input_ids", *REBUILT_FIELDS) if name in sample}
     if causal:
         if sample.get(key) is not None:
             fields["labels"] = sample[key]
@@ -380,17 +355,8 @@ def _sample(
     return fields, value.reshape(1).astype(np.int64)
 
 
-def _rebuilt(name: str, value: Any, ids: Any) -> bool:
-    """Whether a sample's ``attention_mask`` or ``position_ids`` is what its row rebuilds."""
-    arr, n = np.asarray(value), np.asarray(ids).size
-    if arr.shape != (n,):
-        return False
-    return bool(np.all(arr == 1) if name == "attention_mask" else np.array_equal(arr, np.arange(n)))
-
-
 def packed_outputs(model: Any, inputs: Mapping[str, Any], packed: Packed) -> Any:
     """The model's outputs on packed ``inputs`` (:func:`pack_collator`'s, on the device)."""
-    raise_collate_error(inputs)
     if packed.kind == CAUSAL_LM:
         return model(**inputs)
     return call_as_forward(model, _classify, inputs)

@@ -34,6 +34,7 @@ from paddlenlp.trainer import TrainerCallback
 from paddlenlp.trainer.trainer_utils import IntervalStrategy
 
 from ..._checks import InputError, InputTypeError, check_int
+from ...paddle.safe_collate import SafeCollate, safe_collate
 from ...paddle.sampler import DistributedDynamicBatchSampler
 from ...plan.contract import counted_tokens
 from ...plan.epochs import Recent
@@ -146,7 +147,11 @@ class RunPlan:
         return sum(self.steps_per_epoch(e) for e in range(self.num_epochs))
 
     def loader(self, dataset: Any, collate_fn: Any, num_workers: int) -> RunLoader:
-        """Every window of the run over ``dataset``; ``len()`` its exact optimizer steps."""
+        """Every window of the run over ``dataset``; ``len()`` its exact optimizer steps. The
+        collator's error comes back in its batch, to be raised by name (NOTE [ a collate error
+        in paddle's DataLoader ] in :mod:`dynbatch.paddle.safe_collate`)."""
+        if collate_fn is not None and not isinstance(collate_fn, SafeCollate):
+            collate_fn = safe_collate(collate_fn)
         batches = paddle.io.DataLoader(
             dataset, batch_sampler=self.sampler, collate_fn=collate_fn, num_workers=num_workers
         )

@@ -16,6 +16,7 @@ from paddlenlp.trainer.trainer_utils import TrainOutput
 from paddlenlp.utils.log import logger
 
 from ..._checks import InputError, check_bool, check_choice, check_positive_number
+from ...paddle.safe_collate import raise_failure
 from ...paddle.sampler import DistributedDynamicBatchSampler, resolve_lengths
 from ...plan.options import PlanOptions
 from ...plan.windows import UNITS
@@ -33,7 +34,6 @@ from .packing import (
     packed_model,
     packed_outputs,
     padded_collator,
-    raise_collate_error,
 )
 from .planner import MEASURE, TrainPlanner, checked_time_model
 from .run import PlanWindows, RealEpochs, RunLoader, RunPlan
@@ -248,7 +248,9 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
 
     # -- Trainer overrides: data ---------------------------------------------------------------
     def get_train_dataloader(self) -> RunLoader:
-        """Every window of the run; ``len()`` is its exact number of optimizer steps."""
+        """Every window of the run; ``len()`` is its exact number of optimizer steps. A
+        collator's error stops training by name (NOTE [ a collate error in paddle's
+        DataLoader ] in :mod:`dynbatch.paddle.safe_collate`)."""
         run = self._run()
         logger.info(run.describe(run.total_steps(), self.options))
         return run.loader(self.train_dataset, self.train_collator, self.args.dataloader_num_workers)
@@ -273,8 +275,9 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
 
     def check_batch(self, batch: Any) -> None:
         """Raise the error a batch holds in place of its fields, by name: its collator could
-        not build it (NOTE [ the Trainer packs ])."""
-        raise_collate_error(batch)
+        not build it (NOTE [ a collate error in paddle's DataLoader ] in
+        :mod:`dynbatch.paddle.safe_collate`)."""
+        raise_failure(batch)
 
     # -- Trainer overrides: logging ------------------------------------------------------------
     def log(self, logs: dict[str, float], **kwargs: Any) -> None:

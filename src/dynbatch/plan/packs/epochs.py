@@ -88,7 +88,10 @@ def fixed_updates(
         step = max(1, round(float(size)))
         return Plan(order, np.r_[np.arange(0, order.size, step), order.size].astype(np.int64))
     weights = counted[order]
-    updates = max(1, math.ceil(float(weights.sum()) / float(size) - 1e-9))
+    total = float(weights.sum())
+    if total <= 0 or float(size) <= 0:  # no loss token to count: one update, as the rule says
+        return Plan(order, np.array([0, order.size], dtype=np.int64))
+    updates = max(1, math.ceil(total / float(size) - 1e-9))
     return Plan(order, np.r_[0, even_windows(weights, updates)].astype(np.int64))
 
 

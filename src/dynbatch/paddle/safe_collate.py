@@ -1,0 +1,191 @@
+"""A collate function whose error reaches the training loop by name: numpy only.
+
+NOTE [ a collate error in paddle's DataLoader ]
+    paddle 3.3's ``paddle.io.DataLoader`` does not pass on an exception raised
+    by its ``collate_fn``:
+
+    * with ``num_workers=0`` it collates in a thread of its own: the exception
+      ends that thread (its traceback is printed) and the loop waits for the
+      next batch forever. A ``SIGALRM`` handler does not run either: the main
+      thread waits in C++.
+    * with workers, a worker's exception is raised again in the loader's
+      reader thread, which kills the batch queue, and the loop gets a bare
+      ``SystemError: (Fatal) Blocking queue is killed because the data reader
+      raises an exception``. An exception whose class takes other arguments
+      cannot even be raised again there (a ``TypeError`` in that thread).
+
+    What does come through, in both modes, is a batch: the loader passes an
+    object it does not convert as it is (pickled, from a worker), as long as
+    the batch holds at least one array. A batch of none reads as the loader's
+    end: the loop stops early without a word. So :class:`SafeCollate` catches
+    the error where it is raised and returns it as the batch, ``{FAILED:
+    CollateFailure, ...one array}``, and the main process raises it when it
+    takes that batch (:meth:`SafeCollate.batches`, :func:`raise_failure`): the
+    original exception, its own type and message, chained from a
+    :class:`CollateError` that names the collate function and holds the
+    traceback where it was raised. An exception that cannot be pickled back
+    from a worker is raised as a :class:`CollateError` naming its type and
+    message. dynbatch's own loaders do this themselves:
+    :meth:`~dynbatch.DynamicBatchIterable.loader` and the train loader of
+    ``DynamicBatchTrainer``.
+"""
+
+from __future__ import annotations
+
+import pickle
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import numpy as np
+
+from ..errors import InputTypeError
+
+__all__ = [
+    "FAILED",
+    "CheckedBatches",
+    "CollateError",
+    "CollateFailure",
+    "SafeCollate",
+    "raise_failure",
+    "safe_collate",
+]
+
+#: The field of a batch that holds a :class:`CollateFailure` instead of the batch (NOTE above).
+FAILED = "dynbatch_collate_error"
+
+
+class CollateError(RuntimeError):
+    """Where a collate error was raised: the collate function, and the traceback there."""
+
+
+@dataclass
+class CollateFailure:
+    """A collate function's error, carried to the main process in the batch.
+
+    Attributes:
+        error: the exception itself; None when it could not be pickled back from a worker.
+        kind: its type's name.
+        message: its message.
+        where: the collate function that raised it, and on how many samples.
+        trace: its traceback where it was raised.
+    """
+
+    error: BaseException | None
+    kind: str
+    message: str
+    where: str
+    trace: str
+
+    @classmethod
+    def of(cls, error: BaseException, collate_fn: Any, samples: Any) -> CollateFailure:
+        size = f"{len(samples)} samples" if hasattr(samples, "__len__") else "a batch"
+        return cls(
+            error,
+            type(error).__name__,
+            str(error),
+            f"the collate_fn {_name(collate_fn)} (on {size})",
+            "".join(traceback.format_exception(error)),
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(vars(self))
+        try:  # an exception class may not unpickle (its __init__ takes other arguments)
+            pickle.loads(pickle.dumps(self.error))
+        except Exception:
+            state["error"] = None
+        return state
+
+    def reraise(self) -> NoReturn:
+        """Raise the error in this process (NOTE [ a collate error in paddle's DataLoader ])."""
+        if self.error is None:
+            raise CollateError(
+                f"{self.where} raised {self.kind}: {self.message} (the error itself could not be "
+                f"sent from the DataLoader worker). Its traceback there:\n{self.trace}"
+            )
+        raise self.error from CollateError(
+            f"{self.where} raised the {self.kind} below. Its traceback there:\n{self.trace}"
+        )
+
+
+def _name(fn: Any) -> str:
+    qualname = getattr(fn, "__qualname__", None)
+    if isinstance(qualname, str) and not isinstance(fn, type):  # a function or method
+        return f"{getattr(fn, '__module__', '?')}.{qualname}"
+    return f"{fn!r:.160}"
+
+
+class SafeCollate:
+    """``collate_fn(samples)``, an error returned in the batch to be raised by the loop.
+
+    Build it with :func:`safe_collate`; NOTE [ a collate error in paddle's DataLoader ].
+    """
+
+    def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
+        if not callable(collate_fn):
+            raise InputTypeError(
+                f"collate_fn must be callable(samples) -> batch, got collate_fn={collate_fn!r:.80}"
+            )
+        self.collate_fn = collate_fn
+
+    def __call__(self, samples: Any) -> Any:
+        try:
+            return self.collate_fn(samples)
+        except Exception as exc:  # raised in the main process, by batches()
+            failure = CollateFailure.of(exc, self.collate_fn, samples)
+            # one array: a batch of none reads as the loader's end
+            return {FAILED: failure, "dynbatch_array": np.zeros(1, np.int8)}
+
+    def batches(self, loader: Iterable[Any]) -> CheckedBatches:
+        """``loader``'s batches, each collate error raised as the loop takes its batch."""
+        return CheckedBatches(loader)
+
+    def __repr__(self) -> str:
+        return f"safe_collate({self.collate_fn!r:.160})"
+
+
+class CheckedBatches:
+    """A loader's batches, each one that carries a collate error raised (re-iterable, sized)."""
+
+    def __init__(self, loader: Iterable[Any]) -> None:
+        self.loader = loader
+
+    def __iter__(self) -> Iterator[Any]:
+        for batch in self.loader:
+            yield raise_failure(batch)
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+
+def raise_failure(batch: Any) -> Any:
+    """``batch``, unless it carries a collate error: then that error is raised here."""
+    if isinstance(batch, Mapping):
+        failure = batch.get(FAILED)
+        if isinstance(failure, CollateFailure):
+            failure.reraise()
+    return batch
+
+
+def safe_collate(collate_fn: Callable[[Any], Any]) -> SafeCollate:
+    """Wrap ``collate_fn`` so that its error reaches the training loop by name.
+
+    paddle's ``DataLoader`` hangs when its ``collate_fn`` raises with
+    ``num_workers=0``, and raises a bare ``SystemError`` with workers (NOTE [ a
+    collate error in paddle's DataLoader ] in :mod:`dynbatch.paddle.safe_collate`).
+    Give the loader ``collate_fn=safe_collate(fn)`` and take its batches through
+    ``.batches(loader)``: an error in ``fn`` is returned in the batch and raised as the
+    loop takes that batch, its own type and message, chained from a
+    :class:`~dynbatch.paddle.safe_collate.CollateError` naming ``fn``.
+
+    >>> import dynbatch
+    >>> collate = safe_collate(dynbatch.PackCollator(4))
+    >>> [b["input_ids"].tolist() for b in collate.batches([collate([[1, 2]])])]
+    [[[1, 2, 0, 0]]]
+    >>> next(iter(collate.batches([collate([{"input_ids": [1], "text": "a"}])])))
+    Traceback (most recent call last):
+    ...
+    dynbatch.errors.InputError: samples[0] has the field 'text', which the packed rows ...
+    """
+    return collate_fn if isinstance(collate_fn, SafeCollate) else SafeCollate(collate_fn)
