@@ -51,7 +51,8 @@ def micro_batches_of(rows: Any, alone: Any, max_rows: int, ranks: int) -> Indice
     """
     rows, alone = np.asarray(rows, np.int64), np.asarray(alone, np.int64)
     least = -(-(rows - alone) // max_rows) + alone
-    return np.maximum(ranks, -(-least // ranks) * ranks)
+    out: Indices = np.maximum(ranks, -(-least // ranks) * ranks)
+    return out
 
 
 def pack_and_deal(
