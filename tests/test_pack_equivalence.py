@@ -16,7 +16,8 @@ The cases cover the fine-tuning regime, rows long enough to hold more than ``B``
 samples (so each update is one row: an update made of whole rows would have held more
 samples, and the epoch fewer updates), and a ``max_cost`` that holds fewer rows than an
 update needs (so it spans several micro-batches); the first update of epoch 1 and its
-last, which holds the rest.
+last, which holds the rest; and with a time model, where some of an update's
+micro-batches run padded (one sample a row) and others packed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 import pytest
 
 import dynbatch
+from dynbatch.plan.packs import PackLayout
 from dynbatch.plan.splits import shuffled
 
 pytest.importorskip("paddlenlp")  # and paddle, which it needs
@@ -51,11 +53,12 @@ SEED = 11
 #: In float64 the difference is float order for BERT (~4e-15) and ~5e-9 for Qwen2, whose
 #: ``token_loss`` computes the cross entropy in float32 whatever the logits' dtype.
 TOLERANCES = {"float32": (1e-5, 1e-5), "float64": (1e-5, 1e-7)}
-#: (batch_size, pack_len, max_cost): the cost is linear, so a micro-batch holds
-#: max_cost // pack_len rows
+#: (batch_size, pack_len, max_cost, time_model): the cost is linear, so a micro-batch holds
+#: max_cost // pack_len rows; with a time model some micro-batches run padded, a sample a row
 CASES = {
-    "rows-fit-more-than-B": (6, 240, 240),  # each update one row, one micro-batch
-    "several-micro-batches": (8, 48, 96),  # rows of 48, two a micro-batch
+    "rows-fit-more-than-B": (6, 240, 240, None),  # each update one row, one micro-batch
+    "several-micro-batches": (8, 48, 96, None),  # rows of 48, two a micro-batch
+    "at-the-step-time": (8, 48, 96, "0.01,1e-6,1e-8"),  # packed and padded micro-batches
 }
 
 
@@ -98,9 +101,14 @@ class Recorder:
 
 
 def sampler_of(case: str) -> Any:
-    batch_size, pack_len, max_cost = CASES[case]
+    batch_size, pack_len, max_cost, time_model = CASES[case]
     sampler = dynbatch.DynamicBatchSampler(
-        lengths=LENGTHS, batch_size=batch_size, pack_len=pack_len, max_cost=max_cost, seed=SEED
+        lengths=LENGTHS,
+        batch_size=batch_size,
+        pack_len=pack_len,
+        max_cost=max_cost,
+        time_model=time_model,
+        seed=SEED,
     )
     sampler.set_epoch(EPOCH)
     return sampler
@@ -205,7 +213,7 @@ def bert(dtype: str) -> Any:
 
 def check_preconditions(case: str, sampler: Any, micro_batches: list[Any]) -> None:
     """What each case is for, so a change of plan cannot make it vacuous."""
-    b, pack_len, _ = CASES[case]
+    b, pack_len, _, time_model = CASES[case]
     assert sampler.epoch_plan(EPOCH).window_ends.size == -(-N // b), "the fixed batch's updates"
     if case == "rows-fit-more-than-B":
         shortest = np.sort(LENGTHS)[: b + 1].sum()
@@ -216,6 +224,11 @@ def check_preconditions(case: str, sampler: Any, micro_batches: list[Any]) -> No
     collate = dynbatch.PackCollator.for_sampler(sampler)
     rows = [collate([DATA[i] for i in mb])["sample_starts"] for mb in micro_batches]
     assert any(((s >= 0).sum(axis=1) > 1).any() for s in rows), "a row holds several samples"
+    if time_model is not None:
+        layout = PackLayout.from_options(sampler.options)
+        lens = [LENGTHS[mb] for mb in micro_batches]
+        padded = [not layout.choose(k, np.array([0, k.size])).packed[0] for k in lens]
+        assert any(p and k.size > 1 for p, k in zip(padded, lens, strict=True)), "padded ran"
 
 
 def check_gradients(packed: list[Any], fixed: list[Any], dtype: str) -> None:
