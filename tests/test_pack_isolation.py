@@ -19,11 +19,11 @@ import pytest
 
 import dynbatch
 
-paddle = pytest.importorskip("paddle")
-transformers = pytest.importorskip("paddlenlp.transformers")
+pytest.importorskip("paddlenlp")  # and paddle, which it needs
+import paddle
+from packed_models import MAX_POSITIONS, VOCAB, gradients, packed_pooled, tiny_bert, tiny_qwen2
 
-PACK_LEN = 48
-VOCAB = 1000
+PACK_LEN = MAX_POSITIONS
 LENGTHS = [17, 9, 20, 5, 12, 30, 3, 14]
 
 
@@ -40,21 +40,7 @@ def samples(seed: int = 0) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def qwen2() -> Any:
-    paddle.seed(0)
-    config = transformers.Qwen2Config(
-        vocab_size=VOCAB,
-        max_position_embeddings=PACK_LEN,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        intermediate_size=192,
-        use_cache=False,
-        tie_word_embeddings=False,
-    )
-    model = transformers.Qwen2ForCausalLM(config)
-    model.eval()  # no dropout: the same sample gives the same logits
-    return model
+    return tiny_qwen2()
 
 
 def logits(model: Any, batch: dict[str, Any]) -> Any:
@@ -106,10 +92,6 @@ def test_changing_one_sample_changes_no_other_samples_logits(qwen2: Any) -> None
             np.testing.assert_allclose(after[r, cols], before[r, cols], atol=1e-6, rtol=0)
 
 
-def gradients(model: Any) -> list[Any]:
-    return [p.grad.numpy().copy() for p in model.parameters() if p.grad is not None]
-
-
 def test_a_packed_updates_gradient_is_the_pooled_per_token_mean_unpacked(qwen2: Any) -> None:
     data = samples(1)
     batch = dynbatch.PackCollator(PACK_LEN)(data)
@@ -135,32 +117,10 @@ def test_a_packed_updates_gradient_is_the_pooled_per_token_mean_unpacked(qwen2: 
 
 
 def test_a_bert_samples_cls_in_a_packed_row_is_its_cls_alone() -> None:
-    paddle.seed(0)
-    config = transformers.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=128,
-        max_position_embeddings=PACK_LEN,
-        initializer_range=0.2,  # positions that matter: 0.02 moves the [CLS] less than 1e-4
-    )
-    model = transformers.BertModel(config)
-    model.eval()
+    model = tiny_bert()
     data = samples(2)
     batch = dynbatch.PackCollator(PACK_LEN, causal=False)(data)
-    from dynbatch.paddle.pack_collate import additive_mask
-
-    seq = model(
-        input_ids=paddle.to_tensor(batch["input_ids"]),
-        token_type_ids=paddle.to_tensor(batch["token_type_ids"]),
-        position_ids=paddle.to_tensor(batch["position_ids"]),
-        attention_mask=paddle.to_tensor(additive_mask(batch["attention_mask"])),
-    )[0]
-    starts = batch["sample_starts"]
-    rows, cols = np.nonzero(starts >= 0)
-    cls = paddle.gather_nd(seq, paddle.to_tensor(np.stack([rows, starts[rows, cols]], axis=1)))
-    pooled = model.pooler(cls[:, None, :]).numpy()
+    pooled = packed_pooled(model, batch).numpy()
     for k, s in enumerate(data):
         ref = model(
             input_ids=paddle.to_tensor(s["input_ids"][None]),
