@@ -21,6 +21,7 @@ import paddle
 
 import dynbatch
 from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_entropy
+from dynbatch.paddle.safe_collate import raise_failure
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from lm_toy import Pairs, tiny_lm
@@ -409,7 +410,7 @@ def test_a_causal_lm_packs_pairs_as_it_packs_dicts(tmp_path: Path) -> None:
         np.testing.assert_array_equal(pairs[key], value, err_msg=key)
     assert (dicts["labels"] != -100).sum() == ds.loss_tokens[batch].sum(), "the loss tokens kept"
     with pytest.raises(dynbatch.InputTypeError, match=r"\(input_ids, labels\) pairs"):
-        collate([ds.ids[batch[0]].tolist()])
+        raise_failure(collate([ds.ids[batch[0]].tolist()]))  # the error comes in the batch
 
 
 def test_the_log_says_how_the_step_time_runs_packed_updates(
@@ -514,7 +515,7 @@ def test_dynbatchs_checks_refuse_before_the_step_time_probe(tmp_path: Path, case
     ds: Any = Reviews(30)
     model, lengths, pack_len = packed_bert(), ds.lengths, 40
     message = {
-        "extra-field": r"sample \d+ has the field 'text'.*would drop",
+        "extra-field": r"samples\[\d+\] has the field 'text'.*would drop",
         "longer-than-pack_len": r"longer than pack_len=20",
         "understated-length": r"lengths\[\d+\]=\d+.*input_ids",
         "model-kind": r"pack_len=40.*BertForTokenClassification",
