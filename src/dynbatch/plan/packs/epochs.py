@@ -264,7 +264,8 @@ def plan_packs(
         loss_tokens: per sample, its tokens with a loss; needed by
             ``update_unit="tokens"``.
         update_unit: ``"samples"``: updates of ``batch_size`` samples;
-            ``"tokens"``: of the fixed batch's loss tokens, on average.
+            ``"tokens"``: of the fixed batch's loss tokens, on average (where
+            no kept sample has a loss token, of ``batch_size`` samples).
         max_rows: rows per micro-batch (from the memory budget); ``None``: an
             update is one micro-batch.
         oversize: a sample longer than ``pack_len``: ``"error"`` refuses it,
@@ -300,8 +301,10 @@ def plan_packs(
     skipped = np.flatnonzero(lens > pack_len) if oversize == "skip" else np.zeros(0, np.int64)
     kept = lens.size - skipped.size
     size: float = batch_size
-    if update_unit == "tokens" and counts is not None:  # the fixed batch's loss tokens
-        size = float(counts.sum() - counts[skipped].sum()) / max(1, -(-kept // batch_size))
+    loss = 0.0 if counts is None else float(counts.sum() - counts[skipped].sum())
+    by_tokens = update_unit == "tokens" and loss > 0  # none: the fixed batch's B samples
+    if by_tokens:  # the fixed batch's loss tokens
+        size = loss / max(1, -(-kept // batch_size))
     updates = fixed_updates(
         lens,
         pack_len,
@@ -309,7 +312,7 @@ def plan_packs(
         seed=seed,
         epoch=epoch,
         oversize=oversize,
-        counted=counts if update_unit == "tokens" else None,
+        counted=counts if by_tokens else None,
     )
     sharded = pack_and_deal(lens, updates, pack_len, max_rows or lens.size, 1)
     return PackPlan(
