@@ -176,7 +176,8 @@ def test_updates_in_tokens_with_no_loss_token_are_the_fixed_batchs_samples() -> 
     plan = plan_packs(lens, 64, batch_size=8, loss_tokens=np.zeros(50), update_unit="tokens")
     drawn = fixed_updates(lens, 64, 8, seed=0, epoch=0)
     assert [sorted(u.tolist()) for u in plan.updates] == [sorted(u.tolist()) for u in drawn]
-    assert plan_packs([38], 38, batch_size=1, loss_tokens=[0], update_unit="tokens").num_updates == 1
+    one = plan_packs([38], 38, batch_size=1, loss_tokens=[0], update_unit="tokens")
+    assert one.num_updates == 1
 
 
 # -- ranks: every rank has rows; a repeat only where an update has too few samples -----------
