@@ -3,7 +3,8 @@ run under `python -m paddle.distributed.launch --nproc_per_node 2 ddp_pack_time.
 
 The collator is ``PackCollator.for_sampler(sampler)`` in 2 DataLoader workers; each rank
 writes OUT_DIR/rank{r}.json: the samples it trained on (real micro-batches), its micro-batch
-count, the widths of its micro-batches and its final parameters.
+count, each micro-batch's shape as built and as the planner priced it (rows or samples,
+width), whether the plan packed it, and its final parameters.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import paddle.distributed as dist
 from launched import finish
 
 import dynbatch
+from dynbatch.plan.packs import plan_timed_packs
 
-STEP = dynbatch.StepTimeModel(c=0.02, a=2e-6, b=0.0)
+#: Dense attention over a row's width (b): short samples run faster padded than as one row.
+STEP = dynbatch.StepTimeModel(c=0.02, a=2e-6, b=2e-8)
 
 
 class Samples(paddle.io.Dataset):  # type: ignore[misc]
@@ -62,7 +65,10 @@ def main() -> None:
     model = paddle.DataParallel(Tokens())
     opt = paddle.optimizer.SGD(0.05, parameters=model.parameters())
     padding = sampler.padding_mask(0)
-    seen, widths, batches = [], [], 0
+    chosen = plan_timed_packs(ds.lengths, sampler.options, 0, num_replicas=2)
+    n, width = chosen.step_shapes  # step-major: this rank's are every other from its own
+    priced = np.stack([n, width], axis=1)[rank::2].tolist()
+    seen, shapes, batches = [], [], 0
     for k, batch in enumerate(loader):
         labels = batch["labels"]
         logits = model(batch["input_ids"])
@@ -75,12 +81,14 @@ def main() -> None:
         opt.clear_grad()
         if not padding[k]:
             seen += sorted(set(labels.numpy()[labels.numpy() >= 0].tolist()))
-        widths.append(int(batch["input_ids"].shape[1]))
+        shapes.append([int(d) for d in batch["input_ids"].shape])
         batches += 1
     record = {
         "seen": seen,
         "batches": batches,
-        "widths": widths,
+        "shapes": shapes,
+        "priced": priced,
+        "packed": chosen.packed[rank::2].tolist(),
         "params": {
             k: np.asarray(v.numpy()).ravel().tolist() for k, v in model.state_dict().items()
         },
