@@ -265,7 +265,7 @@ COLLATE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         )([[1, 2, 3], [4, 5, 6]]),
         VALUE,
         r"a micro-batch of 2 samples \(longest 3\) fits max_cost=4 neither padded nor as 2 "
-        r"rows of pack_len=4",
+        r"rows of 3 tokens",
     ),
 ]
 for label, call, error, match in COLLATE_CASES:

@@ -699,8 +699,10 @@ def test_the_packed_row_counts_micro_batches_and_is_never_slower_than_whole_upda
     assert packed["batches"] == len(sampler), "the sampler's micro-batches, as batches"
     assert packed["updates"] == rows["fixed"]["updates"] == 19
     assert packed["padding_efficiency"] == pytest.approx(lens.sum() / computed), "as laid out"
-    assert packed["padding_efficiency"] > 0.95 > rows["fixed"]["padding_efficiency"]
-    assert packed["cost_max"] <= 6400 < 2 * packed["cost_max"], "rows x pack_len, within budget"
+    # each update packed alone leaves a part-filled row: a tenth wasted at most
+    assert packed["padding_efficiency"] > 0.9 > rows["fixed"]["padding_efficiency"]
+    widest = max((offsets.size - 1) * width for offsets, width in shapes)
+    assert packed["cost_max"] == widest <= 6400, "rows x their width, within budget"
     assert packed["seconds"] is None, "no step time, no seconds"
     model = "5,1e-3,0"  # a fixed part: packing wins where a long sample pads the short ones
     timed = rows_of(run_json(capsys, *argv, "--pack-len", "256", "--time-model", model))

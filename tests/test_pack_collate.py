@@ -12,7 +12,7 @@ from strategies import pack_args
 
 import dynbatch
 from dynbatch.paddle.pack_collate import PackCollator, additive_mask
-from dynbatch.plan.packs import plan_packs
+from dynbatch.plan.packs import PackLayout, plan_packs
 
 
 def samples_of(lens: Any, seed: int = 0) -> list[dict[str, Any]]:
@@ -44,12 +44,15 @@ def test_the_collators_rows_are_the_plans_rows(args: dict[str, Any], causal: boo
     args["loss_tokens"] = None if args["loss_tokens"] is None else args["loss_tokens"][:120]
     plan = plan_packs(**args)
     samples = samples_of(args["lengths"])
-    collate = PackCollator(args["pack_len"], causal=causal)
+    multiple = args["pad_to_multiple_of"]
+    layout = PackLayout(args["pack_len"], max_cost=1e18, pad_to_multiple_of=multiple)
+    collate = PackCollator(args["pack_len"], causal=causal, layout=layout)
     rows = plan.rows
     for m, batch in enumerate(plan):
         out = collate([samples[i] for i in batch.tolist()])
         first = int(plan.micro_row_offsets[m])
         assert out["input_ids"].shape[0] == plan.rows_per_micro_batch[m], "R as planned"
+        assert out["input_ids"].shape[1] == plan.widths[m], "as wide as planned: the fullest row"
         for r in range(out["input_ids"].shape[0]):
             planned = rows[first + r]
             got = out["input_ids"][r][out["sample_ids"][r] >= 0]
@@ -68,7 +71,8 @@ def test_each_sample_sees_only_itself_from_position_zero() -> None:
     samples = samples_of([4, 3, 5, 2], seed=1)
     out = PackCollator(8, causal=False)(samples)
     sid, pos = out["sample_ids"], out["position_ids"]
-    assert out["input_ids"].shape == (2, 8) and out["attention_mask"].shape == (2, 8, 8)
+    # two rows of 4 + 3 and 5 + 2 tokens: as wide as the fullest, 7, not pack_len
+    assert out["input_ids"].shape == (2, 7) and out["attention_mask"].shape == (2, 7, 7)
     for r in range(2):
         for k in range(sid[r].max() + 1):
             cols = np.flatnonzero(sid[r] == k)
@@ -80,18 +84,22 @@ def test_each_sample_sees_only_itself_from_position_zero() -> None:
 
 
 def test_labels_hide_each_samples_first_token_and_the_fill() -> None:
-    samples = [{"input_ids": [1, 2, 3], "labels": [1, 2, 3]}, ([4, 5], [-100, 5])]
-    out = PackCollator(6)(samples)
-    assert out["labels"].tolist() == [[-100, 2, 3, -100, 5, -100]]
+    samples = [{"input_ids": [1, 2, 3], "labels": [1, 2, 3]}, ([4, 5], [-100, 5]), [6, 7, 8, 9]]
+    out = PackCollator(6)(samples)  # rows of 3 + 2 and 4 tokens, 5 wide: one fill token
+    assert out["labels"].tolist() == [[-100, 2, 3, -100, 5], [-100, 7, 8, 9, -100]]
     kept = PackCollator(6, shift=False)(samples)  # labels already moved left by one per sample
-    assert kept["labels"].tolist() == [[1, 2, 3, -100, 5, -100]]
-    assert PackCollator(6)([[7, 8]])["labels"].tolist() == [[-100, 8, -100, -100, -100, -100]]
+    assert kept["labels"].tolist() == [[1, 2, 3, -100, 5], [6, 7, 8, 9, -100]]
+    assert PackCollator(6)([[7, 8]])["labels"].tolist() == [[-100, 8]], "alone: its own width"
 
 
 def test_token_types_pass_through_and_fill_is_pad_val() -> None:
-    out = PackCollator(5, pad_val=9)([{"input_ids": [1, 2], "token_type_ids": [0, 1]}])
-    assert out["token_type_ids"].tolist() == [[0, 1, 0, 0, 0]]
-    assert out["input_ids"].tolist() == [[1, 2, 9, 9, 9]]
+    samples = [
+        {"input_ids": [1, 2], "token_type_ids": [0, 1]},
+        {"input_ids": [3, 4, 5], "token_type_ids": [1, 1, 1]},
+    ]
+    out = PackCollator(4, pad_val=9)(samples)  # 2 + 3 > 4: two rows, 3 wide
+    assert out["token_type_ids"].tolist() == [[0, 1, 0], [1, 1, 1]]
+    assert out["input_ids"].tolist() == [[1, 2, 9], [3, 4, 5]]
 
 
 def test_an_oversize_sample_is_a_wider_row_of_its_own() -> None:
@@ -102,7 +110,7 @@ def test_an_oversize_sample_is_a_wider_row_of_its_own() -> None:
 def test_the_additive_mask_is_berts() -> None:
     mask = PackCollator(4, causal=False)([[1, 2], [3]])["attention_mask"]
     add = additive_mask(mask)
-    assert add.shape == (1, 1, 4, 4) and add.dtype == np.float32
+    assert add.shape == (1, 1, 3, 3) and add.dtype == np.float32
     assert np.array_equal(add[:, 0] == 0, mask)
 
 

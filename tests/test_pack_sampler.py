@@ -1,8 +1,9 @@
 """``pack_len=`` as a planning option: the samplers yield packed micro-batches.
 
-Every promise of the samplers holds for packed micro-batches too (NOTE [ packed epochs ] in
-``dynbatch.plan.packs.epochs``): the collator's rows are the plan's, exactly once, equal steps
-across ranks, exact step counts, determinism, resume."""
+Every promise of the samplers holds for packed micro-batches too (NOTE [ packed updates ] in
+``dynbatch.plan.packs.epochs``): the fixed batch's updates, the collator's rows the plan's
+(``packed_rows``, as wide as the fullest), exactly once, equal steps across ranks, exact step
+counts, determinism, resume."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ from strategies import lengths as lengths_strategy
 import dynbatch
 from dynbatch import DistributedDynamicBatchSampler, DynamicBatchSampler, PackCollator
 from dynbatch.plan.epochs import plan_epoch
-from dynbatch.plan.packs import next_fit_rows
+from dynbatch.plan.packs.layout import packed_rows
+from dynbatch.plan.splits import shuffled
+
+
+def rows_of(lens: np.ndarray, pack_len: int) -> np.ndarray:
+    """A micro-batch's row offsets as the collator builds them."""
+    return packed_rows(lens, pack_len)[0]
 
 
 def lognormal(n: int, cap: int, seed: int = 0) -> np.ndarray:
@@ -60,8 +67,10 @@ def test_sampler_yields_lists_of_indices_the_collator_packs_as_planned() -> None
     for batch in sampler:
         assert isinstance(batch, list) and all(isinstance(i, int) for i in batch), "lists of ints"
         out = collate([ds[i] for i in batch])
-        planned = next_fit_rows(lens[batch], 256)
-        assert out["input_ids"].shape == (planned.size - 1, 256), "the plan's rows, [R, P]"
+        planned, width = packed_rows(lens[batch], 256)
+        tokens = np.add.reduceat(lens[batch], planned[:-1])
+        assert width == tokens.max() <= 256, "as wide as the fullest row, at most pack_len"
+        assert out["input_ids"].shape == (planned.size - 1, width), "the plan's rows, [R, P]"
         assert planned.size - 1 <= rows_cap, "rows within max_rows"
         for r in range(planned.size - 1):
             members = batch[planned[r] : planned[r + 1]]
@@ -71,19 +80,25 @@ def test_sampler_yields_lists_of_indices_the_collator_packs_as_planned() -> None
     assert sorted(seen) == list(range(lens.size)), "every sample exactly once"
     fixed_updates = -(-lens.size // 16)
     assert sampler.steps_for_epochs([0]) == fixed_updates, "the fixed batch's update count"
+    plan = sampler.epoch_plan(0)
+    bounds = plan.plan.offsets[np.r_[0, plan.window_ends]]
+    sizes = np.diff(bounds).tolist()
+    assert sizes == [16] * (fixed_updates - 1) + [lens.size - 16 * (fixed_updates - 1)], (
+        "every update the fixed batch's 16 samples, the last the rest"
+    )
 
 
 def test_packing_fills_rows_and_keeps_the_micro_batch_within_the_fixed_batch_worst() -> None:
     lens = lognormal(3000, 512, seed=1)
     opts = dynbatch.like_fixed(lens, batch_size=32, pack_len=512)
     sp = plan_epoch(lens, opts, 0)
-    tokens, rows = 0, 0
+    tokens, computed = 0, 0
     for batch in sp.plan:
-        offs = next_fit_rows(lens[batch], 512)
-        rows += offs.size - 1
+        offs, width = packed_rows(lens[batch], 512)
+        computed += (offs.size - 1) * width
         tokens += int(lens[batch].sum())
-        assert float(opts.cost(offs.size - 1, 512)) <= opts.max_cost, "the budget"
-    assert tokens / (rows * 512) >= 0.95, "rows are filled"
+        assert float(opts.cost(offs.size - 1, width)) <= opts.max_cost, "the budget"
+    assert tokens / computed >= 0.95, "rows are filled: tokens over rows x their width"
     assert opts.max_rows == 32 * int(lens.max()) // 512, "linear cost: B * L_max / pack_len rows"
 
 
@@ -133,8 +148,10 @@ def test_every_packed_plan_keeps_every_promise(
     ends = sp.window_ends
     assert ends is not None and ends[-1] == sp.num_steps and np.all(np.diff(ends) > 0)
     for batch in sp.plan:
-        offs = next_fit_rows(lens[batch], pack_len)
+        offs, width = rows_of(lens[batch], pack_len), packed_rows(lens[batch], pack_len)[1]
         assert offs.size - 1 <= opts.max_rows, "rows within max_rows"
+        assert width <= max(pack_len, int(lens[batch].max())), "no row wider than pack_len"
+        assert float(opts.cost(offs.size - 1, width)) <= opts.max_cost, "the budget, as built"
         for a, b in itertools.pairwise(offs.tolist()):
             row = lens[batch[a:b]]
             assert row.sum() <= pack_len or (row.size == 1 and row[0] > pack_len), "row budget"
@@ -142,11 +159,23 @@ def test_every_packed_plan_keeps_every_promise(
             assert batch.size == 1, "an oversize sample alone"
     again = plan_epoch(lens, opts, epoch, replicas)
     assert again.digest() == sp.digest(), "deterministic by (seed, epoch)"
-    total = kept.size if unit == "samples" else int(lens[kept].sum())
-    expected = -(-total // int(opts.update_size)) if unit == "samples" else None
-    rows = sum(next_fit_rows(lens[b], pack_len).size - 1 for b in real)
-    if expected is not None and rows >= expected:
+    size = int(opts.update_size)
+    expected = -(-kept.size // (size if unit == "samples" else batch_size * replicas))
+    if unit == "samples":
         assert ends.size == expected, "the fixed batch's update count"
+    else:  # cut where the tokens pass each k / U: a long sample may pass two (mixed updates)
+        assert ends.size <= expected, "never more updates than the fixed batch's"
+    bounds = np.r_[0, ends] * replicas
+    drawn = shuffled(kept, seed, epoch)
+    for u in range(ends.size):
+        micro = np.arange(bounds[u], bounds[u + 1])
+        real_u = sp.plan.take(micro[~sp.is_padding[micro]]).indices
+        assert real_u.size == np.unique(real_u).size, "an update's samples once"
+        if sp.is_padding[micro].any():
+            assert real_u.size < micro.size, "a row repeats only where samples are too few"
+        if unit == "samples":
+            fixed = drawn[u * size : (u + 1) * size]
+            assert np.array_equal(np.sort(real_u), np.sort(fixed)), "the fixed batch's update"
 
 
 @pytest.mark.parametrize("replicas", [1, 2, 3, 4])
@@ -243,7 +272,7 @@ def test_resume_on_another_number_of_ranks_keeps_rows_and_equal_steps() -> None:
     assert left == sorted(set(range(lens.size)) - done), "exactly the rest"
     for p in rest:
         for b in p:
-            assert next_fit_rows(lens[b], 200).size - 1 <= opts.max_rows, "rows within budget"
+            assert rows_of(lens[b], 200).size - 1 <= opts.max_rows, "rows within budget"
 
 
 class Bag(paddle.nn.Layer):  # type: ignore[misc]
@@ -309,8 +338,10 @@ def test_a_stream_packs_each_block_as_an_epoch(replicas: int) -> None:
         for batch in p:
             out = collate(list(batch))
             ids = [s["input_ids"][0] - 1 for s in batch]
+            offs, width = packed_rows(lens[ids], 128)
+            assert out["input_ids"].shape == (offs.size - 1, width), "the rows packed_rows builds"
             assert out["input_ids"].shape[0] <= 4, "rows within max_rows = 4"
-            assert out["input_ids"].shape[1] == 128
+            assert width == np.add.reduceat(lens[ids], offs[:-1]).max() <= 128, "the fullest row"
             if not batch.info.padding:
                 seen += ids
     assert sorted(seen) == list(range(lens.size)), "every sample once over the ranks"
@@ -324,9 +355,10 @@ def test_a_stream_refuses_pack_len_without_update_size() -> None:
 
 
 # -- packing at the step time (NOTE [ choosing packing per update ]) ------------------------------
-#: A fixed part and a part linear in padded tokens: some micro-batches run faster padded (a
-#: few short samples: narrower than a row), some as rows (a long sample padding short ones).
-STEP = dynbatch.StepTimeModel(c=0.02, a=2e-6, b=0.0)
+#: A fixed part, a part linear in padded tokens and dense attention over a row's width: some
+#: micro-batches run faster padded (short samples: a row of them attends over its whole width),
+#: some as rows (a long sample padding short ones).
+STEP = dynbatch.StepTimeModel(c=0.02, a=2e-6, b=2e-8)
 
 
 def h100() -> dynbatch.StepTimeModel:
@@ -388,7 +420,6 @@ def test_packing_at_the_step_time_keeps_every_promise_on_ranks(replicas: int, mo
     """Equal steps, exactly once, exact step counts, deterministic, within the budget, and
     never predicted slower than the fixed batch (B a rank, one padded step an update)."""
     from dynbatch.plan.packs import PackLayout, packed_epoch_seconds
-    from dynbatch.plan.splits import shuffled
 
     step = STEP if model == "polynomial" else h100()
     lens = lognormal(400, 512, seed=replicas)
@@ -486,14 +517,16 @@ def test_a_stream_packs_each_block_at_the_step_time() -> None:
         for t in ({}, {"time_model": STEP})
     )
     collate = PackCollator.for_sampler(timed)
-    assert collate.layout is not None and PackCollator.for_sampler(plain).layout is None
-    seen, shapes = [], set()
+    assert collate.layout is not None and collate.layout.time_model == STEP, "laid out by it"
+    untimed = PackCollator.for_sampler(plain).layout
+    assert untimed is not None and untimed.time_model is None, "every micro-batch packed"
+    seen, packed = [], set()
     for batch in timed:
         out = collate(list(batch))
-        shapes.add(out["input_ids"].shape[1] == 128)
+        packed.add(out["input_ids"].shape[0] < len(batch))  # padded: a sample a row
         seen += [s["input_ids"][0] - 1 for s in batch]
     assert sorted(seen) == list(range(lens.size)), "every sample once"
-    assert shapes == {True, False}, "some blocks' micro-batches run padded, some packed"
+    assert packed == {True, False}, "some blocks' micro-batches run padded, some packed"
     assert [list(map(id, b)) for b in plain] != [list(map(id, b)) for b in timed]
 
 

@@ -169,6 +169,17 @@ def test_updates_in_tokens_hold_the_fixed_batchs_loss_tokens() -> None:
     assert np.abs(per_update - target).max() <= lens.max(), "within one sample of the target"
 
 
+def test_updates_in_tokens_with_no_loss_token_are_the_fixed_batchs_samples() -> None:
+    """No token carries a loss (every label the ignore index): nothing to even the updates
+    out on, so they are the fixed batch's B samples, as drawn, not a division by zero."""
+    lens = lognormal(50, 64, seed=5)
+    plan = plan_packs(lens, 64, batch_size=8, loss_tokens=np.zeros(50), update_unit="tokens")
+    drawn = fixed_updates(lens, 64, 8, seed=0, epoch=0)
+    assert [sorted(u.tolist()) for u in plan.updates] == [sorted(u.tolist()) for u in drawn]
+    one = plan_packs([38], 38, batch_size=1, loss_tokens=[0], update_unit="tokens")
+    assert one.num_updates == 1
+
+
 # -- ranks: every rank has rows; a repeat only where an update has too few samples -----------
 @settings(max_examples=100, deadline=None)
 @given(

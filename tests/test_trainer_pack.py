@@ -179,7 +179,7 @@ def test_a_packed_micro_batch_is_the_collators_rows_and_the_logs_count_them(
     tmp_path: Path,
 ) -> None:
     """The loader's batch is PackCollator's rows of the plan's samples, in the plan's order;
-    the logged padding efficiency is their real tokens over rows x pack_len."""
+    the logged padding efficiency is their real tokens over rows x their width (the fullest)."""
     ds = Reviews(30)
     trainer = DynamicBatchTrainer(
         model=packed_bert(),
@@ -203,7 +203,9 @@ def test_a_packed_micro_batch_is_the_collators_rows_and_the_logs_count_them(
     )
     table = trainer.run.table(0) if trainer.run is not None else {}
     width = rows["input_ids"].shape
-    assert table["padded_tokens"][0] == width[0] * width[1], "rows x pack_len, as collated"
+    fullest = int((rows["sample_ids"] >= 0).sum(axis=1).max())
+    assert width[1] == fullest <= 40, "as wide as the fullest row, at most pack_len"
+    assert table["padded_tokens"][0] == width[0] * width[1], "rows x their width, as collated"
 
 
 def test_what_packing_cannot_drive_is_named(tmp_path: Path, monkeypatch: Any) -> None:

@@ -32,11 +32,16 @@ NOTE [ one sample, alone in its row ]
       on a GPU only (float16/bfloat16), so this form is built and checked
       against the dense mask on the CPU, not run there.
 
-    The rows are next-fit of the samples in the order given (a new row when the next sample does not
-    fit), which is how :func:`dynbatch.plan_packs` defines its rows: the collator's rows are the
-    plan's rows. With a time model (``PackCollator.for_sampler``, or ``layout=``) a micro-batch may
-    run padded instead, a sample a row, as the plan priced it (NOTE [ a micro-batch's layout ] in
-    :mod:`dynbatch.plan.packs`): the same fields, one sample in each row.
+    The rows are :func:`~dynbatch.plan.packs.layout.packed_rows` of the samples in the order given:
+    the fewest rows of consecutive samples within ``pack_len`` (as many as next-fit makes), cut
+    where the fullest of them is least, so they are balanced; a sample longer than ``pack_len`` is a
+    row of its own. The micro-batch is as wide as its fullest row, rounded up to the layout's
+    ``pad_to_multiple_of``: ``pack_len`` only where a row is that full. That is how the planner
+    prices a micro-batch (NOTE [ rows by next-fit ] and NOTE [ a micro-batch's layout ] in
+    :mod:`dynbatch.plan.packs.layout`), so the collator builds the rows the plan priced, in the main
+    process or a DataLoader's worker alike. With a time model (``PackCollator.for_sampler``, or
+    ``layout=``) a micro-batch may run padded instead, a sample a row as wide as the longest, as the
+    plan priced it: the same fields, one sample in each row.
 
 NOTE [ a sample's own fields ]
     A dict sample holds ``input_ids`` and may hold ``labels`` and
@@ -87,15 +92,14 @@ REBUILT_FIELDS = ("attention_mask", "position_ids")
 class PackCollator:
     """Pack one micro-batch's samples into rows of ``pack_len`` tokens.
 
-    Called on a list of samples (dicts with ``input_ids`` and optional
-    ``labels``, ``token_type_ids``, ``attention_mask``, ``position_ids``; tuples
-    ``(input_ids, labels)``; or bare id sequences), it returns a dict of numpy
-    arrays (``R`` rows of width ``P = pack_len``, or the longest sample's length if
-    that is more). A sample's 0/1 ``attention_mask`` leaves its 0 tokens (padding)
-    out of the rows; its ``position_ids`` must count 0, 1, ... over the real
-    tokens; any other field, which the rows would drop, is refused by name (NOTE
-    [ a sample's own fields ]). Lengths given to the planner should count the
-    real tokens. The rows hold:
+    Called on a list of samples (dicts with ``input_ids`` and optional ``labels``,
+    ``token_type_ids``, ``attention_mask``, ``position_ids``; tuples ``(input_ids, labels)``; or
+    bare id sequences), it returns a dict of numpy arrays (``R`` rows of width ``P``, the fullest
+    row: at most ``pack_len``, or a longer sample's length where it is a row alone;
+    NOTE [ one sample, alone in its row ]). A sample's 0/1 ``attention_mask`` leaves its 0 tokens
+    (padding) out of the rows; its ``position_ids`` must count 0, 1, ... over the real tokens; any
+    other field, which the rows would drop, is refused by name (NOTE [ a sample's own fields ]).
+    Lengths given to the planner should count the real tokens. The rows hold:
 
     * ``input_ids``, ``labels``, ``position_ids``, ``token_type_ids``: ``[R, P]``
       int64 (NOTE [ one sample, alone in its row ]);
@@ -108,19 +112,23 @@ class PackCollator:
 
     With ``layout`` (a :class:`~dynbatch.plan.packs.PackLayout`: the sampler's options and time
     model, see :meth:`for_sampler`) each micro-batch is laid out as the plan priced it: packed rows,
-    or padded, ``R`` = its samples and ``P`` = its longest (NOTE [ a micro-batch's layout ]). It is
-    a pure function of the samples' lengths, so a DataLoader's worker processes build the same.
+    or padded, ``R`` = its samples and ``P`` = its longest (NOTE [ a micro-batch's layout ]), ``P``
+    rounded up to its ``pad_to_multiple_of`` either way. It is a pure function of the samples'
+    lengths, so a DataLoader's worker processes build the same.
+
+    Samples of 3, 2 and 2 tokens need two rows of 6 (next-fit: 3 + 2, then
+    2); cut as 3 and 2 + 2, the fullest holds 4, the least, so ``P`` = 4:
 
     >>> out = PackCollator(6)([{"input_ids": [5, 6, 7]}, {"input_ids": [8, 9]}, [4, 4]])
     >>> out["input_ids"].tolist(), out["position_ids"].tolist()
-    ([[5, 6, 7, 8, 9, 0], [4, 4, 0, 0, 0, 0]], [[0, 1, 2, 0, 1, 0], [0, 1, 0, 0, 0, 0]])
-    >>> out["labels"].tolist()[0], out["sample_starts"].tolist()
-    ([-100, 6, 7, -100, 9, -100], [[0, 3], [0, -1]])
-    >>> out["attention_mask"][0].astype(int).tolist()[3:]
-    [[0, 0, 0, 1, 0, 0], [0, 0, 0, 1, 1, 0], [0, 0, 0, 0, 0, 1]]
+    ([[5, 6, 7, 0], [8, 9, 4, 4]], [[0, 1, 2, 0], [0, 1, 0, 1]])
+    >>> out["labels"].tolist(), out["sample_starts"].tolist()
+    ([[-100, 6, 7, -100], [-100, 9, -100, 4]], [[0, -1], [0, 2]])
+    >>> out["attention_mask"][1].astype(int).tolist()
+    [[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]]
     >>> padded = {"input_ids": [101, 7, 102, 0, 0], "attention_mask": [1, 1, 1, 0, 0]}
     >>> PackCollator(6)([padded, [4, 4]])["input_ids"].tolist()
-    [[101, 7, 102, 4, 4, 0]]
+    [[101, 7, 102, 4, 4]]
     """
 
     def __init__(
@@ -162,14 +170,20 @@ class PackCollator:
         ``sampler`` is a packing sampler or stream (anything with ``.options`` holding
         ``pack_len``), or its :class:`~dynbatch.PlanOptions`; ``kwargs`` are the other arguments
         (``causal=...``). With the options' ``time_model`` the micro-batches are laid out by it
-        (NOTE [ a micro-batch's layout ]); without, every one is packed.
+        (NOTE [ a micro-batch's layout ]); without, every one is packed. Either way the width is
+        rounded up to the options' ``pad_to_multiple_of``, as planned.
+
+        With a step time whose attention grows with the square of a row's
+        width, three short samples run padded and a long one packs:
 
         >>> from dynbatch import PlanOptions
         >>> opts = PlanOptions(max_cost=64, cost="linear", pack_len=8, update_size=4,
-        ...                    order="shuffle", time_model="1,0.1,0")
+        ...                    order="shuffle", time_model="1,0.1,0.1")
         >>> collate = PackCollator.for_sampler(opts, causal=False)
-        >>> collate([[1, 2], [3, 4], [5]])["input_ids"].tolist()  # 3 x 2 beat a row of 8
+        >>> collate([[1, 2], [3, 4], [5]])["input_ids"].tolist()  # 3 x 2 beat a row of 5
         [[1, 2], [3, 4], [5, 0]]
+        >>> collate([[1, 2, 3, 4, 5, 6], [7]])["input_ids"].tolist()  # a row of 7 beat 2 x 6
+        [[1, 2, 3, 4, 5, 6, 7]]
         """
         options = sampler if isinstance(sampler, PlanOptions) else getattr(sampler, "options", None)
         if not isinstance(options, PlanOptions) or options.pack_len is None:
@@ -328,9 +342,9 @@ def refuse_other_fields(sample: Mapping[Any, Any], k: int, packed: Sequence[str]
 def real_tokens(sample: Mapping[Any, Any], k: int, n: int) -> NDArray[np.bool_] | None:
     """Which of the ``n`` tokens of the dict ``samples[k]`` are real; None when all are.
 
-    Its ``attention_mask`` (0/1 or bools, ``n`` long) says; its ``position_ids`` must
-    count 0, 1, ... over the real tokens, as the rows rebuild them (NOTE [ a sample's
-    own fields ]). Anything else is refused by name.
+    Its ``attention_mask`` (0/1 or bools, ``n`` long) says; its ``position_ids`` must count 0, 1,
+    ... over the real tokens, as the rows rebuild them (NOTE [ a sample's own fields ]). Anything
+    else is refused by name.
 
     >>> real_tokens({"attention_mask": [0, 1, 1], "position_ids": [0, 0, 1]}, 0, 3).tolist()
     [False, True, True]

@@ -171,12 +171,11 @@ def raise_failure(batch: Any) -> Any:
 def safe_collate(collate_fn: Callable[[Any], Any]) -> SafeCollate:
     """Wrap ``collate_fn`` so that its error reaches the training loop by name.
 
-    paddle's ``DataLoader`` hangs when its ``collate_fn`` raises with
-    ``num_workers=0``, and raises a bare ``SystemError`` with workers (NOTE [ a
-    collate error in paddle's DataLoader ] in :mod:`dynbatch.paddle.safe_collate`).
-    Give the loader ``collate_fn=safe_collate(fn)`` and take its batches through
-    ``.batches(loader)``: an error in ``fn`` is returned in the batch and raised as the
-    loop takes that batch, its own type and message, chained from a
+    paddle's ``DataLoader`` hangs when its ``collate_fn`` raises with ``num_workers=0``, and raises
+    a bare ``SystemError`` with workers (NOTE [ a collate error in paddle's DataLoader ] in
+    :mod:`dynbatch.paddle.safe_collate`). Give the loader ``collate_fn=safe_collate(fn)`` and take
+    its batches through ``.batches(loader)``: an error in ``fn`` is returned in the batch and raised
+    as the loop takes that batch, its own type and message, chained from a
     :class:`~dynbatch.paddle.safe_collate.CollateError` naming ``fn``.
 
     >>> import dynbatch

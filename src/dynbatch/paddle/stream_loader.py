@@ -297,23 +297,20 @@ class Failure:
     """An error in reading or planning the stream, handed to the loader in place of a batch.
 
     NOTE [ who reads a stream ]
-        paddle's single-process DataLoader reads the dataset in a thread that
-        prints an error and leaves the loop waiting forever; its workers turn
-        one into a bare ``SystemError``. So in a pass that :class:`StreamLoader`
-        runs, the stream hands an error to the loader as a batch, and the loader
-        raises it in the main process, named as the stream named it (the
-        sample's record and shard); an error in the loader's ``collate_fn``
-        comes through the same way (NOTE [ a collate error in paddle's
-        DataLoader ] in :mod:`dynbatch.paddle.safe_collate`). Iterated in the
-        main thread (``for batch in stream``, ``list(stream)``), the stream
-        raises it itself and records each batch as it hands it over, so
+        paddle's single-process DataLoader reads the dataset in a thread that prints an error and
+        leaves the loop waiting forever; its workers turn one into a bare ``SystemError``. So in a
+        pass that :class:`StreamLoader` runs, the stream hands an error to the loader as a batch,
+        and the loader raises it in the main process, named as the stream named it (the sample's
+        record and shard); an error in the loader's ``collate_fn`` comes through the same way
+        (NOTE [ a collate error in paddle's DataLoader ] in :mod:`dynbatch.paddle.safe_collate`).
+        Iterated in the main thread (``for batch in stream``, ``list(stream)``), the stream raises
+        it itself and records each batch as it hands it over, so
         :meth:`DynamicBatchIterable.state_dict` resumes after the last one. A
-        ``paddle.io.DataLoader`` built by hand reads ahead of the loop (a thread
-        or workers), so what training took is not known there: after its thread
-        or its workers read the stream, ``state_dict()`` is refused (use
-        ``stream.loader`` to resume). Its workers are other processes: each
-        marks a :class:`_HandRead`, a byte of memory shared with the process
-        that forked it, and the main process turns the mark into the refusal.
+        ``paddle.io.DataLoader`` built by hand reads ahead of the loop (a thread or workers), so
+        what training took is not known there: after its thread or its workers read the stream,
+        ``state_dict()`` is refused (use ``stream.loader`` to resume). Its workers are other
+        processes: each marks a :class:`_HandRead`, a byte of memory shared with the process that
+        forked it, and the main process turns the mark into the refusal.
     """
 
     kind: str
@@ -342,9 +339,9 @@ def _handed_over(batches: Iterator[StreamBatch]) -> Iterator[StreamBatch]:
 
 
 class _Tagged:
-    """The collate function of a :class:`StreamLoader`: the batch collated, and its info; an
-    error in ``collate_fn`` is returned in the batch (NOTE [ a collate error in paddle's
-    DataLoader ] in :mod:`dynbatch.paddle.safe_collate`)."""
+    """The collate function of a :class:`StreamLoader`: the batch collated, and its info; an error
+    in ``collate_fn`` is returned in the batch (NOTE [ a collate error in paddle's DataLoader ] in
+    :mod:`dynbatch.paddle.safe_collate`)."""
 
     def __init__(self, collate_fn: Callable[[list[Any]], Any] | None) -> None:
         self.collate_fn = None if collate_fn is None else safe_collate(collate_fn)

@@ -34,25 +34,22 @@ NOTE [ the Trainer packs ]
       ``DataParallel`` this forward runs as the wrapped model's, through the wrapper's call, which
       readies the gradient all-reduce (:func:`~._compat.call_as_forward`).
 
-    A sample is a dict: ``input_ids``, the label field (``args.label_names[0]``, or
-    paddlenlp's ``label``; a causal LM's token labels may be left out, the ids are
-    then the labels) and, for an encoder, ``token_type_ids``; a causal LM's may also be
-    an ``(input_ids, labels)`` pair. A 0/1 ``attention_mask`` and ``position_ids``
-    are taken as :class:`~dynbatch.PackCollator` takes them (its 0 tokens, padding,
-    left out; positions counting from 0 over the real tokens), and any other field,
-    which the rows would drop, is refused by name: one rule, NOTE [ a sample's own
-    fields ] in :mod:`dynbatch.paddle.pack_collate`.
-    Evaluation stays unpacked: the user's ``data_collator`` and the model's own forward.
-    The training collator is built by one function, :func:`pack_collator`, from the
-    sampler: its options decide the rows. Without a ``data_collator`` the Trainer
-    builds the unpacked batches too (:func:`padded_collator`: the samples' same fields,
-    padded, a sample a row), for the step-time probe and evaluation; paddlenlp's
-    default collator cannot stack samples of unequal lengths. Both return their error in
-    the batch (:func:`dynbatch.safe_collate`) and the Trainer raises it by name where the
-    batch is used (NOTE [ a collate error in paddle's DataLoader ] in
-    :mod:`dynbatch.paddle.safe_collate`).
-    What the Trainer can check when it is made, it checks then, before the step-time
-    probe (NOTE [ dynbatch's checks before the probe ] in :mod:`.planner`).
+    A sample is a dict: ``input_ids``, the label field (``args.label_names[0]``, or paddlenlp's
+    ``label``; a causal LM's token labels may be left out, the ids are then the labels) and, for an
+    encoder, ``token_type_ids``; a causal LM's may also be an ``(input_ids, labels)`` pair. A 0/1
+    ``attention_mask`` and ``position_ids`` are taken as :class:`~dynbatch.PackCollator` takes them
+    (its 0 tokens, padding, left out; positions counting from 0 over the real tokens), and any other
+    field, which the rows would drop, is refused by name: one rule, NOTE [ a sample's own fields ]
+    in :mod:`dynbatch.paddle.pack_collate`. Evaluation stays unpacked: the user's ``data_collator``
+    and the model's own forward. The training collator is built by one function,
+    :func:`pack_collator`, from the sampler: its options decide the rows. Without a
+    ``data_collator`` the Trainer builds the unpacked batches too (:func:`padded_collator`: the
+    samples' same fields, padded, a sample a row), for the step-time probe and evaluation;
+    paddlenlp's default collator cannot stack samples of unequal lengths. Both return their error in
+    the batch (:func:`dynbatch.safe_collate`) and the Trainer raises it by name where the batch is
+    used (NOTE [ a collate error in paddle's DataLoader ] in :mod:`dynbatch.paddle.safe_collate`).
+    What the Trainer can check when it is made, it checks then, before the step-time probe
+    (NOTE [ dynbatch's checks before the probe ] in :mod:`.planner`).
 """
 
 from __future__ import annotations

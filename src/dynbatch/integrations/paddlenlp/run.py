@@ -148,8 +148,8 @@ class RunPlan:
 
     def loader(self, dataset: Any, collate_fn: Any, num_workers: int) -> RunLoader:
         """Every window of the run over ``dataset``; ``len()`` its exact optimizer steps. The
-        collator's error comes back in its batch, to be raised by name (NOTE [ a collate error
-        in paddle's DataLoader ] in :mod:`dynbatch.paddle.safe_collate`)."""
+        collator's error comes back in its batch, to be raised by name
+        (NOTE [ a collate error in paddle's DataLoader ] in :mod:`dynbatch.paddle.safe_collate`)."""
         if collate_fn is not None and not isinstance(collate_fn, SafeCollate):
             collate_fn = safe_collate(collate_fn)
         batches = paddle.io.DataLoader(

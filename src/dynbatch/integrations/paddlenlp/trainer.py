@@ -248,9 +248,9 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
 
     # -- Trainer overrides: data ---------------------------------------------------------------
     def get_train_dataloader(self) -> RunLoader:
-        """Every window of the run; ``len()`` is its exact number of optimizer steps. A
-        collator's error stops training by name (NOTE [ a collate error in paddle's
-        DataLoader ] in :mod:`dynbatch.paddle.safe_collate`)."""
+        """Every window of the run; ``len()`` is its exact number of optimizer steps. A collator's
+        error stops training by name (NOTE [ a collate error in paddle's DataLoader ] in
+        :mod:`dynbatch.paddle.safe_collate`)."""
         run = self._run()
         logger.info(run.describe(run.total_steps(), self.options))
         return run.loader(self.train_dataset, self.train_collator, self.args.dataloader_num_workers)

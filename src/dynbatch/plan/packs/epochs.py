@@ -90,7 +90,7 @@ def fixed_updates(
         return Plan(order, np.r_[np.arange(0, order.size, step), order.size].astype(np.int64))
     weights = counted[order]
     total = float(weights.sum())
-    if total <= 0 or float(size) <= 0:  # no loss token to count: one update, as the rule says
+    if total <= 0 or float(size) <= 0:  # no loss token to count (plan_packs cuts samples then)
         return Plan(order, np.array([0, order.size], dtype=np.int64))
     updates = max(1, math.ceil(total / float(size) - 1e-9))
     return Plan(order, np.r_[0, even_windows(weights, updates)].astype(np.int64))
@@ -265,7 +265,8 @@ def plan_packs(
         loss_tokens: per sample, its tokens with a loss; needed by
             ``update_unit="tokens"``.
         update_unit: ``"samples"``: updates of ``batch_size`` samples;
-            ``"tokens"``: of the fixed batch's loss tokens, on average.
+            ``"tokens"``: of the fixed batch's loss tokens, on average (where
+            no kept sample has a loss token, of ``batch_size`` samples).
         max_rows: rows per micro-batch (from the memory budget); ``None``: an
             update is one micro-batch.
         oversize: a sample longer than ``pack_len``: ``"error"`` refuses it,
@@ -301,8 +302,10 @@ def plan_packs(
     skipped = np.flatnonzero(lens > pack_len) if oversize == "skip" else np.zeros(0, np.int64)
     kept = lens.size - skipped.size
     size: float = batch_size
-    if update_unit == "tokens" and counts is not None:  # the fixed batch's loss tokens
-        size = float(counts.sum() - counts[skipped].sum()) / max(1, -(-kept // batch_size))
+    loss = 0.0 if counts is None else float(counts.sum() - counts[skipped].sum())
+    by_tokens = update_unit == "tokens" and loss > 0  # none: the fixed batch's B samples
+    if by_tokens:  # the fixed batch's loss tokens
+        size = loss / max(1, -(-kept // batch_size))
     updates = fixed_updates(
         lens,
         pack_len,
@@ -310,7 +313,7 @@ def plan_packs(
         seed=seed,
         epoch=epoch,
         oversize=oversize,
-        counted=counts if update_unit == "tokens" else None,
+        counted=counts if by_tokens else None,
     )
     sharded = pack_and_deal(lens, updates, pack_len, max_rows or lens.size, 1)
     return PackPlan(

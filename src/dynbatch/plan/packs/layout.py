@@ -4,14 +4,20 @@ builds it; numpy only.
 NOTE [ rows by next-fit ]
     :class:`~dynbatch.PackCollator` sees only a micro-batch's samples, in the
     order the sampler gives them, in whatever process a DataLoader runs it.
-    So its rows are defined by that order: next-fit (a new row when the next
-    sample does not fit the current one, :func:`~dynbatch.plan.packs.rows.next_fit_rows`).
+    So its rows are defined by that order: as many as next-fit makes (a new
+    row when the next sample does not fit the current one,
+    :func:`~dynbatch.plan.packs.rows.next_fit_rows`), the fewest rows of
+    consecutive samples within ``pack_len``, cut where the fullest of them is
+    least (:func:`~dynbatch.plan.packs.rows.row_starts`: the least room at
+    which next-fit needs no more rows), so the micro-batch, as wide as its
+    fullest row, is as narrow as its order allows (:func:`packed_rows`).
     The planner emits each update's rows fullest first and each row's samples
     longest first (NOTE [ an update's rows ]); next-fit of that order never
     makes more rows than were planned (a row started inside a planned row
     holds the rest of it), but may pull a row's head into the room the row
-    before left. So the planner does not trust its own rows: it prices the
-    rows next-fit builds, computed here for every micro-batch at once.
+    before left, and the balanced cut moves samples between neighbouring
+    rows. So the planner does not trust its own rows: it prices the rows the
+    collator builds, computed here for every micro-batch at once.
 
 NOTE [ a micro-batch's layout ]
     A packed micro-batch of ``R`` rows is as wide as its fullest row, ``W``

@@ -112,7 +112,7 @@ def next_fit_starts(
 
 
 def row_starts(lengths: Indices, offsets: Indices, pack_len: int) -> NDArray[np.bool_]:
-    """Where each micro-batch's rows start (NOTE [ a micro-batch's rows ] in
+    """Where each micro-batch's rows start (NOTE [ rows by next-fit ] in
     :mod:`dynbatch.plan.packs.layout`): the fewest rows of consecutive samples within
     ``pack_len`` (next-fit's), cut where the fullest of them is least.
 
