@@ -662,6 +662,44 @@ def test_help_explains_every_column_and_how_to_pick_the_budget(
     assert "B·L²" in epilog and "--max-cost" in epilog
 
 
+def test_vs_fixed_is_a_plain_speed_up_only_at_the_fixed_batchs_updates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``vs fixed`` is the fixed row's epoch s / the row's. Rows that make the fixed batch's
+    updates (like fixed, packed) run the same training: a plain ratio. A row that makes other
+    updates (bucket: fewer, larger ones) is another training: its ratio is marked ``*``, and a
+    legend under the table gives its update count and says what the ratio compares."""
+    path = corpus(tmp_path)
+    argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--fixed-batch-size", "32"]
+    argv += ["--pack-len", "256", "--time-model", "0.01,1e-6,0"]
+    rows = rows_of(run_json(capsys, *argv))
+    fixed = rows["fixed"]["updates"]
+    assert rows["like fixed"]["updates"] == rows["packed"]["updates"] == fixed
+    assert rows["bucket"]["updates"] < fixed, "the case of the report: fewer, larger updates"
+    assert main(["stats", *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("order"))
+    table = lines[head + 1 : head + 1 + len(rows)]
+    cells = {re.split(r"\s{2,}", line)[0]: line.split()[-1] for line in table}
+    for name, row in rows.items():
+        ratio = f"{rows['fixed']['seconds'] / row['seconds']:.2f}x"
+        same = row["updates"] == fixed
+        assert cells[name] == (ratio if same else ratio + "*"), (name, row["updates"], fixed)
+    legend = " ".join(line.strip() for line in lines[head + 1 + len(rows) :])
+    assert legend.startswith("* "), legend
+    assert f"other than fixed's {fixed} (" in legend, legend
+    for name, row in rows.items():
+        listed = f"{name} {row['updates']}"
+        assert (listed in legend) == (row["updates"] != fixed), (listed, legend)
+    assert "not the same training" in legend, legend
+    with pytest.raises(SystemExit):
+        main(["stats", "--help"])
+    epilog = capsys.readouterr().out
+    entry = " ".join(epilog[epilog.index("  vs fixed ") : epilog.index("picking --max")].split())
+    assert "makes the fixed batch's updates" in entry, entry
+    assert "Marked * where a row makes other updates" in entry, entry
+
+
 def test_like_fixed_follows_a_time_table_within_the_budget(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
