@@ -256,7 +256,7 @@ for name, extra, match in [
     (
         "missing.jsonl",
         ["--field", "text"],
-        r"--field 'text' is missing on line 1 of .*missing.jsonl",
+        r"--field 'text' is missing on line 1 of .*missing.jsonl; fields: \['body'\]$",
     ),
     ("empty-text.jsonl", ["--field", "text"], r"line 1 of .*empty-text.jsonl is empty"),
     ("number.jsonl", [], r"number.jsonl is JSON lines: name the text field with --field"),

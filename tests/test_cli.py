@@ -140,6 +140,79 @@ def test_table_and_plot(capsys, inputs, tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+@pytest.fixture
+def drawn(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The figures ``--plot`` saves, kept to be read through their Axes, as saved."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    figures: list[Figure] = []
+    save = Figure.savefig
+
+    def keep(self: Figure, *args: object, **kwargs: object) -> None:
+        save(self, *args, **kwargs)
+        figures.append(self)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return figures
+
+
+def plotted(drawn: list, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple:
+    """The plotted figure's three Axes and the JSON rows of the same command."""
+    rows = rows_of(run_json(capsys, *argv))
+    assert main(["stats", *argv, "--plot", str(Path(argv[0]).with_suffix(".png"))]) == 0
+    capsys.readouterr()
+    (fig,) = drawn
+    return (*fig.axes, rows)
+
+
+@pytest.mark.parametrize("pack", [[], ["--pack-len", "128"]])
+def test_the_plot_draws_the_recommended_rows_like_fixed_and_packed(
+    drawn: list, capsys: pytest.CaptureFixture[str], inputs: dict[str, Path], pack: list[str]
+) -> None:
+    """The docs recommend ``like fixed`` (and ``packed``), so the plot draws them against the
+    fixed batch: not ``bucket``."""
+    argv = [str(inputs["npy"]), "--max-cost", "20000", *pack]
+    _, sizes, cost, rows = plotted(drawn, capsys, *argv)
+    drawn_rows = [p.get_label().split(":")[0] for p in cost.patches if p.get_label()[0] != "_"]
+    want = ["fixed 20", "like fixed", *(["packed"] if pack else [])]
+    assert drawn_rows == want, drawn_rows
+    labels = cost.get_legend_handles_labels()[1]
+    for row in want[1:]:
+        said = f"{row}: {rows[row]['batches']} batches,"
+        assert any(label.startswith(said) for label in labels), (said, labels)
+    histograms = {bars[0].get_label(): bars for bars in sizes.containers}
+    assert list(histograms) == want[1:], "the batch sizes of the same rows"
+    for row, bars in histograms.items():
+        heights = sum(bar.get_height() for bar in bars)
+        assert heights == rows[row]["batches"], (row, heights)
+    assert rows["bucket"]["batches"] != rows["like fixed"]["batches"], "the rows tell apart"
+
+
+def test_the_plot_counts_in_whole_ticks_and_its_legends_cover_no_line(
+    drawn: list, capsys: pytest.CaptureFixture[str], inputs: dict[str, Path]
+) -> None:
+    """A histogram counts samples and batches: its y ticks are whole numbers, even for a
+    corpus of ten. A legend is drawn beside the Axes, never over what they show."""
+    argv = [str(inputs["npy"]), "--max-cost", "20000", "--pack-len", "128"]
+    lengths, sizes, cost, _ = plotted(drawn, capsys, *argv)
+    for ax in (lengths, sizes):
+        low, high = ax.get_ylim()
+        ticks = [t for t in ax.get_yticks() if low <= t <= high]
+        assert len(ticks) >= 2 and all(t == int(t) for t in ticks), (ax.get_title(), ticks)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = cost.figure
+    FigureCanvasAgg(fig).draw()  # drawn again as saved: pyplot.close let its canvas go
+    renderer = fig.canvas.get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 2, "the sizes' and the costs'"
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        for ax in fig.axes:
+            assert not box.overlaps(ax.get_window_extent(renderer)), (ax.get_title(), box)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -660,6 +733,44 @@ def test_help_explains_every_column_and_how_to_pick_the_budget(
     for row in ("bucket", "shuffle", "fixed", "like fixed", "grouped", "stream N", "packed"):
         assert re.search(rf"^\s+{re.escape(row)}\s{{2,}}\S", epilog, re.M), row
     assert "B·L²" in epilog and "--max-cost" in epilog
+
+
+def test_vs_fixed_is_a_plain_speed_up_only_at_the_fixed_batchs_updates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``vs fixed`` is the fixed row's epoch s / the row's. Rows that make the fixed batch's
+    updates (like fixed, packed) run the same training: a plain ratio. A row that makes other
+    updates (bucket: fewer, larger ones) is another training: its ratio is marked ``*``, and a
+    legend under the table gives its update count and says what the ratio compares."""
+    path = corpus(tmp_path)
+    argv = [str(path), "--cost", "linear", "--max-cost", "6400", "--fixed-batch-size", "32"]
+    argv += ["--pack-len", "256", "--time-model", "0.01,1e-6,0"]
+    rows = rows_of(run_json(capsys, *argv))
+    fixed = rows["fixed"]["updates"]
+    assert rows["like fixed"]["updates"] == rows["packed"]["updates"] == fixed
+    assert rows["bucket"]["updates"] < fixed, "the case of the report: fewer, larger updates"
+    assert main(["stats", *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("order"))
+    table = lines[head + 1 : head + 1 + len(rows)]
+    cells = {re.split(r"\s{2,}", line)[0]: line.split()[-1] for line in table}
+    for name, row in rows.items():
+        ratio = f"{rows['fixed']['seconds'] / row['seconds']:.2f}x"
+        same = row["updates"] == fixed
+        assert cells[name] == (ratio if same else ratio + "*"), (name, row["updates"], fixed)
+    legend = " ".join(line.strip() for line in lines[head + 1 + len(rows) :])
+    assert legend.startswith("* "), legend
+    assert f"other than fixed's {fixed} (" in legend, legend
+    for name, row in rows.items():
+        listed = f"{name} {row['updates']}"
+        assert (listed in legend) == (row["updates"] != fixed), (listed, legend)
+    assert "not the same training" in legend, legend
+    with pytest.raises(SystemExit):
+        main(["stats", "--help"])
+    epilog = capsys.readouterr().out
+    entry = " ".join(epilog[epilog.index("  vs fixed ") : epilog.index("picking --max")].split())
+    assert "makes the fixed batch's updates" in entry, entry
+    assert "Marked * where a row makes other updates" in entry, entry
 
 
 def test_like_fixed_follows_a_time_table_within_the_budget(

@@ -90,7 +90,14 @@ def _stats(args: argparse.Namespace) -> None:
     else:
         print_text(lengths, options, args.cost, over, rows, bound, note)
     if args.plot:
-        plot(args.plot, lengths, options, args.fixed_batch_size)
+        plot(
+            args.plot,
+            lengths,
+            options,
+            args.fixed_batch_size,
+            step_time=args.step_time,
+            pack_len=args.pack_len,
+        )
         if not args.json:
             print(f"wrote {args.plot}")
 

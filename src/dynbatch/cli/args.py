@@ -105,7 +105,11 @@ def parser() -> argparse.ArgumentParser:
         "--vocab", help="count BERT WordPiece tokens with this vocab instead of characters"
     )
     st.add_argument("--json", action="store_true", help="print one JSON object")
-    st.add_argument("--plot", help="write a PNG: lengths, batch sizes, cost per batch")
+    st.add_argument(
+        "--plot",
+        help="write a figure (.png, .svg, .pdf): the lengths, and the micro-batch sizes and "
+        "costs of like fixed (and packed, with --pack-len) against the fixed batch",
+    )
     st.add_argument(
         "--no-progress",
         action="store_true",

@@ -115,7 +115,10 @@ def _jsonl_records(path: Path, field: str) -> Iterator[Record]:
                     f"with a {field!r} field: {line.strip()[:60]}"
                 )
             if field not in record:
-                raise UsageError(f"--field {field!r} is missing on line {number} of {path}")
+                raise UsageError(  # the fields it has, as a CSV's columns are listed
+                    f"--field {field!r} is missing on line {number} of {path}; "
+                    f"fields: {list(record)}"
+                )
             value = record[field]
             if not isinstance(value, (str, list)):
                 raise UsageError(

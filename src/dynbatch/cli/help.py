@@ -56,7 +56,12 @@ columns:
                 budget)
   epoch s       with a step time: the epoch's predicted seconds, the sum of every batch's
                 predicted step time
-  vs fixed      the fixed row's epoch s / this row's: above 1.00x is faster than the fixed batch
+  vs fixed      the fixed row's epoch s / this row's. A row that makes the fixed batch's
+                updates (like fixed, packed, any row with the fixed row's updates) runs the
+                same training: above 1.00x is faster. Marked * where a row makes other
+                updates (bucket: fewer, larger ones): the same samples in another training,
+                so the ratio compares epoch times only, not the same training run faster;
+                a legend under the table lists those rows with their updates
 
 picking --max-cost:
   Start from the batch you use today. A fixed batch of B samples at max length L costs

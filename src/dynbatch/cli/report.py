@@ -4,6 +4,7 @@ as text or as one JSON object (the same facts in both)."""
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -40,18 +41,48 @@ COLUMNS = [
 
 def format_table(rows: dict[str, PlanStats]) -> str:
     """The per-order statistics as an aligned text table, one row per plan; with a step time,
-    each plan's predicted epoch seconds and its speed against the fixed batch's."""
+    each plan's predicted epoch seconds and its speed against the fixed batch's.
+
+    NOTE [ vs fixed at equal updates ]
+        ``vs fixed`` is the fixed row's epoch seconds over the row's. An epoch is the
+        same samples in every row, but not the same training: the fixed batch's updates
+        are what its learning rate, warm-up and epochs were tuned for. A row that makes
+        them (``like fixed``, ``packed``, any row with the fixed row's update count) runs
+        the same training faster or slower, so its ratio is a plain speed-up. A row that
+        makes other updates (``bucket``: fewer, larger ones under a large budget) is
+        another training; a ratio per update would only trade one misreading for another
+        (its updates hold other samples), so its epoch ratio is kept and marked ``*``, and
+        a legend under the table names its update count and says what the ratio compares.
+
+    >>> from dataclasses import replace
+    >>> row = PlanStats(4, 8, 40, 50, 0.8, 2, 2.0, 2, 8.0, 8.0, 8.0, 0.0, 0.5)
+    >>> text = format_table({"fixed": replace(row, updates=4, seconds=4.0),
+    ...                      "bucket": replace(row, updates=2, seconds=1.0)})
+    >>> [line.split()[-1] for line in text.splitlines()[1:3]]
+    ['1.00x', '4.00x*']
+    >>> print(text.split("\\n", 3)[3])
+    * updates an epoch other than fixed's 4 (bucket 2): the ratio compares epoch times only:
+      the same samples in fewer, larger updates or more, smaller ones, another training, not
+      the same training run faster (fixed's learning rate and schedule were tuned for its own
+      updates). Unmarked rows make fixed's 4 updates: the same training, faster above 1.00x.
+    """
     head = ["order", *(title for _, title, _ in COLUMNS)]
     body = [
         [name, *(fmt.format(getattr(row, key)) for key, _, fmt in COLUMNS)]
         for name, row in rows.items()
     ]
+    other: list[str] = []  # rows at other updates than the fixed batch's
     if any(row.seconds is not None for row in rows.values()):
-        fixed = rows["fixed"].seconds if "fixed" in rows else None
+        base = rows.get("fixed")
+        fixed = base.seconds if base is not None else None
         head += ["epoch s", "vs fixed"]
-        for line, row in zip(body, rows.values(), strict=True):
+        for line, (name, row) in zip(body, rows.items(), strict=True):
             s = row.seconds or 0.0
-            line += [f"{s:.4g}", f"{fixed / s:.2f}x" if fixed and s else "-"]
+            ratio = f"{fixed / s:.2f}x" if fixed and s else "-"
+            if ratio != "-" and base is not None and row.updates != base.updates:
+                ratio += "*"
+                other.append(f"{name} {row.updates}")
+            line += [f"{s:.4g}", ratio]
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
     lines = [
         "  ".join(
@@ -59,6 +90,16 @@ def format_table(rows: dict[str, PlanStats]) -> str:
         )
         for r in [head, *body]
     ]
+    if other:
+        count = rows["fixed"].updates
+        legend = (
+            f"* updates an epoch other than fixed's {count} ({', '.join(other)}): the ratio "
+            "compares epoch times only: the same samples in fewer, larger updates or more, "
+            "smaller ones, another training, not the same training run faster (fixed's learning "
+            "rate and schedule were tuned for its own updates). Unmarked rows make fixed's "
+            f"{count} updates: the same training, faster above 1.00x."
+        )
+        lines += textwrap.wrap(legend, width=90, subsequent_indent="  ", break_on_hyphens=False)
     return "\n".join(lines)
 
 

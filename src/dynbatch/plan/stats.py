@@ -44,8 +44,10 @@ __all__ = [
     "batch_table",
     "compare_orders",
     "fixed_batches",
+    "like_fixed_options",
     "lower_bound_batches",
     "packed_stats",
+    "packed_table",
     "plan_stats",
     "predicted_seconds",
     "split_options",
@@ -424,28 +426,9 @@ def compare_orders(
         batches = baseline_batches(lens, options, fixed_batch_size)
         fixed = summary(batches)
         rows["fixed"] = replace(fixed, updates=fixed.batches, seconds=seconds(batches))
-        fit = getattr(step_time, "fit", None)
-        longest = int(padded_lengths(lens, options.pad_to_multiple_of).max())
-        worst = float(options.cost(fixed_batch_size, longest))  # the fixed batch's worst batch
 
         def recipe(**extra: Any) -> PlanOptions:
-            return like_fixed(
-                lens,
-                fixed_batch_size,
-                max_cost=min(options.max_cost, worst),  # within the budget, as every row
-                cost=options.cost,
-                seed=options.seed,
-                pad_to_multiple_of=options.pad_to_multiple_of,
-                oversize=options.oversize,
-                update_unit=options.update_unit,
-                # like_fixed follows a step time in samples only (it refuses one in tokens)
-                time_model=None
-                if options.update_unit != "samples"
-                else fit()
-                if callable(fit)
-                else step_time,
-                **extra,
-            )
+            return like_fixed_options(lens, options, fixed_batch_size, step_time, **extra)
 
         rows["like fixed"] = planned(recipe())
         if grouped:
@@ -454,6 +437,45 @@ def compare_orders(
     if timed is not None:  # what DynamicBatchSampler(update_size=..., time_model=...) plans
         rows["split"] = planned(timed)
     return rows
+
+
+def like_fixed_options(
+    lengths: Any,
+    options: PlanOptions,
+    fixed_batch_size: int,
+    step_time: Any = None,
+    **extra: Any,
+) -> PlanOptions:
+    """The options of :func:`compare_orders`' ``like fixed`` row (``grouped`` with
+    ``group_by_length=True`` in ``extra``): :func:`~dynbatch.like_fixed` at
+    ``fixed_batch_size`` under ``options``' cost, within the lower of ``options.max_cost`` and
+    the fixed batch's worst batch, following ``step_time`` (a table's fitted model) where its
+    updates are in samples.
+
+    >>> like_fixed_options([4, 8, 2], PlanOptions(max_cost=100, cost="linear"), 2).max_cost
+    16.0
+    """
+    lens = check_lengths(lengths)
+    fit = getattr(step_time, "fit", None)
+    longest = int(padded_lengths(lens, options.pad_to_multiple_of).max())
+    worst = float(options.cost(fixed_batch_size, longest))  # the fixed batch's worst batch
+    return like_fixed(
+        lens,
+        fixed_batch_size,
+        max_cost=min(options.max_cost, worst),  # within the budget, as every row
+        cost=options.cost,
+        seed=options.seed,
+        pad_to_multiple_of=options.pad_to_multiple_of,
+        oversize=options.oversize,
+        update_unit=options.update_unit,
+        # like_fixed follows a step time in samples only (it refuses one in tokens)
+        time_model=None
+        if options.update_unit != "samples"
+        else fit()
+        if callable(fit)
+        else step_time,
+        **extra,
+    )
 
 
 def split_options(
@@ -528,6 +550,50 @@ def packed_stats(
     >>> s.batches, round(s.padding_efficiency, 3), s.seconds
     (2, 0.692, 2.0)
     """
+    table, updates, seconds = packed_table(
+        lengths,
+        pack_len,
+        batch_size=batch_size,
+        cost=cost,
+        max_cost=max_cost,
+        step_time=step_time,
+        oversize=oversize,
+        seed=seed,
+        epoch=epoch,
+        pad_to_multiple_of=pad_to_multiple_of,
+        update_unit=update_unit,
+    )
+    return replace(
+        _summary(table),
+        utilization=float(table["cost_ratio"].mean()),
+        updates=updates,
+        seconds=seconds,
+    )
+
+
+def packed_table(
+    lengths: Any,
+    pack_len: int,
+    *,
+    batch_size: int,
+    cost: CostLike = "quadratic",
+    max_cost: float | None = None,
+    step_time: Any = None,
+    oversize: str = "error",
+    seed: int = 0,
+    epoch: int = 0,
+    pad_to_multiple_of: int = 1,
+    update_unit: str = "samples",
+) -> tuple[dict[str, NDArray[Any]], int, float | None]:
+    """The epoch :func:`packed_stats` summarises, micro-batch by micro-batch: its
+    :func:`batch_table` (with ``cost_ratio``), laid out as it runs, its updates and its
+    predicted seconds (None without ``step_time``). The arguments are :func:`packed_stats`'.
+
+    >>> table, updates, seconds = packed_table([5, 3, 4, 2, 6, 7], 8, batch_size=3,
+    ...                                        cost="linear", max_cost=16)
+    >>> int(table["batch_size"].sum()), updates, seconds  # every sample, the fixed updates
+    (6, 2, None)
+    """
     lens = check_lengths(lengths)
     pack_len = check_int("pack_len", pack_len, minimum=1)
     batch_size = check_int("batch_size", batch_size, minimum=1)
@@ -557,9 +623,4 @@ def packed_stats(
     if step_time is not None and cuts is None:  # priced as it runs: every micro-batch packed
         rows = table["padded_tokens"] // table["max_len"]
         seconds = float(np.asarray(step_time(rows, table["max_len"]), dtype=np.float64).sum())
-    return replace(
-        _summary(table),
-        utilization=float(table["cost_ratio"].mean()),
-        updates=updates,
-        seconds=seconds,
-    )
+    return table, int(updates), seconds
