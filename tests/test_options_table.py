@@ -389,9 +389,6 @@ def never_slower_than_fixed(b: Built, data: st.DataObject) -> None:
     assert b.options.time_model == model, "a time model given is followed, never dropped"
     if b.combo["batch_size"] is None:
         return  # under a budget of its own the fixed batch may not fit: nothing to compare
-    pack_len = b.options.pack_len
-    if pack_len is not None and b.options.oversize == "alone" and b.lengths.max() > pack_len:
-        return  # each sample over pack_len runs alone, as asked, where the fixed batch pads it
     for epoch, plan in enumerate(b.plans):
         assert plan is not None and plan.window_ends is not None
         if b.options.group_by_length:  # its own updates (grouped by length), each run whole

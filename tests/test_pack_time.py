@@ -13,6 +13,7 @@ from strategies import lengths as lengths_strategy
 
 from conftest import shared_file
 from dynbatch import (
+    DistributedDynamicBatchSampler,
     DynamicBatchSampler,
     InputError,
     InputTypeError,
@@ -21,7 +22,13 @@ from dynbatch import (
     StepTimeModel,
     StepTimeTable,
 )
-from dynbatch.plan.packs import CHOICES, PackLayout, choose_packing, plan_timed_packs
+from dynbatch.plan.packs import (
+    CHOICES,
+    PackLayout,
+    choose_packing,
+    packed_epoch_seconds,
+    plan_timed_packs,
+)
 from dynbatch.plan.splits import shuffled
 
 FLAT = StepTimeModel(c=1.0, a=0.0, b=0.0)
@@ -338,3 +345,30 @@ def test_stats_packed_row_describes_the_epoch_the_sampler_runs(
     assert row["seconds"] == pytest.approx(19.0), "the epoch time is the sampler's"
     assert row["batches"] == len(sampler), "the sampler's micro-batches"
     assert row["padding_efficiency"] == pytest.approx(lens.sum() / padded), "as laid out"
+
+
+def test_an_oversize_sample_keeps_the_fixed_batchs_step_where_it_runs_padded() -> None:
+    """oversize='alone' makes a sample longer than pack_len a micro-batch of its own where its
+    update runs packed; run whole it shares the fixed batch's step, so the epoch is never
+    predicted slower than the fixed batch (it was 2x on a flat step, 5-11x on reviews)."""
+    lens = np.array([12, 5, 5, 5] * 4)
+    sampler = DynamicBatchSampler(
+        lengths=lens, batch_size=4, pack_len=8, oversize="alone", time_model="1,0,0"
+    )
+    seconds = packed_epoch_seconds(sampler.epoch_plan(0), lens, sampler.options)
+    assert seconds <= 4.0, "4 updates, each one step of the fixed batch's 4"
+    c = choose_packing(lens, 8, batch_size=4, time_model="1,0,0", oversize="alone")
+    assert c.epoch_seconds == c.whole_seconds == 4.0
+
+
+def test_a_rank_idles_only_where_an_update_has_too_few_samples() -> None:
+    """The split way dealt a micro-step of fewer samples than ranks: ranks idle (a repeated
+    row) in an update of 13 samples on 3 ranks, where every micro-batch could hold one."""
+    lens = [4, 7, 3, 5, 6, 6, 5, 5, 5, 1, 1, 3, 2]
+    sampler = DistributedDynamicBatchSampler(
+        lengths=lens, batch_size=5, pack_len=8, num_replicas=3, rank=1,
+        time_model="0,1e-6,0", seed=94,
+    )  # fmt: skip
+    plan = sampler.epoch_plan(0)
+    assert plan.window_ends.tolist() == [len(plan.plan) // 3]
+    assert not plan.is_padding.any() or len(plan.plan) > len(lens), "no avoidable repeat"

@@ -77,7 +77,7 @@ def check_promises(plan: PackPlan, args: dict[str, Any]) -> None:
         for mine, theirs in zip(plan.updates, drawn, strict=True):
             assert sorted(mine.tolist()) == sorted(theirs.tolist()), "the fixed batch's draw"
     else:
-        assert plan.num_updates <= -(-kept.size // batch_size), "at most the fixed count"
+        assert plan.num_updates == -(-kept.size // batch_size), "the fixed batch's count"
     # no row over pack_len but an oversize sample alone, itself a micro-batch
     for row in plan.rows:
         assert lens[row].sum() <= pack_len or (row.size == 1 and over[row[0]]), "row budget"
@@ -278,3 +278,20 @@ def test_a_million_samples_plan_in_numpy_passes() -> None:
     lens = lognormal(1_000_000, 512, seed=11)
     plan = plan_packs(lens, 512, batch_size=32)
     assert plan.num_updates == 31_250
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_updates_in_tokens_are_the_fixed_batchs_count(batch: int) -> None:
+    """Cuts at the running loss tokens fell together where one sample holds many of them: an
+    epoch in tokens made 2 updates of 8 samples at B = 1, 5,747 of 8,000 on fine-tuning
+    lengths. Each update holds one sample at least, and the count is the fixed batch's."""
+    sampler = dynbatch.DynamicBatchSampler(
+        lengths=[10] * 8, loss_tokens=[9, 0, 0, 0, 0, 0, 0, 1], batch_size=1, pack_len=16,
+        update_unit="tokens", max_cost=64.0, cost="linear",
+    )  # fmt: skip
+    assert sampler.steps_for_epochs([0]) == 8
+    lens = lognormal(8000, 2048, seed=12, mean=5.0, sigma=0.9)
+    loss = np.random.default_rng(12).integers(0, lens // 3 + 1)
+    plan = plan_packs(lens, 2048, batch_size=batch, loss_tokens=loss, update_unit="tokens")
+    assert plan.num_updates == -(-8000 // batch)
+    assert min(u.size for u in plan.updates) >= 1

@@ -44,11 +44,10 @@ from ..options import PlanOptions
 from ..plans import Indices, Plan
 from ..sharding import ShardedPlan
 from ..splits import shuffled
-from ..windows import even_windows
 from .deal import pack_and_deal
 from .layout import packed_shapes
 
-__all__ = ["PackPlan", "fixed_updates", "plan_packed_epoch", "plan_packs"]
+__all__ = ["PackPlan", "fixed_updates", "plan_packed_epoch", "plan_packs", "token_cuts"]
 
 _OVERSIZE = ("error", "skip", "alone")
 _UNITS = ("samples", "tokens")
@@ -93,7 +92,26 @@ def fixed_updates(
     if total <= 0 or float(size) <= 0:  # no loss token to count (plan_packs cuts samples then)
         return Plan(order, np.array([0, order.size], dtype=np.int64))
     updates = max(1, math.ceil(total / float(size) - 1e-9))
-    return Plan(order, np.r_[0, even_windows(weights, updates)].astype(np.int64))
+    return Plan(order, token_cuts(weights, updates))
+
+
+def token_cuts(weights: Indices, updates: int) -> Indices:
+    """Offsets cutting ``weights`` (in order) into ``updates`` runs of about equal sums, each
+    of one sample at least (at most one a sample): the fixed batch's count, never fewer.
+
+    >>> token_cuts(np.array([9, 0, 0, 0, 0, 0, 0, 1]), 8).tolist()
+    [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    >>> token_cuts(np.array([3, 1, 2, 2, 4, 0]), 3).tolist()
+    [0, 2, 4, 6]
+    """
+    n = weights.size
+    u = max(1, min(int(updates), n))
+    total = np.cumsum(weights)
+    k = np.arange(1, u)
+    ends = np.searchsorted(total, total[-1] * k / u, side="left") + 1  # where each share is met
+    # strictly rising, room for the updates after: the k-th cut within [k, n - u + k]
+    base = np.minimum(np.maximum.accumulate(np.maximum(ends - k, 0)), n - u)
+    return np.r_[0, base + k, n].astype(np.int64)
 
 
 def plan_packed_epoch(

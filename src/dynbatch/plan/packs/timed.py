@@ -41,8 +41,12 @@ NOTE [ choosing packing per update ]
     *The budget.* A packed micro-batch holds at most
     :attr:`~dynbatch.PlanOptions.max_rows` rows; a split or whole one's
     padded batch fits ``cost(n, L) <= max_cost`` (and ``max_batch_size``), as
-    the planner's batches do; a sample longer than ``pack_len``
-    (``oversize="alone"``) runs alone in every way.
+    the planner's batches do. A sample longer than ``pack_len``
+    (``oversize="alone"``) fits no row: packed, it is a micro-batch of its own;
+    run padded (split or whole) it is one sample among the others within the
+    budget, as the fixed batch runs it, so it costs no step of its own there.
+    A way that leaves a rank idle (a repeated row) where the update has a
+    sample for every micro-batch is not taken.
 """
 
 from __future__ import annotations

@@ -118,8 +118,6 @@ def split_ways(
     each = distinct(lens)  # each length's capacity once, not once a sample
     capacity_of = np.zeros(int(each[-1]) + 1, dtype=np.int64)
     capacity_of[each] = batch_capacity(each, budget, int(sizes.max(initial=1)))
-    if options.pack_len is not None and options.oversize == "alone":  # each runs alone
-        capacity_of[options.pack_len + 1 :] = 1
     groups = []
     whole_fits = np.zeros(n_updates, dtype=bool)
     for size in np.unique(sizes).tolist():
@@ -154,8 +152,21 @@ def split_ways(
                 )
         cuts_of.append(cuts)
     split_way = gather(groups, cuts_of, n_updates, layout, lens, ranks)
-    split_s = np.where(unsearched, np.inf, split_way.update_seconds)
+    split_s = np.where(unsearched | _idle_ranks(split_way, sizes), np.inf, split_way.update_seconds)
     return split_way, whole_way, whole_fits, split_s
+
+
+def _idle_ranks(way: Way, sizes: Indices) -> NDArray[np.bool_]:
+    """Per update: the way repeats a row (a rank idle) though the update has a sample for
+    every micro-batch: a repeat only where an update has fewer samples than micro-batches."""
+    bounds = way.update_micro
+    micro = np.diff(bounds)
+    repeats = np.zeros(micro.size, dtype=np.int64)
+    has = micro > 0
+    if has.any():
+        repeats[has] = np.add.reduceat(way.padding.astype(np.int64), bounds[:-1][has])
+    out: NDArray[np.bool_] = (repeats > 0) & (sizes >= micro)
+    return out
 
 
 def gather(
