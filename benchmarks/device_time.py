@@ -1,7 +1,8 @@
 """Each plan's epoch replayed on a device's measured step times, against the fixed batch.
 
-    python benchmarks/device_time.py [--time-table FILE] [--max-lens 128,256,512]
-        [--batch-sizes 16,32,64] [--epochs 8] [--fill 0.5] [--batch-size-multiple 1]
+    python benchmarks/device_time.py [--time-table FILE] [--attention eager]
+        [--max-lens 128,256,512] [--batch-sizes 16,32,64] [--epochs 8] [--fill 0.5]
+        [--batch-size-multiple 1]
 
 A step-time table (``--time-table``: JSON with columns n, L, step_s, as the measured H100
 file ``../shared/data/h100_bert_base_step_times.json`` or one you measured) prices every
@@ -23,24 +24,33 @@ fixed batch size B it prints, averaged over --epochs epochs (each a new shuffle)
 * ``best split``: the fixed batch's updates, each cut at the least time *on the table*
   (an exhaustive search over length-sorted cuts): the limit for the fixed batch's updates.
 
-Packed rows (rows of ``max_len`` tokens; a micro-batch of R rows is priced as R sequences of
-``max_len``, dense attention over the row: an upper bound on a block-diagonal kernel):
+Packed (rows of at most ``max_len`` tokens, each sample alone in its row; a micro-batch of
+``R`` rows as wide as its fullest row ``W`` is priced as ``R`` sequences of ``W``: dense
+attention over the row, an upper bound on a block-diagonal kernel). Every packed plan runs the
+fixed batch's updates (``ceil(N / B)`` of ``B`` samples, NOTE [ packed updates ]):
 
 * ``packed, chosen (table)``: ``choose_packing(lens, max_len, batch_size=B,
-  time_model=table, max_rows=B)`` (the samplers' planner on one rank): the packed plan's
-  updates, each run packed, split or whole, whichever the table prices fastest, or the fixed
-  batch's own updates (each split or whole) where the table prices that epoch faster
-  (NOTE [ choosing packing per update ]); micro-batches of at most B rows, the fixed batch's shape,
-  each run as rows or padded, whichever is faster (NOTE [ a micro-batch's layout ]), and
-  replayed as it runs;
+  time_model=table, max_rows=B)`` (the samplers' planner on one rank): each update run packed,
+  split or whole, whichever the table prices fastest (NOTE [ choosing packing per update ]);
+  micro-batches of at most B rows, each run as rows or padded, whichever is faster
+  (NOTE [ a micro-batch's layout ]), and replayed as it runs;
 * ``packed, chosen (fit)``: the same, chosen on the fitted model, replayed on the table;
-* ``packed, always``: ``plan_packs(..., max_rows=B)``, every update packed;
+* ``packed, always``: ``plan_packs(..., max_rows=B)``, every update packed, its micro-batches'
+  rows as wide as their fullest (``PackPlan.rows_per_micro_batch``, ``PackPlan.widths``);
 * ``peer: per-update FFD``: the fixed batch's updates, each packed alone by first-fit
-  decreasing (as TRL's and axolotl's packers pack a batch), one micro-batch of its rows;
+  decreasing and its rows padded to ``max_len`` (as TRL's and axolotl's packers pack a batch),
+  one micro-batch of its rows;
 * ``peer: PaddleNLP zero padding``: next-fit in arrival order (the fixed shuffle), the
-  rows cut into the fixed batch's update count (equal rows each); ``peer: PaddleNLP
-  greedy 500``: its ``greedy_intokens`` (500-sample buffers, the roomiest open row) cut
-  the same way.
+  rows cut into the fixed batch's update count (equal rows each: not the fixed batch's
+  samples); ``peer: PaddleNLP greedy 500``: its ``greedy_intokens`` (500-sample buffers, the
+  roomiest open row) cut the same way.
+
+After the tables, one summary puts side by side, as the speed over the fixed batch's epoch:
+packed chosen per update (on the table), ``group_by_length`` and per-update FFD, for every
+``max_len`` and B. The shipped table is BERT-base in bf16 with *eager* attention (the attention
+matrix materialised); with fused attention (SDPA) short steps are bound by kernel launches and
+packing's gains differ (on such an H100 table, not shipped, ``group_by_length`` matched or beat
+packing in most cells at 128-512 tokens): ``--attention`` names the attention of another table.
 
 It asserts nothing. Replayed times are the device's step-time shape, not a run on it.
 """
@@ -63,6 +73,20 @@ from dynbatch.plan.epochs import plan_epoch
 from dynbatch.plan.splits import shuffled, split_update
 from dynbatch.plan.steptime import StepTimeTable
 from dynbatch.plan.text import wordpiece_counter
+
+EAGER = (
+    " (the attention matrix materialised, as paddle's BERT does). These gains assume it: with"
+    " fused attention (SDPA) a short step is bound by kernel launches and rows of max_len cost"
+    " more than short padded batches (on such an H100 table, not shipped, group_by_length"
+    " matched or beat packing in most cells at 128-512 tokens)"
+)
+#: The summary's columns: its heading -> the plan's name in each table.
+SUMMARY = {
+    "fixed": "fixed",
+    "packed, chosen per update": "packed, chosen (table)",
+    "group_by_length": "group_by_length",
+    "per-update FFD (TRL, axolotl)": "peer: per-update FFD",
+}
 
 Batches = list[np.ndarray]  # one epoch: index arrays, with update ends beside
 Shapes = tuple[np.ndarray, np.ndarray]  # one epoch as run: each step's n (rows) and length
@@ -143,12 +167,14 @@ def packed_chosen(step_time: object, max_len: int) -> Callable[..., tuple[Shapes
 
 
 def packed_always(lens: np.ndarray, batch: int, epoch: int, max_len: int) -> tuple[Shapes, int]:
+    """Every update packed: each micro-batch's rows, as wide as its fullest."""
     p = dynbatch.plan_packs(lens, max_len, batch_size=batch, max_rows=batch, epoch=epoch)
-    return (p.rows_per_micro_batch, np.full(len(p), max_len)), p.num_updates
+    return (p.rows_per_micro_batch, p.widths), p.num_updates
 
 
 def per_update_ffd(lens: np.ndarray, batch: int, epoch: int, max_len: int) -> tuple[Shapes, int]:
-    """TRL / axolotl packing a batch: each fixed update alone, first-fit decreasing."""
+    """TRL / axolotl packing a batch: each fixed update alone, first-fit decreasing, its rows
+    padded to ``max_len``."""
     batches, updates = fixed(lens, batch, epoch)
     rows = np.array([first_fit_decreasing(lens[b], max_len) for b in batches])
     return (rows, np.full(rows.size, max_len)), updates
@@ -187,7 +213,13 @@ def replay(
 
 def main() -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--time-table", default=str(SHARED / "h100_bert_base_step_times.json"))
+    shipped = str(SHARED / "h100_bert_base_step_times.json")
+    parser.add_argument("--time-table", default=shipped)
+    parser.add_argument(
+        "--attention",
+        default=None,
+        help="the attention the table was measured with (the shipped table's: eager)",
+    )
     parser.add_argument("--data-file", default=str(SHARED / "chnsenticorp_htl_all.csv"))
     parser.add_argument("--vocab", default=str(SHARED / "bert-base-chinese-vocab.txt"))
     parser.add_argument("--max-lens", default="128,256,512")
@@ -205,8 +237,11 @@ def main() -> int:
         return 1 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else 0
     table = StepTimeTable.load(args.time_table)
     model = table.fit()
-    name = Path(args.time_table).name
-    print(f"step times: {name} ({table.n.size} shapes); fitted {model}", flush=True)
+    table_name = Path(args.time_table).name
+    attention = args.attention or ("eager" if args.time_table == shipped else "not given")
+    print(f"step times: {table_name} ({table.n.size} shapes); fitted {model}", flush=True)
+    print(f"attention: {attention}{EAGER if attention == 'eager' else ''}", flush=True)
+    summary: list[list[str]] = []
     words = wordpiece_lengths(Path(args.data_file), Path(args.vocab))
     largest = int((table.n * table.lengths).max())  # the table's largest measured batch
     for max_len in (int(v) for v in args.max_lens.split(",")):
@@ -239,12 +274,13 @@ def main() -> int:
                 "peer: PaddleNLP zero padding": rows_in_updates(next_fit, max_len),
                 "peer: PaddleNLP greedy 500": rows_in_updates(worst_fit_buffers, max_len),
             }
-            rows, base = [], 0.0
+            rows, base, speed = [], 0.0, {}
             for name, plan in plans.items():
                 runs = [plan(lens, batch, e) for e in range(args.epochs)]
                 measured = [replay(b, lens, table) for b, _ in runs]
                 seconds = float(np.mean([m[0] for m in measured]))
                 base = base or seconds
+                speed[name] = base / seconds
                 worst = max(m[2] for m in measured)
                 rows.append(
                     [
@@ -270,6 +306,16 @@ def main() -> int:
                 ],
                 rows,
             )
+            summary.append(
+                [str(max_len), str(batch), *(f"{speed[k]:.2f}x" for k in SUMMARY.values())]
+            )
+    print(
+        f"\n== speed over the fixed batch's epoch, replayed on {table_name} ({attention} "
+        f"attention), mean of {args.epochs} epochs: packed and per-update FFD run the fixed "
+        "batch's updates; group_by_length as many, of near-equal lengths (not random draws)",
+        flush=True,
+    )
+    print_table(["max_len", "B", *SUMMARY], summary)
     return 0
 
 

@@ -1,64 +1,49 @@
-"""Packing efficiency, rows that mix lengths, and planning time: dynbatch against the peers.
+"""Packing efficiency at rows of 512 to 8,192 tokens, on short and long corpora: what each of
+the fixed batch's updates computes, packed by dynbatch, by the per-update packers, or padded.
 
-python benchmarks/packing.py [--million]
+    python benchmarks/packing.py [--pack-lens 512,1024,2048,4096,8192] [--batch-sizes 8,32]
 
-Each peer is re-implemented here as a plain plan on the same lengths, from its
-description (nothing copied, nothing shared with dynbatch); all take the
-epoch's shuffled order as their arrival order, and a sample longer than
-``pack_len`` is cut to it first:
+For each corpus, row length ``P`` and fixed batch ``B``, the lengths are cut at ``P`` (the
+fixed batch's ``max_len`` is ``P``) and every column but the last runs the fixed batch's
+updates: ``ceil(N / B)`` of them, ``B`` samples each (the last the rest), drawn as the fixed
+batch draws them (``dynbatch.plan.packs.fixed_updates``, seed 0, epoch 0), each update one
+micro-batch. Efficiency is real tokens over the tokens computed (rows x width):
 
-* PaddleNLP zero padding (``ZeroPaddingMapDataset``): in arrival order, a new
-  row when the next sample does not fit (next-fit); its ``greedy_zero_padding``
-  (``greedy_intokens``): buffers of 500 samples in arrival order, each sample
-  into the open row with the most room, a new row when it fits none;
-* TRL ``pack_dataset(strategy="bfd")``: best-fit decreasing over the whole dataset;
-* axolotl multipack: first-fit decreasing per group of 100,000 samples (its
-  ``group_size``);
-* torchtune ``PackedDataset``: in order, next-fit (without splitting samples);
-* per-update first-fit decreasing: each fixed update of ``B`` random samples
-  packed alone (what NOTE [ packing windows ] in ``dynbatch.plan.packs`` avoids).
+* ``fixed``: each update one padded batch, ``B`` samples as wide as its longest;
+* ``dynbatch``: ``plan_packs(lengths, P, batch_size=B).efficiency``: each update's samples in
+  as few rows as best-fit decreasing finds, balanced over them, the rows as wide as the fullest
+  (NOTE [ an update's rows ], NOTE [ a micro-batch's layout ]);
+* ``FFD, rows of P``: each update's samples packed alone by first-fit decreasing, every row
+  padded to ``P``, as TRL's and axolotl's packers pack a batch and pad it to the sequence length;
+* ``FFD, rows as full``: the same rows, as wide as the update's fullest row;
+* ``epoch BFD (ref.)``: for reference, the whole epoch packed at once by best-fit decreasing
+  (TRL's ``pack_dataset(strategy="bfd")``), rows of ``P``. It changes the updates: a batch is
+  ``B`` rows, so where a row holds more than one sample an epoch has ``ceil(rows / B)``
+  updates, fewer and larger than the fixed batch's (the ``epoch BFD updates`` column), and
+  each update's samples are no longer a random draw.
 
-Efficiency is real tokens over ``rows * pack_len``; the update count is the
-fixed batch's ``ceil(N / B)`` for every plan that keeps the fixed batch's updates
-(dynbatch's and per-update packing); the others pack a dataset, not updates.
-
-*Short-only* (rows that mix lengths, NOTE [ rows that mix ]): the share of the
-samples that sit in a row where no sample is as long as the corpus's median
-length. Rows drawn at random (next-fit in arrival order) set the level chance
-gives; best-fit and first-fit decreasing leave a tail of such rows, the
-corpus's shortest samples packed together (40-48 % of the samples here).
-
-*Update spread* (updates that are random draws): the standard deviation of the updates'
-mean sample lengths over that of random draws of ``B`` (the fixed batch: about 1). Every
-packer's rows, dynbatch's too, are shuffled and cut the same way into the fixed batch's
-update count (at every ``k / U`` of the samples, whole rows), so the column compares what
-the rows hold; per-update packing keeps the fixed batch's updates.
-
-Times are of these Python re-implementations on this machine (axolotl's is
-numba-compiled in the original): read them as orders of magnitude.
+Corpora: ChnSentiCorp reviews (characters + 2, ../shared/data), short SFT-like pairs
+(lognormal, median about 200 tokens) and a long-tailed corpus (lognormal, median about 1,100
+tokens, up to 16,384), 20,000 samples each, seed 0. The peers are re-implemented here from
+their descriptions (nothing copied). It asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
-import csv
 import heapq
 import time
-from collections.abc import Callable
 
 import numpy as np
-from _common import SHARED, chnsenticorp_lengths, print_table
+from _common import chnsenticorp_lengths, print_table
 
 from dynbatch import plan_packs
-
-B = 32
-
-#: lengths in arrival order, pack_len -> each sample's row (0, 1, ...)
-Packer = Callable[[np.ndarray, int], np.ndarray]
+from dynbatch.plan.packs import fixed_updates
 
 
 def next_fit_rows(lens: np.ndarray, pack_len: int) -> np.ndarray:
+    """Each sample's row, next-fit in arrival order (PaddleNLP zero padding, torchtune)."""
     rows, room = [], -1
     for length in lens.tolist():
         if length > room:
@@ -69,6 +54,8 @@ def next_fit_rows(lens: np.ndarray, pack_len: int) -> np.ndarray:
 
 
 def worst_fit_buffers_rows(lens: np.ndarray, pack_len: int, buffer: int = 500) -> np.ndarray:
+    """Each sample's row, PaddleNLP's ``greedy_intokens``: buffers of 500 samples in arrival
+    order, each sample into the open row with the most room, a new row when it fits none."""
     out, n_rows = [], 0
     for start in range(0, lens.size, buffer):
         heap: list[tuple[int, int]] = []  # (-room, row) of each open row
@@ -84,79 +71,43 @@ def worst_fit_buffers_rows(lens: np.ndarray, pack_len: int, buffer: int = 500) -
     return np.asarray(out, dtype=np.int64)
 
 
-def first_fit_decreasing_rows(lens: np.ndarray, pack_len: int) -> np.ndarray:
-    """First fit over a max-segment-tree of rooms: the first row with room, in O(log rows)."""
-    by = np.argsort(-lens, kind="stable")
-    size = 1
-    while size < lens.size:
-        size *= 2
-    tree = [pack_len] * (2 * size)
-    out = np.zeros(lens.size, dtype=np.int64)
-    for k, length in zip(by.tolist(), lens[by].tolist(), strict=True):
-        i = 1
-        while i < size:
-            i = 2 * i if tree[2 * i] >= length else 2 * i + 1
-        out[k] = i - size
-        tree[i] -= length
-        i //= 2
-        while i:
-            tree[i] = max(tree[2 * i], tree[2 * i + 1])
-            i //= 2
-    _, dense = np.unique(out, return_inverse=True)
-    return dense
+def first_fit_decreasing_loads(lens: np.ndarray, pack_len: int) -> list[int]:
+    """Each row's tokens, first-fit decreasing: longest first, each into the first open row
+    with room, a new row when it fits none (one update's samples: a few rows)."""
+    loads: list[int] = []
+    for length in sorted(lens.tolist(), reverse=True):
+        for k, load in enumerate(loads):
+            if load + length <= pack_len:
+                loads[k] = load + length
+                break
+        else:
+            loads.append(length)
+    return loads
 
 
-def ffd_groups_rows(lens: np.ndarray, pack_len: int, group: int = 100_000) -> np.ndarray:
-    return _in_groups(lens, pack_len, group, first_fit_decreasing_rows)
-
-
-def best_fit_decreasing_all_rows(lens: np.ndarray, pack_len: int) -> np.ndarray:
-    """Each sample, longest first, into the open row with the least room that holds it."""
-    by = np.argsort(-lens, kind="stable")
+def best_fit_decreasing_rows(lens: np.ndarray, pack_len: int) -> int:
+    """Rows of best-fit decreasing over all of ``lens``: each sample, longest first, into the
+    open row with the least room that holds it (TRL's ``strategy="bfd"``)."""
     rooms: list[int] = []  # distinct rooms of open rows, ascending
-    rows_with: dict[int, list[int]] = {}
-    out = np.zeros(lens.size, dtype=np.int64)
+    open_with: dict[int, int] = {}  # room -> open rows with it
     n_rows = 0
-    for k, length in zip(by.tolist(), lens[by].tolist(), strict=True):
+    for length in sorted(lens.tolist(), reverse=True):
         i = bisect.bisect_left(rooms, length)
         if i == len(rooms):
-            row, room = n_rows, pack_len
+            room = pack_len
             n_rows += 1
         else:
             room = rooms[i]
-            row = rows_with[room].pop()
-            if not rows_with[room]:
-                del rooms[i]
-        out[k] = row
+            open_with[room] -= 1
+            if not open_with[room]:
+                del rooms[i], open_with[room]
         room -= length
         if room:
-            if not rows_with.setdefault(room, []):
+            if room not in open_with:
                 bisect.insort(rooms, room)
-            rows_with[room].append(row)
-    return out
-
-
-def ffd_per_update_rows(lens: np.ndarray, pack_len: int) -> np.ndarray:
-    return _in_groups(lens, pack_len, B, first_fit_decreasing_rows)
-
-
-def _in_groups(lens: np.ndarray, pack_len: int, group: int, packer: Packer) -> np.ndarray:
-    out, base = [], 0
-    for s in range(0, lens.size, group):
-        rows = packer(lens[s : s + group], pack_len)
-        out.append(rows + base)
-        base += int(rows.max()) + 1
-    return np.concatenate(out)
-
-
-PEERS: dict[str, Packer] = {
-    "PaddleNLP zero padding (arrival order)": next_fit_rows,
-    "PaddleNLP greedy_intokens (500-sample buffers)": worst_fit_buffers_rows,
-    "TRL best-fit decreasing (whole dataset)": best_fit_decreasing_all_rows,
-    "axolotl multipack FFD (groups of 100k)": ffd_groups_rows,
-    "torchtune in-order packing": next_fit_rows,
-    "per-update FFD (each fixed update alone)": ffd_per_update_rows,
-}
+                open_with[room] = 0
+            open_with[room] += 1
+    return n_rows
 
 
 def next_fit(lens: np.ndarray, pack_len: int) -> int:
@@ -171,215 +122,86 @@ def worst_fit_buffers(lens: np.ndarray, pack_len: int) -> int:
 
 def first_fit_decreasing(lens: np.ndarray, pack_len: int) -> int:
     """Rows of first-fit decreasing (for benchmarks/device_time.py)."""
-    return int(first_fit_decreasing_rows(lens, pack_len).max()) + 1
+    return len(first_fit_decreasing_loads(lens, pack_len))
 
 
-def short_only(lens: np.ndarray, row_of: np.ndarray) -> float:
-    """The share of samples in rows where no sample reaches the median length."""
-    median = np.median(lens)
-    longest = np.zeros(int(row_of.max()) + 1, dtype=np.int64)
-    np.maximum.at(longest, row_of, lens)
-    return float((longest[row_of] < median).mean())
-
-
-def update_spread(lens: np.ndarray, updates: list[np.ndarray], batch: int) -> float:
-    """The spread of the updates' mean lengths over a random draw's: 1 for the fixed batch."""
-    means = np.array([lens[u].mean() for u in updates])
-    return float(means.std() / (lens.std() / np.sqrt(batch))) if lens.std() else 1.0
-
-
-def rows_into_updates(row_of: np.ndarray, batch: int, seed: int = 0) -> list[np.ndarray]:
-    """A dataset packer's rows shuffled and cut into the fixed batch's update count, at every
-    k / U of the samples, whole rows, as dynbatch cuts its rows."""
-    n_rows = int(row_of.max()) + 1
-    rank = np.random.default_rng(seed).permutation(n_rows)
-    by = np.argsort(rank[row_of], kind="stable")  # samples row after shuffled row
-    sizes = np.bincount(rank[row_of], minlength=n_rows)
-    ends = np.cumsum(sizes)
-    u = -(-row_of.size // batch)
-    cuts = np.unique(
-        ends[np.minimum(np.searchsorted(ends, np.arange(1, u + 1) * row_of.size / u), n_rows - 1)]
-    )
-    return np.split(by, cuts[:-1])
-
-
-def sft_lengths(max_len: int) -> np.ndarray:
-    """examples/sft_causal_lm.py's pairs: <s> 评论：review \\n情感：answer </s>, review cut."""
-    with open(SHARED / "chnsenticorp_htl_all.csv", encoding="utf-8", newline="") as fh:
-        reviews = [" ".join(r["review"].split()) for r in csv.DictReader(fh)]
-    frame = 1 + len("评论：") + len("\n情感：") + 2 + 1
-    return np.minimum(np.array([len(r) for r in reviews]) + frame, max_len)
-
-
-def long_tail(n: int = 20_000, cap: int = 4096, seed: int = 0) -> np.ndarray:
-    """Half lognormal (chat turns), half Pareto (documents), up to ``cap`` tokens."""
+def sft_like(n: int = 20_000, seed: int = 0) -> np.ndarray:
+    """Short instruction pairs: lognormal, median about 200 tokens, at least 16."""
     rng = np.random.default_rng(seed)
-    short = np.ceil(rng.lognormal(5.0, 1.0, n // 2))
-    docs = np.ceil((rng.pareto(1.1, n - n // 2) + 1) * 120)
-    return np.minimum(np.concatenate([short, docs]), cap).astype(np.int64)
+    return np.maximum(np.ceil(rng.lognormal(5.3, 0.7, n)), 16).astype(np.int64)
 
 
-def timed(fn: Callable[[], object]) -> tuple[float, object]:
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
+def long_tailed(n: int = 20_000, seed: int = 0, cap: int = 16_384) -> np.ndarray:
+    """Long documents: lognormal, median about 1,100 tokens, a tail up to ``cap``."""
+    rng = np.random.default_rng([seed, 1])
+    return np.minimum(np.ceil(rng.lognormal(7.0, 1.1, n)), cap).astype(np.int64)
 
 
-def plan_rows(plan: object, n: int) -> np.ndarray:
-    """Each sample's row in a dynbatch PackPlan."""
-    rows = plan.rows  # type: ignore[attr-defined]
-    row_of = np.zeros(n, dtype=np.int64)
-    row_of[rows.indices] = np.repeat(np.arange(len(rows)), np.diff(rows.offsets))
-    return row_of
-
-
-def corpus_rows(name: str, lens: np.ndarray, pack_len: int, batch: int = B) -> list[list[str]]:
+def cell(lens: np.ndarray, pack_len: int, batch: int) -> list[str]:
+    """One (P, B) row: every packing's efficiency on ``lens`` cut at ``P``."""
     cut = np.minimum(lens, pack_len)
-    tokens = int(cut.sum())
-    fixed_updates = -(-lens.size // batch)
-    order = np.random.default_rng([0, 0]).permutation(lens.size)
-    out = []
-    for window in (None, 12 * batch, 100 * batch):
-        if window is not None and window >= lens.size:
-            continue
-        t, plan = timed(
-            lambda w=window: plan_packs(cut, pack_len, batch_size=batch, window=w)  # type: ignore[misc]
-        )
-        label = "dynbatch plan_packs" + (
-            " (default: the epoch)" if window is None else f", window {window // batch}·B"
-        )
-        eff = plan.efficiency  # type: ignore[attr-defined]
-        row_of = plan_rows(plan, lens.size)
-        mix = short_only(cut, row_of)
-        spread = update_spread(cut, rows_into_updates(row_of, batch), batch)
-        n_up = str(plan.num_updates)  # type: ignore[attr-defined]
-        out.append(
-            [name, label, f"{eff:.4f}", f"{mix:.3f}", f"{spread:.2f}", n_up, f"{t * 1000:.0f} ms"]
-        )
-    for peer, packer in PEERS.items():
-        t, row_of = timed(lambda p=packer: p(cut[order], pack_len))  # type: ignore[misc]
-        rows = int(row_of.max()) + 1  # type: ignore[attr-defined]
-        mix = short_only(cut[order], row_of)  # type: ignore[arg-type]
-        alone = peer.startswith("per-update")  # its updates: the fixed batch's
-        groups = (
-            np.split(np.arange(lens.size), np.arange(batch, lens.size, batch))
-            if alone
-            else rows_into_updates(row_of, batch)  # type: ignore[arg-type]
-        )
-        spread = update_spread(cut[order], groups, batch)
-        updates = str(fixed_updates) if alone else "-"
-        out.append(
-            [
-                name,
-                peer,
-                f"{tokens / (rows * pack_len):.4f}",
-                f"{mix:.3f}",
-                f"{spread:.2f}",
-                updates,
-                f"{t * 1000:.0f} ms",
-            ]
-        )
-    return out
-
-
-def generated(seed: int = 0) -> list[tuple[str, np.ndarray, int, int]]:
-    """Corpora of other shapes: (name, lengths, pack_len, B)."""
-    rng = np.random.default_rng(seed)
-    n, p = 20_000, 512
-    alike = rng.choice([1109, 1851], n) + rng.integers(-30, 31, n)
+    tokens = float(cut.sum())
+    updates = fixed_updates(cut, pack_len, batch, seed=0, epoch=0)
+    padded = sum(u.size * int(cut[u].max()) for u in updates)
+    plan = plan_packs(cut, pack_len, batch_size=batch)
+    ffd_rows, ffd_full = 0, 0
+    for u in updates:
+        loads = first_fit_decreasing_loads(cut[u], pack_len)
+        ffd_rows += len(loads)
+        ffd_full += len(loads) * max(loads)
+    epoch_rows = best_fit_decreasing_rows(cut, pack_len)
+    per_update = len(plan.rows) / plan.num_updates
     return [
-        (
-            "short-heavy (exponential, mean 24) @512",
-            np.ceil(rng.exponential(24, n)).astype(int),
-            p,
-            B,
-        ),
-        ("uniform 1..512 @512", rng.integers(1, p + 1, n), p, B),
-        (
-            "bimodal (1..64 and 256..512) @512",
-            np.where(rng.random(n) < 0.5, rng.integers(1, 65, n), rng.integers(256, p + 1, n)),
-            p,
-            B,
-        ),
-        ("long tail up to pack_len (lognormal) @512", np.ceil(rng.lognormal(4.5, 1.2, n)), p, B),
-        (
-            "40 % exactly pack_len/2+1 @512",
-            np.where(rng.random(n) < 0.4, p // 2 + 1, rng.integers(1, p // 2, n)),
-            p,
-            B,
-        ),
-        ("alike lengths (1109±30, 1851±30) @4096", alike, 4096, B),
-        ("three lengths (15, 16, 17) @128", rng.choice([15, 16, 17], n), 128, B),
-        ("tiny (40 samples, under one window) @512", rng.integers(1, p + 1, 40), p, B),
-        ("ChnSentiCorp-like, B = 1 @512", np.ceil(rng.lognormal(4.6, 0.8, n)), p, 1),
-        ("ChnSentiCorp-like, B = 4096 @512", np.ceil(rng.lognormal(4.6, 0.8, n)), p, 4096),
+        f"{pack_len:,}",
+        str(batch),
+        f"{tokens / padded:.3f}",
+        f"{plan.efficiency:.3f}",
+        f"{tokens / (ffd_rows * pack_len):.3f}",
+        f"{tokens / ffd_full:.3f}",
+        f"{per_update:.1f}",
+        f"{tokens / (epoch_rows * pack_len):.3f}",
+        f"{len(updates):,} / {plan.num_updates:,}",
+        f"{-(-epoch_rows // batch):,}",
     ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
-    parser.add_argument("--million", action="store_true", help="also time 1M samples")
+    parser.add_argument("--pack-lens", default="512,1024,2048,4096,8192")
+    parser.add_argument("--batch-sizes", default="8,32")
     args = parser.parse_args()
+    pack_lens = [int(v) for v in args.pack_lens.split(",")]
+    batches = [int(v) for v in args.batch_sizes.split(",")]
     chn = chnsenticorp_lengths()
     corpora = [
-        (f"ChnSentiCorp ({chn.size}) @512", chn, 512, B),
-        (f"SFT pairs ({chn.size}) @128", sft_lengths(128), 128, B),
-        (f"SFT pairs ({chn.size}) @512", sft_lengths(512), 512, B),
-        ("long tail (20k) @4096", long_tail(), 4096, B),
+        (f"ChnSentiCorp reviews ({chn.size:,}, chars + 2, cut at 512): short", chn),
+        ("SFT-like pairs (20,000, lognormal): short", sft_like()),
+        ("long-tailed documents (20,000, lognormal): long", long_tailed()),
     ]
-    head = ["corpus", "plan", "efficiency", "short-only", "update spread", "updates", "planning"]
-    rows: list[list[str]] = []
-    for name, lens, pack_len, batch in corpora:
-        rows += corpus_rows(name, lens, pack_len, batch)
-    print(f"Packing efficiency (real tokens / rows x pack_len), B = {B}, seed 0")
-    print_table(head, rows)
-    rows = []
-    for name, lens, pack_len, batch in generated():
-        table = corpus_rows(name, lens.astype(np.int64), pack_len, batch)
-        ours, peers = table[0], table[-len(PEERS) :]
-        best = max(peers, key=lambda r: float(r[2]))
-        bfd = next(r for r in peers if r[1].startswith("TRL"))
-        rows.append(
-            [
-                name,
-                ours[2],
-                best[2],
-                best[1],
-                ours[3],
-                bfd[3],
-                "yes" if ours[2] >= best[2] else "NO",
-            ]
-        )
-    print("\nGenerated corpora (seed 0): dynbatch (default) against the best peer on each")
-    print_table(
-        [
-            "corpus",
-            "dynbatch",
-            "best peer",
-            "which",
-            "short-only dynbatch",
-            "short-only BFD",
-            ">= best",
-        ],
-        rows,
+    head = [
+        "P",
+        "B",
+        "fixed",
+        "dynbatch",
+        "FFD, rows of P",
+        "FFD, rows as full",
+        "dynbatch rows / update",
+        "epoch BFD (ref.)",
+        "updates: fixed / dynbatch",
+        "epoch BFD updates",
+    ]
+    print(
+        "Efficiency: real tokens / tokens computed (rows x width), lengths cut at P. Every "
+        "column but epoch BFD runs the fixed batch's updates (ceil(N / B) of B samples, seed 0), "
+        "each one micro-batch; epoch BFD packs the whole epoch and changes the updates (a batch "
+        "of B rows: fewer, larger updates, not random draws), shown for reference only."
     )
-    if args.million:
-        rng = np.random.default_rng(1)
-        big = np.concatenate([rng.choice(chn, 1_000_000 - 20_000), long_tail(20_000, 512)])
-        walls, cpus, peer_walls = [], [], []
-        for _ in range(3):
-            cpu = time.process_time()
-            wall, plan = timed(lambda: plan_packs(big, 512, batch_size=B))
-            walls.append(wall)
-            cpus.append(time.process_time() - cpu)
-            peer_walls.append(timed(lambda: best_fit_decreasing_all_rows(big, 512))[0])
-        print(
-            f"\nplan_packs on 1,000,000 samples (ChnSentiCorp lengths resampled) @512: "
-            f"best of 3 {min(walls):.2f} s wall, {min(cpus):.2f} s CPU (the two differ on a "
-            f"busy machine), {min(walls) / min(peer_walls):.2f}x the TRL best-fit decreasing "
-            f"above ({min(peer_walls):.2f} s, timed in turn); efficiency "
-            f"{plan.efficiency:.4f}, {plan.num_updates} updates"  # type: ignore[attr-defined]
-        )
+    start = time.perf_counter()
+    for name, lens in corpora:
+        p50, p90, p99 = np.percentile(lens, [50, 90, 99])
+        print(f"\n{name}: median {p50:.0f}, p90 {p90:.0f}, p99 {p99:.0f}, longest {lens.max()}")
+        print_table(head, [cell(lens, p, b) for p in pack_lens for b in batches])
+    print(f"\n({time.perf_counter() - start:.0f} s)")
 
 
 if __name__ == "__main__":

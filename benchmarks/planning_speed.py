@@ -9,16 +9,17 @@ DistributedDynamicBatchSampler planning, sharding and yielding a whole epoch as 
 indices, as a DataLoader consumes it. PaddleNLP's SamplerHelper is timed at one size.
 
 Packing (``--pack-size`` ChnSentiCorp lengths, rows of 512, the fixed batch of 32): the
-packed plan alone (``plan_packs``), and packing at the step time
-(``choose_packing(..., time_model=...)``, the samplers' planner on one rank;
-NOTE [ choosing packing per update ]) on the H100 step-time table and on its fit, each with its
-time above ``plan_packs``; then a sampler's epoch (rank 0 of 8) with ``pack_len`` and the fit.
+packed plan alone (``plan_packs``: the fixed batch's updates, each packed into rows,
+NOTE [ an update's rows ]), and packing at the step time (``choose_packing(...,
+time_model=...)``, the samplers' planner on one rank; NOTE [ choosing packing per update ]) on
+the H100 step-time table and on its fit, each with its time above ``plan_packs``; then a
+sampler's epoch (rank 0 of 8) with ``pack_len`` and the fit.
 
 Packing unusual corpora (``--pack-size`` samples each, ``--unusual-only`` for this table
-alone): ``plan_packs`` (B = 32) on shapes where best-fit decreasing is far above the lower
-bound or where the rooms are many distinct values (NOTE [ packing windows ], speed), its CPU
-time against the ChnSentiCorp lengths' in the same run (the machine may be busy: the ratio is
-the number to read).
+alone): ``plan_packs`` (B = 32) on shapes unlike a corpus's (three lengths only, lengths of
+every size up to rows of 10**9 tokens, two alike lengths, samples of 3 tokens in rows of 8),
+its CPU time against the ChnSentiCorp lengths' in the same run (the machine may be busy: the
+ratio is the number to read).
 """
 
 from __future__ import annotations
@@ -151,8 +152,6 @@ def packing(lens: np.ndarray, args: argparse.Namespace) -> None:
             args.repeat,
         )
         counts = ", ".join(f"{k} {v:,}" for k, v in chosen.counts.items())
-        if chosen.from_fixed:
-            counts += " (the fixed batch's updates)"
         rows.append(
             [
                 f"choose_packing, {name}",
