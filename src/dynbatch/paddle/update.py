@@ -46,6 +46,12 @@ def _checked_count(paddle: Any, count: Any) -> Any:
     Checked like a number, finite and >= 0 (NOTE [ counts on the device ] in
     :mod:`dynbatch.paddle.training`): a tensor is read on the host once.
     """
+    if count is None:  # left out: say what it counts
+        raise InputTypeError(
+            "count must be given: the number of samples in this micro-batch that loss_sum sums "
+            "over (or its loss tokens, with per-token losses), an int, float or paddle.Tensor, "
+            "as in backward(losses.sum(), count=labels.shape[0]); got count=None"
+        )
     if isinstance(count, paddle.Tensor):
         if count.dtype == paddle.bool:
             raise InputTypeError(
@@ -159,7 +165,7 @@ class ExactMeanUpdate:
         else:
             yield
 
-    def backward(self, loss_sum: Any, count: Any, *, padding: bool = False) -> None:
+    def backward(self, loss_sum: Any, count: Any = None, *, padding: bool = False) -> None:
         """Back-propagate a micro-batch's summed losses over ``count`` (a float or a tensor).
 
         A ``padding`` micro-batch still runs backward (so every rank joins the
