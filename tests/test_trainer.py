@@ -447,6 +447,7 @@ _DROP = object()
         (("consumed_samples",), 54.9, "consumed_samples=54.9"),
         (("consumed_samples",), "x", "consumed_samples='x'"),
         (("consumed_samples",), _DROP, "consumed_samples"),
+        (("skipped_steps",), -1, "skipped_steps=-1"),
         (("global_step",), "x", "global_step='x'"),
         (("global_step",), float("nan"), "global_step=nan"),
         (("global_step",), True, "global_step=True"),
@@ -899,6 +900,31 @@ def test_a_non_finite_loss_stops_training_with_the_step_named(tmp_path: Path) ->
     with pytest.raises(ValueError, match=r"step 3 .*NaN or inf"):
         trainer.train()
     assert rec.optimizer_steps == 2, "the third window raised before the optimizer stepped"
+
+
+class _OverflowingScaler:
+    """fp16 loss scaling as paddle's GradScaler does it, but on CPU: a scale that overflows
+    float32 (paddle's own is a no-op on CPU)."""
+
+    def scale(self, loss: Any) -> Any:
+        return loss * paddle.to_tensor(1e39, dtype="float32")
+
+
+def test_a_step_fp16_scaling_skips_is_warned_with_its_step_and_the_count(tmp_path: Path) -> None:
+    """With a loss scaler the Trainer does not raise on an overflow: the scaler skips the step,
+    and the engine says which step and how many so far, as the hand-written loop does."""
+    trainer = make_trainer(tmp_path, Reviews(30), time_model=None)
+    trainer.do_grad_scaling, trainer.scaler = True, _OverflowingScaler()
+    windows = iter(trainer.get_train_dataloader())
+    for step in (1, 2):
+        trainer.state.global_step = step - 1
+        with pytest.warns(RuntimeWarning) as caught:
+            trainer.training_step(trainer.model, next(windows))
+        said = [str(w.message) for w in caught if "NaN or inf" in str(w.message)]
+        assert len(said) == 1, said
+        assert said[0].startswith(f"optimizer step {step}: the loss or gradients are NaN or inf")
+        assert f"{step} step(s) skipped so far (an fp16 overflow" in said[0], said[0]
+        trainer.model.clear_gradients()
 
 
 @pytest.mark.parametrize(

@@ -316,6 +316,8 @@ class GradientAccumulator:
                 self.optimizer_steps += 1
             else:
                 self.skipped_steps += 1
+            step = self.optimizer_steps + self.skipped_steps
+            self.engine.warn_skipped(update, step=step, skipped=self.skipped_steps)
             self.last_count = update.count
         return ends
 

@@ -210,8 +210,8 @@ def read_state(
     for key in ("windows", "sampler"):
         if not isinstance(state[key], Mapping):
             raise _refuse(path, key, state[key], "a JSON object")
-    for key in ("global_step", "consumed_samples"):
-        if not _whole(state[key]):
+    for key in ("global_step", "consumed_samples", "skipped_steps"):
+        if key in state and not _whole(state[key]):  # skipped_steps: a state may predate it
             raise _refuse(path, key, state[key], "a whole number >= 0")
     loss = state["loss_total"]
     if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss):
@@ -313,6 +313,7 @@ class PlanCheckpoints:
             "arguments": self._argument_settings(),
             "loss_total": self.run_log.loss_total,
             "consumed_samples": self.run_log.consumed_samples,
+            "skipped_steps": self.run_log.skipped_steps,
         }
         write_state(checkpoint_folder(self.args.output_dir, global_step), state)
 
@@ -366,5 +367,6 @@ class PlanCheckpoints:
             self.load_rest(checkpoint, state)
         self.run_log.loss_total = float(state["loss_total"])
         self.run_log.consumed_samples = int(state["consumed_samples"])
+        self.run_log.skipped_steps = int(state.get("skipped_steps", 0))
         self.resumed_step = int(state["global_step"])
         return True
