@@ -489,6 +489,53 @@ def test_a_wrong_value_in_a_checkpoints_state_is_named_before_anything_loads(
     )
 
 
+def test_a_resume_on_other_ranks_logs_the_true_epoch_and_steps(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a 2 -> 1 rank resume the log said "(2 epoch(s) of 5, 8 steps)", 5 the steps
+    left of 8; ``state.epoch`` counted the rest's steps (0.2 one step in, where a run on any
+    ranks is at 0.5), and paddlenlp's "Continuing training from epoch 0" was all it said.
+    Here a checkpoint's state is the one 2 ranks save after step 3 (updates of 8 samples, 8 an
+    epoch on any ranks), resumed on this one rank: the rest of its epoch dealt here."""
+    import logging
+
+    from paddle.utils import unique_name
+
+    ds = Reviews(60)
+    plan = {"update_size": 8, "max_cost": 3 * 24**2}
+    args = make_args(tmp_path, save_strategy="steps", save_steps=3)
+    with unique_name.guard():  # each run names its parameters as a process of its own does
+        trainer = make_trainer(
+            tmp_path, ds, args=args, plan=plan, callbacks=[make_recorder(stop_at=3)]
+        )
+        trainer.train()
+    two = dynbatch.DistributedDynamicBatchSampler(
+        lengths=ds.lengths, num_replicas=2, rank=0, options=trainer.options
+    )
+    ends = two.epoch_plan(0).window_ends
+    assert len(ends) == 8 == trainer.steps_per_epoch(0), "precondition: 8 updates on any ranks"
+    checkpoint = tmp_path / "checkpoint-3"
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    state["sampler"] = two.state_dict(consumed_batches=int(ends[2]))
+    (checkpoint / STATE_FILE).write_text(json.dumps(state))
+
+    rec = make_recorder()
+    caplog.clear()
+    with unique_name.guard(), caplog.at_level(logging.INFO):
+        resumed = make_trainer(tmp_path, ds, args=make_args(tmp_path), plan=plan, callbacks=[rec])
+        resumed.train(resume_from_checkpoint=str(checkpoint))
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("dynbatch: ")]
+    steps = next(line for line in said if "optimizer steps (" in line)
+    assert "16 optimizer steps (2 epoch(s) of 5 remaining of 8, 8 steps)" in steps, steps
+    assert any(
+        line.startswith("dynbatch: resuming at real epoch 0 after its step 3 of 8 (global step 3")
+        for line in said
+    ), said
+    epochs = [log["progress_or_epoch"] for log in rec.logs if "loss" in log]  # state.epoch
+    expected = [e + k / 8 for e in (0, 1) for k in range(1, 9)][3:]
+    assert epochs == pytest.approx(expected, abs=1e-4), "the epoch of each global step, any ranks"
+
+
 def test_ignoring_the_saved_optimizer_on_resume_is_refused_by_name(tmp_path: Path) -> None:
     """Tester report C 2: ignore_load_lr_and_optim=True skipped the plan's state too and, with
     ignore_data_skip forced on, replayed the run from its first batch on the saved weights.

@@ -24,7 +24,7 @@ from .arguments import checked_args, plan_options, run_args, split_keywords
 from .checkpoints import PlanCheckpoints, resolve_checkpoint
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
 from .logs import RunLog
-from .losses import loss_fn_for
+from .losses import loss_fn_for, mean_over
 from .packing import (
     Packed,
     check_pack_len,
@@ -193,6 +193,7 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         int_hparams_visualdl(self.callback_handler.callbacks)
         self.add_callback(RealEpochs(self))
         self.loss_fn = loss_for(self.label_names[0])
+        self.gave_loss_fn = loss_fn is not None  # the user's own: what it counts is its own
         #: how the training micro-batches are packed for the model, or None
         #: (NOTE [ the Trainer packs ]); evaluation stays unpacked
         self.packed: Packed | None = None
@@ -250,7 +251,10 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
     def get_train_dataloader(self) -> RunLoader:
         """Every window of the run; ``len()`` is its exact number of optimizer steps."""
         run = self._run()
-        logger.info(run.describe(run.total_steps(), self.options))
+        averaged = mean_over(
+            self.loss_fn, self.gave_loss_fn, self.accumulate, run.sampler.loss_tokens is not None
+        )
+        logger.info(run.describe(run.total_steps(), self.options, averaged))
         return run.loader(self.train_dataset, self.train_collator, self.args.dataloader_num_workers)
 
     def get_eval_dataloader(self, eval_dataset: Any = None) -> Any:
