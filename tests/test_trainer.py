@@ -568,7 +568,7 @@ def test_a_resume_plans_by_the_checkpoints_own_step_time(tmp_path: Path) -> None
     args = make_args(tmp_path / "a", max_steps=3, save_strategy="steps", save_steps=1)
     full = make_recorder()
     with paddle.utils.unique_name.guard():  # each run names its layers as a fresh process would
-        recipe_trainer(tmp_path / "a", ds, args, callbacks=[full]).train()
+        recipe_trainer(tmp_path / "a", ds, args, callbacks=[full], time_model="measure").train()
     checkpoint = str(tmp_path / "a" / "checkpoint-1")
     _keep_time_model(tmp_path / "b", {"c": 0.5, "a": 0.0, "b": 0.0, "error": 0.0})
     resumed = make_recorder()
@@ -663,7 +663,12 @@ def test_the_recipe_measures_the_step_time_follows_it_and_keeps_it(tmp_path: Pat
     model = tiny_bert()
     before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
     trainer = DynamicBatchTrainer(
-        model=model, args=args, train_dataset=ds, data_collator=collate, lengths=ds.lengths
+        model=model,
+        args=args,
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=ds.lengths,
+        time_model="measure",  # the default measures on an accelerator only
     )
     after = model.state_dict()
     assert all(np.array_equal(before[k], after[k].numpy()) for k in before), "weights put back"
@@ -671,7 +676,7 @@ def test_the_recipe_measures_the_step_time_follows_it_and_keeps_it(tmp_path: Pat
     measured = dynbatch.StepTimeModel(**saved)
     assert measured.c + measured.a + measured.b > 0, "a step takes time"
     assert trainer.options == dynbatch.like_fixed(ds.lengths, 6, seed=7, time_model=measured)
-    again = recipe_trainer(tmp_path, ds, args)  # the same output_dir: read back, not probed
+    again = recipe_trainer(tmp_path, ds, args, time_model="measure")  # read back, not probed
     assert again.options == trainer.options, "a resume plans the same batches"
     given = recipe_trainer(tmp_path, ds, make_args(tmp_path / "b", seed=7), time_model="0,1,0")
     assert given.options == dynbatch.like_fixed(ds.lengths, 8, seed=7, time_model="0,1,0")
@@ -800,14 +805,14 @@ def test_a_torn_kept_step_time_is_named_never_half_read(tmp_path: Path) -> None:
     ):
         path.write_text(text)
         with pytest.raises(dynbatch.InputError, match=rf"{path.name}.*delete it"):
-            recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path))
+            recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path), time_model="measure")
     path.unlink()
     path.mkdir()  # was a whole probe, then a bare IsADirectoryError on writing the result
     with pytest.raises(dynbatch.InputError, match=rf"{path.name}.* not a file"):
-        recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path))
+        recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path), time_model="measure")
     path.rmdir()
     path.write_text(whole)
-    trainer = recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path))
+    trainer = recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path), time_model="measure")
     assert trainer.options.time_model in (None, dynbatch.StepTimeModel(**json.loads(whole)))
 
 
@@ -820,7 +825,11 @@ def test_the_probe_takes_the_batches_training_takes(tmp_path: Path) -> None:
 
     ds = Reviews(30)
     trainer = recipe_trainer(
-        tmp_path / "list", ds, make_args(tmp_path / "list"), data_collator=labels_as_list
+        tmp_path / "list",
+        ds,
+        make_args(tmp_path / "list"),
+        data_collator=labels_as_list,
+        time_model="measure",
     )
     assert (tmp_path / "list" / integration.probe.TIME_MODEL_FILE).exists()
     assert trainer.train().global_step > 0
@@ -831,7 +840,11 @@ def test_the_probe_takes_the_batches_training_takes(tmp_path: Path) -> None:
 
     with pytest.raises(dynbatch.InputTypeError, match="data_collator must return a dict"):
         recipe_trainer(
-            tmp_path / "tuple", ds, make_args(tmp_path / "tuple"), data_collator=as_tuple
+            tmp_path / "tuple",
+            ds,
+            make_args(tmp_path / "tuple"),
+            data_collator=as_tuple,
+            time_model="measure",
         )
 
 

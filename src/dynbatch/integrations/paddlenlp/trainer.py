@@ -35,7 +35,7 @@ from .packing import (
     padded_collator,
     raise_collate_error,
 )
-from .planner import MEASURE, TrainPlanner, checked_time_model
+from .planner import AUTO, TrainPlanner, checked_time_model
 from .run import PlanWindows, RealEpochs, RunLoader, RunPlan
 from .step import train_window
 
@@ -97,9 +97,11 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
             model's own loss, a mean, is not used.
         time_model: the device's step time for the recipe
             (NOTE [ splitting updates at the step time ] in :mod:`dynbatch.plan.splits`):
-            by default measured on the model before training
-            (NOTE [ the Trainer measures the step time ]); an object with ``c``, ``a``,
-            ``b`` (or ``"c,a,b"``) is used as given; None plans without one (on an accelerator: each
+            by default (``"auto"``) measured on the model before training on an
+            accelerator (NOTE [ the Trainer measures the step time ]), and none on a CPU,
+            where padding always costs (NOTE [ no probe on a CPU ] in :mod:`.planner`);
+            ``"measure"`` measures on any device; an object with ``c``, ``a``, ``b`` (or
+            ``"c,a,b"``) is used as given; None plans without one (on an accelerator: each
             update whole). With ``accumulate="tokens"`` the recipe keeps its
             padding-free split: a time model there is refused, not dropped.
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
@@ -146,7 +148,7 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         loss_fn: Callable[[Any, Mapping[str, Any]], Any] | None = None,
         loss_tokens: Any = None,
         labels_to_model: bool = False,
-        time_model: Any = MEASURE,
+        time_model: Any = AUTO,
         **kwargs: Any,
     ) -> None:
         trainer_kwargs = split_keywords(kwargs)
