@@ -165,9 +165,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--time-model",
         dest="step_time",  # not a PlanOptions field: the recipe's, given to the Trainer
-        default="measure",
-        help="--runner trainer's step time: measure (the Trainer times the model), none (the "
-        "CPU's padding-free split), or c,a,b seconds",
+        default="auto",
+        help="--runner trainer's step time: auto (the Trainer's default: timed on an "
+        "accelerator, none on a CPU), measure (the Trainer times the model on any device), none "
+        "(the CPU's padding-free split), or c,a,b seconds",
     )
     p.add_argument("--output-dir", default="runs/sft_causal_lm")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: train one mode here

@@ -103,8 +103,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--time-model",
         dest="step_time",  # not the PlanOptions field: the recipe's, given to the Trainer
-        default="measure",
-        help="the recipe's step time: measure (the Trainer times the model), none (the CPU's "
+        default="auto",
+        help="the recipe's step time: auto (the Trainer's default: timed on an accelerator, none "
+        "on a CPU), measure (the Trainer times the model on any device), none (the CPU's "
         "padding-free split), or c,a,b seconds",
     )
     p.add_argument("--lr", type=float, default=1e-3, help="the fixed mode's learning rate")

@@ -152,6 +152,24 @@ SAMPLER_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         r"length_fn=.* of sample 0 must be a whole number, got '7'",
     ),
     (
+        "length_fn-raises-KeyError",
+        lambda: DynamicBatchSampler(
+            [{"ids": [1, 2]}, {"words": [3]}], length_fn=lambda s: len(s["ids"]), max_cost=BUDGET
+        ),
+        VALUE,
+        r"length_fn=.* raised KeyError\('ids'\) on sample 1 \(its fields: \['words'\]\): it "
+        r"must return the sample's length",
+    ),
+    (
+        "ref_index-missing-field",
+        lambda: DynamicBatchSampler(
+            [{"ids": [1, 2]}, {"words": [3]}], ref_index="ids", max_cost=BUDGET
+        ),
+        TYPE,
+        r"ref_index='ids' does not select a field of the sample: 'ids' \(sample 1; its fields: "
+        r"\['words'\]\)",
+    ),
+    (
         "ref_index-no-size",
         lambda: DynamicBatchSampler(DATA, ref_index=1, max_cost=BUDGET),
         TYPE,

@@ -101,6 +101,13 @@ def backward(loss_sum: Any = "tensor", count: Any = 2) -> bool:
     return acc.backward(loss_sum, count)
 
 
+def backward_without_count() -> bool:
+    """``acc.backward(loss)``: the count left out, as a first-time user writes it."""
+    net = model()
+    acc = GradientAccumulator(net, paddle.optimizer.SGD(parameters=net.parameters()))
+    return acc.backward(net(paddle.ones([2, 2])).sum())
+
+
 #: an open window as ``GradientAccumulator.state_dict()`` saves it, for ``model()``
 WINDOW = {
     "micro_batches": 1,
@@ -240,6 +247,13 @@ ACC_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
             ("str", "3", TYPE),
             ("None", None, TYPE),
         ]
+    ),
+    (
+        "backward-count-missing",
+        backward_without_count,
+        TYPE,
+        r"count must be given: the number of samples in this micro-batch that loss_sum sums "
+        r"over \(or its loss tokens, with per-token losses\).*got count=None",
     ),
     (
         "backward-count-tensor",

@@ -200,6 +200,24 @@ def test_trainer_update_is_the_exact_mean_over_its_loss_tokens(
         assert worst(stock, expected) / scale(expected) > 1e-3
 
 
+@pytest.mark.parametrize("accumulate", ["samples", "tokens"])
+def test_the_trainers_log_says_a_token_loss_averages_over_loss_tokens(
+    tmp_path: Path, accumulate: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Updates of 16 pairs, each the per-token mean of token_cross_entropy: the log said "the
+    mean over its samples"."""
+    import logging
+
+    trainer = lm_trainer(tmp_path, Pairs(32, seed=3), accumulate=accumulate, time_model=None)
+    with caplog.at_level(logging.INFO):
+        trainer.get_train_dataloader()
+    line = next(r.getMessage() for r in caplog.records if "optimizer steps (" in r.getMessage())
+    assert "its loss the per-token mean over its loss tokens (the count token_cross_entropy" in (
+        line
+    ), line
+    assert "mean over its samples" not in line and "mean over its tokens" not in line, line
+
+
 def test_trainer_refuses_a_mean_and_loss_tokens_that_disagree(tmp_path: Path) -> None:
     ds = Pairs(32, seed=8)
 

@@ -447,6 +447,7 @@ _DROP = object()
         (("consumed_samples",), 54.9, "consumed_samples=54.9"),
         (("consumed_samples",), "x", "consumed_samples='x'"),
         (("consumed_samples",), _DROP, "consumed_samples"),
+        (("skipped_steps",), -1, "skipped_steps=-1"),
         (("global_step",), "x", "global_step='x'"),
         (("global_step",), float("nan"), "global_step=nan"),
         (("global_step",), True, "global_step=True"),
@@ -488,6 +489,53 @@ def test_a_wrong_value_in_a_checkpoints_state_is_named_before_anything_loads(
     )
 
 
+def test_a_resume_on_other_ranks_logs_the_true_epoch_and_steps(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a 2 -> 1 rank resume the log said "(2 epoch(s) of 5, 8 steps)", 5 the steps
+    left of 8; ``state.epoch`` counted the rest's steps (0.2 one step in, where a run on any
+    ranks is at 0.5), and paddlenlp's "Continuing training from epoch 0" was all it said.
+    Here a checkpoint's state is the one 2 ranks save after step 3 (updates of 8 samples, 8 an
+    epoch on any ranks), resumed on this one rank: the rest of its epoch dealt here."""
+    import logging
+
+    from paddle.utils import unique_name
+
+    ds = Reviews(60)
+    plan = {"update_size": 8, "max_cost": 3 * 24**2}
+    args = make_args(tmp_path, save_strategy="steps", save_steps=3)
+    with unique_name.guard():  # each run names its parameters as a process of its own does
+        trainer = make_trainer(
+            tmp_path, ds, args=args, plan=plan, callbacks=[make_recorder(stop_at=3)]
+        )
+        trainer.train()
+    two = dynbatch.DistributedDynamicBatchSampler(
+        lengths=ds.lengths, num_replicas=2, rank=0, options=trainer.options
+    )
+    ends = two.epoch_plan(0).window_ends
+    assert len(ends) == 8 == trainer.steps_per_epoch(0), "precondition: 8 updates on any ranks"
+    checkpoint = tmp_path / "checkpoint-3"
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    state["sampler"] = two.state_dict(consumed_batches=int(ends[2]))
+    (checkpoint / STATE_FILE).write_text(json.dumps(state))
+
+    rec = make_recorder()
+    caplog.clear()
+    with unique_name.guard(), caplog.at_level(logging.INFO):
+        resumed = make_trainer(tmp_path, ds, args=make_args(tmp_path), plan=plan, callbacks=[rec])
+        resumed.train(resume_from_checkpoint=str(checkpoint))
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("dynbatch: ")]
+    steps = next(line for line in said if "optimizer steps (" in line)
+    assert "16 optimizer steps (2 epoch(s) of 5 remaining of 8, 8 steps)" in steps, steps
+    assert any(
+        line.startswith("dynbatch: resuming at real epoch 0 after its step 3 of 8 (global step 3")
+        for line in said
+    ), said
+    epochs = [log["progress_or_epoch"] for log in rec.logs if "loss" in log]  # state.epoch
+    expected = [e + k / 8 for e in (0, 1) for k in range(1, 9)][3:]
+    assert epochs == pytest.approx(expected, abs=1e-4), "the epoch of each global step, any ranks"
+
+
 def test_ignoring_the_saved_optimizer_on_resume_is_refused_by_name(tmp_path: Path) -> None:
     """Tester report C 2: ignore_load_lr_and_optim=True skipped the plan's state too and, with
     ignore_data_skip forced on, replayed the run from its first batch on the saved weights.
@@ -520,7 +568,7 @@ def test_a_resume_plans_by_the_checkpoints_own_step_time(tmp_path: Path) -> None
     args = make_args(tmp_path / "a", max_steps=3, save_strategy="steps", save_steps=1)
     full = make_recorder()
     with paddle.utils.unique_name.guard():  # each run names its layers as a fresh process would
-        recipe_trainer(tmp_path / "a", ds, args, callbacks=[full]).train()
+        recipe_trainer(tmp_path / "a", ds, args, callbacks=[full], time_model="measure").train()
     checkpoint = str(tmp_path / "a" / "checkpoint-1")
     _keep_time_model(tmp_path / "b", {"c": 0.5, "a": 0.0, "b": 0.0, "error": 0.0})
     resumed = make_recorder()
@@ -615,7 +663,12 @@ def test_the_recipe_measures_the_step_time_follows_it_and_keeps_it(tmp_path: Pat
     model = tiny_bert()
     before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
     trainer = DynamicBatchTrainer(
-        model=model, args=args, train_dataset=ds, data_collator=collate, lengths=ds.lengths
+        model=model,
+        args=args,
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=ds.lengths,
+        time_model="measure",  # the default measures on an accelerator only
     )
     after = model.state_dict()
     assert all(np.array_equal(before[k], after[k].numpy()) for k in before), "weights put back"
@@ -623,7 +676,7 @@ def test_the_recipe_measures_the_step_time_follows_it_and_keeps_it(tmp_path: Pat
     measured = dynbatch.StepTimeModel(**saved)
     assert measured.c + measured.a + measured.b > 0, "a step takes time"
     assert trainer.options == dynbatch.like_fixed(ds.lengths, 6, seed=7, time_model=measured)
-    again = recipe_trainer(tmp_path, ds, args)  # the same output_dir: read back, not probed
+    again = recipe_trainer(tmp_path, ds, args, time_model="measure")  # read back, not probed
     assert again.options == trainer.options, "a resume plans the same batches"
     given = recipe_trainer(tmp_path, ds, make_args(tmp_path / "b", seed=7), time_model="0,1,0")
     assert given.options == dynbatch.like_fixed(ds.lengths, 8, seed=7, time_model="0,1,0")
@@ -752,14 +805,14 @@ def test_a_torn_kept_step_time_is_named_never_half_read(tmp_path: Path) -> None:
     ):
         path.write_text(text)
         with pytest.raises(dynbatch.InputError, match=rf"{path.name}.*delete it"):
-            recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path))
+            recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path), time_model="measure")
     path.unlink()
     path.mkdir()  # was a whole probe, then a bare IsADirectoryError on writing the result
     with pytest.raises(dynbatch.InputError, match=rf"{path.name}.* not a file"):
-        recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path))
+        recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path), time_model="measure")
     path.rmdir()
     path.write_text(whole)
-    trainer = recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path))
+    trainer = recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path), time_model="measure")
     assert trainer.options.time_model in (None, dynbatch.StepTimeModel(**json.loads(whole)))
 
 
@@ -772,7 +825,11 @@ def test_the_probe_takes_the_batches_training_takes(tmp_path: Path) -> None:
 
     ds = Reviews(30)
     trainer = recipe_trainer(
-        tmp_path / "list", ds, make_args(tmp_path / "list"), data_collator=labels_as_list
+        tmp_path / "list",
+        ds,
+        make_args(tmp_path / "list"),
+        data_collator=labels_as_list,
+        time_model="measure",
     )
     assert (tmp_path / "list" / integration.probe.TIME_MODEL_FILE).exists()
     assert trainer.train().global_step > 0
@@ -783,7 +840,11 @@ def test_the_probe_takes_the_batches_training_takes(tmp_path: Path) -> None:
 
     with pytest.raises(dynbatch.InputTypeError, match="data_collator must return a dict"):
         recipe_trainer(
-            tmp_path / "tuple", ds, make_args(tmp_path / "tuple"), data_collator=as_tuple
+            tmp_path / "tuple",
+            ds,
+            make_args(tmp_path / "tuple"),
+            data_collator=as_tuple,
+            time_model="measure",
         )
 
 
@@ -899,6 +960,31 @@ def test_a_non_finite_loss_stops_training_with_the_step_named(tmp_path: Path) ->
     with pytest.raises(ValueError, match=r"step 3 .*NaN or inf"):
         trainer.train()
     assert rec.optimizer_steps == 2, "the third window raised before the optimizer stepped"
+
+
+class _OverflowingScaler:
+    """fp16 loss scaling as paddle's GradScaler does it, but on CPU: a scale that overflows
+    float32 (paddle's own is a no-op on CPU)."""
+
+    def scale(self, loss: Any) -> Any:
+        return loss * paddle.to_tensor(1e39, dtype="float32")
+
+
+def test_a_step_fp16_scaling_skips_is_warned_with_its_step_and_the_count(tmp_path: Path) -> None:
+    """With a loss scaler the Trainer does not raise on an overflow: the scaler skips the step,
+    and the engine says which step and how many so far, as the hand-written loop does."""
+    trainer = make_trainer(tmp_path, Reviews(30), time_model=None)
+    trainer.do_grad_scaling, trainer.scaler = True, _OverflowingScaler()
+    windows = iter(trainer.get_train_dataloader())
+    for step in (1, 2):
+        trainer.state.global_step = step - 1
+        with pytest.warns(RuntimeWarning) as caught:
+            trainer.training_step(trainer.model, next(windows))
+        said = [str(w.message) for w in caught if "NaN or inf" in str(w.message)]
+        assert len(said) == 1, said
+        assert said[0].startswith(f"optimizer step {step}: the loss or gradients are NaN or inf")
+        assert f"{step} step(s) skipped so far (an fp16 overflow" in said[0], said[0]
+        trainer.model.clear_gradients()
 
 
 @pytest.mark.parametrize(

@@ -451,13 +451,110 @@ def test_the_log_says_how_the_step_time_runs_packed_updates(
     assert f"({plan.num_steps} micro-batch(es) a rank)" in line, line
 
 
+@pytest.fixture
+def on_cpu() -> Any:
+    """Paddle on its CPU for the test (the default time_model asks where it runs)."""
+    previous = paddle.device.get_device()
+    paddle.set_device("cpu")
+    yield
+    paddle.set_device(previous)
+
+
+@pytest.mark.parametrize("pack_len", [40, None], ids=["packed", "unpacked"])
+def test_on_a_cpu_the_default_plans_without_probing_the_same_every_run(
+    tmp_path: Path, monkeypatch: Any, pack_len: int | None, on_cpu: Any
+) -> None:
+    """A step time measured on a CPU is noisy, and there padding always costs: with the
+    default time_model one run planned 1 packed / 24 split updates, the next 20 / 3 / 2. On
+    a CPU the default probes nothing and plans as a CPU's step time is (every update packed;
+    unpacked, the padding-free split): the same plan in every run."""
+    from dynbatch.integrations.paddlenlp import planner
+    from dynbatch.integrations.paddlenlp.probe import TIME_MODEL_FILE
+
+    def no_probe(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the step time was probed on a CPU")
+
+    monkeypatch.setattr(planner, "measure_time_model", no_probe)
+    ds = Reviews(60)
+    digests = []
+    for run in ("a", "b"):
+        model = packed_bert(seed=len(digests))
+        forwards = forward_counter(model)
+        trainer = DynamicBatchTrainer(
+            model=model,
+            args=make_args(tmp_path / run, per_device_train_batch_size=8),
+            train_dataset=ds,
+            data_collator=collate,
+            lengths=ds.lengths,
+            **({} if pack_len is None else {"pack_len": pack_len}),
+        )
+        assert forwards[0] == 0 and not (tmp_path / run / TIME_MODEL_FILE).exists(), "no probe"
+        assert trainer.options.time_model is None
+        assert trainer.train_sampler is not None
+        digests.append(trainer.train_sampler.epoch_plan(0).digest())
+    assert digests[0] == digests[1], "the same plan in every run"
+    given_none = DynamicBatchTrainer(
+        model=packed_bert(),
+        args=make_args(tmp_path / "none", per_device_train_batch_size=8),
+        train_dataset=ds,
+        data_collator=collate,
+        lengths=ds.lengths,
+        time_model=None,
+        **({} if pack_len is None else {"pack_len": pack_len}),
+    )
+    assert given_none.train_sampler is not None
+    assert given_none.train_sampler.epoch_plan(0).digest() == digests[0], "as time_model=None"
+
+
+@pytest.mark.parametrize("asked", ["measure", "default on an accelerator"])
+def test_a_measured_step_time_that_changes_the_plan_is_a_warning(
+    tmp_path: Path, monkeypatch: Any, caplog: pytest.LogCaptureFixture, asked: str
+) -> None:
+    """A plan that follows a measured step time differs from run to run as the measurement
+    does: where it differs from the plan without one, the log says so at warning level, with
+    the time_model= that keeps it. A step of a fixed cost runs each update whole, not packed.
+    The step time is measured where asked (``"measure"``), and by default on an accelerator
+    (here a stand-in: the probe itself is replaced)."""
+    import logging
+
+    from dynbatch.integrations.paddlenlp import planner
+
+    flat = dynbatch.StepTimeModel(c=0.05, a=0.0, b=0.0)
+    probes: list[int] = []
+    monkeypatch.setattr(planner, "measure_time_model", lambda *a, **k: probes.append(1) or flat)
+    time_model = {"time_model": "measure"} if asked == "measure" else {}
+    if asked != "measure":
+        monkeypatch.setattr(planner, "current_device", lambda: "gpu:0")
+    ds = Reviews(60)
+    with caplog.at_level(logging.INFO):
+        trainer = DynamicBatchTrainer(
+            model=packed_bert(),
+            args=make_args(tmp_path, per_device_train_batch_size=8),
+            train_dataset=ds,
+            data_collator=collate,
+            lengths=ds.lengths,
+            pack_len=40,
+            **time_model,
+        )
+    assert probes == [1], "measured once"
+    assert trainer.options.time_model == flat, "precondition: the plan follows the measurement"
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    changed = [line for line in warned if "changes the plan" in line]
+    assert len(changed) == 1, warned
+    assert changed[0].startswith(f"dynbatch: the step time measured, {flat}, changes the plan"), (
+        changed[0]
+    )
+    assert f"pass time_model=dynbatch.{flat!r}" in changed[0], changed[0]
+
+
 @pytest.mark.parametrize("kind", ["classifier", "causal LM"])
 def test_without_a_data_collator_the_trainer_builds_its_own_batches(
     tmp_path: Path, kind: str
 ) -> None:
     """pack_len and no data_collator: training runs the rows of PackCollator.for_sampler (for
     the model's kind), the step-time probe (the default) and evaluation padded batches the
-    Trainer builds from the same fields. paddlenlp's default collator, which cannot stack
+    Trainer builds from the same fields (the probe asked for: the default measures on an
+    accelerator only). paddlenlp's default collator, which cannot stack
     samples of unequal lengths, is never used."""
     causal = kind == "causal LM"
     ds: Any = Pairs(40, seed=3) if causal else Reviews(40)
@@ -471,6 +568,7 @@ def test_without_a_data_collator_the_trainer_builds_its_own_batches(
         lengths=ds.lengths,
         eval_lengths=ds.lengths,
         pack_len=64 if causal else 40,
+        time_model="measure",  # the default measures on an accelerator only
     )
     assert forwards[0] > 0 and trainer.options.time_model is not None, "the step time probed"
     sampler = trainer.train_sampler
@@ -509,7 +607,7 @@ def test_without_a_data_collator_the_trainer_builds_its_own_batches(
 def test_dynbatchs_checks_refuse_before_the_step_time_probe(tmp_path: Path, case: str) -> None:
     """What dynbatch refuses (the samples' fields, pack_len against the lengths, the lengths
     against the samples, the model's kind) is refused when the Trainer is made, before the
-    step-time probe (the default time_model) runs a step: no forward, no step time kept."""
+    step-time probe (time_model="measure") runs a step: no forward, no step time kept."""
     from paddlenlp.transformers import BertForTokenClassification
 
     from dynbatch.integrations.paddlenlp.probe import TIME_MODEL_FILE
@@ -539,6 +637,7 @@ def test_dynbatchs_checks_refuse_before_the_step_time_probe(tmp_path: Path, case
             data_collator=collate,  # the user's, which would take every sample
             lengths=lengths,
             pack_len=pack_len,
+            time_model="measure",  # the default measures on an accelerator only
         )
     assert forwards[0] == 0, "no probe step ran"
     assert not (tmp_path / TIME_MODEL_FILE).exists(), "no step time measured"

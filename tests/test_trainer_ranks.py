@@ -46,6 +46,11 @@ def epoch_of(record: dict[str, Any]) -> dict[int, int]:
     return dict(zip(record["steps"], record["epochs"], strict=True))
 
 
+def progress_of(record: dict[str, Any]) -> dict[int, float]:
+    """The ``state.epoch`` each global step logged."""
+    return {int(step): value for step, value in record["progress"]}
+
+
 @pytest.mark.parametrize(("saved", "resumed"), [(2, 1), (1, 2)])
 def test_a_checkpoint_saved_on_n_ranks_resumes_on_m_in_the_same_updates(
     tmp_path: Path, saved: int, resumed: int
@@ -70,11 +75,17 @@ def test_a_checkpoint_saved_on_n_ranks_resumes_on_m_in_the_same_updates(
     later = sorted(i for k, v in rest.items() if epochs[k] == 1 for i in v)
     assert later == list(range(60))
     assert [k for k in rest if epochs[k] == 1] == [k for k in whole if saved_epochs[k] == 1]
+    resumed_progress, saved_progress = progress_of(record), progress_of(full)
+    assert resumed_progress == {k: saved_progress[k] for k in resumed_progress}, (
+        "state.epoch at each global step is the saved run's, on any ranks"
+    )
     # a checkpoint of the dealt rest resumes again on these ranks, to the same steps
     launch(tmp_path, resumed, "run", "restop")
     launch(tmp_path, resumed, "run", "again")
     again, record = per_step(tmp_path, "run-again", resumed)
     assert record["global_step"] == full["global_step"]
+    again_progress = progress_of(record)
+    assert again_progress == {k: saved_progress[k] for k in again_progress}, "resumed twice"
     assert again == {k: v for k, v in rest.items() if k > 2 * STOP}
 
 

@@ -101,6 +101,23 @@ def test_a_nan_loss_skips_the_step_and_is_counted() -> None:
     )
 
 
+def test_each_step_skipped_for_a_nan_warns_with_its_step_and_the_count_so_far() -> None:
+    """A NaN loss skipped its update silently: only ``skipped_steps`` went up."""
+    model = Bag()
+    acc = GradientAccumulator(model, paddle.optimizer.SGD(0.1, parameters=model.parameters()))
+    ids = paddle.to_tensor(np.ones((2, 3), dtype="int64"))
+    with pytest.warns(RuntimeWarning) as caught:
+        for bad in (True, False, True, True):
+            loss = model(ids).sum()
+            acc.backward(loss * float("nan") if bad else loss, count=2)
+    said = [str(w.message) for w in caught if "NaN or inf" in str(w.message)]
+    assert len(said) == 3, "once per skipped step"
+    for text, (step, count) in zip(said, [(1, 1), (3, 2), (4, 3)], strict=True):
+        assert text.startswith(f"optimizer step {step}: the loss or gradients are NaN or inf")
+        assert f"{count} step(s) skipped so far" in text, text
+    assert acc.skipped_steps == 3 and acc.optimizer_steps == 1
+
+
 def test_grad_scaler_path_matches_plain_fp32_on_cpu() -> None:
     ds = Toy(40, seed=5)
     idx = np.arange(12)
@@ -332,7 +349,11 @@ def test_an_amp_overflow_skips_the_step_and_tells_the_scaler() -> None:
     snapshots = []
     for k in range(3):
         ids, index = batch_of(ds, np.arange(4 * k, 4 * k + 4))
-        acc.backward(per_sample_loss(model, ids, index).sum(), count=4)
+        if k == 1:
+            with pytest.warns(RuntimeWarning, match=r"optimizer step 2: .*fp16 overflow"):
+                acc.backward(per_sample_loss(model, ids, index).sum(), count=4)
+        else:
+            acc.backward(per_sample_loss(model, ids, index).sum(), count=4)
         snapshots.append(params(model))
     assert acc.skipped_steps == 1 and acc.optimizer_steps == 2, "the overflowing step skipped"
     for name in snapshots[0]:

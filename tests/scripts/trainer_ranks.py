@@ -7,7 +7,8 @@ stopping once checkpoint-STOP is saved, ``resume`` resumes RUN's newest checkpoi
 resumes it and stops once checkpoint-2xSTOP is saved, ``again`` resumes the newest. BATCH is
 ``per_device_train_batch_size`` (default: GLOBAL / ranks, the global update kept). Each rank
 writes OUT/<RUN>-<MODE>-rank<r>.json: every optimizer step's global step, real epoch and the
-real samples this rank trained in it, the run's final global step and its planned total; a
+real samples this rank trained in it, the ``state.epoch`` each step logged, the run's final
+global step and its planned total; a
 refusal is written to OUT/<RUN>-<MODE>-error.txt instead.
 """
 
@@ -38,6 +39,7 @@ class Steps(TrainerCallback):  # type: ignore[misc]
         self.steps: list[int] = []
         self.epochs: list[int] = []
         self.samples: list[list[int]] = []
+        self.progress: dict[int, float] = {}  # each global step's logged state.epoch
 
     def on_load_data_end(self, args, state, control, inputs=None, **kw):  # type: ignore[no-untyped-def]
         self.window = inputs["window"]
@@ -51,6 +53,10 @@ class Steps(TrainerCallback):  # type: ignore[misc]
         if self.stop is not None and state.global_step == self.stop:
             control.should_training_stop = True  # saved at this step, then the job ends
         return control
+
+    def on_log(self, args, state, control, logs=None, **kw):  # type: ignore[no-untyped-def]
+        if logs and "loss" in logs:
+            self.progress[int(state.global_step)] = float(logs["progress_or_epoch"])
 
 
 def end() -> None:
@@ -94,6 +100,7 @@ def main() -> None:
                 "steps": rec.steps,
                 "epochs": rec.epochs,
                 "samples": rec.samples,
+                "progress": sorted(rec.progress.items()),
                 "global_step": int(trainer.state.global_step),
                 "planned": trainer.total_steps(),
             }

@@ -8,7 +8,8 @@
 KIND is ``cls`` (the tiny BERT of trainer_toy.py, per-sample losses, 2 micro-batches a step),
 ``lm`` (the tiny causal LM of lm_toy.py: updates planned in loss tokens, each the exact
 mean over them) or ``recipe`` (the tiny BERT with the Trainer's defaults: no plan options, the
-step time probed on the model and kept in the output dir, 2 loader workers); ``packcls`` and
+step time probed on the model, as the default does on an accelerator, and kept in the output
+dir, 2 loader workers); ``packcls`` and
 ``packlm`` are ``cls`` and ``lm`` packed (``pack_len``, one row a micro-batch, no probe:
 NOTE [ the Trainer packs ]), the recipe's updates of 8 reviews or 16 pairs' loss tokens. Each run
 that finishes writes OUT_DIR/<mode>.json (its batches, steps, loss, epoch) and OUT_DIR/<mode>.npz
@@ -100,7 +101,7 @@ def make_trainer(kind: str, run_dir: Path, callbacks: list[Any]) -> DynamicBatch
             pack_len=40,
             **pack,
         )
-    if kind == "recipe":  # the defaults: the step time probed, then read back on resume
+    if kind == "recipe":  # the defaults, the step time probed, then read back on resume
         return DynamicBatchTrainer(
             model=tiny_bert(dropout=0.1),
             args=make_args(
@@ -110,6 +111,7 @@ def make_trainer(kind: str, run_dir: Path, callbacks: list[Any]) -> DynamicBatch
             data_collator=collate,
             lengths=ds.lengths,
             callbacks=callbacks,
+            time_model="measure",  # the default on an accelerator; here on the CPU too
         )
     return DynamicBatchTrainer(
         model=tiny_bert(dropout=0.1),

@@ -291,8 +291,11 @@ class GradientAccumulator:
         with self.engine.micro_batch(last=self._window_ends_here()):
             yield
 
-    def backward(self, loss_sum: Any, count: Any) -> bool:
+    def backward(self, loss_sum: Any, count: Any = None) -> bool:
         """Back-propagate the *sum* of a micro-batch's losses over ``count`` samples or tokens.
+
+        ``count`` is what ``loss_sum`` sums over: the micro-batch's samples, or its
+        loss tokens with per-token losses (required; left out, the error says so).
 
         Returns True when this call ended a window and the optimizer stepped (or skipped).
         """
@@ -313,6 +316,8 @@ class GradientAccumulator:
                 self.optimizer_steps += 1
             else:
                 self.skipped_steps += 1
+            step = self.optimizer_steps + self.skipped_steps
+            self.engine.warn_skipped(update, step=step, skipped=self.skipped_steps)
             self.last_count = update.count
         return ends
 

@@ -19,7 +19,10 @@ NOTE [ one update engine ]
     :meth:`ExactMeanUpdate.step`, which skips such a window and counts it.
     paddlenlp's Trainer steps the optimizer itself after ``training_step``,
     with no way to skip one step, so ``DynamicBatchTrainer`` raises on the same
-    verdict (NOTE [ one update, one mean ] in :mod:`dynbatch.integrations.paddlenlp`).
+    verdict (NOTE [ one update, one mean ] in :mod:`dynbatch.integrations.paddlenlp`),
+    unless fp16 loss scaling skips it. A window skipped for a NaN or inf is never
+    silent: both loops warn through :meth:`ExactMeanUpdate.warn_skipped`, once per
+    such window, with its step and the run's count of them so far.
     Where the windows end is the plan's business, in :mod:`dynbatch.plan.windows`.
 """
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +50,12 @@ def _checked_count(paddle: Any, count: Any) -> Any:
     Checked like a number, finite and >= 0 (NOTE [ counts on the device ] in
     :mod:`dynbatch.paddle.training`): a tensor is read on the host once.
     """
+    if count is None:  # left out: say what it counts
+        raise InputTypeError(
+            "count must be given: the number of samples in this micro-batch that loss_sum sums "
+            "over (or its loss tokens, with per-token losses), an int, float or paddle.Tensor, "
+            "as in backward(losses.sum(), count=labels.shape[0]); got count=None"
+        )
     if isinstance(count, paddle.Tensor):
         if count.dtype == paddle.bool:
             raise InputTypeError(
@@ -159,7 +169,7 @@ class ExactMeanUpdate:
         else:
             yield
 
-    def backward(self, loss_sum: Any, count: Any, *, padding: bool = False) -> None:
+    def backward(self, loss_sum: Any, count: Any = None, *, padding: bool = False) -> None:
         """Back-propagate a micro-batch's summed losses over ``count`` (a float or a tensor).
 
         A ``padding`` micro-batch still runs backward (so every rank joins the
@@ -202,6 +212,27 @@ class ExactMeanUpdate:
                         p.grad.scale_(factor)
         self._reset()
         return update
+
+    def warn_skipped(self, update: Update, *, step: int, skipped: int) -> None:
+        """Warn that optimizer step ``step`` is skipped for a NaN or inf (nothing if finite).
+
+        ``skipped`` counts the run's skipped steps so far, this one included (a
+        :class:`~dynbatch.GradientAccumulator`'s ``skipped_steps``). Every loop calls it
+        once per closed window (NOTE [ one update engine ]).
+        """
+        if update.finite:
+            return
+        if self.scaler is not None:
+            why = "an fp16 overflow: the loss scaler skips it and lowers its scale"
+        else:
+            why = "lower the learning rate, or look for a bad sample in the window"
+        warnings.warn(
+            f"optimizer step {step}: the loss or gradients are NaN or inf on some rank (loss "
+            f"sum {update.loss_sum:g}), so its update is skipped on every rank; {skipped} "
+            f"step(s) skipped so far ({why})",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     def step(self, optimizer: Any, update: Update, lr_scheduler: Any = None) -> None:
         """Apply ``update`` (or skip it) and clear the gradients; the scaler learns of overflows."""

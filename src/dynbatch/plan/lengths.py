@@ -13,7 +13,7 @@ import numbers
 import os
 import warnings
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from .._checks import InputError, InputTypeError, check_dataset, check_lengths
 from .._files import atomic_write
 
-__all__ = ["compute_lengths", "dataset_fingerprint", "field_length"]
+__all__ = ["compute_lengths", "dataset_fingerprint", "field_length", "measure_failed"]
 
 
 def field_length(sample: Any, ref_index: Any) -> int:
@@ -43,6 +43,46 @@ def field_length(sample: Any, ref_index: Any) -> int:
         f"the field at ref_index={ref_index!r} has no size: got {type(field).__name__} "
         f"{field!r}; pick a field that is a sequence or array, or pass length_fn"
     )
+
+
+def _fields(sample: Any) -> str:
+    """``"; its fields: [...]"`` for a sample that is a dict, else nothing."""
+    if not isinstance(sample, Mapping):
+        return ""
+    names = [str(k) for k in sample]
+    more = ", ..." if len(names) > 20 else ""
+    return f"; its fields: {str(names[:20])[:-1]}{more}]"
+
+
+def measure_failed(how: str, exc: BaseException, sample: Any, where: str) -> InputError:
+    """The error for ``how`` (a ``length_fn``) raising ``exc`` on ``sample`` at ``where``.
+
+    It names the sample's place (a dataset's index, a stream's record) and the
+    exception (a ``KeyError`` names the missing field), and lists a dict sample's
+    fields. Every path that measures samples raises it, the map-style datasets'
+    and the streams' alike.
+
+    >>> error = measure_failed("length_fn", KeyError("text"), {"ids": [1]}, "sample 3")
+    >>> print(str(error).split(": it must")[0])
+    length_fn raised KeyError('text') on sample 3 (its fields: ['ids'])
+    """
+    fields = _fields(sample)
+    found = f" ({fields[2:]})" if fields else ""
+    return InputError(
+        f"{how} raised {exc!r} on {where}{found}: it must return the sample's length (a whole "
+        "number >= 1) for every sample"
+    )
+
+
+def _measure(measure: Callable[[Any], Any], sample: Any, index: int, how: str) -> Any:
+    """``measure(sample)`` of the dataset's sample ``index``; an error in measuring names
+    the sample (:func:`measure_failed`)."""
+    try:
+        return measure(sample)
+    except InputError as exc:  # ref_index's own: it names the field, not the sample
+        raise type(exc)(f"{exc} (sample {index}{_fields(sample)})") from None
+    except Exception as exc:  # the user's length_fn
+        raise measure_failed(how, exc, sample, f"sample {index}") from exc
 
 
 def _describe(fn: Callable[..., Any] | None, ref_index: Any) -> str:
@@ -83,12 +123,18 @@ def _measured(value: Any, where: str) -> int:
     return int(number)
 
 
-def dataset_fingerprint(dataset: Any, how: str, measure: Callable[[Any], int] | None = None) -> str:
+def dataset_fingerprint(
+    dataset: Any,
+    how: str,
+    measure: Callable[[Any], int] | None = None,
+    name: str = "length_fn",
+) -> str:
     """A cheap fingerprint: type, size, how lengths are measured, and a few samples.
 
     It reads at most 5 samples (their text and, with ``measure``, their
     measured length), so it catches a different dataset or measurement, not an
-    edit deep inside one; delete the cache after such edits.
+    edit deep inside one; delete the cache after such edits. ``name`` is what
+    an error in ``measure`` is named by.
     """
     n = len(dataset)
     probe = sorted({0, n // 4, n // 2, (3 * n) // 4, n - 1}) if n else []
@@ -98,7 +144,7 @@ def dataset_fingerprint(dataset: Any, how: str, measure: Callable[[Any], int] | 
         sample = dataset[i]
         h.update(repr(sample).encode("utf-8", "replace")[:4096])
         if measure is not None:
-            h.update(f"|{measure(sample)!r}".encode())
+            h.update(f"|{_measure(measure, sample, i, name)!r}".encode())
     return h.hexdigest()
 
 
@@ -153,11 +199,14 @@ def compute_lengths(
     path = Path(cache_path) if cache_path is not None else None
     key = ""
     if path is not None:
-        key = dataset_fingerprint(dataset, f"{how}|{_code_text(length_fn)}", measure)
+        key = dataset_fingerprint(dataset, f"{how}|{_code_text(length_fn)}", measure, how)
         cached = _read_cache(path, key)
         if cached is not None:
             return cached
-    values = [_measured(measure(dataset[i]), f"{how} of sample {i}") for i in range(len(dataset))]
+    values = [
+        _measured(_measure(measure, dataset[i], i, how), f"{how} of sample {i}")
+        for i in range(len(dataset))
+    ]
     lengths = check_lengths(np.asarray(values, dtype=np.int64), name=f"lengths measured by {how}")
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

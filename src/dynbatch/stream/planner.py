@@ -92,6 +92,7 @@ from numpy.typing import NDArray
 
 from .._checks import check_int, check_lengths, first_bool
 from ..errors import InputError, InputTypeError
+from ..plan.lengths import measure_failed
 from ..plan.options import PlanOptions
 from ..plan.planning import find_oversize, padded_lengths
 from ..plan.sharding import ShardedPlan
@@ -265,11 +266,8 @@ class StreamPlanner:
                 try:
                     values.append(measure(sample))
                 except Exception as exc:  # the user's function: named by the sample's place
-                    where = self._where(position, epoch, slot, slots)
-                    raise InputError(
-                        f"length_fn raised {exc!r} on the sample at {where}: it must return the "
-                        f"sample's length (a whole number >= 1) for every sample"
-                    ) from exc
+                    where = f"the sample at {self._where(position, epoch, slot, slots)}"
+                    raise measure_failed("length_fn", exc, sample, where) from exc
                 pending = next(records, None)
             end = pending[0] if pending is not None else _after(positions[-1])
             lengths = self._checked(values, positions, epoch, slot, slots)

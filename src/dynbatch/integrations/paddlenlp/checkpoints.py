@@ -210,9 +210,12 @@ def read_state(
     for key in ("windows", "sampler"):
         if not isinstance(state[key], Mapping):
             raise _refuse(path, key, state[key], "a JSON object")
-    for key in ("global_step", "consumed_samples"):
-        if not _whole(state[key]):
+    for key in ("global_step", "consumed_samples", "skipped_steps"):
+        if key in state and not _whole(state[key]):  # skipped_steps: a state may predate it
             raise _refuse(path, key, state[key], "a whole number >= 0")
+    step = state.get("epoch_step", [0, 0])  # a state may predate it
+    if not (isinstance(step, list) and len(step) == 2 and all(_whole(v) for v in step)):
+        raise _refuse(path, "epoch_step", step, "[epoch, its steps trained], whole numbers >= 0")
     loss = state["loss_total"]
     if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss):
         raise _refuse(path, "loss_total", loss, "a finite number (the losses logged, summed)")
@@ -313,6 +316,9 @@ class PlanCheckpoints:
             "arguments": self._argument_settings(),
             "loss_total": self.run_log.loss_total,
             "consumed_samples": self.run_log.consumed_samples,
+            "skipped_steps": self.run_log.skipped_steps,
+            # NOTE [ the real epoch of a resumed rest ] in .run
+            "epoch_step": list(self.run.progress()[:2]),
         }
         write_state(checkpoint_folder(self.args.output_dir, global_step), state)
 
@@ -345,7 +351,10 @@ class PlanCheckpoints:
                 f"{path}'s sampler state (saved on num_replicas={saved} ranks) cannot be loaded "
                 f"on num_replicas={self.run.sampler.num_replicas}: {exc}"
             ) from None
-        self.run.resume_rest(int(state["sampler"]["epoch"]), int(state["global_step"]))
+        epoch = int(state["sampler"]["epoch"])
+        saved = state.get("epoch_step")  # NOTE [ the real epoch of a resumed rest ] in .run
+        done = None if saved is None else int(saved[1]) if int(saved[0]) == epoch else 0
+        self.run.resume_rest(epoch, int(state["global_step"]), done)
 
     def load_plan_state(self, checkpoint: str) -> bool:
         """Check and load the checkpoint's state file; then the Trainer loads the rest."""
@@ -366,5 +375,6 @@ class PlanCheckpoints:
             self.load_rest(checkpoint, state)
         self.run_log.loss_total = float(state["loss_total"])
         self.run_log.consumed_samples = int(state["consumed_samples"])
+        self.run_log.skipped_steps = int(state.get("skipped_steps", 0))
         self.resumed_step = int(state["global_step"])
         return True

@@ -51,11 +51,14 @@ class RunLog:
     Attributes:
         loss_total: sum over optimizer steps of each step's mean loss.
         consumed_samples: real samples trained over all ranks, whole run.
+        skipped_steps: steps whose update was not applied, whole run: fp16 loss
+            scaling skipped a NaN or inf, or nothing had a loss.
     """
 
     def __init__(self) -> None:
         self.loss_total = 0.0
         self.consumed_samples = 0
+        self.skipped_steps = 0
         self._samples, self._tokens, self._steps = 0, 0.0, 0  # of this process
         self._since = StepStats()
         self._started = time.perf_counter()

@@ -27,6 +27,7 @@ __all__ = [
     "MEAN_REFUSED",
     "loss_and_count",
     "loss_fn_for",
+    "mean_over",
     "per_sample_criterion",
     "per_sample_cross_entropy",
     "token_cross_entropy",
@@ -262,3 +263,37 @@ def loss_fn_for(loss_fn: Any, criterion: Any) -> Callable[[str], Callable[..., A
         return loss_fn if loss_fn is not None else functools.partial(default, label_key=label_key)
 
     return for_label
+
+
+def mean_over(loss_fn: Any, given: bool, unit: str, loss_tokens: bool) -> str:
+    """What a step's loss is the mean over, in words, for the Trainer's log.
+
+    ``loss_fn`` is the loss trained with (``given``: the user's own), ``unit`` what
+    updates count, ``loss_tokens`` whether per-sample loss tokens were given (then
+    ``"tokens"`` count them). :func:`token_cross_entropy` (the default of a packed
+    causal LM) is the per-token mean over the loss tokens whatever the updates are
+    cut on; a loss of the user's may return ``(loss_sum, count)``, which is only seen
+    when it runs, so its line says both.
+
+    >>> mean_over(per_sample_cross_entropy, False, "samples", False)
+    'its loss the mean over its samples'
+    >>> mean_over(functools.partial(token_cross_entropy, shift=False), True, "samples", True)
+    'its loss the per-token mean over its loss tokens (the count token_cross_entropy returns)'
+    """
+    base = loss_fn.func if isinstance(loss_fn, functools.partial) else loss_fn
+    if base is token_cross_entropy:
+        return (
+            "its loss the per-token mean over its loss tokens (the count token_cross_entropy "
+            "returns)"
+        )
+    tokens = "loss tokens" if loss_tokens else "tokens"
+    what = "samples" if unit == "samples" else tokens
+    if given:
+        return (
+            f"its loss the mean over its {what} (or over the count loss_fn returns, if it "
+            "returns (loss_sum, count))"
+        )
+    if unit == "samples":
+        return "its loss the mean over its samples"
+    weight = "loss tokens" if loss_tokens else "length"
+    return f"its loss the mean over its {what} (each sample's loss weighed by its {weight})"

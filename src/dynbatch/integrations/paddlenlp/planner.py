@@ -10,6 +10,18 @@ NOTE [ dynbatch's checks before the probe ]
     against the lengths and the fixed batch, the options): the sampler is planned once
     without a step time first, then again at the one measured. The model's kind is
     checked when the Trainer is made (:func:`~.packing.packed_model`), before either.
+
+NOTE [ no probe on a CPU ]
+    On a CPU a step costs what its tokens cost, so padding always costs: the plan
+    without a step time (the padding-free split; with ``pack_len`` every update
+    packed) is the CPU's own choice, as the samplers' default is
+    (NOTE [ no time model on an accelerator ] in :mod:`dynbatch.paddle.sampler`). A
+    step time measured there is noise-prone, and a plan that followed it changed
+    from run to run (1 packed / 24 split updates in one run, 20 / 3 / 2 in the
+    next). So the default ``time_model="auto"`` measures on an accelerator only;
+    ``"measure"`` measures on any device. Where a measured (or kept) step time
+    gives another plan than none would, the log says so at warning level, with
+    the ``time_model=`` that keeps that plan in every run.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import paddle
 from numpy.typing import NDArray
 from paddlenlp.utils.log import logger
 
@@ -31,30 +44,53 @@ from .checkpoints import STATE_FILE
 from .packing import Packed, check_samples
 from .probe import kept_time_model, measure_time_model, split_reason
 
-__all__ = ["MEASURE", "TrainPlanner", "checked_time_model", "measures"]
+__all__ = [
+    "AUTO",
+    "MEASURE",
+    "TrainPlanner",
+    "checked_time_model",
+    "current_device",
+    "measures",
+]
 
-#: ``time_model=`` default: measure the step time on the model (NOTE [ the Trainer measures ... ]).
+#: ``time_model=`` to measure the step time on the model (NOTE [ the Trainer measures ... ]).
 MEASURE: Any = "measure"
+#: ``time_model=`` default: :data:`MEASURE` on an accelerator, none on a CPU
+#: (NOTE [ no probe on a CPU ]).
+AUTO: Any = "auto"
 
 
 def measures(time_model: Any) -> bool:
-    """Whether ``time_model`` asks for the step time to be measured."""
+    """Whether ``time_model`` asks for the step time to be measured, on any device."""
     return isinstance(time_model, str) and time_model == MEASURE
 
 
+def _auto(time_model: Any) -> bool:
+    return isinstance(time_model, str) and time_model == AUTO
+
+
+def current_device() -> str:
+    """The device paddle runs on (``"cpu"``, ``"gpu:0"``, ...)."""
+    return str(paddle.device.get_device())
+
+
 def checked_time_model(time_model: Any, accumulate: str, planned: PlanOptions | None) -> Any:
-    """``time_model=`` checked: ``"measure"``, None, or a step time the recipe follows."""
-    if planned is not None and not (measures(time_model) or time_model is None):
+    """``time_model=`` checked: ``"auto"``, ``"measure"``, None, or a step time the recipe
+    follows."""
+    if _auto(time_model) or measures(time_model) or time_model is None:
+        return time_model
+    if planned is not None:
         raise InputError(
             "time_model= is for the fixed batch's recipe; the options given plan on their "
             f"own (PlanOptions(time_model=...)), got time_model={time_model!r}"
         )
-    if measures(time_model) or time_model is None:
-        return time_model
     try:
         model = check_time_model(time_model)
     except InputError as exc:
-        raise type(exc)(f"{exc}; or time_model='measure' (the default) or None") from None
+        raise type(exc)(
+            f"{exc}; or time_model='auto' (the default: measured on an accelerator), "
+            "'measure' or None"
+        ) from None
     if accumulate != "samples":
         raise InputError(
             f"time_model={time_model!r} cuts updates of samples at the step time, but with "
@@ -97,11 +133,15 @@ class TrainPlanner:
         packed: Packed | None,
     ) -> None:
         self.trainer, self.args, self.dataset, self.lengths = trainer, args, dataset, lengths
+        self.given = time_model
         self.loss_tokens, self.planned, self.keywords = loss_tokens, planned, keywords
+        if _auto(time_model):  # NOTE [ no probe on a CPU ]
+            time_model = None if current_device().startswith("cpu") else MEASURE
         self.time_model, self.packed = time_model, packed
-        self.measures_step_time = (
-            planned is None and trainer.accumulate == "samples" and measures(time_model)
-        )
+        recipe = planned is None and trainer.accumulate == "samples"
+        self.measures_step_time = recipe and measures(time_model)
+        #: a resume plans by its checkpoint's step time (also where "auto" measures none)
+        self.follows_checkpoint = recipe and (measures(time_model) or _auto(self.given))
 
     def sampler(self, step_time: Any) -> DistributedDynamicBatchSampler:
         """The sampler planned at ``step_time`` (where the recipe follows a step time)."""
@@ -149,6 +189,10 @@ class TrainPlanner:
             ) from None
         if follows and time_model is not None:
             logger.info(split_reason(sampler, time_model))
+        if self.measures_step_time and time_model is not None:  # NOTE [ no probe on a CPU ]
+            without = checked if checked is not None else self.sampler(None)
+            if without.epoch_plan(0).digest() != sampler.epoch_plan(0).digest():
+                logger.warning(_changed_plan(time_model, sampler, without))
         return sampler
 
     def for_checkpoint(
@@ -156,7 +200,7 @@ class TrainPlanner:
     ) -> DistributedDynamicBatchSampler | None:
         """The sampler at the step time ``checkpoint`` was planned by, where it is not that of
         ``options`` (NOTE [ the Trainer measures the step time ]); None to keep the current."""
-        if not self.measures_step_time:
+        if not self.follows_checkpoint:
             return None
         saved_options = state["sampler"].get("options")
         saved = saved_options.get("time_model") if isinstance(saved_options, Mapping) else None
@@ -168,6 +212,25 @@ class TrainPlanner:
             return None
         logger.info(
             f"dynbatch: resuming {checkpoint} by the step time it was planned by, {model} (not "
-            f"{options.time_model}, measured or kept in output_dir)"
+            f"{options.time_model}: measured, kept in output_dir, or none on a CPU)"
         )
         return self.sampler(model)
+
+
+def _changed_plan(
+    model: Any, sampler: DistributedDynamicBatchSampler, without: DistributedDynamicBatchSampler
+) -> str:
+    """The warning that a measured step time changed the plan (NOTE [ no probe on a CPU ])."""
+
+    def steps(s: DistributedDynamicBatchSampler) -> str:
+        plan = s.epoch_plan(0)
+        updates = plan.num_steps if plan.window_ends is None else len(plan.window_ends)
+        return f"{plan.num_steps} micro-batch(es) a rank for {updates} update(s)"
+
+    return (
+        f"dynbatch: the step time measured, {model}, changes the plan: epoch 0 runs "
+        f"{steps(sampler)} by it, {steps(without)} without one. A measured step time varies "
+        "from run to run (most on a CPU), and the plan with it; a later run in this output_dir "
+        f"reads this one back. To plan alike in every run pass time_model=dynbatch.{model!r}, "
+        "or time_model=None for the plan without one"
+    )

@@ -32,6 +32,7 @@ import paddle
 from numpy.typing import NDArray
 from paddlenlp.trainer import TrainerCallback
 from paddlenlp.trainer.trainer_utils import IntervalStrategy
+from paddlenlp.utils.log import logger
 
 from ..._checks import InputError, InputTypeError, check_int
 from ...paddle.safe_collate import SafeCollate, safe_collate
@@ -60,7 +61,8 @@ class Window(Span):
     """One optimizer step as the plan has it; ``training_step`` receives it as ``inputs["window"]``.
 
     A :class:`~dynbatch.plan.windows.Span` (the real ``epoch``, the window's
-    ``index`` of ``windows``, its micro-batches ``[start, stop)`` of the epoch's
+    ``index`` of ``windows``, the real epoch's optimizer steps, those trained before
+    a resumed rest of it included, its micro-batches ``[start, stop)`` of the epoch's
     plan per rank, and ``count``: what the update averages over as the plan
     counts it, the window's samples, or real tokens with ``accumulate="tokens"``,
     loss tokens with ``loss_tokens``, summed over all ranks; a ``loss_fn``
@@ -83,6 +85,18 @@ class RunPlan:
 
     ``position`` is ``(epoch, micro-batches of it trained)``: where the next
     window starts (a resume sets it); ``last_window`` the window trained last.
+    A resumed rest of an epoch (:meth:`resume_rest`) is that epoch's plan here,
+    and ``rest_done`` its steps trained before it: the epoch's place and size
+    count them (NOTE [ the real epoch of a resumed rest ]).
+
+    NOTE [ the real epoch of a resumed rest ]
+        A checkpoint resumed on another number of ranks continues with the rest
+        of its epoch dealt anew, so that epoch's plan holds only its remaining
+        steps. Its steps trained before count too: ``state.epoch`` at a global
+        step, and the log's steps of the epoch, are the same on any ranks, as the
+        plan's updates are. The checkpoint's state holds them
+        (``epoch_step``: the epoch and its steps trained); a state saved before
+        it held them counts ``global_step`` less the earlier epochs' steps.
     """
 
     def __init__(
@@ -104,13 +118,32 @@ class RunPlan:
         self.last_window: Window | None = None
         #: ``(epoch, global_step)`` of a resume whose epoch is the saved rest, dealt anew
         self.rest_from: tuple[int, int] | None = None
+        #: steps of ``rest_from``'s epoch trained before its rest began
+        self.rest_done = 0
 
-    def resume_rest(self, epoch: int, global_step: int) -> None:
+    def resume_rest(self, epoch: int, global_step: int, done: int | None = None) -> None:
         """Start at the sampler's loaded rest of ``epoch`` (its micro-batch 0), after
-        ``global_step`` optimizer steps (NOTE [ resume from the plan ])."""
+        ``global_step`` optimizer steps, ``done`` of them in ``epoch`` (default: the
+        earlier epochs' steps taken off; NOTE [ the real epoch of a resumed rest ])."""
         self._epochs, self._tables = Recent(2), Recent(2)  # the rest replaces epoch's plan
         self.position = (epoch, 0)
         self.rest_from = (epoch, global_step)
+        if done is None:
+            done = global_step - sum(self.steps_per_epoch(e) for e in range(epoch))
+        self.rest_done = min(max(done, 0), global_step)
+
+    def done_before(self, epoch: int) -> int:
+        """Steps of ``epoch`` trained before its plan here began (those of a resumed rest)."""
+        return self.rest_done if self.rest_from is not None and self.rest_from[0] == epoch else 0
+
+    def progress(self) -> tuple[int, int, int]:
+        """``(epoch, steps of it trained, its steps)`` at ``position``, a resumed rest's
+        earlier steps included (NOTE [ the real epoch of a resumed rest ])."""
+        epoch, micro = self.position
+        ends = self._epoch(epoch).ends
+        before = self.done_before(epoch)
+        done = before + int(np.searchsorted(ends, micro, side="right"))
+        return epoch, done, before + int(ends.size)
 
     def _epoch(self, epoch: int) -> EpochWindows:
         return self._epochs.get(epoch, self._make_epoch)
@@ -157,8 +190,9 @@ class RunPlan:
         )
         return RunLoader(self, batches, self.total_steps())
 
-    def describe(self, total: int, options: PlanOptions) -> str:
-        """The run in one line, for the log: steps per epoch and what a step is."""
+    def describe(self, total: int, options: PlanOptions, averaged: str) -> str:
+        """The run in one line, for the log: steps per epoch, what a step is and what its
+        loss is ``averaged`` over (:func:`~.losses.mean_over`)."""
         if self.target is not None:
             window = f"{self.target:g} {self.unit} over all ranks"
         elif options.update_size is not None:
@@ -168,14 +202,31 @@ class RunPlan:
         else:
             window = f"{self.micro_batches_per_step} planned micro-batch(es)"
         if self.num_epochs is not None:
-            per_epoch = [self.steps_per_epoch(e) for e in range(min(self.num_epochs, 6))]
+            per_epoch = [self._epoch_steps(e) for e in range(min(self.num_epochs, 6))]
             more = ", ..." if self.num_epochs > 6 else ""
-            steps = f"{self.num_epochs} epoch(s) of {str(per_epoch)[1:-1]}{more} steps"
+            steps = f"{self.num_epochs} epoch(s) of {', '.join(per_epoch)}{more} steps"
         else:
             steps = f"max_steps={self.max_steps}"
         return (
-            f"dynbatch: {total} optimizer steps ({steps}); a step is {window}, the mean over its "
-            f"{self.unit}. The Trainer's banner counts one epoch and fixed batches."
+            f"dynbatch: {total} optimizer steps ({steps}); a step is {window}, {averaged}. "
+            "The Trainer's banner counts one epoch and fixed batches."
+        )
+
+    def _epoch_steps(self, epoch: int) -> str:
+        """``epoch``'s steps for the log: ``"20 remaining of 25"`` for a resumed rest."""
+        steps, before = self.steps_per_epoch(epoch), self.done_before(epoch)
+        return f"{steps} remaining of {steps + before}" if before else str(steps)
+
+    def resumed_at(self, global_step: int) -> str:
+        """Where a resumed run goes on, for the log: the real epoch and its step."""
+        epoch, done, steps = self.progress()
+        where = f"real epoch {epoch} after its step {done} of {steps}"
+        if done == steps and (self.num_epochs is None or epoch + 1 < self.num_epochs):
+            where = f"the start of real epoch {epoch + 1}"
+        return (
+            f"dynbatch: resuming at {where} (global step {global_step} of "
+            f'{self.total_steps()}); paddlenlp\'s "epoch" above counts the one Trainer epoch '
+            "that holds every real epoch"
         )
 
     def table(self, epoch: int) -> dict[str, NDArray[Any]]:
@@ -211,10 +262,15 @@ class RunPlan:
                 plan, padding = sampler.batches(epoch), sampler.padding_mask(epoch)
                 sizes = self.table(epoch)["batch_size"] * ~windows.plan.is_padding
                 micro = iter(loader)
+                before = self.done_before(epoch)  # NOTE [ the real epoch of a resumed rest ]
                 for span in windows.spans(position):
                     start, stop = span.start, span.stop
                     window = Window(
-                        **vars(span),
+                        **{
+                            **vars(span),
+                            "index": span.index + before,
+                            "windows": span.windows + before,
+                        },
                         indices=tuple(np.asarray(plan[k]) for k in range(start, stop)),
                         padding=tuple(bool(p) for p in padding[start:stop]),
                         samples=int(sizes[start * replicas : stop * replicas].sum()),
@@ -315,6 +371,11 @@ class RealEpochs(TrainerCallback):  # type: ignore[misc]
         if trainer.num_epochs is not None:
             state.num_train_epochs = trainer.num_epochs
         state.consumed_samples = trainer.consumed_samples
+        run = trainer.run
+        if expected is not None and run is not None:  # after paddlenlp's "from epoch 0"
+            epoch, done, steps = run.progress()
+            state.epoch = epoch + done / steps if steps else float(epoch)
+            logger.info(run.resumed_at(expected))
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

@@ -92,17 +92,21 @@ def train_window(trainer: Any, run: RunPlan, model: Any, inputs: Any) -> Any:
             "count the tokens loss_fn counts (dynbatch.loss_token_counts(labels) with the "
             "loss's shift and ignore_index)?"
         )
+    step = trainer.state.global_step + 1
     if update.finite and update.count == 0:  # nothing to average: leave the weights be
-        logger.warning(_EMPTY_WINDOW.format(step=trainer.state.global_step + 1, w=window))
+        logger.warning(_EMPTY_WINDOW.format(step=step, w=window))
         for p in model.parameters():
             p.clear_gradient(False)  # no gradient: the optimizer steps over every parameter
     if not update.finite and scaler is None:
         raise ValueError(
-            f"the loss or gradients of step {trainer.state.global_step + 1} (epoch "
+            f"the loss or gradients of step {step} (epoch "
             f"{window.epoch}, micro-batches {window.start}..{window.stop - 1}) are NaN or "
             f"inf on some rank (loss sum {update.loss_sum}); paddlenlp's Trainer cannot "
             "skip a step: lower the learning rate, or use fp16 loss scaling, which skips it"
         )
+    if not update.applies:
+        trainer.run_log.skipped_steps += 1
+    engine.warn_skipped(update, step=step, skipped=trainer.run_log.skipped_steps)
     run.last_window = window
     rows, repeats = run.rows(window)
     trainer.run_log.record(

@@ -25,7 +25,7 @@ from .arguments import checked_args, plan_options, run_args, split_keywords
 from .checkpoints import PlanCheckpoints, resolve_checkpoint
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
 from .logs import RunLog
-from .losses import loss_fn_for
+from .losses import loss_fn_for, mean_over
 from .packing import (
     Packed,
     check_pack_len,
@@ -35,7 +35,7 @@ from .packing import (
     packed_outputs,
     padded_collator,
 )
-from .planner import MEASURE, TrainPlanner, checked_time_model
+from .planner import AUTO, TrainPlanner, checked_time_model
 from .run import PlanWindows, RealEpochs, RunLoader, RunPlan
 from .step import train_window
 
@@ -97,9 +97,11 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
             model's own loss, a mean, is not used.
         time_model: the device's step time for the recipe
             (NOTE [ splitting updates at the step time ] in :mod:`dynbatch.plan.splits`):
-            by default measured on the model before training
-            (NOTE [ the Trainer measures the step time ]); an object with ``c``, ``a``,
-            ``b`` (or ``"c,a,b"``) is used as given; None plans without one (on an accelerator: each
+            by default (``"auto"``) measured on the model before training on an
+            accelerator (NOTE [ the Trainer measures the step time ]), and none on a CPU,
+            where padding always costs (NOTE [ no probe on a CPU ] in :mod:`.planner`);
+            ``"measure"`` measures on any device; an object with ``c``, ``a``, ``b`` (or
+            ``"c,a,b"``) is used as given; None plans without one (on an accelerator: each
             update whole). With ``accumulate="tokens"`` the recipe keeps its
             padding-free split: a time model there is refused, not dropped.
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
@@ -146,7 +148,7 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         loss_fn: Callable[[Any, Mapping[str, Any]], Any] | None = None,
         loss_tokens: Any = None,
         labels_to_model: bool = False,
-        time_model: Any = MEASURE,
+        time_model: Any = AUTO,
         **kwargs: Any,
     ) -> None:
         trainer_kwargs = split_keywords(kwargs)
@@ -193,6 +195,7 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         int_hparams_visualdl(self.callback_handler.callbacks)
         self.add_callback(RealEpochs(self))
         self.loss_fn = loss_for(self.label_names[0])
+        self.gave_loss_fn = loss_fn is not None  # the user's own: what it counts is its own
         #: how the training micro-batches are packed for the model, or None
         #: (NOTE [ the Trainer packs ]); evaluation stays unpacked
         self.packed: Packed | None = None
@@ -252,7 +255,10 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         error stops training by name (NOTE [ a collate error in paddle's DataLoader ] in
         :mod:`dynbatch.paddle.safe_collate`)."""
         run = self._run()
-        logger.info(run.describe(run.total_steps(), self.options))
+        averaged = mean_over(
+            self.loss_fn, self.gave_loss_fn, self.accumulate, run.sampler.loss_tokens is not None
+        )
+        logger.info(run.describe(run.total_steps(), self.options, averaged))
         return run.loader(self.train_dataset, self.train_collator, self.args.dataloader_num_workers)
 
     def get_eval_dataloader(self, eval_dataset: Any = None) -> Any:

@@ -111,7 +111,8 @@ def token_cuts(weights: Indices, updates: int) -> Indices:
     ends = np.searchsorted(total, total[-1] * k / u, side="left") + 1  # where each share is met
     # strictly rising, room for the updates after: the k-th cut within [k, n - u + k]
     base = np.minimum(np.maximum.accumulate(np.maximum(ends - k, 0)), n - u)
-    return np.r_[0, base + k, n].astype(np.int64)
+    out: Indices = np.r_[0, base + k, n].astype(np.int64)
+    return out
 
 
 def plan_packed_epoch(
