@@ -38,7 +38,7 @@ def report(collate):
     taken = 0
     try:
         for batch in collate.batches(loader):
-            assert batch["input_ids"].shape[1] == 8
+            assert batch["input_ids"].shape[1] <= 8  # rows as wide as the fullest
             taken += 1
     except Exception as exc:
         cause = exc.__cause__
