@@ -34,6 +34,7 @@ __all__ = [
     "OPTION_VALUES",
     "POSITIVE_INT",
     "POSITIVE_NUMBER",
+    "TOO_LARGE",
     "TYPE",
     "VALUE",
     "Case",
@@ -42,6 +43,7 @@ __all__ = [
     "bool_family",
     "choice_family",
     "int_family",
+    "large_family",
     "number_family",
     "options_with",
     "raises_as_the_table_says",
@@ -120,11 +122,19 @@ POSITIVE_NUMBER = [
     ("list", [1], TYPE),
 ]
 BOOL = [("1", 1, TYPE), ("0", 0, TYPE), ("str", "yes", TYPE), ("None", None, TYPE)]
+#: for a size in tokens or a count (pack_len, pad_to_multiple_of, max_rows, num_replicas): at
+#: most 2**53, as lengths are below it; numpy would overflow on these, or take them
+TOO_LARGE = [("2**53+1", 2**53 + 1, VALUE), ("2**63", 2**63, VALUE), ("10**30", 10**30, VALUE)]
 
 
 def int_family(name: str, values: list[tuple[str, Any, type[InputError]]], minimum: int) -> Rows:
     message = rf"{name} must be an integer >= {minimum}.*got {name}="
     return [(label, value, error, message + v(value)) for label, value, error in values]
+
+
+def large_family(name: str, minimum: int) -> Rows:
+    message = rf"{name} must be an integer >= {minimum} and <= 2\*\*53(?: or None)?, got {name}="
+    return [(label, value, error, message + v(value)) for label, value, error in TOO_LARGE]
 
 
 def number_family(name: str) -> Rows:
@@ -203,7 +213,10 @@ OPTION_VALUES: dict[str, Rows] = {
         *int_family("max_batch_size", [x for x in POSITIVE_INT if x[0] != "None"], 1)
     ],
     "batch_size_multiple": int_family("batch_size_multiple", POSITIVE_INT, 1),
-    "pad_to_multiple_of": int_family("pad_to_multiple_of", POSITIVE_INT, 1),
+    "pad_to_multiple_of": [
+        *int_family("pad_to_multiple_of", POSITIVE_INT, 1),
+        *large_family("pad_to_multiple_of", 1),
+    ],
     "oversize": choice_family("oversize", ["drop", "", None, 0]),
     "drop_last": bool_family("drop_last"),
     "bucket_width": [
@@ -212,7 +225,10 @@ OPTION_VALUES: dict[str, Rows] = {
         ("too-large", 11, VALUE, r"bucket_width must be in \[0.001, 10\].*got bucket_width=11"),
     ],
     "equal_epochs": bool_family("equal_epochs"),
-    "pack_len": int_family("pack_len", [x for x in POSITIVE_INT if x[0] != "None"], 1),
+    "pack_len": [
+        *int_family("pack_len", [x for x in POSITIVE_INT if x[0] != "None"], 1),
+        *large_family("pack_len", 1),
+    ],
     "balance": [
         ("flops", "flops", VALUE, r"balance must be one of 'tokens', 'cost'; got balance='flops'"),
         ("int", 3, TYPE, r"balance must be 'tokens', 'cost' or a callable.*got balance=3"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from bad_input import (
@@ -17,6 +18,7 @@ from bad_input import (
     Case,
     Cases,
     int_family,
+    large_family,
     raises_as_the_table_says,
 )
 
@@ -264,12 +266,48 @@ COLLATE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
             4, layout=PackLayout(4, max_cost=4, cost="linear", time_model="1,0,0")
         )([[1, 2, 3], [4, 5, 6]]),
         VALUE,
-        r"a micro-batch of 2 samples \(longest 3\) fits max_cost=4 neither padded nor as 2 "
-        r"rows of 3 tokens",
+        r"a micro-batch of 2 samples is over the sampler's budget both padded \(2 x 3 tokens, "
+        r"cost 6\) and packed \(2 rows x 3 tokens, cost 6\): max_cost=4.*lengths= understates",
+    ),
+    (
+        "PackCollator-pad_to_multiple_of-and-layout",
+        lambda: PackCollator(64, pad_to_multiple_of=8, layout=PackLayout(64, max_cost=64)),
+        VALUE,
+        r"pad_to_multiple_of=8 differs from the layout's pad_to_multiple_of=1",
+    ),
+    (
+        "PackCollator-for_sampler-pad_to_multiple_of",
+        lambda: PackCollator.for_sampler(
+            PlanOptions(max_cost=64, cost="linear", pack_len=8, update_size=4),
+            pad_to_multiple_of=8,
+        ),
+        VALUE,
+        r"pad_to_multiple_of=8 is the sampler's own: PackCollator.for_sampler sets it",
     ),
 ]
 for label, call, error, match in COLLATE_CASES:
     case(label, call, error, match)
+# a row of 10**30 tokens overflowed numpy, or a layout took it
+PACK_SIZES: list[tuple[str, str, Callable[[Any], object]]] = [
+    ("PackCollator", "pack_len", lambda value: PackCollator(value)([[1, 2]])),
+    (
+        "PackCollator",
+        "pad_to_multiple_of",
+        lambda value: PackCollator(8, pad_to_multiple_of=value)([[1, 2]]),
+    ),
+    ("PackLayout", "pack_len", lambda value: PackLayout(value, max_cost=64)),
+    (
+        "PackLayout",
+        "pad_to_multiple_of",
+        lambda value: PackLayout(8, max_cost=64, pad_to_multiple_of=value),
+    ),
+]
+for who, name, make in PACK_SIZES:
+    for label, value, error, match in [
+        *int_family(name, [x for x in POSITIVE_INT if x[0] != "None"], 1),
+        *large_family(name, 1),
+    ]:
+        case(f"{who}-{name}-{label}", functools.partial(make, value), error, match)
 
 
 def test_table_is_large() -> None:

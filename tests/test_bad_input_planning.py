@@ -26,12 +26,14 @@ from bad_input import (
     NON_NEGATIVE_INT,
     OPTION_VALUES,
     POSITIVE_INT,
+    POSITIVE_NUMBER,
     TYPE,
     VALUE,
     Case,
     Cases,
     Rows,
     int_family,
+    large_family,
     number_family,
     options_with,
     raises_as_the_table_says,
@@ -47,6 +49,7 @@ from dynbatch import (
     like_fixed,
     plan_batches,
     plan_epoch,
+    plan_packs,
     plan_stats,
     resolve_cost,
     shard_plan,
@@ -121,6 +124,25 @@ for label, changes, match in [
         f"like_fixed-pack_len-{label}",
         functools.partial(like_fixed, FIXED_LENS, 2, **{"pack_len": 16, **changes}),
         VALUE,
+        match,
+    )
+
+# a width or a count beyond 2**53: the planner's int64 overflowed, or a width of 2**63 was taken
+for name, pack_len in [("pad_to_multiple_of", None), ("pad_to_multiple_of", 16), ("pack_len", 16)]:
+    for label, value, error, match in large_family(name, 1):
+        packed = "" if pack_len is None else "-packed"
+        given = {"pack_len": pack_len, name: value} if pack_len else {name: value}
+        case(
+            f"like_fixed-{name}{packed}-{label}",
+            functools.partial(like_fixed, FIXED_LENS, 2, **given),
+            error,
+            match,
+        )
+for label, value, error, match in large_family("num_replicas", 1):
+    case(
+        f"like_fixed-num_replicas-{label}",
+        functools.partial(like_fixed, FIXED_LENS, 2, num_replicas=value),
+        error,
         match,
     )
 
@@ -802,6 +824,57 @@ for label, value, error, match in [
         error,
         match,
     )
+for name in ("pack_len", "max_rows"):  # numpy overflowed on these, or took them
+    for label, value, error, match in large_family(name, 1):
+        case(
+            f"choose_packing-{name}-{label}",
+            functools.partial(choose_packing, LENS, **{**PACK_CALL, name: value}),
+            error,
+            match,
+        )
+# epoch was mixed into the seed as given: '8', [8] and b'8' were taken, -1 failed in numpy
+EPOCHS = [*NON_NEGATIVE_INT, ("list", [8], TYPE), ("bytes", b"8", TYPE)]
+for label, value, error, match in int_family("epoch", EPOCHS, 0):
+    case(
+        f"choose_packing-epoch-{label}",
+        functools.partial(choose_packing, LENS, **PACK_CALL, epoch=value),
+        error,
+        match,
+    )
+# max_cost is PlanOptions' field: refused as PlanOptions refuses it, not by float() or a row
+MAX_COSTS = [x for x in POSITIVE_NUMBER if x[0] != "None"] + [("object", object(), TYPE)]
+for label, value, error in MAX_COSTS:
+    case(
+        f"choose_packing-max_cost-{label}",
+        functools.partial(choose_packing, LENS, **PACK_CALL, max_cost=value),
+        error,
+        rf"max_cost must be a positive finite number, got max_cost={v(value)}",
+    )
+# cost is checked with max_cost or without (it was dropped unread without)
+for label, value, error, match in COST_VALUES:
+    if value is None:
+        continue  # None: not given (quadratic with max_cost)
+    case(
+        f"choose_packing-cost-{label}",
+        functools.partial(choose_packing, LENS, **PACK_CALL, max_cost=1e6, cost=value),
+        error,
+        match,
+    )
+    if label in ("cubic", "int"):
+        case(
+            f"choose_packing-cost-{label}-without-max_cost",
+            functools.partial(choose_packing, LENS, **PACK_CALL, cost=value),
+            error,
+            match,
+        )
+for label, budget in [("max_rows", {"max_rows": 2}), ("no-budget", {})]:
+    case(  # a cost given without max_cost was silently replaced by 'linear'
+        f"choose_packing-cost-without-max_cost-{label}",
+        functools.partial(choose_packing, LENS, **PACK_CALL, **budget, cost="quadratic"),
+        VALUE,
+        r"cost=QuadraticCost\(\) prices a micro-batch against max_cost, but max_cost=None: .*"
+        r"give max_cost with cost, or leave cost out",
+    )
 case(
     "choose_packing-max_rows-and-max_cost",
     functools.partial(choose_packing, LENS, **PACK_CALL, max_rows=2, max_cost=BUDGET),
@@ -833,6 +906,19 @@ def test_a_broken_lengths_cache_warns_and_is_measured_again(
         lengths = compute_lengths(DATA, ref_index=0, cache_path=cache)
     assert lengths.tolist() == [3, 1]
     assert compute_lengths(DATA, ref_index=0, cache_path=cache).tolist() == [3, 1], "replaced"
+
+
+@pytest.mark.parametrize("name", ["pack_len", "max_rows", "pad_to_multiple_of"])
+def test_plan_packs_refuses_a_size_beyond_2_53_by_name(name: str) -> None:
+    """numpy overflowed on these (OverflowError, TypeError) or took them (a width of 2**63)."""
+    for label, value, error, match in large_family(name, 1):
+        bad = Case(
+            f"plan_packs-{name}-{label}",
+            functools.partial(plan_packs, LENS, **{"pack_len": 64, "batch_size": 2, name: value}),
+            error,
+            match,
+        )
+        raises_as_the_table_says(bad)
 
 
 def test_table_is_large() -> None:

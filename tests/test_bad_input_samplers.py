@@ -28,6 +28,7 @@ from bad_input import (
     Cases,
     bool_family,
     int_family,
+    large_family,
     number_family,
     options_with,
     raises_as_the_table_says,
@@ -375,6 +376,13 @@ def distributed(**kwargs: Any) -> DistributedDynamicBatchSampler:
 for label, value, error, match in int_family(
     "num_replicas", [x for x in POSITIVE_INT if x[0] != "None"], 1
 ):
+    case(
+        f"DistributedDynamicBatchSampler-num_replicas-{label}",
+        functools.partial(distributed, num_replicas=value),
+        error,
+        match,
+    )
+for label, value, error, match in large_family("num_replicas", 1):  # it ran out of memory
     case(
         f"DistributedDynamicBatchSampler-num_replicas-{label}",
         functools.partial(distributed, num_replicas=value),

@@ -211,3 +211,55 @@ def test_token_ids_beyond_int64_are_refused_not_wrapped(field: str) -> None:
         PackCollator(8)([sample])
     small = {"input_ids": np.array([5, 6], dtype=np.uint64)}
     assert PackCollator(4)([small])["input_ids"].tolist() == [[5, 6]], "below 2**63: taken"
+
+
+@pytest.mark.parametrize("big", [2**63, 2**64, -(2**63) - 1], ids=["2**63", "2**64", "-2**63-1"])
+@pytest.mark.parametrize("field", ["input_ids", "labels", "token_type_ids"])
+def test_python_ints_beyond_int64_are_named_as_such(field: str, big: int) -> None:
+    """numpy read them as float64 or object: "must hold integer token ids, got dtype float64"."""
+    sample: dict[str, Any] = {"input_ids": [5, 6], field: [5, big]}
+    with pytest.raises(dynbatch.InputError, match=rf"samples\[1\] {field} must fit int64") as info:
+        PackCollator(8)([[4], sample])
+    assert type(info.value) is dynbatch.InputError and f"item 1 is {big}" in str(info.value)
+
+
+@pytest.mark.parametrize("time_model", [None, "1,0.1,0"], ids=["packed", "timed"])
+def test_samples_longer_than_their_planned_lengths_are_refused_over_the_budget(
+    time_model: str | None,
+) -> None:
+    """The sampler plans on the lengths it is given: told 5 tokens a sample, it put 8 samples
+    of 30 in one micro-batch (max_rows=2), which the collator built as 8 rows of 30 tokens
+    (cost 240, over max_cost=80) without a word; with a time model it blamed the caller."""
+    samples = [[7] * 30 for _ in range(8)]
+    options = dynbatch.PlanOptions(
+        max_cost=80, cost="linear", pack_len=40, update_size=8, time_model=time_model
+    )
+    assert options.max_rows == 2
+    planned = dynbatch.plan_epoch([5] * 8, options, 0).plan
+    assert [b.size for b in planned] == [8], "one row of 8 x 5 planned tokens"
+    collate = PackCollator.for_sampler(options)
+    with pytest.raises(dynbatch.InputError) as info:
+        collate([samples[i] for i in planned[0].tolist()])
+    message = str(info.value)
+    assert "8 rows x 30 tokens, cost 240" in message, message
+    assert "over the sampler's budget" in message and "max_cost=80" in message, message
+    assert "lengths= understates" in message, message
+    assert PackCollator(40)(samples)["input_ids"].shape == (8, 30), "no budget: built as given"
+    fits = collate([[7] * 20, [7] * 20, [7] * 20])  # 2 rows, cost 80: within the budget
+    assert fits["input_ids"].shape[0] <= 3
+
+
+def test_a_plain_collator_rounds_its_width_up_as_the_sampler_plans() -> None:
+    """PackCollator(pack_len) built width 14 where the plan priced 16 (pad_to_multiple_of=8)."""
+    lens = [9, 5]
+    samples = [[1] * 9, [2] * 5]
+    plan = plan_packs(lens, 16, batch_size=2, pad_to_multiple_of=8)
+    assert plan.widths.tolist() == [16], "the plan prices the fullest row rounded up"
+    assert PackCollator(16)(samples)["input_ids"].shape == (1, 14), "unrounded without it"
+    out = PackCollator(16, pad_to_multiple_of=8)(samples)
+    assert out["input_ids"].shape == (1, 16), "rounded up as the plan priced"
+    options = dynbatch.PlanOptions(
+        max_cost=64, cost="linear", pack_len=16, update_size=2, pad_to_multiple_of=8
+    )
+    same = PackCollator.for_sampler(options)(samples)
+    assert all(np.array_equal(out[k], same[k]) for k in out), "as for_sampler builds it"

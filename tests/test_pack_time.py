@@ -320,6 +320,20 @@ def test_choose_packing_refuses_a_time_model_with_updates_in_tokens() -> None:
         choose_packing([5, 6, 7, 3], 8, batch_size=2, time_model="1,0,0", update_unit="tokens")
 
 
+def test_without_max_cost_the_budget_is_padded_tokens_and_another_cost_is_refused() -> None:
+    """choose_packing dropped cost= unread without max_cost, budgeting padded tokens instead."""
+    lens = np.array([5, 9, 3, 12, 7, 30, 2, 8] * 4)
+    call: dict[str, object] = {"batch_size": 8, "time_model": LINEAR, "max_rows": 2}
+    plain = choose_packing(lens, 32, **call)  # type: ignore[arg-type]
+    linear = choose_packing(lens, 32, **call, cost="linear")  # type: ignore[arg-type]
+    assert np.array_equal(plain.micro_batches.indices, linear.micro_batches.indices)
+    assert plain.epoch_seconds == linear.epoch_seconds, "'linear' is the budget used: taken"
+    with pytest.raises(InputError, match=r"cost=QuadraticCost\(\) prices .* max_cost=None"):
+        choose_packing(lens, 32, **call, cost="quadratic")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"cost must be 'quadratic', 'linear'.*cost='cubic'"):
+        choose_packing(lens, 32, **call, cost="cubic")  # type: ignore[arg-type]
+
+
 def test_stats_packed_row_describes_the_epoch_the_sampler_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from .errors import InputError, InputTypeError
 
 __all__ = [
+    "MAX_LENGTH",
     "InputError",
     "InputTypeError",
     "check_batches",
@@ -37,14 +38,24 @@ __all__ = [
 ]
 
 #: Lengths at or above this are refused: the planner multiplies lengths by batch sizes in
-#: float64 and int64, so anything near 2**63 would wrap or lose whole units.
+#: float64 and int64, so anything near 2**63 would wrap or lose whole units. A size in tokens
+#: or a count that meets them (``pack_len``, ``pad_to_multiple_of``, ``max_rows``,
+#: ``num_replicas``) is at most this, for the same reason: ``check_int(..., maximum=MAX_LENGTH)``.
 MAX_LENGTH = 2**53
 
 
-def check_int(name: str, value: Any, *, minimum: int = 0, allow_none: bool = False) -> Any:
-    """Return ``value`` as an ``int`` >= ``minimum``; ``bool`` is not an int here.
+def check_int(
+    name: str,
+    value: Any,
+    *,
+    minimum: int = 0,
+    maximum: int | None = None,
+    allow_none: bool = False,
+) -> Any:
+    """Return ``value`` as an ``int`` >= ``minimum`` (and <= ``maximum``, if given); ``bool``
+    is not an int here.
 
-    A value of the wrong type is an :class:`InputTypeError`, one too small an
+    A value of the wrong type is an :class:`InputTypeError`, one out of range an
     :class:`InputError`; both messages are the same.
 
     >>> check_int("seed", np.int64(3))
@@ -53,15 +64,28 @@ def check_int(name: str, value: Any, *, minimum: int = 0, allow_none: bool = Fal
     Traceback (most recent call last):
     ...
     dynbatch.errors.InputTypeError: seed must be an integer >= 0, got seed='3'
+    >>> check_int("pack_len", 2**63, minimum=1, maximum=MAX_LENGTH)
+    Traceback (most recent call last):
+    ...
+    dynbatch.errors.InputError: pack_len must be an integer >= 1 and <= 2**53, got \
+pack_len=9223372036854775808
     """
     if value is None and allow_none:
         return None
     wrong_type = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)
-    if wrong_type or value < minimum:
+    if wrong_type or value < minimum or (maximum is not None and value > maximum):
+        top = "" if maximum is None else f" and <= {_power_text(maximum)}"
         hint = " or None" if allow_none else ""
         error = InputTypeError if wrong_type else InputError
-        raise error(f"{name} must be an integer >= {minimum}{hint}, got {name}={value!r}")
+        raise error(f"{name} must be an integer >= {minimum}{top}{hint}, got {name}={value!r}")
     return int(value)
+
+
+def _power_text(value: int) -> str:
+    """``value`` as a message writes it: ``2**53`` for a large power of two."""
+    if value >= 2**16 and value & (value - 1) == 0:
+        return f"2**{value.bit_length() - 1}"
+    return str(value)
 
 
 def check_epochs(epochs: Any) -> list[int]:

@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError, check_bool, check_int
+from .._checks import MAX_LENGTH, InputError, InputTypeError, check_bool, check_int
 from ..plan.options import PlanOptions
 from ..plan.packs import PackLayout
 from ..plan.packs.layout import packed_rows
@@ -110,11 +110,17 @@ class PackCollator:
       the row's last sample; ``sample_ids`` ``[R, P]``: each token's sample
       within its row, -1 on fill.
 
-    With ``layout`` (a :class:`~dynbatch.plan.packs.PackLayout`: the sampler's options and time
-    model, see :meth:`for_sampler`) each micro-batch is laid out as the plan priced it: packed rows,
-    or padded, ``R`` = its samples and ``P`` = its longest (NOTE [ a micro-batch's layout ]), ``P``
-    rounded up to its ``pad_to_multiple_of`` either way. It is a pure function of the samples'
-    lengths, so a DataLoader's worker processes build the same.
+    Prefer ``PackCollator.for_sampler(sampler)``: it builds what the sampler's plan priced, with
+    the sampler's ``pack_len``, ``pad_to_multiple_of``, time model and budget (a micro-batch
+    over the budget, from samples longer than the lengths planned, is refused by name;
+    NOTE [ samples longer than planned ]). With ``layout`` (a
+    :class:`~dynbatch.plan.packs.PackLayout`, which :meth:`for_sampler` builds from the sampler's
+    options) each micro-batch is laid out as the plan priced it: packed rows, or padded, ``R`` =
+    its samples and ``P`` = its longest (NOTE [ a micro-batch's layout ]), ``P`` rounded up to its
+    ``pad_to_multiple_of`` either way. It is a pure function of the samples' lengths, so a
+    DataLoader's worker processes build the same. Without a layout the rows are packed, ``P``
+    rounded up to ``pad_to_multiple_of`` (give the sampler's, or the widths are not the plan's),
+    and no budget is checked.
 
     Samples of 3, 2 and 2 tokens need two rows of 6 (next-fit: 3 + 2, then
     2); cut as 3 and 2 + 2, the fullest holds 4, the least, so ``P`` = 4:
@@ -142,8 +148,12 @@ class PackCollator:
         return_mask: bool = True,
         return_startend: bool = True,
         layout: PackLayout | None = None,
+        pad_to_multiple_of: int = 1,
     ) -> None:
-        self.pack_len = check_int("pack_len", pack_len, minimum=1)
+        self.pack_len = check_int("pack_len", pack_len, minimum=1, maximum=MAX_LENGTH)
+        multiple = check_int(
+            "pad_to_multiple_of", pad_to_multiple_of, minimum=1, maximum=MAX_LENGTH
+        )
         if layout is not None and not isinstance(layout, PackLayout):
             raise InputTypeError(
                 "layout must be a dynbatch.plan.packs.PackLayout (PackLayout.from_options("
@@ -155,7 +165,15 @@ class PackCollator:
                 f"pack_len={self.pack_len}: build both from the sampler's options "
                 "(PackCollator.for_sampler(sampler))"
             )
+        if layout is not None and multiple not in (1, layout.pad_to_multiple_of):
+            raise InputError(
+                f"pad_to_multiple_of={multiple} differs from the layout's pad_to_multiple_of="
+                f"{layout.pad_to_multiple_of}: with a layout its widths are the layout's; leave "
+                "pad_to_multiple_of out (PackCollator.for_sampler(sampler) sets both)"
+            )
         self.layout = layout
+        #: Widths are rounded up to this: the layout's, if given.
+        self.pad_to_multiple_of = multiple if layout is None else layout.pad_to_multiple_of
         self.causal = check_bool("causal", causal)
         self.pad_val = _check_label("pad_val", pad_val)
         self.ignore_index = _check_label("ignore_index", ignore_index)
@@ -171,7 +189,9 @@ class PackCollator:
         ``pack_len``), or its :class:`~dynbatch.PlanOptions`; ``kwargs`` are the other arguments
         (``causal=...``). With the options' ``time_model`` the micro-batches are laid out by it
         (NOTE [ a micro-batch's layout ]); without, every one is packed. Either way the width is
-        rounded up to the options' ``pad_to_multiple_of``, as planned.
+        rounded up to the options' ``pad_to_multiple_of``, as planned, and a micro-batch over
+        the options' budget (samples longer than the lengths planned) is an
+        :class:`~dynbatch.InputError` (NOTE [ samples longer than planned ]).
 
         With a step time whose attention grows with the square of a row's
         width, three short samples run padded and a long one packs:
@@ -191,21 +211,25 @@ class PackCollator:
                 "PackCollator.for_sampler needs a sampler (or PlanOptions) that packs: its "
                 f"options must hold pack_len, got {sampler!r:.80}"
             )
-        for name in ("pack_len", "layout"):  # the sampler's, so the plan's rows are built
+        own = {"pack_len": options.pack_len, "pad_to_multiple_of": options.pad_to_multiple_of}
+        for name in ("pack_len", "layout", "pad_to_multiple_of"):  # the sampler's: the plan's rows
             if name in kwargs:
+                theirs = f"{name}={own[name]}" if name in own else f"pack_len={options.pack_len}"
                 raise InputError(
                     f"{name}={kwargs[name]!r:.40} is the sampler's own: PackCollator.for_sampler "
-                    f"sets it from the sampler's options (pack_len={options.pack_len}); leave "
-                    f"{name} out, or build PackCollator(pack_len, layout=...) yourself"
+                    f"sets it from the sampler's options ({theirs}); leave {name} out, or build "
+                    "PackCollator(pack_len, layout=...) yourself"
                 )
         layout = PackLayout.from_options(options)
         return cls(options.pack_len, layout=layout, **kwargs)
 
     def __repr__(self) -> str:
         timed = "" if self.layout is None else ", layout=PackLayout(...)"
+        multiple = self.pad_to_multiple_of
+        rounded = "" if multiple == 1 or self.layout else f", pad_to_multiple_of={multiple}"
         return (
             f"PackCollator(pack_len={self.pack_len}, causal={self.causal}, "
-            f"shift={self.shift}, ignore_index={self.ignore_index}{timed})"
+            f"shift={self.shift}, ignore_index={self.ignore_index}{rounded}{timed})"
         )
 
     def __call__(self, samples: Sequence[Any]) -> dict[str, NDArray[Any]]:
@@ -218,7 +242,7 @@ class PackCollator:
         ids, labels, types = zip(*(_fields(s, k) for k, s in enumerate(samples)), strict=True)
         lens = np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids))
         if self.layout is None:  # rows as wide as the fullest: NOTE [ a micro-batch's layout ]
-            offsets, width = packed_rows(lens, self.pack_len)
+            offsets, width = packed_rows(lens, self.pack_len, self.pad_to_multiple_of)
         else:  # NOTE [ a micro-batch's layout ]: packed rows, or a sample a row
             offsets, width = self.layout.rows(lens)
         n_rows = offsets.size - 1
@@ -309,6 +333,8 @@ _INT64 = np.iinfo(np.int64)
 def _ints(value: Any, what: str, size: int | None = None) -> NDArray[np.int64]:
     """``value`` as int64: a non-empty 1-D integer sequence (of ``size`` if given)."""
     arr = np.asarray(value)
+    if arr.dtype.kind in "fO" and isinstance(value, (list, tuple)):  # an int beyond int64?
+        _refuse_beyond_int64(value, what)
     if size is None and (arr.ndim != 1 or arr.size == 0):
         raise InputError(f"{what} must be a non-empty 1-D sequence of token ids, got {value!r:.80}")
     wrong_type = arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)
@@ -318,8 +344,20 @@ def _ints(value: Any, what: str, size: int | None = None) -> NDArray[np.int64]:
         raise InputError(f"{what} must be integers of input_ids' length {size}, got {value!r:.80}")
     if arr.dtype.kind == "u" and arr.size and arr.max() > _INT64.max:  # would wrap negative
         i = int(np.argmax(arr > _INT64.max))
-        raise InputError(f"{what} must fit int64 (ids below 2**63); item {i} is {int(arr[i])}")
+        raise InputError(f"{what} must fit int64 ({_INT64_RANGE}); item {i} is {int(arr[i])}")
     return arr.astype(np.int64, copy=False)
+
+
+_INT64_RANGE = "ids from -2**63 to 2**63 - 1"
+
+
+def _refuse_beyond_int64(values: Sequence[Any], what: str) -> None:
+    """Refuse a Python int of ``values`` that int64 cannot hold: numpy reads such a list as
+    float64 (rounding the ids) or object, not as integers."""
+    for i, x in enumerate(values):
+        whole = isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
+        if whole and not _INT64.min <= int(x) <= _INT64.max:
+            raise InputError(f"{what} must fit int64 ({_INT64_RANGE}); item {i} is {int(x)}")
 
 
 def refuse_other_fields(sample: Mapping[Any, Any], k: int, packed: Sequence[str], who: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import (
+    MAX_LENGTH,
     InputError,
     InputTypeError,
     check_bool,
@@ -63,8 +64,10 @@ def check_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     v["max_batch_size"] = check_int(
         "max_batch_size", v["max_batch_size"], minimum=1, allow_none=True
     )
-    for name in ("batch_size_multiple", "pad_to_multiple_of"):
-        v[name] = check_int(name, v[name], minimum=1)
+    v["batch_size_multiple"] = check_int("batch_size_multiple", v["batch_size_multiple"], minimum=1)
+    v["pad_to_multiple_of"] = check_int(
+        "pad_to_multiple_of", v["pad_to_multiple_of"], minimum=1, maximum=MAX_LENGTH
+    )
     check_choice("oversize", v["oversize"], OVERSIZE)
     v["drop_last"] = check_bool("drop_last", v["drop_last"])
     width = check_positive_number("bucket_width", v["bucket_width"])
@@ -85,7 +88,9 @@ def check_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     v["fixed_step_size"] = check_int(
         "fixed_step_size", v["fixed_step_size"], minimum=1, allow_none=True
     )
-    v["pack_len"] = check_int("pack_len", v["pack_len"], minimum=1, allow_none=True)
+    v["pack_len"] = check_int(
+        "pack_len", v["pack_len"], minimum=1, maximum=MAX_LENGTH, allow_none=True
+    )
     return v
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import (
+    MAX_LENGTH,
     InputError,
     InputTypeError,
     check_bool,
@@ -143,11 +144,13 @@ def like_fixed(
     (32.0, 8, 1280.0, 'bucket')
     """
     grouped = check_bool("group_by_length", fields.pop("group_by_length", False))
-    pack_len = check_int("pack_len", fields.pop("pack_len", None), minimum=1, allow_none=True)
+    pack_len = check_int(
+        "pack_len", fields.pop("pack_len", None), minimum=1, maximum=MAX_LENGTH, allow_none=True
+    )
     lens, longest = _lengths(lengths, fields, "like_fixed")
     counted = check_loss_tokens(loss_tokens, lens)
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
-    replicas = check_int("num_replicas", num_replicas, minimum=1)
+    replicas = check_int("num_replicas", num_replicas, minimum=1, maximum=MAX_LENGTH)
     parts = check_int("micro_batches", micro_batches, minimum=1, allow_none=True)
     if pack_len is not None:
         _check_packed(pack_len, grouped, parts)
@@ -299,7 +302,7 @@ def fill_device(
             f"max_cost={max_cost!r} does not fit one sample of the longest length {longest} "
             f"under cost {cost_spec(memory) or memory!r}"
         )
-    replicas = check_int("num_replicas", num_replicas, minimum=1)
+    replicas = check_int("num_replicas", num_replicas, minimum=1, maximum=MAX_LENGTH)
     values: dict[str, Any] = {"order": "bucket", **fields}
     if batch_size is not None:
         batch = check_int("batch_size", batch_size, minimum=1)
@@ -340,7 +343,9 @@ def _lengths(lengths: Any, fields: dict[str, Any], where: str) -> tuple[Any, int
             f"{', '.join(sorted(FIELDS))}"
         )
     lens = check_lengths(lengths)
-    multiple = check_int("pad_to_multiple_of", fields.get("pad_to_multiple_of", 1), minimum=1)
+    multiple = check_int(
+        "pad_to_multiple_of", fields.get("pad_to_multiple_of", 1), minimum=1, maximum=MAX_LENGTH
+    )
     return lens, int(padded_lengths(lens, multiple).max())
 
 

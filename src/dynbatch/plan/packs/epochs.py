@@ -39,7 +39,14 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import NDArray
 
-from ..._checks import InputError, check_choice, check_int, check_lengths, check_loss_tokens
+from ..._checks import (
+    MAX_LENGTH,
+    InputError,
+    check_choice,
+    check_int,
+    check_lengths,
+    check_loss_tokens,
+)
 from ..options import PlanOptions
 from ..plans import Indices, Plan
 from ..sharding import ShardedPlan
@@ -304,14 +311,14 @@ def plan_packs(
     ([0, 1, 2, 3, 4], True)
     """
     lens = check_lengths(lengths)
-    pack_len = check_int("pack_len", pack_len, minimum=1)
+    pack_len = check_int("pack_len", pack_len, minimum=1, maximum=MAX_LENGTH)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     update_unit = check_choice("update_unit", update_unit, _UNITS)
     oversize = check_choice("oversize", oversize, _OVERSIZE)
-    max_rows = check_int("max_rows", max_rows, minimum=1, allow_none=True)
+    max_rows = check_int("max_rows", max_rows, minimum=1, maximum=MAX_LENGTH, allow_none=True)
     seed = check_int("seed", seed)
     epoch = check_int("epoch", epoch)
-    multiple = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
+    multiple = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1, maximum=MAX_LENGTH)
     counts = check_loss_tokens(loss_tokens, lens)
     if update_unit == "tokens" and counts is None:
         raise InputError(

@@ -40,6 +40,18 @@ NOTE [ a micro-batch's layout ]
     plan priced. Without a time model every micro-batch runs packed. Both
     layouts give the same fields (``input_ids``, ``labels``, ``position_ids``,
     the masks, ``sample_starts``), so model code does not change.
+
+NOTE [ samples longer than planned ]
+    The planner sees only the lengths it is given, and every micro-batch it
+    deals fits the budget on them. The collator sees the samples. Where a
+    sample holds more tokens than its length said (``lengths=`` counts
+    something else, or a stale cache), the rows it builds are wider, or more,
+    than planned, and the step may need more memory than ``max_cost`` allows:
+    an out-of-memory error many steps later, or a slower step, and nothing to
+    say why. So :meth:`PackLayout.rows`, which the collator of
+    :meth:`~dynbatch.PackCollator.for_sampler` lays out with, refuses a
+    micro-batch over the budget, naming its shape, its cost and that cause. A
+    plain ``PackCollator(pack_len)`` knows no budget and builds what it is given.
 """
 
 from __future__ import annotations
@@ -50,7 +62,14 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from ..._checks import InputError, InputTypeError, check_int, check_lengths, check_positive_number
+from ..._checks import (
+    MAX_LENGTH,
+    InputError,
+    InputTypeError,
+    check_int,
+    check_lengths,
+    check_positive_number,
+)
 from ..costs import resolve_cost
 from ..options import PlanOptions
 from ..plans import Indices
@@ -139,7 +158,7 @@ class PackLayout:
 
     def __post_init__(self) -> None:
         put = object.__setattr__
-        put(self, "pack_len", check_int("pack_len", self.pack_len, minimum=1))
+        put(self, "pack_len", check_int("pack_len", self.pack_len, minimum=1, maximum=MAX_LENGTH))
         put(self, "max_cost", check_positive_number("max_cost", self.max_cost))  # as PlanOptions
         put(self, "cost", resolve_cost(self.cost))
         put(
@@ -150,7 +169,7 @@ class PackLayout:
         put(
             self,
             "pad_to_multiple_of",
-            check_int("pad_to_multiple_of", self.pad_to_multiple_of, minimum=1),
+            check_int("pad_to_multiple_of", self.pad_to_multiple_of, minimum=1, maximum=MAX_LENGTH),
         )
         if self.time_model is not None:
             put(self, "time_model", step_time(self.time_model))
@@ -183,16 +202,23 @@ class PackLayout:
 
         Packed: next-fit rows of at most ``pack_len`` (NOTE [ rows by next-fit ]), as wide
         as the fullest; padded: a sample a row, as wide as the longest (both rounded up).
+        A micro-batch over the budget either way is an :class:`~dynbatch.InputError`: the
+        plan fits it, so its samples are longer than the lengths it was planned on
+        (NOTE [ samples longer than planned ]).
         """
         if np.size(lengths) == 0 and not isinstance(lengths, (str, bytes)) and lengths is not None:
             raise InputError("a micro-batch's layout needs at least one sample, got none")
         lens = check_lengths(lengths)
         offsets = np.array([0, lens.size], dtype=np.int64)
-        if self.time_model is None or self.choose(lens, offsets).packed[0]:
-            return packed_rows(lens, self.pack_len, self.pad_to_multiple_of)
-        return np.arange(lens.size + 1, dtype=np.int64), int(
-            round_up(int(lens.max()), self.pad_to_multiple_of)
-        )
+        if self.time_model is not None and not self.choose(lens, offsets).packed[0]:
+            return np.arange(lens.size + 1, dtype=np.int64), int(
+                round_up(int(lens.max()), self.pad_to_multiple_of)
+            )
+        starts, width = packed_rows(lens, self.pack_len, self.pad_to_multiple_of)
+        rows = np.array([starts.size - 1], dtype=np.int64)
+        if not self.fits(rows, np.array([width], dtype=np.int64))[0]:
+            raise self._over_budget(lens.size, None, (int(rows[0]), width))
+        return starts, width
 
     def shapes(self, lengths: Any, offsets: Any) -> tuple[Indices, Indices]:
         """Every micro-batch's step as :meth:`rows` lays it out, at once: its rows (packed)
@@ -243,18 +269,40 @@ class PackLayout:
         packed = pack_ok & (~pad_ok | (pack_s < pad_s * keep))
         if strict and not (pad_ok | pack_ok).all():
             k = int(np.flatnonzero(~(pad_ok | pack_ok))[0])
-            raise InputError(
-                f"a micro-batch of {int(sizes[k])} samples (longest {int(longest[k])}) fits "
-                f"max_cost={self.max_cost:g} neither padded nor as {int(rows[k])} rows of "
-                f"{int(width[k])} tokens: give the collator the sampler's micro-batches, or "
-                "raise max_cost"
-            )
+            raise self._over_budget(int(sizes[k]), int(longest[k]), (int(rows[k]), int(width[k])))
         seconds = np.where(packed, pack_s, pad_s)
         return Layouts(
             packed,
             np.where(packed, rows, sizes),
             np.where(packed, width, longest),
             np.where(pad_ok | pack_ok, seconds, np.inf),
+        )
+
+    def _over_budget(self, n: int, longest: int | None, packed: tuple[int, int]) -> InputError:
+        """The error of a micro-batch of ``n`` samples (``longest``: padded too, with a time
+        model) whose ``packed`` rows ``(R, W)`` are over the budget
+        (NOTE [ samples longer than planned ])."""
+
+        def shape(rows: int, width: int, what: str) -> str:
+            cost = float(np.asarray(self.cost(np.asarray([rows]), np.asarray([width])))[0])
+            return f"{rows}{what} x {width} tokens, cost {cost:g}"
+
+        rows, width = packed
+        if longest is None:
+            laid = f"packs into {shape(rows, width, ' rows')}, over the sampler's budget"
+        else:
+            laid = (
+                f"is over the sampler's budget both padded ({shape(n, longest, '')}) and packed "
+                f"({shape(rows, width, ' rows')})"
+            )
+        cap = "" if self.max_batch_size is None else f", max_batch_size={self.max_batch_size}"
+        return InputError(
+            f"a micro-batch of {n} samples {laid}: max_cost={self.max_cost:g} under "
+            f"cost={self.cost!r}{cap}. The plan fits its budget on the lengths it was given, so "
+            "these samples hold more tokens than planned: most likely lengths= understates "
+            "them. Give the sampler lengths that count each sample's tokens as the collator "
+            "packs them (its input_ids, less its attention_mask's 0s; length_fn= or ref_index= "
+            "measure them), and give the collator the sampler's own micro-batches"
         )
 
 

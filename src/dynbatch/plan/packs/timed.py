@@ -58,8 +58,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..._checks import InputError, check_int, check_lengths, check_loss_tokens
-from ..costs import CostLike, resolve_cost
+from ..._checks import (
+    MAX_LENGTH,
+    InputError,
+    check_int,
+    check_lengths,
+    check_loss_tokens,
+    check_positive_number,
+)
+from ..costs import CostLike, LinearCost, resolve_cost
 from ..options import PlanOptions
 from ..plans import Indices, Plan
 from ..sharding import ShardedPlan
@@ -258,7 +265,7 @@ def choose_packing(
     time_model: Any,
     max_rows: int | None = None,
     max_cost: float | None = None,
-    cost: CostLike = "quadratic",
+    cost: CostLike | None = None,
     loss_tokens: Any = None,
     update_unit: str = "samples",
     oversize: str = "error",
@@ -284,7 +291,10 @@ def choose_packing(
         max_cost: the memory budget, under ``cost``: a packed micro-batch of
             ``R`` rows costs ``cost(R, pack_len)``; give it or ``max_rows``
             (neither: no budget).
-        cost: the cost of a batch, ``"quadratic"``, ``"linear"`` or a callable.
+        cost: the cost of a batch that ``max_cost`` bounds, ``"quadratic"`` (the
+            default), ``"linear"`` or a callable. Without ``max_cost`` the budget
+            is padded tokens (``"linear"``): another cost is refused, as it would
+            price nothing.
         loss_tokens, update_unit, oversize, seed, epoch: as
             :func:`~dynbatch.plan_packs`.
 
@@ -292,25 +302,39 @@ def choose_packing(
         A :class:`PackChoice`.
     """
     lens = check_lengths(lengths)
-    pack_len = check_int("pack_len", pack_len, minimum=1)
+    pack_len = check_int("pack_len", pack_len, minimum=1, maximum=MAX_LENGTH)
     batch_size = check_int("batch_size", batch_size, minimum=1)
+    epoch = check_int("epoch", epoch)
     step = step_time(time_model)
     if update_unit == "tokens" and step is not None:  # as PlanOptions and the samplers refuse it
         raise InputError(
             "time_model cuts updates of batch_size samples (the fixed batch's) at the step "
             "time: it needs update_unit='samples', got update_unit='tokens'"
         )
-    max_rows = check_int("max_rows", max_rows, minimum=1, allow_none=True)
+    max_rows = check_int("max_rows", max_rows, minimum=1, maximum=MAX_LENGTH, allow_none=True)
+    if max_cost is not None:
+        check_positive_number("max_cost", max_cost)  # as PlanOptions says it
     if max_cost is not None and max_rows is not None:
         raise InputError(
             f"give max_rows or max_cost, not both; got max_rows={max_rows} and "
             f"max_cost={max_cost!r}"
         )
+    fn = resolve_cost("quadratic" if cost is None else cost)
     if max_cost is None:  # rows of max_rows, or no budget: padded tokens within them
+        if cost is not None and fn != LinearCost():
+            budget = (
+                f"the budget is max_rows={max_rows} rows of pack_len={pack_len} tokens, in "
+                "padded tokens (cost='linear')"
+                if max_rows
+                else "there is no budget (max_rows=None too): cost would price nothing"
+            )
+            raise InputError(
+                f"cost={fn!r} prices a micro-batch against max_cost, but max_cost=None: "
+                f"{budget}; give max_cost with cost, or leave cost out"
+            )
         widest = max(pack_len, int(lens.max()))
         max_cost = float(max_rows * pack_len if max_rows else 2 * widest * lens.size)
-        cost = "linear"
-    fn = resolve_cost(cost)
+        fn = LinearCost()
     one_row = float(np.asarray(fn(np.asarray([1]), np.asarray([pack_len])))[0])
     if one_row > float(max_cost):
         raise InputError(
