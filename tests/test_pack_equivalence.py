@@ -222,7 +222,11 @@ def check_preconditions(case: str, sampler: Any, micro_batches: list[Any]) -> No
     else:
         assert len(micro_batches) > 1, "the update spans several micro-batches"
     collate = dynbatch.PackCollator.for_sampler(sampler)
-    rows = [collate([DATA[i] for i in mb])["sample_starts"] for mb in micro_batches]
+    fields = ("input_ids", "labels", "token_type_ids")
+    rows = [
+        collate([{k: DATA[i][k] for k in fields} for i in mb])["sample_starts"]
+        for mb in micro_batches
+    ]
     assert any(((s >= 0).sum(axis=1) > 1).any() for s in rows), "a row holds several samples"
     if time_model is not None:
         layout = PackLayout.from_options(sampler.options)
