@@ -6,6 +6,7 @@ at their limits, outputs of a failed run); each failed on the example before its
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -673,3 +674,20 @@ def test_results_md_has_the_bert_examples_padding_efficiency_and_the_majority(
     assert "always answering 正面 (the majority): 0.7000" in lines[0], lines[0]
     assert "| padding efficiency |" in lines[2] and "| padding |" not in lines[2]
     assert "| 0.750 |" in lines[4]
+
+
+def test_the_held_out_majority_answer_is_measured(example_modules: Any, tmp_path: Path) -> None:
+    """The share a constant answer gets, printed beside the accuracy: 0.4250 at 400 pairs was a
+    constant predictor that nothing in the output showed."""
+    sft, _ = example_modules
+    csv = "label,review\n" + "".join(f"{int(i % 4 == 0)},好{i}\n" for i in range(40))
+    args = sft.parse_args(["--data-file", str(write_csv(tmp_path / "r.csv", csv))])
+    meta = sft.prepare(args, tmp_path)
+    data = np.load(tmp_path / "data.npz")
+    vocab = sft.CharVocab(json.loads((tmp_path / "vocab.json").read_text()))
+    offsets, labels = data["dev_offsets"], data["dev_labels"]
+    first = [labels[a:b][labels[a:b] != -100][0] for a, b in itertools.pairwise(offsets)]
+    positive = np.mean(np.asarray(first) == vocab.encode(sft.ANSWERS[1])[0])
+    assert meta["dev_majority_share"] == pytest.approx(max(positive, 1 - positive))
+    majority = sft.ANSWERS[int(positive >= 0.5)]
+    assert meta["dev_majority_answer"] == majority
