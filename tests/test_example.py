@@ -179,8 +179,10 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
         (["--max-len", "513"], "--max-len must be at most 512 (BERT's max_position_embeddings)"),
         (["--pack", "--max-len", str(10**20)], "--max-len must be at most 512"),
         (  # rows of 512 tokens against the fixed batch's worst: one review of a few tokens
-            ["--data-file", "{short}", "--modes", "pack", "--batch-size", "1", "--epochs", "1"]
-            + ["--max-len", "512"],  # the length a GPU's default, a CPU's given
+            [
+                *("--data-file", "{short}", "--modes", "pack", "--batch-size", "1"),
+                *("--epochs", "1", "--max-len", "512"),  # a GPU's default length, given here
+            ],
             "mode pack (pack_len is --max-len): like_fixed: one row of pack_len=512 tokens",
         ),
     ],
