@@ -498,6 +498,7 @@ def run_mode(args: argparse.Namespace) -> int:
         )
         if whole:  # the dev accuracy of every whole epoch, off the clock
             by_epoch.append(evaluate(model, dev, collate, args.max_len))
+            bar.unpause()  # the bar's time and rate are training's, as wall_s
             say(f"{mode}: epoch {label}: {trained_loss}, dev accuracy {by_epoch[-1]:.4f}")
             goal = args.target_accuracy
             if reached is None and goal is not None and by_epoch[-1] >= goal:
