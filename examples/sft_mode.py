@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from corpus import progress, say
 
 #: The tiny causal LM: a head width of 16 and a vocabulary of 1,000 whose logits, n·L·V,
 #: are most of the activations (what the calibrated cost has to find).
@@ -259,6 +260,58 @@ def make_sampler(args: argparse.Namespace, train: Pairs, cost: Any, packed: bool
     )
 
 
+def updates(first: int, last: int) -> str:
+    """``"updates 3-5"``, or ``"update 3"``."""
+    return f"updates {first}-{last}" if last > first else f"update {first}"
+
+
+class TrainingLoss:
+    """The training loss as it falls: the per-token mean over the loss tokens (each answer and
+    its end token) of the updates since the last line, a line at each quarter of an epoch.
+
+    >>> seen = TrainingLoss("fixed", total=8, per_epoch=8, say=print)
+    >>> seen.epoch("1/1")
+    >>> for update in range(1, 5):
+    ...     seen.add(loss_sum=6.0 / update, count=3, done=update)
+    fixed: updates 1-2 of 8 (epoch 1/1): training loss 1.5000 per loss token
+    fixed: updates 3-4 of 8 (epoch 1/1): training loss 0.4167 per loss token
+    """
+
+    def __init__(self, mode: str, total: int, per_epoch: int, say: Any = say) -> None:
+        self.mode, self.total, self.per_epoch, self.say = mode, total, per_epoch, say
+        self.loss_sum, self.count = 0.0, 0
+        self.done = 0  # updates finished
+        self.first = 1  # the first update of the next line
+        self.label = ""
+        self.marks: list[int] = []
+
+    def epoch(self, label: str) -> None:
+        """An epoch begins: its lines end at its quarters (in updates)."""
+        self.label = label
+        self.marks = sorted(
+            {self.done + max(1, round(q * self.per_epoch / 4)) for q in range(1, 5)}
+        )
+
+    def add(self, loss_sum: float, count: int, done: int) -> None:
+        """A micro-batch's summed token loss and loss tokens; ``done`` updates are finished."""
+        self.loss_sum, self.count, self.done = self.loss_sum + loss_sum, self.count + count, done
+        if self.marks and done >= self.marks[0]:
+            self.marks = [m for m in self.marks if m > done]
+            self.flush()
+
+    def shown(self) -> str:
+        return f"{self.loss_sum / self.count:.4f}" if self.count else "-"
+
+    def flush(self) -> None:
+        """Print the line of the updates finished since the last one, if any."""
+        if self.count and self.done >= self.first:
+            self.say(
+                f"{self.mode}: {updates(self.first, self.done)} of {self.total} (epoch "
+                f"{self.label}): training loss {self.shown()} per loss token"
+            )
+            self.loss_sum, self.count, self.first = 0.0, 0, self.done + 1
+
+
 def train_loop(
     args: argparse.Namespace, model: Any, train: Pairs, meta: dict[str, Any], out: Path
 ) -> dict[str, Any]:
@@ -294,6 +347,8 @@ def train_loop(
     optimizer = make_optimizer(model, schedule)
     acc = dynbatch.GradientAccumulator(model, optimizer, sampler=sampler, lr_scheduler=schedule)
     real = padded = micro_batches = pairs = 0
+    losses = TrainingLoss(mode, total, first)  # a line each quarter of an epoch
+    bar = progress(len(loader) * epochs, mode)  # a terminal's stderr only
     gc.collect()
     reset_peak_memory()
     start = time.perf_counter()
@@ -302,6 +357,8 @@ def train_loop(
             sampler.set_epoch(epoch)
         else:
             np.random.seed([args.seed, epoch])  # paddle's RandomSampler draws from numpy
+        bar.total = bar.n + len(loader) * (epochs - epoch)  # a plan's epochs may differ by one
+        losses.epoch(f"{epoch + 1}/{epochs}")
         for batch in loader:
             ids, labels = batch[0], batch[1]
             with acc.accumulate():
@@ -312,6 +369,13 @@ def train_loop(
             padded += int(ids.shape[0] * ids.shape[1])
             pairs += int((tokens == meta["bos_id"]).sum())  # each pair's one <s>
             micro_batches += 1
+            losses.add(float(loss_sum), int(count), acc.optimizer_steps + acc.skipped_steps)
+            bar.set_postfix(
+                {"epoch": f"{epoch + 1}/{epochs}", "loss": losses.shown()}, refresh=False
+            )
+            bar.update(1)
+        losses.flush()  # the epoch's last updates
+    bar.close()
     wall = time.perf_counter() - start
     return {
         "wall_seconds": wall,
@@ -362,11 +426,12 @@ def train_trainer(
     import functools
 
     from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
+    from paddlenlp.trainer.trainer_callback import PrinterCallback
 
     import dynbatch
     from dynbatch.memory import peak_memory_mib, reset_peak_memory
 
-    mode, pad_id = args.worker, meta["pad_id"]
+    mode, pad_id, epochs = args.worker, meta["pad_id"], args.epochs
 
     class Batches(TrainerCallback):  # type: ignore[misc]
         """Real and padded tokens of every trained batch, counted on the batches themselves:
@@ -380,9 +445,18 @@ def train_trainer(
             #: the highest peak DynamicBatchTrainer logged: its logs reset the allocator's
             #: peak, so the peak read at the end is only the last interval's
             self.logged_peak = 0.0
+            self.logged_step = 0  # the update of the last training-loss line
 
         def on_log(self, args, state, control, logs=None, **kw):  # type: ignore[no-untyped-def]
-            self.logged_peak = max(self.logged_peak, float((logs or {}).get("memory_mib", 0.0)))
+            logs = logs or {}
+            self.logged_peak = max(self.logged_peak, float(logs.get("memory_mib", 0.0)))
+            if "loss" in logs:  # the Trainer's training loss since its last log
+                say(
+                    f"{mode}: {updates(self.logged_step + 1, state.global_step)} of "
+                    f"{state.max_steps} (epoch {state.epoch:.2f} of {epochs}): training loss "
+                    f"{float(logs['loss']):.4f} (the Trainer's)"
+                )
+                self.logged_step = state.global_step
 
         def on_load_data_end(self, args, state, control, inputs=None, **kw):  # type: ignore[no-untyped-def]
             for batch in inputs.get("micro_batches", [inputs]):
@@ -407,12 +481,12 @@ def train_trainer(
         warmup_steps=warmup_steps(first, first * args.epochs),  # as the loop's
         weight_decay=0.01,
         max_grad_norm=1.0,
-        logging_steps=50,
+        logging_steps=max(1, round(first / 4)),  # the training loss each quarter epoch
         save_strategy="no",
         report_to=[],
         disable_tqdm=True,
     )
-    batches = Batches()
+    batches = Batches()  # it prints the training loss the Trainer logs: not the Printer too
     common = {"model": model, "args": training, "train_dataset": Records(train)}
     extra: dict[str, Any] = {}
     if mode == "fixed":  # the model's own loss: the per-token mean of each batch
@@ -438,6 +512,7 @@ def train_trainer(
         )
         extra["max_cost_mb"] = float(trainer.train_sampler.max_cost)
         extra["planned_steps"] = trainer.total_steps()
+    trainer.remove_callback(PrinterCallback)  # its dict of each log: Batches prints the loss
     gc.collect()
     reset_peak_memory()
     start = time.perf_counter()
@@ -475,6 +550,13 @@ def run_mode(args: argparse.Namespace) -> int:
     np.random.seed(args.seed)
     model = build_model(meta, args.max_len)
     runner = train_loop if args.runner == "loop" else train_trainer
+    # the held-out pairs before training: where the loss and the accuracy start from
+    loss_before, accuracy_before = evaluate(model, dev, meta["pad_id"])
+    majority = f"always {meta['dev_majority_answer']}: {meta['dev_majority_share']:.4f}"
+    say(
+        f"{args.worker}: held-out before training: loss {loss_before:.4f} per loss token, "
+        f"answer accuracy {accuracy_before:.4f} ({majority})"
+    )
     result = runner(args, model, train, meta, out)
     eval_loss, answer_accuracy = evaluate(model, dev, meta["pad_id"])
     row = {
@@ -487,8 +569,11 @@ def run_mode(args: argparse.Namespace) -> int:
         "dev_pairs": len(dev),
         "eval_loss": eval_loss,
         "eval_answer_accuracy": answer_accuracy,
+        "eval_loss_before": loss_before,
+        "eval_answer_accuracy_before": accuracy_before,
         "real_tokens_per_sec": result["real_tokens"] / result["wall_seconds"],
-        "padding": 1.0 - result["real_tokens"] / result["padded_tokens"],
+        # real tokens over the tokens computed (rows x width), as the BERT example's column
+        "padding_efficiency": result["real_tokens"] / result["padded_tokens"],
         "memory_source": memory_source(),
         "lr": args.lr,
         **result,
@@ -496,8 +581,16 @@ def run_mode(args: argparse.Namespace) -> int:
     (work / f"{args.worker}.json").write_text(json.dumps(row))
     print(
         f"{row['mode']} ({row['runner']}): {row['steps']} updates in {row['wall_seconds']:.1f} s, "
-        f"{row['real_tokens_per_sec']:.0f} real tokens/s, peak {row['peak_memory_mb']:.1f} MiB, "
-        f"eval loss {eval_loss:.4f}, answer accuracy {answer_accuracy:.4f}",
+        f"{row['real_tokens_per_sec']:.0f} real tokens/s, peak {row['peak_memory_mb']:.1f} MiB; "
+        f"held-out loss {loss_before:.4f} -> {eval_loss:.4f} per loss token, answer accuracy "
+        f"{accuracy_before:.4f} -> {answer_accuracy:.4f} ({majority})",
         flush=True,
     )
+    if abs(answer_accuracy - meta["dev_majority_share"]) < 0.005:
+        print(
+            f"{args.worker}: that is the majority's share: one answer for every review, nothing "
+            "learnt from the reviews (too few updates for a model from random weights; the "
+            "defaults, 2,000 pairs for 2 epochs, learn it)",
+            flush=True,
+        )
     return 0

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from corpus import TokenIds
+from corpus import TokenIds, progress, say
 
 MODES = (
     "fixed",
@@ -432,12 +432,18 @@ def run_mode(args: argparse.Namespace) -> int:
     slots = 0  # token slots trained: padded micro-batches, or packed rows of --max-len
     epoch = finished = 0  # epochs begun, epochs run to their end
     stop = whole = False
+    # the mode's micro-batches on a bar (a terminal's stderr only), the epoch's running loss
+    bar = progress(None if budget else len(loader) * args.epochs, mode)
     while not stop:
         hook.on_epoch_begin(epoch)
         if mode == "fixed":
             np.random.seed([args.seed, epoch])
         elif mode == "group":
             sampler.set_epoch(epoch)
+        if bar.total is not None:  # a dynamic plan's epochs may differ by a micro-batch
+            bar.total = bar.n + len(loader) * (args.epochs - epoch)
+        label = f"{epoch + 1}/{args.epochs}" if budget is None else f"{epoch + 1}"
+        loss_sum_epoch, reviews_epoch = 0.0, 0
         whole = False
         for step, batch in enumerate(loader):
             start = time.perf_counter()
@@ -460,6 +466,11 @@ def run_mode(args: argparse.Namespace) -> int:
             if epoch == 0:
                 first_epoch.extend(idx.tolist())
             mean_loss = float(loss_sum) / n
+            loss_sum_epoch, reviews_epoch = loss_sum_epoch + float(loss_sum), reviews_epoch + n
+            bar.set_postfix(
+                {"epoch": label, "loss": f"{loss_sum_epoch / reviews_epoch:.4f}"}, refresh=False
+            )
+            bar.update(1)
             history["time"].append(train_seconds)
             history["loss"].append(mean_loss)
             history["batch_size"].append(float(n))
@@ -479,16 +490,28 @@ def run_mode(args: argparse.Namespace) -> int:
             whole = True
         hook.on_epoch_end(epoch)
         epoch += 1
+        trained_loss = (
+            f"training loss {loss_sum_epoch / reviews_epoch:.4f} (the mean over its "
+            f"{reviews_epoch} reviews)"
+            if reviews_epoch
+            else "no review trained"
+        )
         if whole:  # the dev accuracy of every whole epoch, off the clock
             by_epoch.append(evaluate(model, dev, collate, args.max_len))
+            bar.unpause()  # the bar's time and rate are training's, as wall_s
+            say(f"{mode}: epoch {label}: {trained_loss}, dev accuracy {by_epoch[-1]:.4f}")
             goal = args.target_accuracy
             if reached is None and goal is not None and by_epoch[-1] >= goal:
                 reached, stop = epoch, True  # time to accuracy: --epochs was the cap
+        else:
+            steps = acc.optimizer_steps
+            say(f"{mode}: stopped in epoch {label} after {steps} optimizer steps: {trained_loss}")
         if epoch == args.epochs:
             if budget is None or stop:
                 stop = True
             else:  # as many samples as the fixed mode has seen
                 same_data = by_epoch[-1]
+    bar.close()
     hook.close()
     stats = dynbatch.plan_stats(train.lengths, trained, cost="linear")
     dev_accuracy = by_epoch[-1] if whole else evaluate(model, dev, collate, args.max_len)

@@ -42,6 +42,7 @@ from corpus import (
     check_vocab,
     load_examples,
     pick_vocab,
+    quiet_paddle_notices,
     run_modes,
     tokenize,
 )
@@ -361,4 +362,5 @@ def run_mode(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("FLAGS_call_stack_level", "0")
+    quiet_paddle_notices()  # before paddle is imported, in every mode's process
     raise SystemExit(main())

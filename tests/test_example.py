@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import subprocess
@@ -178,7 +179,10 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
         (["--max-len", "513"], "--max-len must be at most 512 (BERT's max_position_embeddings)"),
         (["--pack", "--max-len", str(10**20)], "--max-len must be at most 512"),
         (  # rows of 512 tokens against the fixed batch's worst: one review of a few tokens
-            ["--data-file", "{short}", "--modes", "pack", "--batch-size", "1", "--epochs", "1"],
+            [
+                *("--data-file", "{short}", "--modes", "pack", "--batch-size", "1"),
+                *("--epochs", "1", "--max-len", "512"),  # a GPU's default length, given here
+            ],
             "mode pack (pack_len is --max-len): like_fixed: one row of pack_len=512 tokens",
         ),
     ],
@@ -304,6 +308,13 @@ def test_pack_mode_trains_the_fixed_batchs_updates_packed_as_if_unpacked(
         *("--max-len", "128", "--batch-size", "32", "--output-dir", str(tmp_path)),
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    said = done.stdout
+    assert "modes: fixed, pack; each 1 epoch of 300 reviews at --max-len 128" in said, said
+    assert "\nestimated time: about " in said and "a rough estimate" in said, "before training"
+    for mode in ("fixed", "pack"):
+        assert f"\n{mode}: epoch 1/1: training loss " in said, f"{mode}: its epoch's line"
+    assert "No ccache found" not in done.stderr, "paddle's notice, silenced in every process"
+    assert "Setuptools is replacing distutils" not in done.stderr
     results = json.loads((tmp_path / "results.json").read_text())
     rows = {r["mode"]: r for r in results["rows"]}
     assert list(rows) == ["fixed", "pack"]
@@ -359,3 +370,136 @@ def test_pack_flag_adds_the_pack_mode_once() -> None:
     assert parse(["--modes", "fixed,dynamic", "--pack"]).modes == ["fixed", "dynamic", "pack"]
     assert parse(["--modes", "pack,fixed", "--pack"]).modes == ["fixed", "pack"], "fixed first"
     assert "pack" not in parse([]).modes, "a mode on request"
+
+
+def test_pack_alone_runs_the_fixed_batch_its_recipe_and_packed() -> None:
+    """docs/packing.md: `--pack` runs fixed,dynamic,pack; it ran the seven default modes and
+    pack."""
+    parse = example_module("bert_chnsenticorp").parse_args
+    assert parse(["--pack"]).modes == ["fixed", "dynamic", "pack"]
+    assert parse(["--pack"]).pack_alone and not parse(["--pack", "--modes", "fixed"]).pack_alone
+
+
+#: make demo's flags (the Makefile): every default that depends on the device given
+DEMO = ["--model", "tiny", "--modes", "fixed,dynamic", "--epochs", "2", "--batch-size", "32"]
+DEMO += ["--max-train-samples", "3000", "--max-len", "128", "--output-dir", "runs/demo"]
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_defaults_fit_the_device_and_flags_given_are_kept(
+    monkeypatch: pytest.MonkeyPatch, gpu: bool
+) -> None:
+    """On a CPU --max-len 512 and --model auto (bert-base-chinese when reachable) over every
+    review meant hours: a CPU's defaults are the tiny model, 128 tokens and 3,000 reviews."""
+    example = example_module("bert_chnsenticorp")
+    monkeypatch.setattr(example, "gpu_available", lambda: gpu)
+    args = example.parse_args([])
+    if gpu:
+        assert (args.model, args.max_len, args.max_train_samples) == ("auto", 512, 0)
+        assert args.cpu_defaults == []
+    else:
+        assert (args.model, args.max_len, args.max_train_samples) == ("tiny", 128, 3000)
+        assert args.cpu_defaults == ["--model tiny", "--max-len 128", "--max-train-samples 3000"]
+    assert args.max_cost == 20 * args.max_len**2 / 4, "the study's budget at that length"
+    demo = example.parse_args(DEMO)
+    assert (demo.model, demo.max_len, demo.max_train_samples) == ("tiny", 128, 3000)
+    assert demo.cpu_defaults == [] and demo.modes == ["fixed", "dynamic"], "make demo's own"
+    given = example.parse_args(["--model", "auto", "--max-len", "64", "--max-train-samples", "0"])
+    assert (given.max_len, given.max_train_samples) == (64, 0), "0: every review"
+
+
+def test_the_run_says_its_modes_and_an_estimated_time_before_training(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    example = example_module("bert_chnsenticorp")
+    monkeypatch.setattr(example, "gpu_available", lambda: False)
+    lengths = np.random.default_rng(0).integers(10, 129, size=3000)
+    args = example.parse_args(["--pack"])
+    modes, estimate = example.header(args, "tiny", lengths, lengths[:300])
+    assert (
+        modes
+        == "modes: fixed, dynamic, pack (--pack); each 2 epochs of 3000 reviews at --max-len 128"
+    )
+    assert estimate.startswith("estimated time: about ") and "a rough estimate" in estimate
+    assert "(fixed " in estimate and ", dynamic " in estimate and ", pack " in estimate
+    seconds = example.estimate_seconds(args, "tiny", lengths, lengths[:300])
+    assert seconds["fixed"] > seconds["dynamic"], "the fixed batch computes its padding"
+    assert 60 < sum(seconds.values()) < 20 * 60, "minutes on a CPU"
+    base = example.estimate_seconds(args, "bert-base-chinese", lengths, lengths[:300])
+    assert base["fixed"] > 10 * seconds["fixed"], "bert-base costs more than the tiny BERT"
+    longer = example.parse_args(["--pack", "--epochs", "4"])
+    assert (
+        example.estimate_seconds(longer, "tiny", lengths, lengths[:300])["fixed"] > seconds["fixed"]
+    )
+    capped = example.parse_args(["--modes", "dynamic", "--max-steps", "3"])
+    assert "estimated time: at most about" in example.header(capped, "tiny", lengths, lengths)[1]
+    monkeypatch.setattr(example, "gpu_available", lambda: True)
+    on_gpu = example.header(example.parse_args([]), "tiny", lengths, lengths)
+    assert on_gpu[1] == "estimated time: none on a GPU (the rough per-mode costs are a CPU's)"
+
+
+def test_the_fixed_batchs_token_slots_pad_each_batch_to_its_longest() -> None:
+    slots = example_module("bert_chnsenticorp").fixed_batch_slots
+    assert slots(np.array([1, 2, 3, 4]), 4, seed=0) == 16.0, "one batch of 4, padded to 4"
+    assert slots(np.array([5, 5, 5]), 2, seed=0) == 15.0, "a last batch of one: no slot for it"
+    lengths = np.random.default_rng(1).integers(1, 100, size=101)
+    assert lengths.sum() <= slots(lengths, 8, seed=3) <= 99 * 101
+
+
+def test_the_examples_silence_two_paddle_notices_and_no_other_warning() -> None:
+    """Every mode's process printed paddle's "No ccache found" and setuptools' "Setuptools is
+    replacing distutils"; the examples silence those two, before paddle is imported, and keep
+    every other warning."""
+    code = (
+        "import warnings\n"
+        "from corpus import quiet_paddle_notices\n"
+        "quiet_paddle_notices()\n"
+        "import paddle\n"
+        "warnings.warn('No ccache found. (a repeat)', UserWarning)\n"
+        "warnings.warn('Setuptools is replacing distutils.', UserWarning)\n"
+        "warnings.warn('another notice', UserWarning)\n"
+        "warnings.warn('No ccache found, but a DeprecationWarning', DeprecationWarning)\n"
+    )
+    path = os.pathsep.join(p for p in (str(EXAMPLES), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "No ccache found. " not in done.stderr and "replacing distutils" not in done.stderr
+    assert "another notice" in done.stderr, "other warnings still show"
+    assert "No ccache found, but a DeprecationWarning" in done.stderr, "UserWarnings only"
+    for script in ("bert_chnsenticorp.py", "sft_causal_lm.py", "trainer_chnsenticorp.py"):
+        main = (EXAMPLES / script).read_text(encoding="utf-8").split('if __name__ == "__main__":')
+        assert "quiet_paddle_notices()" in main[-1], f"{script}: every mode's process"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_mode_draws_its_progress_bar_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`make demo` was silent while a mode trained: a bar on a terminal's stderr, none in a
+    pipe or a captured test (as `dynbatch stats`)."""
+    corpus = example_module("corpus")
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", piped)
+    bar = corpus.progress(3, "fixed")
+    bar.update(3)
+    bar.close()
+    assert piped.getvalue() == "", "no bar in a pipe"
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    bar = corpus.progress(3, "fixed")
+    bar.set_postfix({"epoch": "1/2", "loss": "0.6931"}, refresh=False)
+    bar.update(3)
+    bar.close()
+    drawn = terminal.getvalue()
+    assert "fixed: 100%" in drawn and "3/3" in drawn and "loss=0.6931" in drawn, drawn

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -350,3 +351,13 @@ def test_a_torn_save_is_named_on_load_and_a_failed_one_keeps_the_old_file(
         MemoryCost(c=2.0, a=0.5, b=0.25).save(path)
     assert MemoryCost.load(path).c == 1.0, "the cost saved before, whole"
     assert [p.name for p in tmp_path.iterdir()] == ["cost.json"], "no partial file left"
+
+
+def test_the_reports_last_line_says_what_each_error_is_of() -> None:
+    """ "step time held-out 45.1%" read as a memory error: the line names the model each error
+    is of, and what the step time's is measured against."""
+    report = dataclasses.replace(_a_report(), fit_error=0.0012, time_held_out_error=0.451)
+    last = str(report).splitlines()[-1]
+    assert "of the memory model: fit 0.12%, held-out 0.00% (tolerance 10%)" in last, last
+    assert "of the step-time model on the held-out probes: 45.1%" in last, last
+    assert "predicted seconds against the measured" in last, last

@@ -6,6 +6,7 @@ at their limits, outputs of a failed run); each failed on the example before its
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -82,7 +83,9 @@ def check_rows(rows: dict[str, dict[str, Any]], runner: str) -> None:
         assert abs(row["steps"] - TRAIN / BATCH) <= 1, (mode, row["steps"])
     assert abs(rows["dynamic"]["steps"] - rows["fixed"]["steps"]) <= 1
     assert rows["dynamic"]["real_tokens"] == rows["fixed"]["real_tokens"], "every pair, once"
-    assert rows["dynamic"]["padding"] < rows["fixed"]["padding"], "padding-free micro-batches"
+    assert rows["dynamic"]["padding_efficiency"] > rows["fixed"]["padding_efficiency"], (
+        "padding-free micro-batches"
+    )
     assert rows["dynamic"]["micro_batches"] > rows["dynamic"]["steps"], "updates accumulate"
     # like_fixed caps micro-batches at the calibrated cost of the fixed batch's worst batch
     assert rows["dynamic"]["peak_memory_mb"] <= 1.05 * rows["fixed"]["peak_memory_mb"]
@@ -168,7 +171,7 @@ def test_pack_mode_trains_the_dynamic_modes_updates_packed_as_if_unpacked(
     assert pack["lr_at_end"] == pytest.approx(0.0, abs=1e-12), "the schedule ran to its end"
     assert pack["real_tokens"] == dynamic["real_tokens"], "every pair, once"
     assert pack["micro_batches"] < dynamic["micro_batches"], "several pairs a row"
-    assert pack["padding"] <= 0.1, "rows of --max-len nearly full"
+    assert pack["padding_efficiency"] >= 0.9, "rows of --max-len nearly full"
     assert pack["max_cost_mb"] == dynamic["max_cost_mb"], "the same calibrated budget"
     assert pack["calibration_cached"], "the dynamic mode's calibration, reused"
     assert "| pack | loop |" in (tmp_path / "results.md").read_text()
@@ -213,7 +216,8 @@ def test_trainer_runner_trains_the_pack_mode_as_its_plan_says(
     tmp_path: Path, chnsenticorp_csv: Path, example_modules: Any
 ) -> None:
     """--runner trainer --modes dynamic,pack: DynamicBatchTrainer(pack_len=--max-len) trains
-    the plan's updates, every pair once, and results.md's padding counts the rows trained (it
+    the plan's updates, every pair once, and results.md's padding efficiency counts the rows
+    trained (it
     refused the mode by name before the Trainer packed)."""
     pytest.importorskip("paddlenlp")
     # every micro-batch packed (no step time): rows of exactly --max-len tokens
@@ -239,12 +243,12 @@ def test_trainer_runner_trains_the_pack_mode_as_its_plan_says(
     assert pack["micro_batches"] < dynamic["micro_batches"], "several pairs a row"
     # padding is of rows x 64 computed: the fill of the rows' ends, as trained
     assert pack["padded_tokens"] % 64 == 0 and pack["padded_tokens"] > pack["real_tokens"]
-    assert pack["padding"] == pytest.approx(1 - pack["real_tokens"] / pack["padded_tokens"])
-    assert 0 < pack["padding"] <= 0.1, "rows of --max-len nearly full"
+    assert pack["padding_efficiency"] == pytest.approx(pack["real_tokens"] / pack["padded_tokens"])
+    assert 0.9 <= pack["padding_efficiency"] < 1, "rows of --max-len nearly full"
     assert math.isfinite(pack["eval_loss"]) and pack["max_cost_mb"] == dynamic["max_cost_mb"]
     table = (tmp_path / "results.md").read_text()
     assert f"| pack | trainer | {pack['steps']} |" in table
-    assert f"| {pack['padding']:.3f} |" in table
+    assert f"| {pack['padding_efficiency']:.3f} |" in table
 
 
 def test_pack_flag_adds_the_pack_mode_once(example_modules: Any) -> None:
@@ -621,3 +625,69 @@ def test_sft_max_len_past_int64_is_one_line_exit_2(example_modules: Any) -> None
     sft = example_modules[0]
     with pytest.raises(sft.UsageError, match="--max-len"):
         sft.parse_args(["--pack", "--max-len", str(10**20)])
+
+
+# -- what a run prints -----------------------------------------------------------------------
+def test_the_training_loss_is_printed_each_quarter_epoch(example_modules: Any) -> None:
+    """The example printed no training loss, only the final evaluation: a line each quarter
+    of an epoch, the per-token mean over the loss tokens of the updates since the last."""
+    _, mode = example_modules
+    said: list[str] = []
+    losses = mode.TrainingLoss("fixed", total=16, per_epoch=8, say=said.append)
+    for epoch in range(2):
+        losses.epoch(f"{epoch + 1}/2")
+        for update in range(1, 9):
+            done = 8 * epoch + update
+            losses.add(loss_sum=2.0, count=1, done=done - 1)  # an update of two micro-batches
+            losses.add(loss_sum=4.0 / done, count=3, done=done)
+        losses.flush()
+    assert [line.split(":")[1] for line in said] == [
+        f" updates {a}-{b} of 16 (epoch {1 + (a > 8)}/2)"
+        for a, b in ((1, 2), (3, 4), (5, 6), (7, 8), (9, 10), (11, 12), (13, 14), (15, 16))
+    ]
+    first = (2.0 + 4.0 + 2.0 + 2.0) / 8  # updates 1 and 2: their summed losses over 8 tokens
+    assert said[0].endswith(f"training loss {first:.4f} per loss token"), said[0]
+    assert all(line.startswith("fixed: updates ") for line in said)
+
+
+def test_results_md_has_the_bert_examples_padding_efficiency_and_the_majority(
+    example_modules: Any, tmp_path: Path
+) -> None:
+    """The SFT table's `padding` was the padding share where the demo's is the padding
+    efficiency; and an accuracy at the majority's share (a constant answer) read as learnt."""
+    sft, _ = example_modules
+    args = sft.parse_args(["--output-dir", str(tmp_path)])
+    meta = {
+        "data": "d",
+        "train_pairs": 40,
+        "dev_pairs": 10,
+        "reviews_cut": 0.0,
+        "vocab_size": 100,
+        "dev_majority_answer": "正面",
+        "dev_majority_share": 0.7,
+    }
+    row = {"mode": "fixed", "runner": "loop", "steps": 3, "wall_seconds": 1.0}
+    row |= {"real_tokens_per_sec": 10.0, "padding_efficiency": 0.75, "peak_memory_mb": 5.0}
+    row |= {"eval_loss": 0.5, "eval_answer_accuracy": 0.8}
+    sft.report(args, meta, [row], tmp_path)
+    lines = (tmp_path / "results.md").read_text().splitlines()
+    assert "always answering 正面 (the majority): 0.7000" in lines[0], lines[0]
+    assert "| padding efficiency |" in lines[2] and "| padding |" not in lines[2]
+    assert "| 0.750 |" in lines[4]
+
+
+def test_the_held_out_majority_answer_is_measured(example_modules: Any, tmp_path: Path) -> None:
+    """The share a constant answer gets, printed beside the accuracy: 0.4250 at 400 pairs was a
+    constant predictor that nothing in the output showed."""
+    sft, _ = example_modules
+    csv = "label,review\n" + "".join(f"{int(i % 4 == 0)},好{i}\n" for i in range(40))
+    args = sft.parse_args(["--data-file", str(write_csv(tmp_path / "r.csv", csv))])
+    meta = sft.prepare(args, tmp_path)
+    data = np.load(tmp_path / "data.npz")
+    vocab = sft.CharVocab(json.loads((tmp_path / "vocab.json").read_text()))
+    offsets, labels = data["dev_offsets"], data["dev_labels"]
+    first = [labels[a:b][labels[a:b] != -100][0] for a, b in itertools.pairwise(offsets)]
+    positive = np.mean(np.asarray(first) == vocab.encode(sft.ANSWERS[1])[0])
+    assert meta["dev_majority_share"] == pytest.approx(max(positive, 1 - positive))
+    majority = sft.ANSWERS[int(positive >= 0.5)]
+    assert meta["dev_majority_answer"] == majority

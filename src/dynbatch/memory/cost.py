@@ -143,8 +143,11 @@ class CalibrationReport:
                 f"{error:>7} {p.seconds:>7.3f}"
             )
         lines.append(
-            f"largest relative error: fit {self.fit_error:.2%}, held-out {self.held_out_error:.2%} "
-            f"(tolerance {self.tolerance:.0%}); step time held-out {self.time_held_out_error:.1%}"
+            f"largest relative error of the memory model: fit {self.fit_error:.2%}, held-out "
+            f"{self.held_out_error:.2%} (tolerance {self.tolerance:.0%}); of the step-time model "
+            f"on the held-out probes: {self.time_held_out_error:.1%} (its predicted seconds "
+            "against the measured; timings are noisy on a busy CPU, and the memory model does "
+            "not depend on them)"
         )
         return "\n".join(lines)
 
