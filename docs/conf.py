@@ -33,5 +33,8 @@ autodoc_default_options = {"show-inheritance": True}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
-html_theme = "alabaster"
+# furo: a text column wide enough for code (_static/dynbatch.css widens it to 100 columns)
+html_theme = "furo"
+html_static_path = ["_static"]
+html_css_files = ["dynbatch.css"]
 html_title = f"dynbatch {release}"

@@ -14,6 +14,9 @@ import pytest
 import dynbatch
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+#: the columns of code a page shows whole at a 1,280 px window (docs/_static/dynbatch.css)
+CODE_COLUMNS = 120
+FENCE = re.compile(r"^(?P<fence>```+|~~~+)[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.S | re.M)
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +54,18 @@ def test_a_cited_note_links_to_the_line_that_opens_it(site: Path) -> None:
     opened = re.search(rf'id="L-{line}".*?</span></a>(.*?)\n', source)
     assert opened is not None, "the line is on the page"
     assert "NOTE [ the fixed batch's recipe ]" in html.unescape(opened.group(1)), opened.group(1)
+
+
+def test_every_line_of_code_in_the_docs_shows_whole_at_1280_px() -> None:
+    """furo's text column, widened by docs/_static/dynbatch.css, shows CODE_COLUMNS columns of
+    code at a 1,280 px window; a longer line would end behind a scroll bar."""
+    wide = [
+        f"{path.name}: {len(line)} columns: {line[:60]}"
+        for path in sorted(DOCS.glob("*.md"))
+        for block in FENCE.finditer(path.read_text(encoding="utf-8"))
+        for line in block["body"].splitlines()
+        if len(line) > CODE_COLUMNS
+    ]
+    assert not wide, "\n".join(wide)
+    conf = (DOCS / "conf.py").read_text(encoding="utf-8")
+    assert 'html_theme = "furo"' in conf and '"dynbatch.css"' in conf
