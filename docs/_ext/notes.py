@@ -1,4 +1,4 @@
-"""Two small Sphinx pieces of this site: the ``note`` role and the ``public-api`` directive.
+"""The small Sphinx pieces of this site: the ``note`` role and the ``public-api`` directive.
 
 NOTE [ NOTE links found at build time ]
     The code keeps the *why* of a design in named notes, ``NOTE [ name ]``, and the docs cite
@@ -10,14 +10,16 @@ NOTE [ NOTE links found at build time ]
     warning, which ``make docs`` (``-W``) turns into a failed build: a renamed or deleted note
     cannot leave a dead citation behind.
 
-The ``public-api`` directive documents every name of ``dynbatch.__all__`` as users import it
-(``dynbatch.like_fixed``), by autodoc, so the reference follows ``__all__`` and never names a
-module path that a move could break.
+The ``public-api`` directive documents the names of ``dynbatch.__all__`` it lists as users
+import them (``dynbatch.like_fixed``), by autodoc, so the reference never names a module path
+that a move could break; the build fails unless the API reference lists every public name
+exactly once. A documented class's bases are shown as public names.
 """
 
 from __future__ import annotations
 
 import html
+import inspect
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -121,6 +123,8 @@ def note_role(
 def _init(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
     if not hasattr(env, "dynbatch_note_files"):
         env.dynbatch_note_files = {}  # type: ignore[attr-defined]
+    if not hasattr(env, "dynbatch_api_names"):
+        env.dynbatch_api_names = {}  # type: ignore[attr-defined]
 
 
 def _outdated(
@@ -133,6 +137,8 @@ def _outdated(
 
 def _purge(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
     getattr(env, "dynbatch_note_files", {}).pop(docname, None)
+    for pages in getattr(env, "dynbatch_api_names", {}).values():
+        pages[:] = [page for page in pages if page != docname]
 
 
 def _merge(
@@ -140,6 +146,9 @@ def _merge(
 ) -> None:
     _init(app, env, docnames)
     env.dynbatch_note_files.update(other.dynbatch_note_files)  # type: ignore[attr-defined]
+    names: dict[str, list[str]] = env.dynbatch_api_names  # type: ignore[attr-defined]
+    for name, pages in other.dynbatch_api_names.items():  # type: ignore[attr-defined]
+        names.setdefault(name, []).extend(pages)
 
 
 def _source_pages(app: Sphinx) -> Iterator[tuple[str, dict[str, Any], str]]:
@@ -155,46 +164,89 @@ def _source_pages(app: Sphinx) -> Iterator[tuple[str, dict[str, Any], str]]:
         yield _page(path), {"title": path, "body": f"<h1>{title}</h1>\n{body}"}, "page.html"
 
 
-class PublicApi(SphinxDirective):
-    """``public-api``: autodoc of every name in ``dynbatch.__all__``, grouped by kind.
+def _kind(obj: Any) -> str:
+    """The autodoc directive that documents ``obj``: ``exception``, ``class``, ``function``..."""
+    if inspect.isclass(obj):
+        return "exception" if issubclass(obj, BaseException) else "class"
+    return "function" if callable(obj) else "data"
 
-    For MyST pages: the rST it generates is read through MyST's ``eval-rst``.
+
+class PublicApi(SphinxDirective):
+    """``public-api``: autodoc of the names of ``dynbatch.__all__`` listed, one a line.
+
+    The API reference lists every name once, grouped by task, in the order its page gives
+    (not alphabetical): each group is a heading of the page and a ``public-api`` block of its
+    names. A name that is not public is a warning here, and a public name that no block lists,
+    or that two list, is one when every page has been read (``_check_public_api``). For MyST
+    pages: the rST it generates is read through MyST's ``eval-rst``.
     """
 
-    def run(self) -> list[nodes.Node]:
-        import inspect
+    has_content = True
 
+    def run(self) -> list[nodes.Node]:
         import dynbatch
 
-        groups: dict[str, list[str]] = {"exception": [], "class": [], "function": [], "data": []}
-        for name in dynbatch.__all__:
-            obj = getattr(dynbatch, name)
-            if inspect.isclass(obj) and issubclass(obj, BaseException):
-                groups["exception"].append(name)
-            elif inspect.isclass(obj):
-                groups["class"].append(name)
-            elif callable(obj):
-                groups["function"].append(name)
-            else:
-                groups["data"].append(name)
+        names = [line.strip() for line in self.content if line.strip()]
+        listed: dict[str, list[str]] = self.env.dynbatch_api_names  # type: ignore[attr-defined]
         # autodoc writes rST, and a MyST page reads nested text as Markdown: one eval-rst fence
         lines = ["```{eval-rst}"]
-        titles = {"class": "Classes", "function": "Functions", "exception": "Errors"}
-        titles["data"] = "Data"
-        for kind in ("class", "function", "exception", "data"):
-            if not groups[kind]:
+        for name in names:
+            if name not in dynbatch.__all__:
+                logger.warning(
+                    "public-api lists %r, which is not in dynbatch.__all__",
+                    name,
+                    location=self.get_location(),
+                )
                 continue
-            lines += [f".. rubric:: {titles[kind]}", ""]
-            for name in sorted(groups[kind], key=str.lower):
-                lines.append(f".. auto{kind}:: dynbatch.{name}")
-                if kind in ("class", "exception"):
-                    lines.append("   :members:")
-                lines.append("")
+            listed.setdefault(name, []).append(self.env.docname)
+            kind = _kind(getattr(dynbatch, name))
+            lines.append(f".. auto{kind}:: dynbatch.{name}")
+            if kind in ("class", "exception"):
+                lines.append("   :members:")
+            lines.append("")
         lines.append("```")
         node = nodes.section()
         node.document = self.state.document
         self.state.nested_parse(StringList(lines, source="dynbatch.__all__"), 0, node)
         return list(node.children)
+
+
+def _public_bases(app: Sphinx, name: str, obj: Any, options: Any, bases: list[Any]) -> None:
+    """A class's "Bases:" line names what users know: a dynbatch base that is not public
+    (``_Cursor``, a mixin of the Trainer) is shown as the bases it stands on, recursively."""
+    import dynbatch
+
+    public = {id(getattr(dynbatch, each)) for each in dynbatch.__all__}
+
+    def shown(base: Any) -> list[Any]:
+        if base is object:
+            return []
+        if id(base) in public or not str(getattr(base, "__module__", "")).startswith("dynbatch"):
+            return [base]
+        return [each for parent in getattr(base, "__bases__", ()) for each in shown(parent)]
+
+    kept: list[Any] = []
+    for base in bases:
+        kept.extend(each for each in shown(base) if each not in kept)
+    bases[:] = kept or [object]
+
+
+def _check_public_api(app: Sphinx, env: BuildEnvironment) -> None:
+    """Every name of ``dynbatch.__all__`` in exactly one ``public-api`` block of the site."""
+    import dynbatch
+
+    listed: dict[str, list[str]] = getattr(env, "dynbatch_api_names", {})
+    if not listed:
+        return  # a site without an API reference (a partial build)
+    for name in dynbatch.__all__:
+        where = listed.get(name, [])
+        if len(where) != 1:
+            logger.warning(
+                "dynbatch.%s is listed by %d public-api blocks (%s), not by exactly one",
+                name,
+                len(where),
+                ", ".join(where) or "none",
+            )
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
@@ -204,5 +256,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("env-get-outdated", _outdated)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)
+    app.connect("env-check-consistency", _check_public_api)
+    app.connect("autodoc-process-bases", _public_bases)
     app.connect("html-collect-pages", _source_pages)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
