@@ -22,6 +22,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "notes",  # _ext/notes.py: the {note} role and the public-api directive
+    "params",  # _ext/params.py: a public parameter no docstring describes fails the build
 ]
 source_suffix = {".md": "markdown"}
 exclude_patterns = ["_build"]
@@ -29,6 +30,7 @@ myst_heading_anchors = 3
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+autoclass_content = "both"  # a class's arguments are described in its __init__'s docstring
 autodoc_default_options = {"show-inheritance": True}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False

@@ -19,6 +19,7 @@ NOTE [ a reference on one line ]
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
@@ -339,3 +340,83 @@ def test_a_note_is_found_where_it_opens_not_where_it_is_cited(tmp_path: Path) ->
     (package / "b.py").unlink()
     site = find_note(tmp_path, "the why")
     assert site is not None and (site.path, site.line) == ("src/dynbatch/a.py", 3), "a comment's"
+
+
+def public_docstrings() -> Iterator[tuple[str, str]]:
+    """``(name, docstring)`` of every object the API reference renders: the names of
+    ``dynbatch.__all__``, their public methods and properties (their dynbatch bases' too) and a
+    class's ``__init__``, and the Trainer's documented names."""
+    objects: list[tuple[str, Any]] = [
+        (f"dynbatch.{name}", getattr(dynbatch, name))
+        for name in dynbatch.__all__
+        if name != "__version__"
+    ]
+    try:
+        from dynbatch.integrations import paddlenlp
+    except ImportError:  # paddlenlp is not installed
+        paddlenlp = None
+    if paddlenlp is not None:
+        trainer = paddlenlp.DynamicBatchTrainer
+        objects.append(("DynamicBatchTrainer", trainer))
+        objects += [(f"DynamicBatchTrainer.{m}", getattr(trainer, m)) for m in RENDERED_TRAINER]
+        objects.append(("token_cross_entropy", paddlenlp.token_cross_entropy))
+    for name, obj in objects:
+        yield name, inspect.getdoc(obj) or ""
+        if not inspect.isclass(obj) or name.startswith("DynamicBatchTrainer"):
+            continue
+        for cls in obj.__mro__:
+            if not cls.__module__.startswith("dynbatch"):
+                continue
+            for attr, member in vars(cls).items():
+                if attr.startswith("_") and attr != "__init__":
+                    continue
+                func = member.fget if isinstance(member, property) else member
+                func = getattr(func, "__func__", func)
+                if callable(func) or isinstance(member, property):
+                    yield f"{name}.{attr}", getattr(func, "__doc__", None) or ""
+
+
+#: the Trainer's members that docs/api.md renders (``:members:``)
+RENDERED_TRAINER = ("steps_per_epoch", "total_steps")
+
+
+def message_strings() -> Iterator[tuple[str, str]]:
+    """``(where, text)`` of every string literal in ``src/dynbatch`` that is not a docstring:
+    error and warning messages, log lines, help text (an f-string's literal parts)."""
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docs
+            ):
+                yield f"src/{path.relative_to(SRC.parent).as_posix()}:{node.lineno}", node.value
+
+
+def test_no_message_or_public_docstring_cites_a_note() -> None:
+    """A user reads the reason, not a maintainer's ``NOTE [ ... ]`` name: the API reference's
+    docstrings and every message string say why in words (the note's name may follow in a
+    code comment)."""
+    cited = [name for name, doc in public_docstrings() if "NOTE [" in doc]
+    cited += [where for where, text in message_strings() if "NOTE [" in text]
+    assert not cited, f"{len(cited)} user-facing texts cite a NOTE:\n" + "\n".join(cited)
+
+
+def test_the_user_facing_texts_are_read() -> None:
+    names = dict(public_docstrings())
+    assert "Args:" in names["dynbatch.DynamicBatchSampler.__init__"], "a class's __init__"
+    assert "dynbatch.DynamicBatchSampler.set_epoch" in names, "a base's public method"
+    assert "dynbatch.PlanOptions.max_rows" in names, "a property"
+    assert "Plan this epoch next" in names["dynbatch.DistributedDynamicBatchSampler.set_epoch"]
+    messages = [text for _, text in message_strings()]
+    assert any("give lengths or a way to measure them" in text for text in messages)
+    assert not any(text.startswith("Paddle batch samplers over") for text in messages), "docs"

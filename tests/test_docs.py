@@ -4,9 +4,12 @@ it, and its API reference documents every public name as users import it."""
 from __future__ import annotations
 
 import html
+import importlib.util
+import inspect
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -92,3 +95,81 @@ def test_every_line_of_code_in_the_docs_shows_whole_at_1280_px() -> None:
     assert not wide, "\n".join(wide)
     conf = (DOCS / "conf.py").read_text(encoding="utf-8")
     assert 'html_theme = "furo"' in conf and '"dynbatch.css"' in conf
+
+
+def params_extension() -> types.ModuleType:
+    """``docs/_ext/params.py``: the build's check that every public parameter is described."""
+    pytest.importorskip("sphinx")
+    spec = importlib.util.spec_from_file_location("dynbatch_docs_params", DOCS / "_ext/params.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def napoleon_lines(doc: str, what: str = "function") -> list[str]:
+    """What napoleon hands the check: the Google sections turned into fields."""
+    from sphinx.ext.napoleon import Config
+    from sphinx.ext.napoleon.docstring import GoogleDocstring
+
+    return GoogleDocstring(inspect.cleandoc(doc), Config(), what=what).lines()
+
+
+def test_an_undescribed_public_parameter_is_found() -> None:
+    params = params_extension()
+
+    def sample(dataset: object, *rest: object, lengths: object = None, **shortcuts: object) -> None:
+        """Plan.
+
+        Args:
+            lengths: per-sample lengths.
+        """
+
+    def described(self: object, num_replicas: int, rank: int, _private: int = 0, **kw: int) -> None:
+        """Shard.
+
+        Args:
+            num_replicas, rank: the ranks.
+            **kw: options.
+        """
+
+    def known(fn: object, what: str = "function") -> set[str]:
+        return set(params.described(napoleon_lines(fn.__doc__ or "", what), what))
+
+    found = params.undescribed(sample, "function", known(sample))
+    assert found == ["dataset", "*rest", "**shortcuts"], found
+    assert params.undescribed(described, "method", known(described, "method")) == []
+    assert params.undescribed(property(), "property", set()) == [], "only callables are read"
+
+    class Options:
+        """Options.
+
+        Attributes:
+            seed: the seed.
+        """
+
+        def __init__(self, seed: int, order: str) -> None: ...
+
+    assert params.undescribed(Options, "class", known(Options, "class")) == ["order"]
+
+
+@pytest.mark.slow
+def test_the_build_fails_on_an_undescribed_public_parameter(tmp_path: Path) -> None:
+    """The check runs in the real build: a site of one page documenting one function."""
+    pytest.importorskip("sphinx")
+    source, package = tmp_path / "docs", tmp_path / "sample_api"
+    (source / "_ext").mkdir(parents=True)
+    package.mkdir()
+    (source / "_ext" / "params.py").write_text((DOCS / "_ext/params.py").read_text())
+    doc = '"""Plan.\n\n    Args:\n        lengths: sizes.\n    """'
+    (package / "__init__.py").write_text(f"def plan(lengths, max_cost):\n    {doc}\n")
+    (source / "conf.py").write_text(
+        "import sys\n"
+        f"sys.path[:0] = [{str(source / '_ext')!r}, {str(tmp_path)!r}]\n"
+        'extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "params"]\n'
+    )
+    (source / "index.rst").write_text("API\n===\n\n.. autofunction:: sample_api.plan\n")
+    build = [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", str(source)]
+    done = subprocess.run([*build, str(tmp_path / "html")], capture_output=True, text=True)
+    assert done.returncode != 0, "the build passed"
+    assert "sample_api.plan: parameter max_cost is not described" in done.stderr, done.stderr

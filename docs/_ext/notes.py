@@ -202,7 +202,14 @@ class PublicApi(SphinxDirective):
             kind = _kind(getattr(dynbatch, name))
             lines.append(f".. auto{kind}:: dynbatch.{name}")
             if kind in ("class", "exception"):
-                lines.append("   :members:")
+                # its own members and those of its dynbatch bases (a sampler's set_epoch is
+                # _Cursor's), never paddle's or Python's
+                foreign = [
+                    base.__name__
+                    for base in getattr(dynbatch, name).__mro__[1:]
+                    if not base.__module__.startswith("dynbatch")
+                ]
+                lines += ["   :members:", f"   :inherited-members: {', '.join(foreign)}"]
             lines.append("")
         lines.append("```")
         node = nodes.section()
