@@ -72,8 +72,15 @@ def test_the_api_reference_lists_every_public_name_once_grouped_by_task() -> Non
 
 @pytest.mark.slow
 def test_a_cited_note_links_to_the_line_that_opens_it(site: Path) -> None:
+    """docs/loop.md cites it as a Markdown link to the file (what GitHub follows); the site
+    links the line that opens it, on a page of the file's source."""
+    assert "the note\n[the fixed batch's recipe](../src/dynbatch/plan/recipes.py)" in (
+        DOCS / "loop.md"
+    ).read_text(encoding="utf-8")
     page = (site / "loop.html").read_text(encoding="utf-8")
-    (link,) = set(re.findall(r'href="([^"]+)" title="([^"]+recipes\.py, line \d+)"', page))
+    found = re.findall(r'href="([^"]+)" title="([^"]+recipes\.py, line \d+)">([^<]+)</a>', page)
+    assert {html.unescape(text) for *_, text in found} == {"the fixed batch's recipe"}, found
+    (link,) = {(href, title) for href, title, _ in found}
     target, line = link[0].split("#L-")
     source = (site / target).read_text(encoding="utf-8")
     assert f'id="L-{line}"' in source, "the anchor exists on the source page"

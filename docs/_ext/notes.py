@@ -1,14 +1,20 @@
-"""The small Sphinx pieces of this site: the ``note`` role and the ``public-api`` directive.
+"""The small Sphinx pieces of this site: links to notes, and the ``public-api`` directive.
 
-NOTE [ NOTE links found at build time ]
+NOTE [ a note cited by a link to its file ]
     The code keeps the *why* of a design in named notes, ``NOTE [ name ]``, and the docs cite
-    them. A reader who meets one must be able to open it, and modules move between packages,
-    so a page never names the file: ``{note}`name``` searches the sources (``src/dynbatch``,
-    ``examples``, ``benchmarks``) when the site is built, for the line that opens the note
-    (``NOTE [ name ]`` first on its line, after a ``#`` in a comment), and links to that line
-    of a page of the file's source that this extension writes. A note that no file opens is a
-    warning, which ``make docs`` (``-W``) turns into a failed build: a renamed or deleted note
-    cannot leave a dead citation behind.
+    them. A reader who meets one must be able to open it, on this site and where the Markdown
+    is read as it is (GitHub), so a page cites a note by a plain Markdown link whose text is
+    the note's name and whose target is the source file that opens it:
+    ``the note [mixed updates](../src/dynbatch/plan/windows.py)``. GitHub follows it to the
+    file; here the link goes to the line that opens the note (``NOTE [ name ]`` first on its
+    line, after a ``#`` in a comment), on a page of the file's source that this extension
+    writes, found when the site is built. Modules move between packages, so the build checks
+    every such link (a link to a ``.py`` file of ``src/dynbatch``, ``examples`` or
+    ``benchmarks`` is a note's): a file that does not open the note named is a warning that says
+    which file opens it now, if any, and ``make docs`` (``-W``) turns it into a failed build. A
+    moved, renamed or deleted note cannot leave a dead citation behind. The MyST role
+    ``{note}`name``` that pages used before reads as raw text on GitHub: it is a warning too,
+    naming the link to write instead.
 
 The ``public-api`` directive documents the names of ``dynbatch.__all__`` it lists as users
 import them (``dynbatch.like_fixed``), by autodoc, so the reference never names a module path
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import html
 import inspect
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,12 +36,13 @@ from typing import Any
 from docutils import nodes
 from docutils.parsers.rst.states import Inliner
 from docutils.statemachine import StringList
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-__all__ = ["NoteSite", "find_note", "setup"]
+__all__ = ["NoteSite", "find_note", "note_links", "setup", "source_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,29 +63,51 @@ def _opening(name: str) -> re.Pattern[str]:
     return re.compile(r"^\s*(?:#\s*)?NOTE \[ " + re.escape(name) + r" \](?P<rest>.*)$")
 
 
-def find_note(root: Path, name: str) -> NoteSite | None:
-    """The line that opens ``NOTE [ name ]`` under ``root``'s sources, or None.
+def _openings(root: Path, path: Path, name: str) -> Iterator[tuple[bool, NoteSite]]:
+    """Each line of ``path`` that opens ``NOTE [ name ]``: (alone on its line, where)."""
+    text = path.read_text(encoding="utf-8")
+    if f"NOTE [ {name.split()[0]}" not in text:
+        return
+    pattern = _opening(" ".join(name.split()))
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = pattern.match(line)
+        if match is not None:
+            site = NoteSite(path.relative_to(root).as_posix(), number)
+            yield match.group("rest").strip() == "", site
+
+
+def find_note(root: Path, name: str, path: str | None = None) -> NoteSite | None:
+    """The line that opens ``NOTE [ name ]`` under ``root``'s sources (or in the file ``path``,
+    relative to ``root``), or None.
 
     A line with the note alone (the head of a note in a docstring) wins over one where text
     follows it (``# NOTE [ name ]: why``); among equals, the first source tree, then path.
     """
-    pattern = _opening(" ".join(name.split()))
+    name = " ".join(name.split())
     best: tuple[int, NoteSite] | None = None
     for rank_tree, tree in enumerate(SOURCES):
-        for path in sorted((root / tree).rglob("*.py")):
-            text = path.read_text(encoding="utf-8")
-            if f"NOTE [ {name.split()[0]}" not in text:
-                continue
-            for number, line in enumerate(text.splitlines(), start=1):
-                match = pattern.match(line)
-                if match is None:
-                    continue
-                alone = match.group("rest").strip() == ""
+        files = sorted((root / tree).rglob("*.py"))
+        if path is not None:
+            files = [f for f in files if f.relative_to(root).as_posix() == path]
+        for file in files:
+            for alone, site in _openings(root, file, name):
                 rank = (0 if alone else 1) * len(SOURCES) + rank_tree
-                site = NoteSite(path.relative_to(root).as_posix(), number)
                 if best is None or rank < best[0]:
                     best = (rank, site)
     return None if best is None else best[1]
+
+
+def source_path(root: Path, page: Path, target: str) -> str | None:
+    """A link's target, from the page ``page``, as a ``.py`` file of the sources relative to
+    ``root`` (``src/dynbatch/plan/windows.py``), or None when it is not one."""
+    if "://" in target or not target.split("#")[0].endswith(".py"):
+        return None
+    resolved = (page.parent / target.split("#")[0]).resolve()
+    try:
+        path = resolved.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None
+    return path if any(path.startswith(f"{tree}/") for tree in SOURCES) else None
 
 
 def _root(env: BuildEnvironment) -> Path:
@@ -86,6 +116,53 @@ def _root(env: BuildEnvironment) -> Path:
 
 def _page(path: str) -> str:
     return f"{PAGES}/{path.removesuffix('.py')}"
+
+
+def _link(env: BuildEnvironment, rawtext: str, name: str, site: NoteSite) -> nodes.reference:
+    """A link to the line that opens the note, on the page of its file's source."""
+    files: dict[str, set[str]] = env.dynbatch_note_files  # type: ignore[attr-defined]
+    files.setdefault(env.docname, set()).add(site.path)
+    uri = env.app.builder.get_relative_uri(env.docname, _page(site.path))
+    ref = nodes.reference(rawtext, "", refuri=f"{uri}#L-{site.line}", internal=False)
+    ref["reftitle"] = f"NOTE [ {name} ] in {site.path}, line {site.line}"
+    ref += nodes.Text(name)
+    return ref
+
+
+#: docutils' smart quotes, back to the plain ones a note's name is written with
+_PLAIN_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def note_links(app: Sphinx, doctree: nodes.document) -> None:
+    """Every Markdown link of the page to a source ``.py`` file, as a link to the line that
+    opens the note its text names (NOTE [ a note cited by a link to its file ]).
+
+    MyST reads such a link as a download of the file; this runs before Sphinx collects the
+    downloads, so the file is not copied.
+    """
+    env = app.env
+    root, page = _root(env), Path(env.doc2path(env.docname))
+    for node in list(doctree.findall(addnodes.download_reference)):
+        path = source_path(root, page, str(node.get("reftarget", "")))
+        if path is None:
+            continue
+        name = " ".join(node.astext().translate(_PLAIN_QUOTES).split())  # smartquotes undone
+        site = find_note(root, name, path)
+        if site is None:
+            elsewhere = find_note(root, name)
+            now = f"; {elsewhere.path} opens it" if elsewhere else "; no source file opens it"
+            logger.warning(
+                "the link [%s](%s) cites NOTE [ %s ], which %s does not open%s",
+                name,
+                node["reftarget"],
+                name,
+                path,
+                now,
+                location=node,
+            )
+            node.replace_self(nodes.literal(node.rawsource, name))
+            continue
+        node.replace_self(_link(env, node.rawsource, name, site))
 
 
 def note_role(
@@ -97,27 +174,25 @@ def note_role(
     options: dict[str, Any] | None = None,
     content: list[str] | None = None,
 ) -> tuple[list[nodes.Node], list[nodes.system_message]]:
-    """``{note}`name```: ``NOTE [ name ]``, linked to the line of the file that opens it."""
+    """``{note}`name```, the role pages used before: a warning naming the link to write (the
+    role reads as raw text where the Markdown is read as it is); the link is still made."""
     env: BuildEnvironment = inliner.document.settings.env
     note = " ".join(text.split())
-    label = f"NOTE [ {note} ]"
     site = find_note(_root(env), note)
+    page = Path(env.doc2path(env.docname)).parent
+    target = "<the file that opens it>"
+    if site is not None:
+        target = Path(os.path.relpath(_root(env) / site.path, page)).as_posix()
+    logger.warning(
+        "{note}`%s` reads as raw text on GitHub: write the note [%s](%s)",
+        note,
+        note,
+        target,
+        location=(env.docname, lineno),
+    )
     if site is None:
-        logger.warning(
-            "%s is opened by no file of %s",
-            label,
-            ", ".join(SOURCES),
-            location=(env.docname, lineno),
-        )
-        return [nodes.literal(rawtext, label)], []
-    files: dict[str, set[str]] = env.dynbatch_note_files  # type: ignore[attr-defined]
-    files.setdefault(env.docname, set()).add(site.path)
-    uri = env.app.builder.get_relative_uri(env.docname, _page(site.path))
-    ref = nodes.reference(rawtext, "", refuri=f"{uri}#L-{site.line}", internal=False)
-    ref["reftitle"] = f"{site.path}, line {site.line}"
-    ref += nodes.literal(rawtext, label)
-    ref += nodes.Text(f" ({site.path})")
-    return [ref], []
+        return [nodes.literal(rawtext, f"NOTE [ {note} ]")], []
+    return [_link(env, rawtext, note, site)], []
 
 
 def _init(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
@@ -130,8 +205,8 @@ def _init(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
 def _outdated(
     app: Sphinx, env: BuildEnvironment, added: set[str], changed: set[str], removed: set[str]
 ) -> list[str]:
-    """Pages that cite notes are read again on every build: the sources they link may have
-    moved since the last one (a cached link to a moved file would break the build)."""
+    """Pages that cite notes are read again on every build: the notes they link may have
+    moved since the last one (a cached link to a moved line, or file, would go unchecked)."""
     return sorted(getattr(env, "dynbatch_note_files", {}))
 
 
@@ -258,6 +333,8 @@ def _check_public_api(app: Sphinx, env: BuildEnvironment) -> None:
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_role("note", note_role)
+    # before Sphinx's download collector (500): a note's link is no download
+    app.connect("doctree-read", note_links, priority=400)
     app.add_directive("public-api", PublicApi)
     app.connect("env-before-read-docs", _init)
     app.connect("env-get-outdated", _outdated)
