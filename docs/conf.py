@@ -21,7 +21,7 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
-    "notes",  # _ext/notes.py: the {note} role and the public-api directive
+    "notes",  # _ext/notes.py: links to notes, checked; the public-api directive
     "params",  # _ext/params.py: a public parameter no docstring describes fails the build
 ]
 source_suffix = {".md": "markdown"}
