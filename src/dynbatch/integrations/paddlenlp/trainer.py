@@ -131,8 +131,8 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         micro_batches_per_step: ``args.gradient_accumulation_steps``.
     """
 
-      # NOTE [ the Trainer measures the step time ], [ the Trainer packs ],
-    # NOTE [ dynbatch's checks before the probe ]
+    # NOTE [ the Trainer measures the step time ], [ the Trainer packs ] and
+    # NOTE [ dynbatch's checks before the probe ]: the why of the arguments above
 
     control: Any  # the Trainer's TrainerControl
     data_collator: Any  # the user's; else paddlenlp's default, or with pack_len ours
