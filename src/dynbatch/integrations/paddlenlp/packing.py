@@ -125,7 +125,7 @@ def check_pack_len(pack_len: Any, model: Any) -> int | None:
     checked: int | None = check_int("pack_len", pack_len, minimum=1, allow_none=True)
     if checked is not None and model is None:  # NOTE [ the Trainer packs ]
         raise InputError(
-            f"pack_len={checked} packs rows for the model given (a causal LM or a sequence "
+            f"pack_len={checked} packs for the model given (a causal LM or a sequence "
             "classifier, recognised when the Trainer is made), got model=None: pass model="
         )
     return checked
