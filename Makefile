@@ -37,8 +37,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests examples benchmarks
 	$(VENV)/bin/mypy
 
-# The manual (docs/, Sphinx + MyST): warnings are errors, so a broken reference, a NOTE no
-# file holds or a docstring autodoc cannot read fails the build. Output: docs/_build/html.
+# The manual (docs/, Sphinx + MyST, furo): warnings are errors, so a broken reference, a link
+# to a file that does not open the NOTE it names, a public parameter no docstring describes, a
+# public name the API reference lists not once, or a docstring autodoc cannot read fails the
+# build. Output: docs/_build/html.
 docs: $(STAMP)
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 

@@ -5,9 +5,9 @@ A Sphinx role in a docstring of ``src/dynbatch`` (``:func:``, ``:class:``, ``:me
 up: a dotted ``dynbatch.x.y`` by import and getattr; a relative ``.x`` from the module's
 package; a bare name in the class the docstring belongs to, then its module, then the
 ``dynbatch`` package. A backticked ``dynbatch.X`` in README.md or a page of ``docs/`` is
-resolved the same way. A NOTE the docs cite is written ``{note}`name```
-(NOTE [ NOTE links found at build time ] in ``docs/_ext/notes.py``), and some source file
-opens it.
+resolved the same way. A NOTE the docs cite is a Markdown link from its name to the source
+file that opens it, ``[name](../src/dynbatch/x.py)``, and that file opens it
+(NOTE [ a note cited by a link to its file ] in ``docs/_ext/notes.py``).
 
 NOTE [ a reference on one line ]
     A role's target and a note's name are each written on one line, in the code, the tests,
@@ -19,6 +19,7 @@ NOTE [ a reference on one line ]
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
@@ -37,7 +38,8 @@ SRC = Path(dynbatch.__file__).parent
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-NOTE_ROLE = re.compile(r"\{note\}`(?P<name>[^`]+)`")
+#: a Markdown link to a source file: the docs' citation of the note it names
+NOTE_LINK = re.compile(r"\[(?P<name>[^\[\]\n]+)\]\((?P<target>[^)\s]+\.py)\)")
 ROLE = re.compile(r":(func|class|meth|data|mod|attr|exc|obj):`~?(?P<target>[\w.]+)(?:\(\))?`")
 README_NAME = re.compile(r"`(?P<target>dynbatch(?:\.\w+)+)")
 ROLES = "func|class|meth|data|mod|attr|exc|obj"
@@ -46,6 +48,7 @@ ROLES = "func|class|meth|data|mod|attr|exc|obj"
 SPLIT = re.compile(
     rf"(?::(?:py:)?(?:{ROLES}):|\{{(?:py:)?(?:{ROLES}|note)\}})(?:`[^`\n]*|[ \t]*)\n"
     r"|\bNOTE(?:[ \t]*\[[^\]\n]*\n|[ \t]*\n[\s#\"']*\[)"
+    r"|\[[^\]\n]*\n[^\]\n]*\]\([^)\s]*\.py\)"
 )
 MISSING = object()
 
@@ -266,6 +269,7 @@ def test_the_split_check_reads_every_place_references_are_written() -> None:
         "x = a[b]  # NOTE [ a step is priced at its ...\nassert x == a[b]",
         "(NOTE\n    [ resuming a stream ])",
         "# (NOTE\n# [ resuming a stream ])",
+        "the note [resuming a\nstream](../src/dynbatch/stream/planner.py)",
     ],
 )
 def test_a_split_reference_is_found(text: str) -> None:
@@ -280,6 +284,8 @@ def test_a_split_reference_is_found(text: str) -> None:
         "{note}`a step is priced at its quickest padding`",
         "``:func:``, ``:class:``,\n``:meth:``",
         "see the NOTE\nbelow",
+        "the note\n[resuming a stream](../src/dynbatch/stream/planner.py)",
+        "[the plain\nloop](loop.md)",
     ],
 )
 def test_a_reference_on_one_line_is_not_a_split(text: str) -> None:
@@ -309,22 +315,53 @@ def test_the_dynbatch_names_of_the_readme_and_the_docs_are_found() -> None:
     assert {"dynbatch.like_fixed", "dynbatch.calibrate", "dynbatch.PlanOptions"} <= names
 
 
-def test_the_docs_cite_notes_only_through_the_note_role() -> None:
-    """A bare ``NOTE [ ... ]`` would be text with no file to find it in: the role links it."""
+def test_the_docs_cite_notes_only_by_links_to_their_files() -> None:
+    """A bare ``NOTE [ ... ]`` would be text with no file to find it in, and the MyST role
+    ``{note}`name``` reads as raw text on GitHub: a Markdown link to the file reads on both."""
     bare = [
         f"{path}:{text.count(chr(10), 0, match.start()) + 1}"
         for path, text in prose().items()
-        for match in re.finditer(r"NOTE\s*\[", text)
+        for match in re.finditer(r"NOTE\s*\[|\{note\}`", text)
     ]
-    assert not bare, f"write {{note}}`name` instead of NOTE [ name ] at {bare}"
+    assert not bare, f"write the note [name](../src/dynbatch/file.py) instead, at {bare}"
 
 
-def test_every_note_the_docs_cite_is_opened_by_a_source_file() -> None:
+def note_links() -> list[tuple[str, str, str]]:
+    """``(page, note name, source file relative to the root)`` of every note the docs cite."""
+    source_path = notes_extension().source_path
+    found = []
+    for path, text in prose().items():
+        for match in NOTE_LINK.finditer(text):
+            source = source_path(ROOT, ROOT / path, match["target"])
+            if source is not None:
+                found.append((path, " ".join(match["name"].split()), source))
+    return found
+
+
+def test_every_note_the_docs_cite_is_opened_by_the_file_they_link() -> None:
     find_note = notes_extension().find_note
-    cited = {m["name"] for text in prose().values() for m in NOTE_ROLE.finditer(text)}
-    assert len(cited) >= 10, cited
-    unopened = sorted(name for name in cited if find_note(ROOT, name) is None)
-    assert not unopened, f"no file opens NOTE [ {unopened} ]"
+    cited = note_links()
+    assert len({name for _, name, _ in cited}) >= 10, cited
+    assert ("docs/loop.md", "mixed updates", "src/dynbatch/plan/windows.py") in cited
+    wrong = [
+        f"{page}: [{name}]({source}), which opens no NOTE [ {name} ]"
+        + (f" ({site.path} does)" if (site := find_note(ROOT, name)) else "")
+        for page, name, source in cited
+        if find_note(ROOT, name, source) is None
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_link_to_a_source_file_is_a_note_and_other_links_are_not() -> None:
+    source_path = notes_extension().source_path
+    page = DOCS / "loop.md"
+    assert source_path(ROOT, page, "../src/dynbatch/plan/windows.py") == (
+        "src/dynbatch/plan/windows.py"
+    )
+    assert source_path(ROOT, page, "../examples/sft_mode.py#L3") == "examples/sft_mode.py"
+    assert source_path(ROOT, page, "loop.md") is None
+    assert source_path(ROOT, page, "https://github.com/x/y/blob/main/a.py") is None
+    assert source_path(ROOT, page, "../tests/test_layers.py") is None, "tests hold no cited note"
 
 
 def test_a_note_is_found_where_it_opens_not_where_it_is_cited(tmp_path: Path) -> None:
@@ -336,6 +373,89 @@ def test_a_note_is_found_where_it_opens_not_where_it_is_cited(tmp_path: Path) ->
     site = find_note(tmp_path, "the  why")
     assert site is not None and (site.path, site.line) == ("src/dynbatch/b.py", 3), site
     assert find_note(tmp_path, "the how") is None, "a note no file opens is not found"
+    site = find_note(tmp_path, "the why", "src/dynbatch/a.py")
+    assert site is not None and (site.path, site.line) == ("src/dynbatch/a.py", 3), "in one file"
+    assert find_note(tmp_path, "the why", "src/dynbatch/c.py") is None, "a file that is not there"
     (package / "b.py").unlink()
     site = find_note(tmp_path, "the why")
     assert site is not None and (site.path, site.line) == ("src/dynbatch/a.py", 3), "a comment's"
+
+
+def public_docstrings() -> Iterator[tuple[str, str]]:
+    """``(name, docstring)`` of every object the API reference renders: the names of
+    ``dynbatch.__all__``, their public methods and properties (their dynbatch bases' too) and a
+    class's ``__init__``, and the Trainer's documented names."""
+    objects: list[tuple[str, Any]] = [
+        (f"dynbatch.{name}", getattr(dynbatch, name))
+        for name in dynbatch.__all__
+        if name != "__version__"
+    ]
+    try:
+        from dynbatch.integrations import paddlenlp
+    except ImportError:  # paddlenlp is not installed
+        paddlenlp = None
+    if paddlenlp is not None:
+        trainer = paddlenlp.DynamicBatchTrainer
+        objects.append(("DynamicBatchTrainer", trainer))
+        objects += [(f"DynamicBatchTrainer.{m}", getattr(trainer, m)) for m in RENDERED_TRAINER]
+        objects.append(("token_cross_entropy", paddlenlp.token_cross_entropy))
+    for name, obj in objects:
+        yield name, inspect.getdoc(obj) or ""
+        if not inspect.isclass(obj) or name.startswith("DynamicBatchTrainer"):
+            continue
+        for cls in obj.__mro__:
+            if not cls.__module__.startswith("dynbatch"):
+                continue
+            for attr, member in vars(cls).items():
+                if attr.startswith("_") and attr != "__init__":
+                    continue
+                func = member.fget if isinstance(member, property) else member
+                func = getattr(func, "__func__", func)
+                if callable(func) or isinstance(member, property):
+                    yield f"{name}.{attr}", getattr(func, "__doc__", None) or ""
+
+
+#: the Trainer's members that docs/api.md renders (``:members:``)
+RENDERED_TRAINER = ("steps_per_epoch", "total_steps")
+
+
+def message_strings() -> Iterator[tuple[str, str]]:
+    """``(where, text)`` of every string literal in ``src/dynbatch`` that is not a docstring:
+    error and warning messages, log lines, help text (an f-string's literal parts)."""
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docs
+            ):
+                yield f"src/{path.relative_to(SRC.parent).as_posix()}:{node.lineno}", node.value
+
+
+def test_no_message_or_public_docstring_cites_a_note() -> None:
+    """A user reads the reason, not a maintainer's ``NOTE [ ... ]`` name: the API reference's
+    docstrings and every message string say why in words (the note's name may follow in a
+    code comment)."""
+    cited = [name for name, doc in public_docstrings() if "NOTE [" in doc]
+    cited += [where for where, text in message_strings() if "NOTE [" in text]
+    assert not cited, f"{len(cited)} user-facing texts cite a NOTE:\n" + "\n".join(cited)
+
+
+def test_the_user_facing_texts_are_read() -> None:
+    names = dict(public_docstrings())
+    assert "Args:" in names["dynbatch.DynamicBatchSampler.__init__"], "a class's __init__"
+    assert "dynbatch.DynamicBatchSampler.set_epoch" in names, "a base's public method"
+    assert "dynbatch.PlanOptions.max_rows" in names, "a property"
+    assert "Plan this epoch next" in names["dynbatch.DistributedDynamicBatchSampler.set_epoch"]
+    messages = [text for _, text in message_strings()]
+    assert any("give lengths or a way to measure them" in text for text in messages)
+    assert not any(text.startswith("Paddle batch samplers over") for text in messages), "docs"

@@ -1,23 +1,32 @@
-"""Two small Sphinx pieces of this site: the ``note`` role and the ``public-api`` directive.
+"""The small Sphinx pieces of this site: links to notes, and the ``public-api`` directive.
 
-NOTE [ NOTE links found at build time ]
+NOTE [ a note cited by a link to its file ]
     The code keeps the *why* of a design in named notes, ``NOTE [ name ]``, and the docs cite
-    them. A reader who meets one must be able to open it, and modules move between packages,
-    so a page never names the file: ``{note}`name``` searches the sources (``src/dynbatch``,
-    ``examples``, ``benchmarks``) when the site is built, for the line that opens the note
-    (``NOTE [ name ]`` first on its line, after a ``#`` in a comment), and links to that line
-    of a page of the file's source that this extension writes. A note that no file opens is a
-    warning, which ``make docs`` (``-W``) turns into a failed build: a renamed or deleted note
-    cannot leave a dead citation behind.
+    them. A reader who meets one must be able to open it, on this site and where the Markdown
+    is read as it is (GitHub), so a page cites a note by a plain Markdown link whose text is
+    the note's name and whose target is the source file that opens it:
+    ``the note [mixed updates](../src/dynbatch/plan/windows.py)``. GitHub follows it to the
+    file; here the link goes to the line that opens the note (``NOTE [ name ]`` first on its
+    line, after a ``#`` in a comment), on a page of the file's source that this extension
+    writes, found when the site is built. Modules move between packages, so the build checks
+    every such link (a link to a ``.py`` file of ``src/dynbatch``, ``examples`` or
+    ``benchmarks`` is a note's): a file that does not open the note named is a warning that says
+    which file opens it now, if any, and ``make docs`` (``-W``) turns it into a failed build. A
+    moved, renamed or deleted note cannot leave a dead citation behind. The MyST role
+    ``{note}`name``` that pages used before reads as raw text on GitHub: it is a warning too,
+    naming the link to write instead.
 
-The ``public-api`` directive documents every name of ``dynbatch.__all__`` as users import it
-(``dynbatch.like_fixed``), by autodoc, so the reference follows ``__all__`` and never names a
-module path that a move could break.
+The ``public-api`` directive documents the names of ``dynbatch.__all__`` it lists as users
+import them (``dynbatch.like_fixed``), by autodoc, so the reference never names a module path
+that a move could break; the build fails unless the API reference lists every public name
+exactly once. A documented class's bases are shown as public names.
 """
 
 from __future__ import annotations
 
 import html
+import inspect
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,12 +36,13 @@ from typing import Any
 from docutils import nodes
 from docutils.parsers.rst.states import Inliner
 from docutils.statemachine import StringList
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-__all__ = ["NoteSite", "find_note", "setup"]
+__all__ = ["NoteSite", "find_note", "note_links", "setup", "source_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,29 +63,51 @@ def _opening(name: str) -> re.Pattern[str]:
     return re.compile(r"^\s*(?:#\s*)?NOTE \[ " + re.escape(name) + r" \](?P<rest>.*)$")
 
 
-def find_note(root: Path, name: str) -> NoteSite | None:
-    """The line that opens ``NOTE [ name ]`` under ``root``'s sources, or None.
+def _openings(root: Path, path: Path, name: str) -> Iterator[tuple[bool, NoteSite]]:
+    """Each line of ``path`` that opens ``NOTE [ name ]``: (alone on its line, where)."""
+    text = path.read_text(encoding="utf-8")
+    if f"NOTE [ {name.split()[0]}" not in text:
+        return
+    pattern = _opening(" ".join(name.split()))
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = pattern.match(line)
+        if match is not None:
+            site = NoteSite(path.relative_to(root).as_posix(), number)
+            yield match.group("rest").strip() == "", site
+
+
+def find_note(root: Path, name: str, path: str | None = None) -> NoteSite | None:
+    """The line that opens ``NOTE [ name ]`` under ``root``'s sources (or in the file ``path``,
+    relative to ``root``), or None.
 
     A line with the note alone (the head of a note in a docstring) wins over one where text
     follows it (``# NOTE [ name ]: why``); among equals, the first source tree, then path.
     """
-    pattern = _opening(" ".join(name.split()))
+    name = " ".join(name.split())
     best: tuple[int, NoteSite] | None = None
     for rank_tree, tree in enumerate(SOURCES):
-        for path in sorted((root / tree).rglob("*.py")):
-            text = path.read_text(encoding="utf-8")
-            if f"NOTE [ {name.split()[0]}" not in text:
-                continue
-            for number, line in enumerate(text.splitlines(), start=1):
-                match = pattern.match(line)
-                if match is None:
-                    continue
-                alone = match.group("rest").strip() == ""
+        files = sorted((root / tree).rglob("*.py"))
+        if path is not None:
+            files = [f for f in files if f.relative_to(root).as_posix() == path]
+        for file in files:
+            for alone, site in _openings(root, file, name):
                 rank = (0 if alone else 1) * len(SOURCES) + rank_tree
-                site = NoteSite(path.relative_to(root).as_posix(), number)
                 if best is None or rank < best[0]:
                     best = (rank, site)
     return None if best is None else best[1]
+
+
+def source_path(root: Path, page: Path, target: str) -> str | None:
+    """A link's target, from the page ``page``, as a ``.py`` file of the sources relative to
+    ``root`` (``src/dynbatch/plan/windows.py``), or None when it is not one."""
+    if "://" in target or not target.split("#")[0].endswith(".py"):
+        return None
+    resolved = (page.parent / target.split("#")[0]).resolve()
+    try:
+        path = resolved.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None
+    return path if any(path.startswith(f"{tree}/") for tree in SOURCES) else None
 
 
 def _root(env: BuildEnvironment) -> Path:
@@ -84,6 +116,53 @@ def _root(env: BuildEnvironment) -> Path:
 
 def _page(path: str) -> str:
     return f"{PAGES}/{path.removesuffix('.py')}"
+
+
+def _link(env: BuildEnvironment, rawtext: str, name: str, site: NoteSite) -> nodes.reference:
+    """A link to the line that opens the note, on the page of its file's source."""
+    files: dict[str, set[str]] = env.dynbatch_note_files  # type: ignore[attr-defined]
+    files.setdefault(env.docname, set()).add(site.path)
+    uri = env.app.builder.get_relative_uri(env.docname, _page(site.path))
+    ref = nodes.reference(rawtext, "", refuri=f"{uri}#L-{site.line}", internal=False)
+    ref["reftitle"] = f"NOTE [ {name} ] in {site.path}, line {site.line}"
+    ref += nodes.Text(name)
+    return ref
+
+
+#: docutils' smart quotes, back to the plain ones a note's name is written with
+_PLAIN_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def note_links(app: Sphinx, doctree: nodes.document) -> None:
+    """Every Markdown link of the page to a source ``.py`` file, as a link to the line that
+    opens the note its text names (NOTE [ a note cited by a link to its file ]).
+
+    MyST reads such a link as a download of the file; this runs before Sphinx collects the
+    downloads, so the file is not copied.
+    """
+    env = app.env
+    root, page = _root(env), Path(env.doc2path(env.docname))
+    for node in list(doctree.findall(addnodes.download_reference)):
+        path = source_path(root, page, str(node.get("reftarget", "")))
+        if path is None:
+            continue
+        name = " ".join(node.astext().translate(_PLAIN_QUOTES).split())  # smartquotes undone
+        site = find_note(root, name, path)
+        if site is None:
+            elsewhere = find_note(root, name)
+            now = f"; {elsewhere.path} opens it" if elsewhere else "; no source file opens it"
+            logger.warning(
+                "the link [%s](%s) cites NOTE [ %s ], which %s does not open%s",
+                name,
+                node["reftarget"],
+                name,
+                path,
+                now,
+                location=node,
+            )
+            node.replace_self(nodes.literal(node.rawsource, name))
+            continue
+        node.replace_self(_link(env, node.rawsource, name, site))
 
 
 def note_role(
@@ -95,44 +174,46 @@ def note_role(
     options: dict[str, Any] | None = None,
     content: list[str] | None = None,
 ) -> tuple[list[nodes.Node], list[nodes.system_message]]:
-    """``{note}`name```: ``NOTE [ name ]``, linked to the line of the file that opens it."""
+    """``{note}`name```, the role pages used before: a warning naming the link to write (the
+    role reads as raw text where the Markdown is read as it is); the link is still made."""
     env: BuildEnvironment = inliner.document.settings.env
     note = " ".join(text.split())
-    label = f"NOTE [ {note} ]"
     site = find_note(_root(env), note)
+    page = Path(env.doc2path(env.docname)).parent
+    target = "<the file that opens it>"
+    if site is not None:
+        target = Path(os.path.relpath(_root(env) / site.path, page)).as_posix()
+    logger.warning(
+        "{note}`%s` reads as raw text on GitHub: write the note [%s](%s)",
+        note,
+        note,
+        target,
+        location=(env.docname, lineno),
+    )
     if site is None:
-        logger.warning(
-            "%s is opened by no file of %s",
-            label,
-            ", ".join(SOURCES),
-            location=(env.docname, lineno),
-        )
-        return [nodes.literal(rawtext, label)], []
-    files: dict[str, set[str]] = env.dynbatch_note_files  # type: ignore[attr-defined]
-    files.setdefault(env.docname, set()).add(site.path)
-    uri = env.app.builder.get_relative_uri(env.docname, _page(site.path))
-    ref = nodes.reference(rawtext, "", refuri=f"{uri}#L-{site.line}", internal=False)
-    ref["reftitle"] = f"{site.path}, line {site.line}"
-    ref += nodes.literal(rawtext, label)
-    ref += nodes.Text(f" ({site.path})")
-    return [ref], []
+        return [nodes.literal(rawtext, f"NOTE [ {note} ]")], []
+    return [_link(env, rawtext, note, site)], []
 
 
 def _init(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
     if not hasattr(env, "dynbatch_note_files"):
         env.dynbatch_note_files = {}  # type: ignore[attr-defined]
+    if not hasattr(env, "dynbatch_api_names"):
+        env.dynbatch_api_names = {}  # type: ignore[attr-defined]
 
 
 def _outdated(
     app: Sphinx, env: BuildEnvironment, added: set[str], changed: set[str], removed: set[str]
 ) -> list[str]:
-    """Pages that cite notes are read again on every build: the sources they link may have
-    moved since the last one (a cached link to a moved file would break the build)."""
+    """Pages that cite notes are read again on every build: the notes they link may have
+    moved since the last one (a cached link to a moved line, or file, would go unchecked)."""
     return sorted(getattr(env, "dynbatch_note_files", {}))
 
 
 def _purge(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
     getattr(env, "dynbatch_note_files", {}).pop(docname, None)
+    for pages in getattr(env, "dynbatch_api_names", {}).values():
+        pages[:] = [page for page in pages if page != docname]
 
 
 def _merge(
@@ -140,6 +221,9 @@ def _merge(
 ) -> None:
     _init(app, env, docnames)
     env.dynbatch_note_files.update(other.dynbatch_note_files)  # type: ignore[attr-defined]
+    names: dict[str, list[str]] = env.dynbatch_api_names  # type: ignore[attr-defined]
+    for name, pages in other.dynbatch_api_names.items():  # type: ignore[attr-defined]
+        names.setdefault(name, []).extend(pages)
 
 
 def _source_pages(app: Sphinx) -> Iterator[tuple[str, dict[str, Any], str]]:
@@ -155,41 +239,53 @@ def _source_pages(app: Sphinx) -> Iterator[tuple[str, dict[str, Any], str]]:
         yield _page(path), {"title": path, "body": f"<h1>{title}</h1>\n{body}"}, "page.html"
 
 
-class PublicApi(SphinxDirective):
-    """``public-api``: autodoc of every name in ``dynbatch.__all__``, grouped by kind.
+def _kind(obj: Any) -> str:
+    """The autodoc directive that documents ``obj``: ``exception``, ``class``, ``function``..."""
+    if inspect.isclass(obj):
+        return "exception" if issubclass(obj, BaseException) else "class"
+    return "function" if callable(obj) else "data"
 
-    For MyST pages: the rST it generates is read through MyST's ``eval-rst``.
+
+class PublicApi(SphinxDirective):
+    """``public-api``: autodoc of the names of ``dynbatch.__all__`` listed, one a line.
+
+    The API reference lists every name once, grouped by task, in the order its page gives
+    (not alphabetical): each group is a heading of the page and a ``public-api`` block of its
+    names. A name that is not public is a warning here, and a public name that no block lists,
+    or that two list, is one when every page has been read (``_check_public_api``). For MyST
+    pages: the rST it generates is read through MyST's ``eval-rst``.
     """
 
-    def run(self) -> list[nodes.Node]:
-        import inspect
+    has_content = True
 
+    def run(self) -> list[nodes.Node]:
         import dynbatch
 
-        groups: dict[str, list[str]] = {"exception": [], "class": [], "function": [], "data": []}
-        for name in dynbatch.__all__:
-            obj = getattr(dynbatch, name)
-            if inspect.isclass(obj) and issubclass(obj, BaseException):
-                groups["exception"].append(name)
-            elif inspect.isclass(obj):
-                groups["class"].append(name)
-            elif callable(obj):
-                groups["function"].append(name)
-            else:
-                groups["data"].append(name)
+        names = [line.strip() for line in self.content if line.strip()]
+        listed: dict[str, list[str]] = self.env.dynbatch_api_names  # type: ignore[attr-defined]
         # autodoc writes rST, and a MyST page reads nested text as Markdown: one eval-rst fence
         lines = ["```{eval-rst}"]
-        titles = {"class": "Classes", "function": "Functions", "exception": "Errors"}
-        titles["data"] = "Data"
-        for kind in ("class", "function", "exception", "data"):
-            if not groups[kind]:
+        for name in names:
+            if name not in dynbatch.__all__:
+                logger.warning(
+                    "public-api lists %r, which is not in dynbatch.__all__",
+                    name,
+                    location=self.get_location(),
+                )
                 continue
-            lines += [f".. rubric:: {titles[kind]}", ""]
-            for name in sorted(groups[kind], key=str.lower):
-                lines.append(f".. auto{kind}:: dynbatch.{name}")
-                if kind in ("class", "exception"):
-                    lines.append("   :members:")
-                lines.append("")
+            listed.setdefault(name, []).append(self.env.docname)
+            kind = _kind(getattr(dynbatch, name))
+            lines.append(f".. auto{kind}:: dynbatch.{name}")
+            if kind in ("class", "exception"):
+                # its own members and those of its dynbatch bases (a sampler's set_epoch is
+                # _Cursor's), never paddle's or Python's
+                foreign = [
+                    base.__name__
+                    for base in getattr(dynbatch, name).__mro__[1:]
+                    if not base.__module__.startswith("dynbatch")
+                ]
+                lines += ["   :members:", f"   :inherited-members: {', '.join(foreign)}"]
+            lines.append("")
         lines.append("```")
         node = nodes.section()
         node.document = self.state.document
@@ -197,12 +293,54 @@ class PublicApi(SphinxDirective):
         return list(node.children)
 
 
+def _public_bases(app: Sphinx, name: str, obj: Any, options: Any, bases: list[Any]) -> None:
+    """A class's "Bases:" line names what users know: a dynbatch base that is not public
+    (``_Cursor``, a mixin of the Trainer) is shown as the bases it stands on, recursively."""
+    import dynbatch
+
+    public = {id(getattr(dynbatch, each)) for each in dynbatch.__all__}
+
+    def shown(base: Any) -> list[Any]:
+        if base is object:
+            return []
+        if id(base) in public or not str(getattr(base, "__module__", "")).startswith("dynbatch"):
+            return [base]
+        return [each for parent in getattr(base, "__bases__", ()) for each in shown(parent)]
+
+    kept: list[Any] = []
+    for base in bases:
+        kept.extend(each for each in shown(base) if each not in kept)
+    bases[:] = kept or [object]
+
+
+def _check_public_api(app: Sphinx, env: BuildEnvironment) -> None:
+    """Every name of ``dynbatch.__all__`` in exactly one ``public-api`` block of the site."""
+    import dynbatch
+
+    listed: dict[str, list[str]] = getattr(env, "dynbatch_api_names", {})
+    if not listed:
+        return  # a site without an API reference (a partial build)
+    for name in dynbatch.__all__:
+        where = listed.get(name, [])
+        if len(where) != 1:
+            logger.warning(
+                "dynbatch.%s is listed by %d public-api blocks (%s), not by exactly one",
+                name,
+                len(where),
+                ", ".join(where) or "none",
+            )
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_role("note", note_role)
+    # before Sphinx's download collector (500): a note's link is no download
+    app.connect("doctree-read", note_links, priority=400)
     app.add_directive("public-api", PublicApi)
     app.connect("env-before-read-docs", _init)
     app.connect("env-get-outdated", _outdated)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)
+    app.connect("env-check-consistency", _check_public_api)
+    app.connect("autodoc-process-bases", _public_bases)
     app.connect("html-collect-pages", _source_pages)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

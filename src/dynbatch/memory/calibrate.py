@@ -29,11 +29,12 @@ def calibrate(
 ) -> MemoryCost:
     """Fit a :class:`~dynbatch.MemoryCost` to your model by measuring real training steps.
 
-    Runs a warm-up step, then ``step`` on a small grid of shapes (NOTE [ the probe grid ]),
-    reading the allocator's peak around each (NOTE [ what calibrate measures ]); fits
+    Runs a warm-up step (so the optimizer's state exists, as in training), then ``step`` on a
+    small grid of shapes: lengths spread geometrically, two batch sizes at each, so that the
+    coefficients are pinned apart. Around each it reads the allocator's peak, resident state
+    included (what has to fit on the device; not process RSS, which never goes down); fits
     ``max(floor, c + a*n*L + b*n*L**2)`` with non-negative coefficients and checks it on
-    held-out shapes. A probe that
-    runs out of memory is recorded as not fitting and left out.
+    held-out shapes. A probe that runs out of memory is recorded as not fitting and left out.
 
     Args:
         step: ``step(n, L)`` runs one full training step (forward, backward,
@@ -46,8 +47,9 @@ def calibrate(
         num_lengths: how many lengths are fitted (held-out ones lie between them).
         tolerance: the largest relative error allowed on held-out probes whose
             peak is at least a fifth of the largest.
-        restore: a model and/or optimizer whose state is put back afterwards
-            (NOTE [ restoring state ]).
+        restore: a model and/or optimizer whose state is put back afterwards (the probes
+            train on random data); an optimizer with no state yet is refused by name, since
+            the warm-up step creates state that cannot be removed again.
         counter: the allocator's counters to read (a
             :class:`~dynbatch.memory.Counter`); default: paddle's current device's.
 
@@ -65,7 +67,7 @@ def calibrate(
     >>> cost = calibrate(step, max_len=64, max_tokens=1024)
     >>> round(cost.a * 2**20), round(cost.b * 2**20), cost.report.held_out_error < 0.01
     (512, 0, True)
-    """
+    """  # NOTE [ the probe grid ], NOTE [ what calibrate measures ], NOTE [ restoring state ]
     step = check_step(step)
     grid = ProbeGrid.of(
         max_len=max_len,

@@ -156,21 +156,26 @@ class CalibrationReport:
 class MemoryCost(PolynomialCost):
     """Predicted peak memory of a training step, in MiB: ``max(floor, c + a*n*L + b*n*L**2)``.
 
-    ``n`` samples padded to length ``L``; see NOTE [ the floor ] for why the
-    floor. Made by :func:`~dynbatch.calibrate`, which also attaches what it
-    measured (``report``) and a step-time model (``time_model``); equality,
-    hashing, ``repr`` and :meth:`spec` depend on the four coefficients only.
+    ``n`` samples padded to length ``L``. The peak of a step is the larger of two phases, not
+    their sum: the activations, which grow with the batch, and what is allocated once they are
+    freed (such as a dense embedding gradient), the ``floor``. Made by
+    :func:`~dynbatch.calibrate`, which also attaches what it measured (``report``) and a
+    step-time model (``time_model``); equality, hashing, ``repr`` and :meth:`spec` depend on the
+    four coefficients only.
 
     Args:
         c: MiB that do not depend on the batch (weights, gradients, optimizer state).
         a: MiB per token (``n * L``).
         b: MiB per token pair per sample (``n * L**2``).
         floor: the step's peak that does not grow with the batch (MiB).
+        report: what :func:`~dynbatch.calibrate` measured (None: not calibrated here).
+        time_model: the step time :func:`~dynbatch.calibrate` fitted on the same steps
+            (seconds), for ``time_model=`` of the samplers (None: not measured).
 
     >>> import numpy as np
     >>> MemoryCost(c=40.0, a=0.5, b=0.0)(np.array([1, 4]), np.array([8, 8])).tolist()
     [44.0, 56.0]
-    """
+    """  # NOTE [ the floor ] in dynbatch.memory.fit
 
     c: float
     a: float
@@ -184,7 +189,11 @@ class MemoryCost(PolynomialCost):
         return f"MemoryCost(c={self.c!r}, a={self.a!r}, b={self.b!r}, floor={self.floor!r})"
 
     def save(self, path: str | Path) -> None:
-        """Write the cost, its calibration report and time model as JSON (exact round trip)."""
+        """Write the cost, its calibration report and time model as JSON (exact round trip).
+
+        Args:
+            path: the JSON file to write (replaced whole, never left half written).
+        """
         data = {
             "format": _FORMAT,
             "version": _FORMAT_VERSION,
@@ -199,7 +208,11 @@ class MemoryCost(PolynomialCost):
 
     @classmethod
     def load(cls, path: str | Path) -> MemoryCost:
-        """Read a cost written by :meth:`save`; errors name the file and what is wrong."""
+        """Read a cost written by :meth:`save`; errors name the file and what is wrong.
+
+        Args:
+            path: the JSON file :meth:`save` wrote.
+        """
         path = Path(path)
         data = _read_json(path)
         try:
@@ -284,7 +297,13 @@ def _report_from_json(data: Any) -> CalibrationReport:
 
 class CalibrationError(ValueError):
     """The fitted model misses held-out probes by more than ``tolerance``, or the probes
-    cannot pin it down. ``report`` and ``cost`` hold what was measured and fitted."""
+    cannot pin it down. ``report`` and ``cost`` hold what was measured and fitted.
+
+    Args:
+        message: what went wrong, and what to try.
+        report: what was measured (None: nothing yet).
+        cost: the cost fitted (None: none could be).
+    """
 
     def __init__(
         self,

@@ -250,9 +250,12 @@ def memory_target(fraction: float = 0.9) -> float:
     """A memory budget for ``max_cost``: ``fraction`` of the current device's memory, in MiB.
 
     The rest is headroom for what the allocator reserves beyond what it
-    allocates (see NOTE [ what calibrate measures ]). On CPU there is no device
-    memory to take a fraction of, so this raises: give ``max_cost`` in MiB.
-    """
+    allocates (fragmentation): :func:`~dynbatch.calibrate` measures what is allocated. On CPU
+    there is no device memory to take a fraction of, so this raises: give ``max_cost`` in MiB.
+
+    Args:
+        fraction: the share of the device's memory, in (0, 1].
+    """  # NOTE [ what calibrate measures ] in dynbatch.memory.probe
     wrong_type = isinstance(fraction, bool) or not isinstance(fraction, numbers.Real)
     if wrong_type or not 0 < float(fraction) <= 1:
         raise InputError(f"fraction must be a number in (0, 1], got fraction={fraction!r}")

@@ -70,7 +70,12 @@ class PreflightReport:
 
 
 class MemoryBudgetError(ValueError):
-    """A batch of the plan peaked over ``max_cost`` in :func:`preflight`; ``report`` has all."""
+    """A batch of the plan peaked over ``max_cost`` in :func:`preflight`; ``report`` has all.
+
+    Args:
+        message: the batch, its shape and peak, and what to do.
+        report: every batch run, measured against predicted.
+    """
 
     def __init__(self, message: str, report: PreflightReport) -> None:
         super().__init__(message)
@@ -78,7 +83,11 @@ class MemoryBudgetError(ValueError):
 
     @classmethod
     def of(cls, report: PreflightReport) -> MemoryBudgetError:
-        """The error naming the worst batch of a report that is not ``ok``."""
+        """The error naming the worst batch of a report that is not ``ok``.
+
+        Args:
+            report: the report of a preflight with a batch over ``max_cost``.
+        """
         worst = report.worst
         over = sum(not c.fits for c in report.checks)
         peak = (
@@ -112,7 +121,8 @@ def preflight(
     Runs a warm-up step, then the ``k`` batches with the highest predicted
     ``cost`` and also the batch with the most samples and the one with the
     longest padded length (where a cost model extrapolates, and so errs, most),
-    each as ``step(n, L)``, measuring the allocator's peak (NOTE [ what calibrate measures ]).
+    each as ``step(n, L)``, measuring the allocator's peak as :func:`~dynbatch.calibrate`
+    does.
 
     Args:
         step: the same ``step(n, L)`` as for :func:`~dynbatch.calibrate`.
@@ -124,8 +134,8 @@ def preflight(
         max_cost: the memory every measured peak must stay within, in MiB.
         k: how many of the highest-predicted batches to run.
         pad_to_multiple_of: ``L`` is a batch's longest length rounded up to this.
-        restore: a model and/or optimizer whose state is put back afterwards
-            (NOTE [ restoring state ]).
+        restore: a model and/or optimizer whose state is put back afterwards, as for
+            :func:`~dynbatch.calibrate`.
         counter: the allocator's counters to read (a
             :class:`~dynbatch.memory.Counter`); default: paddle's current device's.
 
@@ -144,7 +154,7 @@ def preflight(
     >>> report = preflight(step, [[0, 1], [2]], [100, 300, 900], cost=per_token, max_cost=64)
     >>> report.ok, [(c.position, c.n, c.length) for c in report.checks]
     (True, [(1, 1, 900), (0, 2, 300)])
-    """
+    """  # NOTE [ what calibrate measures ], NOTE [ restoring state ] in dynbatch.memory.probe
     step = check_step(step)
     batches, lengths, cost, max_cost, pad_to_multiple_of = _from_sampler(
         batches, lengths, cost, max_cost, pad_to_multiple_of

@@ -106,7 +106,12 @@ def _same_shapes(arrs: Sequence[NDArray[Any]], who: str, axis: int | None) -> No
 
 
 class Stack:
-    """Stack samples along a new ``axis`` (``np.stack``), optionally cast to ``dtype``."""
+    """Stack samples along a new ``axis`` (``np.stack``), optionally cast to ``dtype``.
+
+    Args:
+        axis: the new axis the samples are stacked along.
+        dtype: dtype of the stacked array (default: the samples').
+    """
 
     def __init__(self, axis: int = 0, dtype: Any = None) -> None:
         self._axis = _check_axis(axis)
@@ -229,6 +234,10 @@ class Tuple:
     """Apply the i-th function to the i-th field of every sample: ``Tuple(Pad(), Stack())``.
 
     A function that returns several arrays (``Pad(ret_length=True)``) adds them all.
+
+    Args:
+        fn: the first field's function, or a list or tuple of every field's.
+        *args: the functions of the next fields, when ``fn`` is one function.
     """
 
     def __init__(self, fn: Batchify | Sequence[Batchify], *args: Batchify) -> None:
@@ -265,7 +274,11 @@ class Tuple:
 
 
 class Dict:
-    """Apply ``fn[key]`` to field ``key`` of every (dict) sample; results in key order."""
+    """Apply ``fn[key]`` to field ``key`` of every (dict) sample; results in key order.
+
+    Args:
+        fn: field name -> the function that batches that field.
+    """
 
     def __init__(self, fn: Mapping[Any, Batchify]) -> None:
         if not isinstance(fn, Mapping):

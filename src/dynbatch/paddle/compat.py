@@ -134,7 +134,11 @@ class DatasetForDBL(Dataset):  # type: ignore[type-arg]
         return plan
 
     def set_epoch(self, epoch: int) -> None:
-        """Plan epoch ``epoch``: with ``shuffle=True``, new batches in a new order."""
+        """Plan epoch ``epoch``: with ``shuffle=True``, new batches in a new order.
+
+        Args:
+            epoch: the epoch, from 0.
+        """
         epoch = check_int("epoch", epoch)
         if epoch != self.epoch:
             self.epoch = epoch
@@ -177,6 +181,16 @@ def get_dynamic_batch_loader(
 
     With ``shuffle=True`` each pass over the loader gets new batches
     (``fresh_each_pass=False``: the same batches every pass, as in the study).
+
+    Args:
+        data: indexable samples; ``sample[ref_index]`` is the sequence that sets the length.
+        controller: the budget, ``batch_size * max_len**2 <= controller``.
+        collate_fn: turns a batch (a list of samples) into arrays.
+        uprank: None (keep order), True (ascending length), False (descending).
+        ref_index: the field whose size is the length.
+        shuffle: shuffle samples (``uprank=None``) and the order of batches.
+        places: paddle's ``places`` of the DataLoader.
+        fresh_each_pass: plan the next epoch at every pass over the loader.
     """
     if not callable(collate_fn):
         raise InputTypeError(

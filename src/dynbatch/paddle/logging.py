@@ -76,7 +76,8 @@ class VisualDLHook(Callback):
 
     Per step, under ``train/``: ``batch_size``, ``max_len``, ``real_tokens``,
     ``padded_tokens``, ``padding_efficiency``, ``cost_ratio`` (batch cost /
-    ``max_cost``) — from the plan, see NOTE [ which batch was step k ] — and
+    ``max_cost``) — from the sampler's plan, by the step's position in the epoch (the
+    DataLoader prefetches, so the batch last yielded is not the one being trained) — and
     ``loss``, ``lr``, ``samples_per_sec``, ``tokens_per_sec``, ``memory_mib``.
 
     As a ``paddle.callbacks.Callback`` under ``paddle.Model.fit`` it also calls
@@ -92,7 +93,7 @@ class VisualDLHook(Callback):
         optimizer: where to read ``lr`` when the logs do not carry it.
         progress: also draw a progress bar (tqdm; loss, padding efficiency), unless
             ``paddle.Model.fit(verbose=1 or 2)`` already draws its own: one bar, not two.
-    """
+    """  # NOTE [ which batch was step k ]
 
     def __init__(
         self, logdir: str, sampler: Any = None, *, optimizer: Any = None, progress: bool = False
@@ -155,7 +156,12 @@ class VisualDLHook(Callback):
             self._bar = tqdm(total=total, desc=f"epoch {epoch}", unit="batch", dynamic_ncols=True)
 
     def on_train_batch_begin(self, step: int, logs: Any = None) -> None:
-        """Reset the allocator's peak, so ``memory_mib`` is this batch's own peak."""
+        """Reset the allocator's peak, so ``memory_mib`` is this batch's own peak.
+
+        Args:
+            step: the step of the epoch about to run, from 0.
+            logs: paddle's logs of the step (unused).
+        """
         with contextlib.suppress(AllocatorStatsUnavailable):
             reset_peak_memory()
 

@@ -56,7 +56,8 @@ def token_loss(
     Tokens whose (shifted) label is ``ignore_index`` add nothing to either.
     Pass both to ``backward(loss_sum, count=count)``
     (:meth:`~dynbatch.GradientAccumulator.backward`) and the update is the exact mean
-    over the loss tokens of all its micro-batches and ranks (NOTE [ counting loss tokens ]).
+    over the loss tokens of all its micro-batches and ranks: a micro-batch's mean loss would
+    hide how many tokens it averaged, and micro-batches average over unequal counts.
 
     Args:
         logits: ``[batch, seq, vocab]`` (any leading shape), float.
@@ -127,8 +128,13 @@ def loss_token_counts(
 ) -> NDArray[np.int64]:
     """Each sample's loss tokens, from its labels: the ``loss_tokens=`` of the samplers.
 
-    ``labels`` is one label sequence per sample (lists or arrays, any lengths).
     With ``shift``, a sample's first label is never predicted and not counted.
+
+    Args:
+        labels: one label sequence per sample (lists or arrays, any lengths).
+        ignore_index: the label of a token without a loss (a masked prompt's, padding's).
+        shift: the labels are the input ids, so a causal LM predicts label ``t + 1`` at ``t``
+            (as :func:`token_loss`'s ``shift``); ``False`` for labels already moved left.
 
     >>> loss_token_counts([[-100, -100, 7, 8], [-100, 5]]).tolist()
     [2, 1]

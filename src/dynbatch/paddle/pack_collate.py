@@ -95,15 +95,18 @@ class PackCollator:
     Called on a list of samples (dicts with ``input_ids`` and optional ``labels``,
     ``token_type_ids``, ``attention_mask``, ``position_ids``; tuples ``(input_ids, labels)``; or
     bare id sequences), it returns a dict of numpy arrays (``R`` rows of width ``P``, the fullest
-    row: at most ``pack_len``, or a longer sample's length where it is a row alone;
-    NOTE [ one sample, alone in its row ]). A sample's 0/1 ``attention_mask`` leaves its 0 tokens
-    (padding) out of the rows; its ``position_ids`` must count 0, 1, ... over the real tokens; any
-    other field, which the rows would drop, is refused by name (NOTE [ a sample's own fields ]).
-    Lengths given to the planner should count the real tokens. The rows hold:
+    row: at most ``pack_len``, or a longer sample's length where it is a row alone). Each sample
+    in a row trains as if alone: it attends only to itself, its positions restart at 0, and its
+    first label (which the previous sample's last token would predict) is ``ignore_index``. A
+    sample's 0/1 ``attention_mask`` leaves its 0 tokens (padding) out of the rows; its
+    ``position_ids`` must count 0, 1, ... over the real tokens; any other field, which the rows
+    would drop without a word, is refused by name. Lengths given to the planner should count the
+    real tokens. The rows hold:
 
     * ``input_ids``, ``labels``, ``position_ids``, ``token_type_ids``: ``[R, P]``
-      int64 (NOTE [ one sample, alone in its row ]);
-    * ``attention_mask``: ``[R, P, P]`` bool, True where a token may attend;
+      int64;
+    * ``attention_mask``: ``[R, P, P]`` bool, True where a token may attend (its own sample,
+      and for a decoder only the tokens before it);
     * ``attn_mask_startend_row_indices``: FlashMask's form, int32;
     * ``sample_starts``: ``[R, S]`` int64, each row's sample starts (a
       sample's first token: ``[CLS]`` for an encoder that pools it), -1 past
@@ -112,15 +115,14 @@ class PackCollator:
 
     Prefer ``PackCollator.for_sampler(sampler)``: it builds what the sampler's plan priced, with
     the sampler's ``pack_len``, ``pad_to_multiple_of``, time model and budget (a micro-batch
-    over the budget, from samples longer than the lengths planned, is refused by name;
-    NOTE [ samples longer than planned ]). With ``layout`` (a
-    :class:`~dynbatch.plan.packs.PackLayout`, which :meth:`for_sampler` builds from the sampler's
-    options) each micro-batch is laid out as the plan priced it: packed rows, or padded, ``R`` =
-    its samples and ``P`` = its longest (NOTE [ a micro-batch's layout ]), ``P`` rounded up to its
-    ``pad_to_multiple_of`` either way. It is a pure function of the samples' lengths, so a
-    DataLoader's worker processes build the same. Without a layout the rows are packed, ``P``
-    rounded up to ``pad_to_multiple_of`` (give the sampler's, or the widths are not the plan's),
-    and no budget is checked.
+    over the budget, from samples longer than the lengths planned, is refused by name). With
+    ``layout`` (a :class:`~dynbatch.plan.packs.PackLayout`, which :meth:`for_sampler` builds
+    from the sampler's options) each micro-batch is laid out as the plan priced it: packed rows,
+    or padded, ``R`` = its samples and ``P`` = its longest, whichever the step time predicts
+    faster within the budget, ``P`` rounded up to its ``pad_to_multiple_of`` either way. It is a
+    pure function of the samples' lengths, so a DataLoader's worker processes build the same.
+    Without a layout the rows are packed, ``P`` rounded up to ``pad_to_multiple_of`` (give the
+    sampler's, or the widths are not the plan's), and no budget is checked.
 
     Samples of 3, 2 and 2 tokens need two rows of 6 (next-fit: 3 + 2, then
     2); cut as 3 and 2 + 2, the fullest holds 4, the least, so ``P`` = 4:
@@ -135,7 +137,23 @@ class PackCollator:
     >>> padded = {"input_ids": [101, 7, 102, 0, 0], "attention_mask": [1, 1, 1, 0, 0]}
     >>> PackCollator(6)([padded, [4, 4]])["input_ids"].tolist()
     [[101, 7, 102, 4, 4]]
-    """
+
+    Args:
+        pack_len: the most tokens a row holds (a longer sample is a row of its own).
+        causal: a decoder's mask (a token attends to its sample's tokens up to itself); False
+            for an encoder's (its sample's every token).
+        pad_val: the ``input_ids`` of fill tokens.
+        ignore_index: the label of fill and of each sample's first token.
+        shift: the labels line up with ``input_ids`` and the loss shifts them (Hugging Face's
+            convention); False for labels each sample already moved left by one (paddlenlp's
+            causal-LM data): kept as given.
+        return_mask: add the dense ``attention_mask`` (``[R, P, P]``, memory of order ``P**2``).
+        return_startend: add FlashMask's ``attn_mask_startend_row_indices``.
+        layout: the plan's layout of each micro-batch, packed or padded; None: always packed.
+        pad_to_multiple_of: without a layout, the width (the fullest row) is rounded up to
+            this; give the sampler's (a layout holds its own).
+            :meth:`for_sampler` sets it from the sampler's options.
+    """  # NOTE [ one sample, alone in its row ], NOTE [ a sample's own fields ]
 
     def __init__(
         self,
@@ -185,13 +203,17 @@ class PackCollator:
     def for_sampler(cls, sampler: Any, **kwargs: Any) -> PackCollator:
         """The collator that builds ``sampler``'s micro-batches as its plan priced them.
 
-        ``sampler`` is a packing sampler or stream (anything with ``.options`` holding
-        ``pack_len``), or its :class:`~dynbatch.PlanOptions`; ``kwargs`` are the other arguments
-        (``causal=...``). With the options' ``time_model`` the micro-batches are laid out by it
-        (NOTE [ a micro-batch's layout ]); without, every one is packed. Either way the width is
-        rounded up to the options' ``pad_to_multiple_of``, as planned, and a micro-batch over
-        the options' budget (samples longer than the lengths planned) is an
-        :class:`~dynbatch.InputError` (NOTE [ samples longer than planned ]).
+        With the options' ``time_model`` each micro-batch is laid out packed or padded,
+        whichever it predicts faster within the budget; without, every one is packed. Either way
+        the width is rounded up to the options' ``pad_to_multiple_of``, as planned, and a
+        micro-batch over the options' budget (samples longer than the lengths planned) is an
+        :class:`~dynbatch.InputError`.
+
+        Args:
+            sampler: a packing sampler or stream (anything with ``.options`` holding
+                ``pack_len``), or its :class:`~dynbatch.PlanOptions`.
+            **kwargs: the collator's other arguments (``causal=...``); ``pack_len`` and
+                ``layout`` are the sampler's.
 
         With a step time whose attention grows with the square of a row's
         width, three short samples run padded and a long one packs:

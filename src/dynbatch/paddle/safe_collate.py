@@ -172,19 +172,21 @@ def safe_collate(collate_fn: Callable[[Any], Any]) -> SafeCollate:
     """Wrap ``collate_fn`` so that its error reaches the training loop by name.
 
     paddle's ``DataLoader`` hangs when its ``collate_fn`` raises with ``num_workers=0``, and raises
-    a bare ``SystemError`` with workers (NOTE [ a collate error in paddle's DataLoader ] in
-    :mod:`dynbatch.paddle.safe_collate`). Give the loader ``collate_fn=safe_collate(fn)`` and take
-    its batches through ``.batches(loader)``: an error in ``fn`` is returned in the batch and raised
-    as the loop takes that batch, its own type and message, chained from a
-    :class:`~dynbatch.paddle.safe_collate.CollateError` naming ``fn``.
+    a bare ``SystemError`` with workers (paddle 3.3). Give the loader
+    ``collate_fn=safe_collate(fn)`` and take its batches through ``.batches(loader)``: an error in
+    ``fn`` is returned in the batch and raised as the loop takes that batch, its own type and
+    message, chained from a :class:`~dynbatch.paddle.safe_collate.CollateError` naming ``fn``.
+
+    Args:
+        collate_fn: the collator to wrap (one already wrapped is returned as it is).
 
     >>> import dynbatch
     >>> collate = safe_collate(dynbatch.PackCollator(4))
     >>> [b["input_ids"].tolist() for b in collate.batches([collate([[1, 2]])])]
-    [[[1, 2, 0, 0]]]
+    [[[1, 2]]]
     >>> next(iter(collate.batches([collate([{"input_ids": [1], "text": "a"}])])))
     Traceback (most recent call last):
     ...
     dynbatch.errors.InputError: samples[0] has the field 'text', which the packed rows ...
-    """
+    """  # NOTE [ a collate error in paddle's DataLoader ]
     return collate_fn if isinstance(collate_fn, SafeCollate) else SafeCollate(collate_fn)

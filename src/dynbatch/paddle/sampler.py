@@ -241,15 +241,27 @@ class _Cursor:
 
     # -- the contract (dynbatch.plan.contract.PlanSource) -----------------------------------------
     def epoch_plan(self, epoch: int | None = None) -> ShardedPlan:
-        """Every rank's batches of ``epoch`` (default: the current one), step-major."""
+        """Every rank's batches of ``epoch``, step-major.
+
+        Args:
+            epoch: the epoch; default: the current one.
+        """
         return self._epochs.plan(epoch)
 
     def batches(self, epoch: int | None = None) -> Plan:
-        """This rank's planned batches for ``epoch`` (default: the current one), in order."""
+        """This rank's planned batches for ``epoch``, in order.
+
+        Args:
+            epoch: the epoch; default: the current one.
+        """
         return self.epoch_plan(epoch).for_rank(self.rank)
 
     def padding_mask(self, epoch: int | None = None) -> NDArray[np.bool_]:
-        """True for this rank's batches that repeat samples only to even out step counts."""
+        """True for this rank's batches that repeat samples only to even out step counts.
+
+        Args:
+            epoch: the epoch; default: the current one.
+        """
         return self.epoch_plan(epoch).padding_for_rank(self.rank)
 
     def current_pass(self) -> Pass:
@@ -257,7 +269,11 @@ class _Cursor:
         return self._epochs.current_pass()
 
     def len_for_epochs(self, epochs: Iterable[int]) -> int:
-        """Batches this rank yields over ``epochs`` (e.g. ``range(E)``): exact, for schedules."""
+        """Batches this rank yields over ``epochs``: exact, for schedules.
+
+        Args:
+            epochs: the epochs, e.g. ``range(E)``.
+        """
         return self._epochs.len_for_epochs(epochs)
 
     def steps_for_epochs(self, epochs: Iterable[int]) -> int:
@@ -265,15 +281,23 @@ class _Cursor:
 
         The plan's updates (``options.update_size``), or one per batch. Needs
         no optimizer, so the schedule can be made before it.
+
+        Args:
+            epochs: the epochs, e.g. ``range(E)``.
         """
         return self._epochs.steps_for_epochs(epochs)
 
     # -- paddle's sampler interface --------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        """Plan this epoch next (NOTE [ a new epoch each pass ] in :mod:`dynbatch.plan.epochs`).
+        """Plan this epoch next: its batches are drawn from ``(seed, epoch)``.
 
-        Keeps a resume position loaded for that same epoch.
-        """
+        Until it is first called, each new pass plans the next epoch (as paddle's shuffled
+        ``BatchSampler`` gives a new order every pass); once called, it alone decides. Keeps
+        a resume position loaded for that same epoch.
+
+        Args:
+            epoch: the epoch to plan, from 0.
+        """  # NOTE [ a new epoch each pass ] in dynbatch.plan.epochs
         self._epochs.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -284,51 +308,73 @@ class _Cursor:
 
     # -- resume (NOTE [ prefetch and resume ] in dynbatch.plan.epochs) -----------------------------
     def state_dict(self, consumed_batches: int | None = None) -> dict[str, Any]:
-        """Where this epoch stands; ``consumed_batches``: the batches training finished."""
+        """Where this epoch stands, to resume from with :meth:`load_state_dict`.
+
+        Args:
+            consumed_batches: the batches of this epoch training finished (counting any
+                before a resume); default: those yielded. Pass it: ``paddle.io.DataLoader``
+                takes batches ahead of training, and a state of what was yielded would skip
+                them on resume.
+        """  # NOTE [ prefetch and resume ] in dynbatch.plan.epochs
         return self._epochs.state_dict(consumed_batches)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume: the next iteration yields epoch ``state["epoch"]`` after ``position`` batches.
 
-        Everything is checked before anything is changed (NOTE [ resume fingerprint ]).
-        """
+        Everything is checked before anything is changed: a state saved by a sampler that plans
+        other batches (other lengths, options or plan) is refused, naming what differs, since it
+        would resume on the wrong samples.
+
+        Args:
+            state: what :meth:`state_dict` returned.
+        """  # NOTE [ resume fingerprint ] in dynbatch.plan.epochs
         self._epochs.load_state_dict(state)
 
     def seek(self, epoch: int, position: int = 0) -> None:
-        """``set_epoch(epoch)``, the next pass starting after ``position`` batches: no checks."""
+        """``set_epoch(epoch)``, the next pass starting after ``position`` batches: no checks.
+
+        Args:
+            epoch: the epoch to plan.
+            position: the batches of it to skip (already trained).
+        """
         self._epochs.seek(epoch, position)
 
 
 _SAMPLER_DOC = """
     Args:
-        dataset: the dataset; needed with ``length_fn`` or ``ref_index``, and
-            checked against ``lengths`` for size when both are given.
-        lengths: per-sample lengths; or measure them once with
-            ``length_fn(sample) -> int`` or the size of field ``ref_index``.
+        dataset: the dataset (map-style: ``len()`` and ``[i]``); needed with ``length_fn`` or
+            ``ref_index``, and checked against ``lengths`` for size when both are given. None
+            with ``lengths``: the sampler then yields indices into ``lengths``.
+        lengths: each sample's length (tokens), an int array or sequence; the plan is made from
+            these alone. Give them, or a way to measure them: ``length_fn`` or ``ref_index``.
+        length_fn: ``length_fn(sample) -> int``, called once per sample of ``dataset`` (its
+            error names the sample it failed on).
+        ref_index: the field of each sample whose size is its length (an index into a tuple
+            sample, a key of a dict one), instead of ``length_fn``.
         cache_path: store measured lengths here (``.npz``) keyed by a dataset
             fingerprint; a later run with the same dataset loads them.
-        options: a :class:`~dynbatch.PlanOptions`; or give its fields as
-            keywords (``max_cost=..., cost=..., order=..., seed=...,
-            max_batch_size=..., batch_size_multiple=..., pad_to_multiple_of=...,
-            oversize=..., drop_last=..., bucket_width=..., equal_epochs=...,
-            balance=..., update_size=..., update_unit=..., pack_len=...``), not both.
-            With ``pack_len`` each batch is a packed micro-batch: a list of
-            sample indices, row after row, for :class:`~dynbatch.PackCollator`
-            (NOTE [ packed updates ] in :mod:`dynbatch.plan.packs.epochs`); with
-            ``pack_len`` and ``time_model`` each update runs packed, split or
-            whole, the fastest (NOTE [ choosing packing per update ] in
-            :mod:`dynbatch.plan.packs`): collate with
-            ``PackCollator.for_sampler(sampler)``, which lays each micro-batch
-            out as the plan priced it.
-        batch_size: the fixed batch (per rank) to train like, instead of
-            ``options``: :func:`~dynbatch.like_fixed` plans padding-free
-            micro-batches in updates of that many samples, lengths mixed
-            (NOTE [ the fixed batch's recipe ]). Other keywords are options
-            (``max_cost=`` then is a budget for the micro-batches).
-        loss_tokens: per-sample counts of the tokens that carry a loss (at
-            most the sample's length), for token losses with masked prompts:
-            updates in ``"tokens"`` count them, while the cost plans on
-            ``lengths`` (NOTE [ counting loss tokens ] in :mod:`dynbatch.paddle.losses`).
+        options: a :class:`~dynbatch.PlanOptions`; or give its fields as keywords
+            (``**shortcuts``), not both. With ``pack_len`` each batch is a packed
+            micro-batch: a list of sample indices, row after row, for
+            :class:`~dynbatch.PackCollator` (the fixed batch's own updates, packed, so an epoch
+            has the same updates); with ``pack_len`` and ``time_model`` each update runs packed,
+            split or whole, whichever the step time predicts fastest: collate with
+            ``PackCollator.for_sampler(sampler)``, which lays each micro-batch out as the plan
+            priced it.
+        batch_size: the fixed batch (per rank) to train like, instead of ``options``:
+            :func:`~dynbatch.like_fixed` plans padding-free micro-batches in updates of that
+            many samples, lengths mixed, so an epoch has the fixed batch's updates and no step
+            needs more memory than its worst batch. Other keywords are options (``max_cost=``
+            then is a budget for the micro-batches).
+        loss_tokens: per-sample counts of the tokens that carry a loss (at most the sample's
+            length), for token losses with masked prompts: updates in ``"tokens"`` count them,
+            so each update averages over the tokens it learns from, while the cost plans on
+            ``lengths``.
+        **shortcuts: :class:`~dynbatch.PlanOptions` fields as keywords (``max_cost=...,
+            cost=..., order=..., seed=..., max_batch_size=..., batch_size_multiple=...,
+            pad_to_multiple_of=..., oversize=..., drop_last=..., bucket_width=...,
+            equal_epochs=..., balance=..., update_size=..., update_unit=..., pack_len=...,
+            time_model=...``); with ``batch_size``, the options of :func:`~dynbatch.like_fixed`.
 """
 
 
@@ -338,11 +384,13 @@ class DynamicBatchSampler(_Cursor, BatchSampler):
     ``len(sampler)`` is exact before the first iteration, and
     ``len_for_epochs(range(E))`` over a whole run; call ``set_epoch(e)`` each
     epoch for fresh random batches. ``state_dict`` / ``load_state_dict`` resume
-    mid-epoch (NOTE [ prefetch and resume ]).
+    mid-epoch, exactly after the batches training finished (pass
+    ``consumed_batches``: the DataLoader prefetches batches ahead of training).
 
     Attributes:
-        batch_size: the fixed batch given as ``batch_size=``, else None; what
-            paddle does with it: NOTE [ batch_size, read back ].
+        batch_size: the fixed batch given as ``batch_size=``, else None: batches of a budget
+            have no one size, so code that would size something by it fails loudly instead
+            (paddle's own loader ignores it).
         max_batch_size: the most samples a batch holds (None: no cap).
         options: the :class:`~dynbatch.PlanOptions` the plans are made with.
 
@@ -392,18 +440,16 @@ class DynamicBatchSampler(_Cursor, BatchSampler):
 class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
     """:class:`DynamicBatchSampler` for data-parallel training: each rank gets its share.
 
-    Every rank yields the same number of batches and, step by step, batches of
-    similar compute, with nothing dropped or repeated
-    (NOTE [ equal steps without dropping or repeating ] and NOTE [ balanced steps ] in
-    :mod:`dynbatch.plan.sharding`). A subclass of
-    ``paddle.io.DistributedBatchSampler``, so ``paddlenlp.trainer.Trainer``
-    calls its ``set_epoch``.
-
-    Args:
-        num_replicas, rank: default to paddle's parallel environment.
+    Every rank yields the same number of batches (a rank with one more would wait forever
+    for the others), with nothing dropped or repeated: the heaviest batches are split until
+    the count divides the ranks. Step by step the ranks' batches are of similar compute
+    (tokens, not the memory cost), so no rank waits long for the slowest. Every rank plans
+    the same batches from ``(seed, epoch)``, so no communication is needed. A subclass of
+    ``paddle.io.DistributedBatchSampler``, so ``paddlenlp.trainer.Trainer`` calls its
+    ``set_epoch``.
 
     ``batch_size`` reads back the fixed batch per rank given as ``batch_size=``
-    (else None), ``max_batch_size`` the cap on a batch (NOTE [ batch_size, read back ]).
+    (else None), ``max_batch_size`` the cap on a batch.
     """
 
     def __init__(
@@ -443,3 +489,12 @@ class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
             drop_last=opts.drop_last,
         )
         self._name_for_paddle(dataset, opts)
+
+    __init__.__doc__ = _SAMPLER_DOC.replace(
+        "        options: ",
+        "        num_replicas: the number of ranks; default: paddle's parallel environment.\n"
+        "        rank: this process's rank, in ``[0, num_replicas)``; default: paddle's parallel\n"
+        "            environment.\n"
+        "        options: ",
+        1,
+    )

@@ -52,31 +52,33 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
     :class:`~dynbatch.GradientAccumulator` given ``sampler=it``.
 
     The stream is read in blocks of ``buffer_size`` records, each planned as the in-memory planner
-    plans an epoch (NOTE [ a stream in blocks ]); every rank yields the same number of batches, each
-    sample once per epoch over the ranks and DataLoader workers
-    (NOTE [ streams across ranks and workers ]); a resume goes on from the block it stopped in
-    (NOTE [ resuming a stream ]). Call :meth:`set_epoch` before each epoch.
+    plans an epoch (its lengths are not known before it is read, and holding them all is what a
+    stream avoids); every rank reads the same stream and plans the same blocks, so every rank
+    yields the same number of batches with no communication, each sample once per epoch over the
+    ranks and DataLoader workers; a resume goes on from the block it stopped in, its records read
+    again but not planned anew. Call :meth:`set_epoch` before each epoch.
 
     Args:
         source: a re-iterable of samples, a callable ``source(epoch)``
             returning one, or a list of shard paths read by ``reader``
             (:mod:`dynbatch.stream.sources`).
         length_fn: ``length_fn(sample) -> int``, the length the cost charges.
-        max_cost, cost, ...: the :class:`~dynbatch.PlanOptions` as keywords
-            (``drop_last`` and ``equal_epochs`` are refused; ``time_model`` and ``group_by_length``
-            cut each block's updates at the step time, NOTE [ a stream at the step time ] in
-            :mod:`dynbatch.stream.blocks`; ``pack_len`` packs each block as an epoch is packed,
-            NOTE [ packed updates ] in :mod:`dynbatch.plan.packs.epochs`, and with ``time_model``
-            too each update runs packed, split or whole, NOTE [ choosing packing per update ] in
-            :mod:`dynbatch.plan.packs`: collate with ``PackCollator.for_sampler(stream)``), or
-            ``options=``.
+        max_cost: the budget every batch fits: ``cost(n, L) <= max_cost``.
+        options: a :class:`~dynbatch.PlanOptions`, instead of ``max_cost`` and
+            ``**shortcuts``.
+        **shortcuts: the other :class:`~dynbatch.PlanOptions` fields as keywords (``cost=...,
+            order=...``). ``drop_last`` and ``equal_epochs`` are refused (a stream's epoch is
+            not known before it is read); ``time_model`` and ``group_by_length`` cut each
+            block's updates at the step time, as the samplers cut an epoch's; ``pack_len`` packs
+            each block as an epoch is packed, and with ``time_model`` too each update runs
+            packed, split or whole: collate with ``PackCollator.for_sampler(stream)``.
         buffer_size: records planned at once; memory grows with it, not with
             the corpus.
         reader: ``reader(path)`` or ``reader(path, start=...)`` yielding a shard's
             samples, e.g. :func:`dynbatch.read_jsonl`.
         shuffle_shards: shuffle the shards' order with ``(seed, epoch)``.
         num_replicas, rank: default to paddle's parallel environment.
-    """
+    """  # NOTE [ a stream in blocks ], [ streams across ranks and workers ], [ resuming a stream ]
 
     def __init__(
         self,
@@ -125,7 +127,11 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         return self.progress.epoch
 
     def set_epoch(self, epoch: int) -> None:
-        """Read ``epoch`` next; a state loaded for that epoch is kept."""
+        """Read ``epoch`` next; a state loaded for that epoch is kept.
+
+        Args:
+            epoch: the epoch, from 0.
+        """
         self.progress.set_epoch(epoch)
         self._hand_read.forget()
         self._start = self.progress.upcoming()
@@ -187,6 +193,12 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         interleaves their steps, so an update would span two plans. That is
         refused; ``GradientAccumulator(target=...)`` closes updates on the
         running count instead, whoever planned the steps.
+
+        Args:
+            collate_fn: turns a batch (a list of samples) into arrays; its error is raised in
+                the loop, by name.
+            num_workers: the DataLoader's worker processes (0: read in the main process).
+            **kwargs: other ``paddle.io.DataLoader`` arguments.
         """
         workers = check_int("num_workers", num_workers)
         if workers > 1 and self.planner.source.sharded and self.options.update_size is not None:
@@ -199,7 +211,11 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         return StreamLoader(self, collate_fn, num_workers, **kwargs)
 
     def begin_pass(self, workers: int) -> None:
-        """Start a pass read by `workers` DataLoader workers (what :class:`StreamLoader` does)."""
+        """Start a pass read by ``workers`` DataLoader workers (what :class:`StreamLoader` does).
+
+        Args:
+            workers: the DataLoader's worker processes (0: its main process).
+        """
         self.num_workers = workers
         self._start = self.progress.begin(workers)
         self._hand_read.forget()
@@ -215,7 +231,13 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
 
     # -- counts, for learning-rate schedules (NOTE [ updates of a stream ]) --------------------
     def count(self, epoch: int | None = None, num_workers: int | None = None) -> StreamCount:
-        """A first pass over ``epoch``: reads the stream, plans it, trains nothing; exact."""
+        """A first pass over ``epoch``: reads the stream, plans it, trains nothing; exact.
+
+        Args:
+            epoch: the epoch; default: the current one.
+            num_workers: the DataLoader workers that will read it (a sharded source's batches
+                depend on them); default: those :meth:`loader` was given.
+        """
         epoch = self.epoch if epoch is None else check_int("epoch", epoch)
         workers = self.num_workers if num_workers is None else check_int("num_workers", num_workers)
         if workers is None:
@@ -232,7 +254,15 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
     def steps_for_epochs(
         self, epochs: Iterable[int], target: float | None = None, unit: str = "samples"
     ) -> int:
-        """Optimizer updates over ``epochs`` by first passes (one read of the stream each)."""
+        """Optimizer updates over ``epochs`` by first passes (one read of the stream each).
+
+        Args:
+            epochs: the epochs, e.g. ``range(E)``.
+            target: updates end where their samples (or tokens) reach this, as
+                ``GradientAccumulator(target=...)`` ends them; default: the plan's updates
+                (``update_size``), or one per step.
+            unit: what ``target`` counts: ``"samples"`` or ``"tokens"``.
+        """
         unit = check_choice("unit", unit, UNITS)
         if target is not None:
             target = check_positive_number("target", target)
@@ -243,7 +273,8 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
     def state_dict(self) -> dict[str, Any]:
         """Where the epoch stands, after the batches the loop took from :meth:`loader` (or from
         the stream itself, iterated in the main thread); refused after a hand-built
-        DataLoader's thread or workers read it (NOTE [ who reads a stream ])."""
+        DataLoader's thread or workers read it, since they read ahead of the loop by an
+        amount the stream cannot know."""  # NOTE [ who reads a stream ]
         if self._hand_read.marked():
             self.progress.unknown(
                 "its batches were read by the worker processes of a paddle.io.DataLoader built "
@@ -252,7 +283,11 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         return self.progress.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """The next pass goes on where the saved one stood (checked before anything changes)."""
+        """The next pass goes on where the saved one stood (checked before anything changes).
+
+        Args:
+            state: what :meth:`state_dict` returned.
+        """
         self.progress.load_state_dict(state)
         self._hand_read.forget()
         self._start = self.progress.upcoming()

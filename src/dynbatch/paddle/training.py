@@ -19,6 +19,18 @@ The windows themselves (NOTE [ accumulating to a budget ]) are pure numpy, in
 :mod:`dynbatch.plan.windows`; the update (NOTE [ one update engine ]) is
 :mod:`dynbatch.paddle.update`, shared with the Trainer integration. This module
 follows the sampler's plan and passes.
+
+NOTE [ counts on the device ]
+    ``count`` may be a ``paddle.Tensor`` (e.g. the real tokens of a
+    micro-batch, summed on the device). It is checked like a number,
+    finite and >= 0, which reads it on the host: one device sync per
+    micro-batch. A negative count would silently make the window's total
+    wrong (or zero, and the step skipped), so the check is worth the sync;
+    pass a Python number where one is at hand to avoid it. A window whose
+    count totals 0 over all ranks has no real sample to average over
+    (only repeats flagged as padding, or micro-batches of count 0, as when
+    every token is masked): its step is skipped and counted in
+    ``skipped_steps``, like a non-finite one, on every rank alike.
 """
 
 from __future__ import annotations
@@ -63,6 +75,12 @@ def scale_lr(base_lr: float, batch: float, reference_batch: float, rule: str = "
 
     >>> scale_lr(1e-4, 64, 16), scale_lr(1e-4, 64, 16, rule="sqrt"), scale_lr(1e-4, 64, 16, "none")
     (0.0004, 0.0002, 0.0001)
+
+    Args:
+        base_lr: the learning rate tuned at ``reference_batch``.
+        batch: the batch (or update) to train with, in the unit of ``reference_batch``.
+        reference_batch: the batch the rate was tuned at.
+        rule: ``"linear"``, ``"sqrt"`` or ``"none"``.
     """
     base_lr = check_positive_number("base_lr", base_lr)
     ratio = check_positive_number("batch", batch) / check_positive_number(
@@ -83,21 +101,25 @@ def _require_methods(name: str, value: Any, methods: tuple[str, ...], what: str)
 class GradientAccumulator:
     """Accumulate micro-batches to a sample or token budget; each update is the exact mean.
 
-    See NOTE [ normalising the loss ] and NOTE [ accumulating to a budget ].
+    A per-batch mean loss would weight a batch of 3 long samples like one of 800 short ones
+    (how dynamic batches went NaN in the original study): the update must be the mean over every
+    sample (or token) of the optimizer step, over all its micro-batches and ranks. So
+    :meth:`backward` takes the *sum* of a micro-batch's losses and their count. Windows are cut
+    on the sampler's plan, so every rank steps at the same micro-batch with no communication.
 
     Args:
         model: the model (``paddle.DataParallel`` or a plain layer).
         optimizer: a paddle optimizer.
         sampler: a dynbatch sampler; its plan decides where windows end.
             Or a :class:`~dynbatch.DynamicBatchIterable` iterated through its
-            ``loader()``: each step's counts over all ranks decide
-            (NOTE [ updates of a stream ] in :mod:`dynbatch.stream.state`).
+            ``loader()``: each step's counts over all ranks decide, so every rank ends
+            an update at the same step.
             Without one, the optimizer steps after every micro-batch.
         target: samples (or tokens) per optimizer step, summed over ranks,
             cut on the plan in its order. Default: the plan's own updates when
             its options ask for them (``update_size``, as
             :func:`~dynbatch.like_fixed` and a sampler given
-            ``batch_size=`` do: lengths mixed in each, NOTE [ mixed updates ]);
+            ``batch_size=`` do: lengths mixed in each);
             otherwise **each micro-batch is an update of its own**.
         unit: ``"samples"`` or ``"tokens"``: what ``target`` counts (tokens are
             real, unpadded lengths). Default: the plan's ``update_unit``.
@@ -117,24 +139,17 @@ class GradientAccumulator:
     counted in ``skipped_steps`` (with a scaler: an fp16 overflow, after which
     the scaler lowers its scale). A batch the distributed sampler repeated only
     to even out step counts (``sampler.padding_mask()``) gets weight 0. The
-    accumulator follows the sampler's passes (NOTE [ the plan is the source of truth ] in
-    :mod:`dynbatch.plan.contract`): a new iteration of the sampler starts its windows anew,
-    and a resumed epoch starts where the sampler does.
+    accumulator follows the sampler's passes (by the plan, since the DataLoader prefetches): a
+    new iteration of the sampler starts its windows anew, and a resumed epoch starts where the
+    sampler does.
     ``state_dict()`` holds the open window's gradients, so a checkpoint taken
     in the middle of a window resumes exactly.
 
-    NOTE [ counts on the device ]
-        ``count`` may be a ``paddle.Tensor`` (e.g. the real tokens of a
-        micro-batch, summed on the device). It is checked like a number,
-        finite and >= 0, which reads it on the host: one device sync per
-        micro-batch. A negative count would silently make the window's total
-        wrong (or zero, and the step skipped), so the check is worth the sync;
-        pass a Python number where one is at hand to avoid it. A window whose
-        count totals 0 over all ranks has no real sample to average over
-        (only repeats flagged as padding, or micro-batches of count 0, as when
-        every token is masked): its step is skipped and counted in
-        ``skipped_steps``, like a non-finite one, on every rank alike.
-    """
+    A ``count`` given as a ``paddle.Tensor`` is read on the host to be checked (one device sync
+    per micro-batch): pass a Python number where one is at hand. A window whose count totals 0
+    over all ranks has nothing to average over: its step is skipped and counted in
+    ``skipped_steps``.
+    """  # NOTE [ normalising the loss ], [ accumulating to a budget ], [ counts on the device ]
 
     def __init__(
         self,
@@ -204,12 +219,17 @@ class GradientAccumulator:
         return sampler
 
     def windows(self, epoch: int | None = None, what: str = "windows") -> EpochWindows:
-        """The optimizer windows of ``epoch`` (default: the sampler's current one)."""
+        """The optimizer windows of ``epoch``.
+
+        Args:
+            epoch: the epoch; default: the sampler's current one.
+            what: the caller's name, for the error without a sampler.
+        """
         sampler = self._need_sampler(what)
         if self._stream is not None:
             raise InputError(
-                "a stream has no epoch plan: its windows end as it is read "
-                "(NOTE [ updates of a stream ]); steps_per_epoch() counts them by a first pass"
+                "a stream has no epoch plan: its windows end as it is read (its steps are not "
+                "known before); steps_per_epoch() counts them by a first pass"
             )
         plan = sampler.epoch_plan(epoch)
         epoch = sampler.epoch if epoch is None else epoch
@@ -217,7 +237,11 @@ class GradientAccumulator:
         return EpochWindows(plan, counted, epoch=epoch, target=self.target, unit=self.unit)
 
     def step_counts(self, epoch: int | None = None) -> np.ndarray[Any, np.dtype[np.float64]]:
-        """Samples (or tokens) of each micro-step of the epoch, summed over ranks."""
+        """Samples (or tokens) of each micro-step of the epoch, summed over ranks.
+
+        Args:
+            epoch: the epoch; default: the sampler's current one.
+        """
         if self._stream is not None:  # a first pass over the stream
             counted = self._stream.source.count(epoch)
             per_step = counted.samples if self.unit == "samples" else counted.tokens
@@ -225,9 +249,12 @@ class GradientAccumulator:
         return self.windows(epoch, "step_counts").counts
 
     def steps_per_epoch(self, epoch: int | None = None) -> int:
-        """Optimizer steps ``epoch`` will take (default: the sampler's current epoch).
+        """Optimizer steps ``epoch`` will take.
 
-        For a stream, a first pass reads it (NOTE [ updates of a stream ]).
+        For a stream, a first pass reads it: its steps are not known before.
+
+        Args:
+            epoch: the epoch; default: the sampler's current one.
         """
         if self._stream is not None:
             counted = self._stream.source.count(epoch)
@@ -236,7 +263,11 @@ class GradientAccumulator:
         return len(self.windows(epoch, "steps_per_epoch"))
 
     def steps_for_epochs(self, epochs: Iterable[int]) -> int:
-        """Optimizer steps over ``epochs`` (e.g. ``range(E)``): exact, for LR schedules."""
+        """Optimizer steps over ``epochs``: exact, for LR schedules.
+
+        Args:
+            epochs: the epochs, e.g. ``range(E)``.
+        """
         self._need_sampler("steps_for_epochs")
         return sum(self.steps_per_epoch(e) for e in check_epochs(epochs))
 
@@ -294,10 +325,14 @@ class GradientAccumulator:
     def backward(self, loss_sum: Any, count: Any = None) -> bool:
         """Back-propagate the *sum* of a micro-batch's losses over ``count`` samples or tokens.
 
-        ``count`` is what ``loss_sum`` sums over: the micro-batch's samples, or its
-        loss tokens with per-token losses (required; left out, the error says so).
+        Args:
+            loss_sum: the micro-batch's losses summed (a scalar tensor), never their mean.
+            count: the samples (or loss tokens) ``loss_sum`` sums over: the update divides by
+                their total over the window and the ranks (required; left out, the error says
+                so).
 
-        Returns True when this call ended a window and the optimizer stepped (or skipped).
+        Returns:
+            True when this call ended a window and the optimizer stepped (or skipped).
         """
         self._sync()
         if self._stream is not None:
@@ -343,7 +378,11 @@ class GradientAccumulator:
         }
 
     def set_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore counters and an open window's gradients (load the model's weights first)."""
+        """Restore counters and an open window's gradients (load the model's weights first).
+
+        Args:
+            state: what :meth:`state_dict` returned.
+        """
         if not isinstance(state, Mapping) or not {
             "optimizer_steps",
             "skipped_steps",

@@ -34,6 +34,11 @@ class Pass:
     ``serial`` grows by one each time an iteration begins, so a consumer can
     tell a new pass over the same epoch (no ``set_epoch`` between two loops)
     from the pass it was following. Before any iteration it is 0.
+
+    Args:
+        epoch: the epoch the pass plans.
+        start: the batches of that epoch it skipped (a resumed pass starts after them).
+        serial: the count of passes begun before this one.
     """
 
     epoch: int
@@ -52,15 +57,27 @@ class PlanSource(Protocol):
     epoch: int
 
     def epoch_plan(self, epoch: int | None = None) -> ShardedPlan:
-        """Every rank's batches of ``epoch`` (default: the current one), step-major."""
+        """Every rank's batches of ``epoch``, step-major.
+
+        Args:
+            epoch: the epoch; default: the current one.
+        """
         ...
 
     def batches(self, epoch: int | None = None) -> Plan:
-        """This rank's batches of ``epoch``, in the order they are yielded."""
+        """This rank's batches of ``epoch``, in the order they are yielded.
+
+        Args:
+            epoch: the epoch; default: the current one.
+        """
         ...
 
     def padding_mask(self, epoch: int | None = None) -> NDArray[np.bool_]:
-        """True for this rank's batches that only repeat samples to even out step counts."""
+        """True for this rank's batches that only repeat samples to even out step counts.
+
+        Args:
+            epoch: the epoch; default: the current one.
+        """
         ...
 
     def current_pass(self) -> Pass:
@@ -68,11 +85,19 @@ class PlanSource(Protocol):
         ...
 
     def len_for_epochs(self, epochs: Iterable[int]) -> int:
-        """Batches this rank yields over ``epochs``, summed."""
+        """Batches this rank yields over ``epochs``, summed.
+
+        Args:
+            epochs: the epochs, e.g. ``range(E)``.
+        """
         ...
 
     def set_epoch(self, epoch: int) -> None:
-        """Plan ``epoch`` next."""
+        """Plan ``epoch`` next.
+
+        Args:
+            epoch: the epoch, from 0.
+        """
         ...
 
     def __len__(self) -> int:

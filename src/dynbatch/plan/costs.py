@@ -169,15 +169,20 @@ def resolve_cost(cost: CostLike) -> Cost:
 
     A callable is first tried on arrays; one that only takes scalars is applied
     element by element. It must return a finite number >= 0 at ``(1, 2)``, and a
-    number >= 0 that never decreases in ``n`` or ``L`` on a grid of probes
-    (NOTE [ probing a callable cost ]); the planner checks every batch it plans
-    against the budget.
+    number >= 0 that never decreases in ``n`` or ``L`` on a grid of probes (the planner
+    finds a batch's capacity by bisection, which needs that); the planner checks every batch
+    it plans against the budget.
+
+    Args:
+        cost: a name (``"quadratic"``: ``n * L**2``; ``"linear"``: ``n * L``;
+            ``"mixed:A,B"``: ``n * (A*L + B*L**2)``), a cost object (returned as it is) or a
+            callable ``(n, L) -> float``.
 
     >>> resolve_cost("linear")(np.array([2, 3]), np.array([10, 10])).tolist()
     [20.0, 30.0]
     >>> resolve_cost(lambda n, L: n * max(L, 8))(np.array([2]), np.array([3])).tolist()
     [16.0]
-    """
+    """  # NOTE [ probing a callable cost ]
     if isinstance(cost, str):
         if cost in _NAMED:
             return _NAMED[cost]
@@ -302,6 +307,10 @@ class WithinBudgets:
     >>> both = WithinBudgets(((LinearCost(), 100.0), (QuadraticCost(), 1000.0)))
     >>> float(both(2, 20)), float(both(4, 10))
     (0.8, 0.4)
+
+    Args:
+        parts: ``(cost, budget)`` pairs, each cost as :func:`resolve_cost` takes it and each
+            budget a positive number.
     """
 
     parts: tuple[tuple[Any, float], ...]

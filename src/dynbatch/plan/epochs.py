@@ -190,17 +190,24 @@ def plan_epoch(
 ) -> ShardedPlan:
     """Every rank's batches for ``epoch``: plan, then shard (``num_batches`` for equal epochs).
 
-    With ``options.pack_len`` the batches are packed micro-batches (NOTE [ packed updates ]
-    in :mod:`dynbatch.plan.packs.epochs`).
+    With ``options.pack_len`` the batches are packed micro-batches: the fixed batch's updates,
+    each packed into rows.
 
-    ``loss_tokens`` (per sample, at most its length) are what updates in
-    ``"tokens"`` count, when only some tokens carry a loss (NOTE [ counting loss tokens ]);
-    the cost still plans on the lengths.
+    Args:
+        lengths: per-sample lengths (positive integers), e.g. token counts.
+        options: the :class:`~dynbatch.PlanOptions` to plan with.
+        epoch: the epoch, from 0: the random orders are a pure function of ``(seed, epoch)``.
+        num_replicas: the ranks the plan is shared among (every rank plans the same).
+        num_batches: with ``options.equal_epochs``, the batches every epoch has (default: as
+            the sampler counts them).
+        loss_tokens: per sample, the tokens that carry a loss (at most its length): what
+            updates in ``"tokens"`` count, when only some tokens carry one (a masked
+            prompt's do not); the cost still plans on the lengths.
 
     >>> sp = plan_epoch([3, 1, 4, 1, 5, 9, 2, 6], PlanOptions(max_cost=20, cost="linear"), 0, 2)
     >>> sp.num_steps, sorted(sp.plan.indices.tolist())
     (2, [0, 1, 2, 3, 4, 5, 6, 7])
-    """
+    """  # NOTE [ packed updates ] in dynbatch.plan.packs.epochs
     lengths = check_lengths(lengths)
     if not isinstance(options, PlanOptions):
         raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")

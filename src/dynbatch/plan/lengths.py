@@ -179,6 +179,14 @@ def compute_lengths(
 ) -> NDArray[Any]:
     """Measure every sample of ``dataset`` once, with ``length_fn(sample)`` or ``ref_index``.
 
+    Args:
+        dataset: the samples (map-style: ``len()`` and ``[i]``).
+        length_fn: ``length_fn(sample) -> int``, called once per sample.
+        ref_index: the field of each sample whose size is its length (an index into a tuple
+            sample, a key of a dict one), instead of ``length_fn``.
+        cache_path: store the lengths here (``.npz``) keyed by a fingerprint of the dataset; a
+            later call on the same dataset loads them instead of measuring.
+
     >>> compute_lengths([([1, 2, 3], 0), ([4], 1)], ref_index=0).tolist()
     [3, 1]
     """

@@ -93,8 +93,8 @@ class PlanOptions:
             come from splitting, never from dropping or repeating). An epoch that
             cannot be split to the count (with ``drop_last``: too few samples
             left) is drawn anew; one that no draw fits, or ``drop_last`` leaving
-            no batch, is an :class:`~dynbatch.InputError` (NOTE [ equal epochs ]
-            in :mod:`dynbatch.plan.epochs`).
+            no batch, is an :class:`~dynbatch.InputError`. For code that sizes a
+            schedule from ``len(sampler)`` (paddlenlp's Trainer does).
         balance: what a data-parallel step's time grows with, to give the
             ranks of a step equal work: ``"tokens"`` (padded tokens n·L),
             ``"cost"`` (the budget's cost) or a callable ``(n, L) -> float``
@@ -102,34 +102,39 @@ class PlanOptions:
         update_size: samples (or tokens, per ``update_unit``) of one optimizer
             update, summed over ranks. The plan then also groups its
             micro-batches into updates of about this size, lengths mixed
-            within each (NOTE [ mixed updates ] in :mod:`dynbatch.plan.windows`),
-            which the accumulator and the Trainer follow. None: every
+            within each (an update of one length is a biased draw, and trains a
+            worse model), as many an epoch as the fixed batch of that size makes;
+            the accumulator and the Trainer follow them. None: every
             micro-batch is an update of its own.
         update_unit: what ``update_size`` counts: ``"samples"`` or
             ``"tokens"`` (real, unpadded lengths).
+        group_by_length: with ``time_model``, updates of near-equal lengths (Hugging Face's
+            ``group_by_length``) instead of random draws: faster, but each update is then a
+            biased draw of the corpus.
         time_model: a step's seconds, ``c + n·L·(a + b·L)`` (an object with
             ``c``, ``a``, ``b``, or ``"c,a,b"``). With it, updates are the
             fixed batch's own (random draws of ``update_size`` samples) and
             each is cut into micro-batches at the least predicted time within
-            the budget (NOTE [ splitting updates at the step time ] in
-            :mod:`dynbatch.plan.splits`); needs ``update_size`` in samples and a
-            random ``order``.
+            the budget (finely on a CPU, where padding dominates; not at all on a
+            GPU below its knee, where a step costs the same at any size); needs
+            ``update_size`` in samples and a random ``order``.
         fixed_step_size: with ``time_model``, the fixed batch's step (samples
             a rank): each epoch then plans both the padding-free split (these options without the
             time model) and the fixed batch's updates cut at the step time (in ``"shuffle"`` order,
-            micro-batches of at most this), and keeps the one predicted faster
-            (NOTE [ the faster plan of each epoch ] in :mod:`dynbatch.plan.epochs`). None: the time
-            split alone, its step ``max_batch_size``. :func:`~dynbatch.like_fixed` sets it.
+            micro-batches of at most this), and keeps the one predicted faster (which one is
+            depends on the epoch's draw), so no epoch is predicted slower than the fixed batch.
+            None: the time split alone, its step ``max_batch_size``. :func:`~dynbatch.like_fixed`
+            sets it.
         pack_len: pack several samples into each row of at most this many
             tokens (:func:`~dynbatch.plan.packs.plan_packs`): a micro-batch is then rows, as wide as
             the fullest, as many as ``cost(rows, W) <= max_cost`` allows, ``W`` the widest a row can
             be (``pack_len`` rounded up to ``pad_to_multiple_of``: :attr:`max_rows`), at most
             ``max_batch_size`` rows, and an update holds the fixed batch's ``update_size`` samples
-            (NOTE [ packed updates ] in :mod:`dynbatch.plan.packs.epochs`). Needs ``update_size``
-            and a random ``order``; refuses ``equal_epochs``, ``drop_last``, ``group_by_length`` and
+            (packing is a speed option: it changes how an update is computed, never which samples
+            it holds nor how many updates an epoch has). Needs ``update_size`` and a random
+            ``order``; refuses ``equal_epochs``, ``drop_last``, ``group_by_length`` and
             ``batch_size_multiple`` other than 1. With ``time_model`` each update runs packed, split
-            or whole, the fastest (NOTE [ choosing packing per update ] in
-            :mod:`dynbatch.plan.packs`).
+            or whole, whichever is predicted fastest on every rank.
 
     :func:`~dynbatch.like_fixed` makes the options that train like a fixed
     batch, faster; :func:`~dynbatch.fill_device` those that fill a device.
@@ -241,12 +246,16 @@ class PlanOptions:
         return resolve_cost(self.balance)
 
     def replace(self, **changes: Any) -> PlanOptions:
-        """A copy with some fields changed (and validated again)."""
+        """A copy with some fields changed (and validated again).
+
+        Args:
+            **changes: field names and their new values.
+        """
         return dataclasses.replace(self, **changes)
 
     def fingerprint(self) -> dict[str, Any]:
         """Every field as JSON-safe values; a callable that cannot be described gives
-        :data:`UNDESCRIBED` (the plan itself decides then: NOTE [ resume fingerprint ]).
+        :data:`UNDESCRIBED` (a resumed sampler then compares the plans themselves).
 
         >>> PlanOptions(max_cost=10, cost="linear").fingerprint()["cost"]
         'LinearCost()'
@@ -272,8 +281,12 @@ class PlanOptions:
     ) -> None:
         """Add a ``--flag`` per field (``max_cost`` -> ``--max-cost``) with the field's help.
 
-        ``exclude`` leaves fields out; ``defaults`` overrides their defaults.
         Callables (a custom cost or balance) have no flag: pass them in code.
+
+        Args:
+            parser: an ``argparse.ArgumentParser`` (or anything with its ``add_argument``).
+            exclude: the fields left out.
+            defaults: field name -> the flag's default, instead of the field's.
         """
         defaults = dict(defaults or {})
         for f in dataclasses.fields(cls):
@@ -294,7 +307,12 @@ class PlanOptions:
 
     @classmethod
     def from_args(cls, namespace: argparse.Namespace, **overrides: Any) -> PlanOptions:
-        """Options from the flags :meth:`add_arguments` made, then ``overrides``."""
+        """Options from the flags :meth:`add_arguments` made, then ``overrides``.
+
+        Args:
+            namespace: what ``parser.parse_args()`` returned.
+            **overrides: field names and values that replace the flags'.
+        """
         values = {
             f.name: getattr(namespace, f.name)
             for f in dataclasses.fields(cls)

@@ -324,6 +324,13 @@ def find_oversize(
 ) -> NDArray[Any]:
     """Indices of samples that exceed ``max_cost`` even alone (with ``pack_len``: a row).
 
+    Args:
+        lengths: per-sample lengths (positive integers), e.g. token counts.
+        max_cost: the budget every batch must fit: ``cost(n, L) <= max_cost``.
+        options: a :class:`~dynbatch.PlanOptions`, instead of ``max_cost`` and ``**shortcuts``.
+        **shortcuts: :class:`~dynbatch.PlanOptions` fields as keywords (``cost=...``,
+            ``pad_to_multiple_of=...``, ``pack_len=...``).
+
     >>> find_oversize([10, 300, 20], 200**2).tolist()
     [1]
     """
@@ -354,24 +361,28 @@ def plan_batches(
         max_cost: the budget every batch must fit: ``cost(n, L) <= max_cost``.
         epoch: the random orders are a pure function of ``(seed, epoch)``.
         options: a :class:`~dynbatch.PlanOptions`; or give its fields as
-            keywords (``max_cost``, ``cost``, ``order``, ``seed``,
-            ``max_batch_size``, ``batch_size_multiple``, ``pad_to_multiple_of``,
-            ``oversize``, ``drop_last``, ``bucket_width``), not both.
+            keywords (``**shortcuts``), not both.
+        **shortcuts: :class:`~dynbatch.PlanOptions` fields as keywords (``max_cost``, ``cost``,
+            ``order``, ``seed``, ``max_batch_size``, ``batch_size_multiple``,
+            ``pad_to_multiple_of``, ``oversize``, ``drop_last``, ``bucket_width``).
 
-    Orders: ``"bucket"`` (near-sorted batches, new each epoch, in random order;
-    see NOTE [ bucket order ]), ``"shuffle"``, ``"ascending"``,
+    Orders: ``"bucket"`` (near-sorted batches, new each epoch, in random order: the padding
+    of a sort and the randomness of a shuffle; samples in one bucket differ in length by less
+    than ``bucket_width``), ``"shuffle"``, ``"ascending"``,
     ``"descending"`` (sorted by length; descending is the ascending plan
     reversed, longest batch first) or ``"none"`` (dataset order).
 
     Returns:
         A :class:`Plan`. Each index appears exactly once, but for
-        ``oversize="skip"`` and ``drop_last`` (NOTE [ what drop_last drops ]).
+        ``oversize="skip"`` and ``drop_last`` (the batch that ended because samples ran out,
+        drawn from a random bucket, so that the longest samples are not the ones always
+        dropped).
 
     >>> [b.tolist() for b in plan_batches([4, 4, 8, 2, 2, 2], 32, cost="linear", order="none")]
     [[0, 1, 2, 3], [4, 5]]
     >>> [b.tolist() for b in plan_batches([4, 4, 8, 2, 2, 2], 32, cost="linear", order="ascending")]
     [[3, 4, 5, 0, 1], [2]]
-    """
+    """  # NOTE [ bucket order ], NOTE [ what drop_last drops ]
     lens = check_lengths(lengths)
     if max_cost is not None:
         shortcuts["max_cost"] = max_cost

@@ -34,6 +34,13 @@ class Plan(Sequence[Indices]):
     (3, [2, 4], [2, 1, 2])
     >>> [b.tolist() for b in plan.take([2, 0])]
     [[2, 4], [3, 1]]
+
+    Args:
+        indices: every batch's sample indices, batch after batch.
+        offsets: where each batch starts in ``indices``, and the end (``len(plan) + 1``
+            entries, from 0).
+        order: the batches' order, as positions in ``offsets`` (None: as they are); what
+            :meth:`take` records.
     """
 
     __slots__ = ("_base_indices", "_base_offsets", "_indices", "_offsets", "_order")
@@ -49,7 +56,11 @@ class Plan(Sequence[Indices]):
 
     @classmethod
     def from_batches(cls, batches: Sequence[Any]) -> Plan:
-        """A plan from a list of index lists or arrays."""
+        """A plan from a list of index lists or arrays.
+
+        Args:
+            batches: each batch's sample indices.
+        """
         arrays = [np.asarray(b, dtype=np.int64).reshape(-1) for b in batches]
         sizes = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
         indices = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
@@ -107,7 +118,11 @@ class Plan(Sequence[Indices]):
                 yield idx[off[j] : off[j + 1]]
 
     def take(self, order: Any) -> Plan:
-        """The batches at positions ``order``, in that order (recorded, gathered when needed)."""
+        """The batches at positions ``order``, in that order (recorded, gathered when needed).
+
+        Args:
+            order: positions of batches of this plan (a batch may be taken twice, or left out).
+        """
         order = np.asarray(order, dtype=np.int64).reshape(-1)
         base = order if self._order is None else self._order[order]
         return Plan(self._base_indices, self._base_offsets, base)

@@ -9,6 +9,63 @@ Two recipes, each a :class:`~dynbatch.PlanOptions`:
 * :func:`fill_device` makes micro-batches as large as the device runs
   efficiently (the knee of a fitted step-time model), within a memory target:
   the most tokens per second, at the price of fewer, larger updates.
+
+NOTE [ the fixed batch's recipe ]
+    A shuffled fixed batch of ``B`` samples makes ``N / B`` updates an
+    epoch, each the mean over ``B`` samples of every length, and its worst
+    batch is ``B`` samples of the longest length. The recipe keeps all
+    three and drops the padding:
+
+    * updates of ``B * accumulation_steps * num_replicas`` samples
+      (``update_size``; in ``"tokens"``, that many samples' mean real
+      length), so an epoch has as many updates as the fixed batch's;
+    * each made of ``micro_batches`` micro-batches or more, each of
+      near-equal lengths (the bucket order: no padding), drawn from
+      different length strata (NOTE [ mixed updates ] in
+      :mod:`dynbatch.plan.windows`), so an update sees short and long samples
+      as a random batch does. Updates of one length train a worse model:
+      it is what made the study's sorted order hurt;
+    * a micro-batch holds at most ``update / (micro_batches *
+      num_replicas)`` samples (in ``"tokens"``, about that share of the
+      update's tokens) and never more than ``B``, and costs at most
+      ``cost(B, L_max)``, the fixed batch's worst. As a cost grows with
+      ``n`` and ``L``, no micro-batch needs more memory than the fixed
+      batch's worst batch did.
+
+    With ``max_cost`` (e.g. a memory target in MiB under a calibrated
+    :class:`~dynbatch.MemoryCost`) the micro-batches fit it instead, and
+    without ``batch_size``, ``B`` is the largest batch of the longest
+    samples that fits it.
+
+    With a ``time_model`` (the device's step time) the split follows it:
+    the recipe also plans the fixed batch's own updates cut at the least
+    predicted step time (NOTE [ splitting updates at the step time ] in
+    :mod:`dynbatch.plan.splits`; never predicted slower than the fixed batch):
+    the options returned (``fixed_step_size=batch_size``) plan both each
+    epoch and keep the one predicted faster on that epoch's draw
+    (NOTE [ the faster plan of each epoch ] in :mod:`dynbatch.plan.epochs`). On
+    a CPU, where padding costs, that is the padding-free split above; on
+    a GPU below its knee, where a step costs the same at any size, it is
+    one micro-batch per update, the fixed batch's own speed; above the
+    knee, cuts where they pay. Updates in ``"tokens"``, or an order that
+    is not random, have no such candidate: a ``time_model`` there is
+    refused by name rather than dropped.
+
+NOTE [ filling the device ]
+    A step costs about ``c + n·L·(a + b·L)`` seconds (``time_model``, as
+    :func:`~dynbatch.calibrate` fits it with the memory): a fixed part
+    ``c`` (kernel launches, the optimizer) and a part that grows with the
+    batch. Tokens per second reach ``fraction`` of their best at ``L``
+    once the growing part is ``c · fraction / (1 - fraction)``: past that,
+    a larger batch buys little speed and costs updates. Each micro-batch
+    is the largest below that knee (at least one sample) that also fits
+    ``max_cost`` under ``cost``; a step time that does not grow with the
+    batch (``a = b = 0``) has no knee, and the memory target alone
+    decides. With ``batch_size``, micro-batches are grouped into mixed
+    updates of at least that many samples per rank (NOTE [ mixed updates ]);
+    a micro-batch larger than that is an update alone.
+    Larger micro-batches mean fewer updates an epoch: docs/gpu.md shows
+    what that costs in accuracy.
 """
 
 from __future__ import annotations
@@ -60,46 +117,21 @@ def like_fixed(
 ) -> PlanOptions:
     """The options that train like a fixed batch of ``batch_size``, without its padding.
 
-    NOTE [ the fixed batch's recipe ]
-        A shuffled fixed batch of ``B`` samples makes ``N / B`` updates an
-        epoch, each the mean over ``B`` samples of every length, and its worst
-        batch is ``B`` samples of the longest length. The recipe keeps all
-        three and drops the padding:
+    A shuffled fixed batch of ``B`` samples makes ``N / B`` updates an epoch, each the mean
+    over ``B`` samples of every length, and its worst batch is ``B`` samples of the longest
+    length. These options keep all three and drop the padding: updates of ``B *
+    accumulation_steps * num_replicas`` samples, so an epoch has as many updates as the fixed
+    batch's; each made of ``micro_batches`` micro-batches or more of near-equal lengths (no
+    padding) drawn from different length strata, so an update sees short and long samples as a
+    random batch does (updates of one length train a worse model); and no micro-batch costs more
+    than ``cost(B, L_max)``, the fixed batch's worst, so none needs more memory than it did.
 
-        * updates of ``B * accumulation_steps * num_replicas`` samples
-          (``update_size``; in ``"tokens"``, that many samples' mean real
-          length), so an epoch has as many updates as the fixed batch's;
-        * each made of ``micro_batches`` micro-batches or more, each of
-          near-equal lengths (the bucket order: no padding), drawn from
-          different length strata (NOTE [ mixed updates ] in
-          :mod:`dynbatch.plan.windows`), so an update sees short and long samples
-          as a random batch does. Updates of one length train a worse model:
-          it is what made the study's sorted order hurt;
-        * a micro-batch holds at most ``update / (micro_batches *
-          num_replicas)`` samples (in ``"tokens"``, about that share of the
-          update's tokens) and never more than ``B``, and costs at most
-          ``cost(B, L_max)``, the fixed batch's worst. As a cost grows with
-          ``n`` and ``L``, no micro-batch needs more memory than the fixed
-          batch's worst batch did.
-
-        With ``max_cost`` (e.g. a memory target in MiB under a calibrated
-        :class:`~dynbatch.MemoryCost`) the micro-batches fit it instead, and
-        without ``batch_size``, ``B`` is the largest batch of the longest
-        samples that fits it.
-
-        With a ``time_model`` (the device's step time) the split follows it:
-        the recipe also plans the fixed batch's own updates cut at the least
-        predicted step time (NOTE [ splitting updates at the step time ] in
-        :mod:`dynbatch.plan.splits`; never predicted slower than the fixed batch):
-        the options returned (``fixed_step_size=batch_size``) plan both each
-        epoch and keep the one predicted faster on that epoch's draw
-        (NOTE [ the faster plan of each epoch ] in :mod:`dynbatch.plan.epochs`). On
-        a CPU, where padding costs, that is the padding-free split above; on
-        a GPU below its knee, where a step costs the same at any size, it is
-        one micro-batch per update, the fixed batch's own speed; above the
-        knee, cuts where they pay. Updates in ``"tokens"``, or an order that
-        is not random, have no such candidate: a ``time_model`` there is
-        refused by name rather than dropped.
+    With a ``time_model`` (the device's step time) the split follows it: each epoch the options
+    plan both the padding-free split and the fixed batch's own updates cut at the least
+    predicted step time, and keep the faster. On a CPU, where padding costs, that is the
+    padding-free split; on a GPU below its knee, where a step costs the same at any size, one
+    micro-batch per update, the fixed batch's own speed. Updates in ``"tokens"``, or an order
+    that is not random, have no such plan: a ``time_model`` there is refused by name.
 
     Args:
         lengths: the per-sample lengths the plan will be made from.
@@ -111,29 +143,25 @@ def like_fixed(
         num_replicas: data-parallel ranks (an update spans all of them).
         micro_batches: micro-batches per update, at the least (more: more mixed); default
             :data:`MICRO_BATCHES`. Refused with ``pack_len``: a packed update is as few
-            micro-batches as its rows need within the budget (NOTE [ packed updates ]).
+            micro-batches as its rows need within the budget.
         update_unit: ``"samples"`` (one loss per sample) or ``"tokens"``.
         loss_tokens: per sample, the tokens that carry a loss (a masked prompt
             carries none): updates in ``"tokens"`` are as many loss tokens as
-            ``B`` samples hold on average; micro-batches are still capped by
-            their full tokens (NOTE [ counting loss tokens ] in
-            :mod:`dynbatch.paddle.losses`).
+            ``B`` samples hold on average, so each update averages over about the
+            tokens it learns from; micro-batches are still capped by their full
+            tokens.
         group_by_length: updates of near-equal lengths, as Hugging Face's
             ``group_by_length`` draws them, split at the step time (each whole
             without a ``time_model``): the fixed batch's update count with
             almost no padding, at the price of updates that are not random
             draws ("On a GPU" in the docs, docs/gpu.md, has what that cost in accuracy).
-        pack_len: pack several samples into rows of this many tokens
-            (NOTE [ packed updates ] in :mod:`dynbatch.plan.packs.epochs`):
-            updates as above, each micro-batch as many rows as fit the fixed
-            batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (at
-            most ``max_batch_size`` rows, when given; a ``pack_len`` whose one
-            row costs more than that is refused by name, unless ``max_cost``
-            allows it),
-            order ``"shuffle"``; with ``time_model``, each update runs packed,
-            split or whole, the fastest, or the epoch the fixed batch's own
-            updates (NOTE [ choosing packing per update ] in
-            :mod:`dynbatch.plan.packs`).
+        pack_len: pack several samples into rows of this many tokens: the fixed batch's own
+            updates (the same samples, as many an epoch), each micro-batch as many rows as fit
+            the fixed batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (at most
+            ``max_batch_size`` rows, when given; a ``pack_len`` whose one row costs more than
+            that is refused by name, unless ``max_cost`` allows it), order ``"shuffle"``; with
+            ``time_model``, each update runs packed, split or whole, whichever is predicted
+            fastest, or the epoch the fixed batch's own updates where that is faster.
         time_model: the step's seconds, ``c + n·L·(a + b·L)``: an object with
             ``c``, ``a``, ``b`` (``MemoryCost.time_model``,
             :meth:`~dynbatch.plan.steptime.StepTimeTable.fit`) or ``"c,a,b"``.
@@ -142,7 +170,7 @@ def like_fixed(
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)
     >>> opts.update_size, opts.max_batch_size, opts.max_cost, opts.order
     (32.0, 8, 1280.0, 'bucket')
-    """
+    """  # NOTE [ the fixed batch's recipe ]
     grouped = check_bool("group_by_length", fields.pop("group_by_length", False))
     pack_len = check_int(
         "pack_len", fields.pop("pack_len", None), minimum=1, maximum=MAX_LENGTH, allow_none=True
@@ -248,21 +276,14 @@ def fill_device(
 ) -> PlanOptions:
     """Micro-batches at the knee of the step time, within a memory target.
 
-    NOTE [ filling the device ]
-        A step costs about ``c + n·L·(a + b·L)`` seconds (``time_model``, as
-        :func:`~dynbatch.calibrate` fits it with the memory): a fixed part
-        ``c`` (kernel launches, the optimizer) and a part that grows with the
-        batch. Tokens per second reach ``fraction`` of their best at ``L``
-        once the growing part is ``c · fraction / (1 - fraction)``: past that,
-        a larger batch buys little speed and costs updates. Each micro-batch
-        is the largest below that knee (at least one sample) that also fits
-        ``max_cost`` under ``cost``; a step time that does not grow with the
-        batch (``a = b = 0``) has no knee, and the memory target alone
-        decides. With ``batch_size``, micro-batches are grouped into mixed
-        updates of at least that many samples per rank (NOTE [ mixed updates ]);
-        a micro-batch larger than that is an update alone.
-        Larger micro-batches mean fewer updates an epoch: docs/gpu.md shows
-        what that costs in accuracy.
+    Tokens per second reach ``fraction`` of their best once the part of the step time that
+    grows with the batch is ``c · fraction / (1 - fraction)``: past that knee a larger batch buys
+    little speed and costs updates. Each micro-batch is the largest below the knee (at least one
+    sample) that also fits ``max_cost`` under ``cost``; a step time that does not grow with the
+    batch has no knee, and the memory target alone decides. With ``batch_size``, micro-batches
+    are grouped into updates of at least that many samples per rank, lengths mixed; a
+    micro-batch larger than that is an update alone. Larger micro-batches mean fewer updates an
+    epoch: docs/gpu.md shows what that costs in accuracy.
 
     Args:
         lengths: the per-sample lengths the plan will be made from.
@@ -284,7 +305,7 @@ def fill_device(
     >>> opts = fill_device([128] * 1000, model, max_cost=1e9, cost="linear", fraction=0.8)
     >>> opts.cost(1, 128) <= 1.0 < opts.cost(1251, 128), opts.update_size
     (True, None)
-    """
+    """  # NOTE [ filling the device ]
     lens, longest = _lengths(lengths, fields, "fill_device")
     counted = check_loss_tokens(loss_tokens, lens)
     c, a, b = (_coefficient(time_model, name) for name in ("c", "a", "b"))

@@ -64,10 +64,16 @@ class ShardedPlan:
     of their positions, so a rank's share is gathered in one step and the full
     reordered plan is only built if asked for.
 
-    ``window_ends``, when the options ask for updates (``update_size``), are
-    the steps after which each optimizer update ends (NOTE [ mixed updates ]
-    in :mod:`dynbatch.plan.windows`); None: every step is an update.
-    """
+    Args:
+        base: the batches, in any order.
+        order: the step-major order of ``base``'s batches: ``num_replicas`` a step.
+        is_padding: per entry of ``order``, True where a batch only repeats samples to even
+            out the ranks' step counts (when there are fewer samples than ranks).
+        num_replicas: the number of data-parallel ranks.
+        window_ends: when the options ask for updates (``update_size``), the steps after
+            which each optimizer update ends (updates with lengths mixed); None: every step is
+            an update.
+    """  # NOTE [ mixed updates ] in dynbatch.plan.windows
 
     __slots__ = ("_plan", "base", "is_padding", "num_replicas", "order", "window_ends")
 
@@ -105,28 +111,45 @@ class ShardedPlan:
         return self.base.sizes[self.order]
 
     def real_tokens(self, lengths: NDArray[Any]) -> NDArray[np.int64]:
-        """Sum of the (unpadded) lengths per batch, step-major."""
+        """Sum of the (unpadded) lengths per batch, step-major.
+
+        Args:
+            lengths: the lengths the plan was made from.
+        """
         base = self.base
         if len(base) == 0:
             return np.zeros(0, dtype=np.int64)
         return np.add.reduceat(lengths[base.indices], base.offsets[:-1])[self.order]
 
     def for_rank(self, rank: int) -> Plan:
-        """This rank's batches, in order."""
+        """This rank's batches, in order.
+
+        Args:
+            rank: the rank, in ``[0, num_replicas)``.
+        """
         return self.base.take(self.order[rank :: self.num_replicas])
 
     def padding_for_rank(self, rank: int) -> NDArray[np.bool_]:
         return self.is_padding[rank :: self.num_replicas]
 
     def longest(self, lengths: NDArray[Any]) -> NDArray[np.int64]:
-        """The longest (unpadded) length per batch, step-major."""
+        """The longest (unpadded) length per batch, step-major.
+
+        Args:
+            lengths: the lengths the plan was made from.
+        """
         base = self.base
         if len(base) == 0:
             return np.zeros(0, dtype=np.int64)
         return np.maximum.reduceat(lengths[base.indices], base.offsets[:-1])[self.order]
 
     def reorder_steps(self, steps: NDArray[Any], window_ends: NDArray[Any]) -> ShardedPlan:
-        """The same batches, the steps in the order ``steps``, updates ending at ``window_ends``."""
+        """The same batches, the steps in another order.
+
+        Args:
+            steps: the step positions, in their new order.
+            window_ends: the steps (of the new order) after which each update ends.
+        """
         rows = self.order.reshape(-1, self.num_replicas)[steps].reshape(-1)
         padding = self.is_padding.reshape(-1, self.num_replicas)[steps].reshape(-1)
         return ShardedPlan(self.base, rows, padding, self.num_replicas, window_ends)
@@ -270,8 +293,13 @@ def shard_plan(
             its fields as keywords): ``balance``, ``pad_to_multiple_of``,
             ``batch_size_multiple``, ``seed`` and whether the
             order is random are used here.
+        **shortcuts: :class:`~dynbatch.PlanOptions` fields as keywords, instead of
+            ``options``.
 
-    See NOTE [ equal steps without dropping or repeating ] and NOTE [ balanced steps ].
+    Every rank gets the same number of batches (a rank with one more would wait forever in
+    its all-reduce): the heaviest batches are split, none dropped or repeated. Batches are
+    grouped into steps by compute (``options.balance``), not the memory cost, so that no rank
+    waits long for the slowest.
 
     Three batches on two ranks: the heaviest is split, none is dropped.
 
@@ -279,7 +307,7 @@ def shard_plan(
     >>> sp = shard_plan(plan, [1, 2, 3, 4, 5, 6], 2, max_cost=100, order="none")
     >>> [b.tolist() for b in sp.for_rank(0)], [b.tolist() for b in sp.for_rank(1)]
     ([[0, 2], [4]], [[1, 3], [5]])
-    """
+    """  # NOTE [ equal steps without dropping or repeating ], NOTE [ balanced steps ]
     lens = check_lengths(lengths)
     replicas = check_int("num_replicas", num_replicas, minimum=1)
     epoch = check_int("epoch", epoch)

@@ -255,7 +255,28 @@ def lower_bound_batches(
 
 @dataclass(frozen=True)
 class PlanStats:
-    """Summary of a plan; ``as_dict()`` gives the JSON row of ``dynbatch stats``."""
+    """Summary of a plan; ``as_dict()`` gives the JSON row of ``dynbatch stats``.
+
+    Args:
+        batches: the plan's batches.
+        samples: the samples they hold.
+        real_tokens: the tokens of those samples, unpadded.
+        padded_tokens: the tokens computed, each batch padded to its longest (rounded up to
+            ``pad_to_multiple_of``).
+        padding_efficiency: ``real_tokens / padded_tokens``: 1 is no padding.
+        batch_size_min: the fewest samples of a batch.
+        batch_size_median: the median samples of a batch.
+        batch_size_max: the most samples of a batch.
+        cost_max: the highest cost of a batch.
+        cost_median: the median cost of a batch.
+        cost_mean: the mean cost of a batch.
+        cost_cv: the coefficient of variation (std / mean) of batch cost: how much memory
+            swings from step to step.
+        utilization: the mean of batch cost / ``max_cost`` (None without a budget).
+        updates: the epoch's optimizer updates: the plan's own (``update_size``), else one per
+            batch (None: not counted).
+        seconds: the epoch's predicted seconds on a device's step time (None: none given).
+    """
 
     batches: int
     samples: int
@@ -292,6 +313,13 @@ def plan_stats(
     ``cost_cv`` is the coefficient of variation (std / mean) of batch cost: how
     much memory swings from step to step. ``utilization`` is the mean of batch
     cost / ``max_cost`` (None without a budget).
+
+    Args:
+        lengths: per-sample lengths.
+        batches: the plan: each batch's sample indices into ``lengths``.
+        cost: the cost of a batch (as :func:`~dynbatch.resolve_cost` takes it).
+        max_cost: the budget, for ``utilization`` (None: none).
+        pad_to_multiple_of: a batch's ``L`` is its longest length rounded up to this.
     """
     t = batch_table(
         lengths, batches, cost=cost, max_cost=max_cost, pad_to_multiple_of=pad_to_multiple_of

@@ -8,6 +8,37 @@ coefficients ``c``, ``a``, ``b`` >= 0 (``MemoryCost.time_model``, a fit of a
 with it, the time split (:mod:`dynbatch.plan.splits`) cuts updates at it, and
 the memory package's fit (:mod:`dynbatch.memory.fit`) measures one: so it sits
 below all three (NOTE [ the layers ] in ``tests/test_layers.py``).
+
+NOTE [ a step is priced at its quickest padding ]
+    A step of ``n`` samples of ``L`` tokens can always run padded to a
+    larger shape ``(n', L')``, ``n' >= n`` and ``L' >= L``: rows of
+    padding, tokens of padding. A measured table is not monotone (on
+    the H100's, ``t(2, 513) > t(3, 513)`` and ``t(1, 32) > t(1, 512)``:
+    noise, kernels switching with the shape), and priced as measured a
+    planner's smaller step (a rank's 2 rows of a whole update dealt
+    round-robin) would cost more than the fixed batch's larger one (its
+    3 a rank): a plan priced above the fixed batch it contains. So each
+    measured time is taken as the least of any measured shape at least
+    as large in both ``n`` and ``L`` (a cumulative minimum from the top),
+    the curves are interpolated through those, and a shape between
+    measured lengths is priced no higher than at any measured length beyond.
+    Then the price is nondecreasing in ``n`` and across the measured
+    lengths, the same for the fixed batch's step as for the plan's: no
+    plan holding the fixed batch's steps is priced slower than it.
+    (Between two measured lengths the price follows the interpolation
+    at equal tokens, nondecreasing wherever the longer length costs no
+    less at equal tokens.) :meth:`StepTimeTable.fit` fits the measurements as they
+    are: its ``error`` is the model's error on what was measured.
+
+NOTE [ a fit's error ]
+    ``error`` decides which cuts are trusted (a cut must be predicted
+    to save more than it). Three coefficients fit three shapes or fewer
+    exactly, whatever the device does between them: such a fit would
+    claim error 0, a certainty it does not have, and every cut it
+    predicts would be taken. So a fit needs a fourth distinct shape,
+    the least that leaves a residual to measure; fewer is an
+    :class:`~dynbatch.InputError` (give the model's own coefficients,
+    with an ``error``, to use so few measurements).
 """
 
 from __future__ import annotations
@@ -32,12 +63,15 @@ __all__ = ["FLAT_STEP", "StepTimeModel", "StepTimeTable", "check_time_model"]
 class StepTimeModel(PolynomialCost):
     """Seconds of one training step: ``c + a*n*L + b*n*L**2``.
 
-    ``error`` is the model's typical relative error on measured steps (0:
-    taken as exact): a cut that saves less than that is not trusted
-    (NOTE [ splitting updates at the step time ] in :mod:`dynbatch.plan.splits`).
-
     >>> float(StepTimeModel(c=0.01, a=1e-4, b=0.0)(10, 100))
     0.11
+
+    Args:
+        c: seconds of a step whatever its size (kernel launches, the optimizer).
+        a: seconds per padded token.
+        b: seconds per padded token per token of its length (attention).
+        error: the model's typical relative error on measured steps (0: taken as exact): the
+            planner does not trust a cut of an update predicted to save less than that.
     """
 
     c: float
@@ -127,35 +161,19 @@ class StepTimeTable:
     along the last segment above the most, or flat where that segment falls:
     more tokens never take less time), and between two measured lengths
     it is interpolated in ``log L`` at equal tokens. It prices a shape at
-    the least time of any shape at least as large
-    (NOTE [ a step is priced at its quickest padding ]). :meth:`fit` is the :class:`StepTimeModel` a
-    plan is split with.
-
-    NOTE [ a step is priced at its quickest padding ]
-        A step of ``n`` samples of ``L`` tokens can always run padded to a
-        larger shape ``(n', L')``, ``n' >= n`` and ``L' >= L``: rows of
-        padding, tokens of padding. A measured table is not monotone (on
-        the H100's, ``t(2, 513) > t(3, 513)`` and ``t(1, 32) > t(1, 512)``:
-        noise, kernels switching with the shape), and priced as measured a
-        planner's smaller step (a rank's 2 rows of a whole update dealt
-        round-robin) would cost more than the fixed batch's larger one (its
-        3 a rank): a plan priced above the fixed batch it contains. So each
-        measured time is taken as the least of any measured shape at least
-        as large in both ``n`` and ``L`` (a cumulative minimum from the top),
-        the curves are interpolated through those, and a shape between
-        measured lengths is priced no higher than at any measured length beyond.
-        Then the price is nondecreasing in ``n`` and across the measured
-        lengths, the same for the fixed batch's step as for the plan's: no
-        plan holding the fixed batch's steps is priced slower than it.
-        (Between two measured lengths the price follows the interpolation
-        at equal tokens, nondecreasing wherever the longer length costs no
-        less at equal tokens.) :meth:`fit` fits the measurements as they
-        are: its ``error`` is the model's error on what was measured.
+    the least time of any shape at least as large (a step can always run padded to a larger
+    one, and measured times are noisy: so no plan holding the fixed batch's steps is priced
+    slower than them). :meth:`fit` is the :class:`StepTimeModel` a plan is split with.
 
     >>> t = StepTimeTable.from_rows([(1, 8, 1.0), (4, 8, 1.0), (8, 8, 2.0)])
     >>> [float(t(n, 8)) for n in (1, 6, 16)]
     [1.0, 1.5, 4.0]
-    """
+
+    Args:
+        n: each measured step's samples.
+        lengths: each measured step's length ``L`` (tokens, padded).
+        seconds: each measured step's seconds.
+    """  # NOTE [ a step is priced at its quickest padding ]
 
     n: NDArray[np.float64]
     lengths: NDArray[np.float64]
@@ -173,7 +191,11 @@ class StepTimeTable:
 
     @classmethod
     def from_rows(cls, rows: Sequence[Sequence[float]]) -> StepTimeTable:
-        """From ``(n, L, seconds)`` rows."""
+        """From measured rows.
+
+        Args:
+            rows: ``(n, L, seconds)`` of each measured step.
+        """
         try:
             data = np.asarray(rows, dtype=np.float64)
         except (TypeError, ValueError):  # a cell that is not a number: name its row
@@ -201,7 +223,11 @@ class StepTimeTable:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> StepTimeTable:
-        """From JSON: ``{"columns": [..., "n", "L", "step_s", ...], "rows": [[...], ...]}``."""
+        """From JSON: ``{"columns": [..., "n", "L", "step_s", ...], "rows": [[...], ...]}``.
+
+        Args:
+            path: the JSON file (``benchmarks/device_time.py`` writes one).
+        """
         if not isinstance(path, (str, os.PathLike)):  # an int would open a file descriptor
             raise InputTypeError(
                 f"path must be a file path (str or os.PathLike), got path={path!r}"
@@ -222,16 +248,9 @@ class StepTimeTable:
     def fit(self) -> StepTimeModel:
         """The :class:`StepTimeModel` nearest the table in relative error, with its mean error.
 
-        NOTE [ a fit's error ]
-            ``error`` decides which cuts are trusted (a cut must be predicted
-            to save more than it). Three coefficients fit three shapes or fewer
-            exactly, whatever the device does between them: such a fit would
-            claim error 0, a certainty it does not have, and every cut it
-            predicts would be taken. So a fit needs a fourth distinct shape,
-            the least that leaves a residual to measure; fewer is an
-            :class:`~dynbatch.InputError` (give the model's own coefficients,
-            with an ``error``, to use so few measurements).
-        """
+        It needs 4 distinct shapes or more: three coefficients fit three shapes exactly, and
+        would claim an error of 0 that the measurements cannot show.
+        """  # NOTE [ a fit's error ]
         shapes = np.unique(np.stack([self.n, self.lengths]), axis=1).shape[1]
         if shapes <= 3:  # NOTE [ a fit's error ]
             raise InputError(

@@ -51,6 +51,10 @@ def read_jsonl(path: str | os.PathLike[str], start: int = 0) -> Iterator[Any]:
     Blank lines are not records. The records before ``start`` are skipped
     without being parsed, which is how a resumed stream seeks into a shard.
 
+    Args:
+        path: the JSON-lines file.
+        start: the records to skip (counted without blank lines).
+
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "a.jsonl"
     >>> _ = p.write_text('{"t": "ab"}\\n\\n{"t": "c"}\\n{"t": "def"}\\n', encoding="utf-8")

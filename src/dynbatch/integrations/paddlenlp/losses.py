@@ -151,13 +151,22 @@ def token_cross_entropy(
     logits: a seq2seq decoder's, and paddlenlp's causal-LM data, whose labels
     are already the ids moved left by one; see :func:`dynbatch.token_loss`).
     The count comes from the batch, so each update is the exact mean over its
-    loss tokens (NOTE [ counting loss tokens ]).
+    loss tokens (a micro-batch's mean would hide how many tokens it averaged).
+
+    Args:
+        outputs: the model's outputs: the logits, a ``logits`` field or attribute, or a
+            tuple whose first tensor that is not a 0-d loss is the logits.
+        batch: the micro-batch as collated, with the token labels.
+        label_key: the field of ``batch`` holding the labels.
+        shift: the labels line up with the input ids, so a causal LM's logits at ``t``
+            predict the label at ``t + 1``; False for labels already moved left by one.
+        ignore_index: the label of a token without a loss.
 
     >>> logits = paddle.zeros([1, 3, 4])
     >>> s, n = token_cross_entropy(logits, {"labels": paddle.to_tensor([[-100, 2, 3]])})
     >>> round(float(s), 4), int(n)
     (2.7726, 2)
-    """
+    """  # NOTE [ counting loss tokens ] in dynbatch.paddle.losses
     if not isinstance(batch, Mapping) or label_key not in batch:
         fields = sorted(batch) if isinstance(batch, Mapping) else type(batch).__name__
         raise InputError(

@@ -123,10 +123,10 @@ def _takes(fn: Any, *names: str) -> bool:
 def check_pack_len(pack_len: Any, model: Any) -> int | None:
     """``pack_len`` checked, and a model to pack for when it is given."""
     checked: int | None = check_int("pack_len", pack_len, minimum=1, allow_none=True)
-    if checked is not None and model is None:
+    if checked is not None and model is None:  # NOTE [ the Trainer packs ]
         raise InputError(
-            f"pack_len={checked} packs for the model given (NOTE [ the Trainer packs ]), "
-            "got model=None: pass model="
+            f"pack_len={checked} packs for the model given (a causal LM or a sequence "
+            "classifier, recognised when the Trainer is made), got model=None: pass model="
         )
     return checked
 

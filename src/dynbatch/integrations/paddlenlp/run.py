@@ -296,7 +296,11 @@ class PlanWindows:
         return self._run().window_ends(check_int("epoch", epoch))
 
     def steps_per_epoch(self, epoch: int) -> int:
-        """Optimizer steps of real epoch ``epoch``."""
+        """Optimizer steps of real epoch ``epoch``.
+
+        Args:
+            epoch: the real epoch (a pass over the training set), from 0.
+        """
         return self._run().steps_per_epoch(check_int("epoch", epoch))
 
     def total_steps(self) -> int:

@@ -45,7 +45,9 @@ __all__ = ["DynamicBatchTrainer"]
 class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
     """``paddlenlp.trainer.Trainer`` on dynamic batches, with every Trainer feature kept.
 
-    See the module's notes for how each fixed-batch assumption is replaced.
+    paddlenlp's Trainer assumes fixed batches where it sizes the run, divides each
+    micro-batch's loss by ``gradient_accumulation_steps``, resumes and calls ``set_epoch``; this
+    class replaces each (:mod:`dynbatch.integrations.paddlenlp` says how).
 
     Args:
         model, args, train_dataset, eval_dataset, data_collator: as for
@@ -53,8 +55,12 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
             epochs (or set ``args.max_steps``); ``args.gradient_accumulation_steps``
             is the number of *planned* micro-batches per optimizer step. The
             collator must return a dict (model inputs and label fields).
-        lengths: per-sample lengths of ``train_dataset``; or measure them with
-            ``length_fn(sample) -> int`` or the size of field ``ref_index``.
+        lengths: per-sample lengths of ``train_dataset``; or a way to measure them:
+            ``length_fn`` or ``ref_index``.
+        length_fn: ``length_fn(sample) -> int``, called once per training sample (and per
+            evaluation sample, without ``eval_lengths``).
+        ref_index: the field of each sample whose size is its length (a dict sample's key,
+            such as ``"input_ids"``), instead of ``length_fn``.
         eval_lengths: lengths of ``eval_dataset`` (a dict of arrays for a dict
             of eval datasets). Without them, ``length_fn`` / ``ref_index``
             measure the eval samples; with neither, evaluation uses paddlenlp's
@@ -68,8 +74,8 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
             keywords then refine it). ``seed`` defaults to ``args.seed``.
         loss_tokens: per-sample counts of the tokens with a loss (a masked
             prompt has none; at most the sample's length), for token losses:
-            updates in ``"tokens"`` count them, the cost plans on ``lengths``
-            (NOTE [ counting loss tokens ] in :mod:`dynbatch.paddle.losses`).
+            updates in ``"tokens"`` count them, so each update averages over the tokens it
+            learns from; the cost plans on ``lengths``.
         accumulate: ``"samples"`` (each update is the mean over the step's
             samples; updates of the fixed batch's samples) or ``"tokens"``
             (over its real tokens, the ``lengths`` or ``loss_tokens``; updates
@@ -95,15 +101,16 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
             that need them (seq2seq decoders build their inputs from
             ``labels``). The loss is still ``loss_fn``'s, from the logits: the
             model's own loss, a mean, is not used.
-        time_model: the device's step time for the recipe
-            (NOTE [ splitting updates at the step time ] in :mod:`dynbatch.plan.splits`):
-            by default (``"auto"``) measured on the model before training on an
-            accelerator (NOTE [ the Trainer measures the step time ]), and none on a CPU,
-            where padding always costs (NOTE [ no probe on a CPU ] in :mod:`.planner`);
-            ``"measure"`` measures on any device; an object with ``c``, ``a``, ``b`` (or
-            ``"c,a,b"``) is used as given; None plans without one (on an accelerator: each
-            update whole). With ``accumulate="tokens"`` the recipe keeps its
-            padding-free split: a time model there is refused, not dropped.
+        time_model: the device's step time, at which the recipe cuts each update into
+            micro-batches (finely on a CPU, where padding costs; not on a GPU below its knee,
+            where a step costs the same at any size): by default (``"auto"``) measured on the
+            model before training on an accelerator (a few real steps on the longest samples,
+            the weights and random state put back), and none on a CPU, where padding always
+            costs and a measured step time is noise; ``"measure"`` measures on any device; an
+            object with ``c``, ``a``, ``b`` (or ``"c,a,b"``) is used as given; None plans
+            without one (on an accelerator: each update whole). With ``accumulate="tokens"``
+            the recipe keeps its padding-free split: a time model there is refused, not
+            dropped.
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
             ``callbacks``, ``optimizers``, ``tokenizer``,
             ``preprocess_logits_for_metrics``) and the plan options. With
@@ -111,9 +118,9 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
             causal LM (the loss defaults to ``token_cross_entropy``) or a
             sequence classifier, and ``data_collator`` serves evaluation only;
             without one the Trainer pads the samples itself for evaluation and
-            the step-time probe (NOTE [ the Trainer packs ] in :mod:`.packing`).
-            The samples the probe reads are checked before it runs
-            (NOTE [ dynbatch's checks before the probe ] in :mod:`.planner`).
+            the step-time probe. Any other kind of model, or a sample field the rows would
+            drop, is refused by name when the Trainer is made. The samples the probe reads are
+            checked before it runs, so a refusal never waits for seconds of measuring.
 
     Attributes:
         train_sampler: the :class:`~dynbatch.DistributedDynamicBatchSampler`
@@ -125,6 +132,9 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         max_steps: ``args.max_steps`` when positive, else None.
         micro_batches_per_step: ``args.gradient_accumulation_steps``.
     """
+
+    # NOTE [ the Trainer measures the step time ], [ the Trainer packs ] and
+    # NOTE [ dynbatch's checks before the probe ]: the why of the arguments above
 
     control: Any  # the Trainer's TrainerControl
     data_collator: Any  # the user's; else paddlenlp's default, or with pack_len ours

@@ -168,6 +168,16 @@ class PackPlan(Sequence[Indices]):
     ([[2, 1], [4, 3], [0]], 3)
     >>> [r.tolist() for r in plan.rows], plan.widths.tolist(), plan.efficiency
     ([[2, 1], [4, 3], [0]], [7, 8, 5], 1.0)
+
+    Args:
+        micro_batches: each micro-batch's sample indices, row after row.
+        update_offsets: update ``u`` is micro-batches ``update_offsets[u]:update_offsets[u +
+            1]``.
+        lengths: the lengths planned on (all samples, skipped ones too).
+        pack_len: the most tokens a row holds.
+        skipped: the samples left out (``oversize="skip"``), ascending.
+        multiple: a micro-batch's rows are as wide as its fullest, rounded up to this
+            (``pad_to_multiple_of``).
     """
 
     __slots__ = (
@@ -281,8 +291,9 @@ def plan_packs(
     ``pack_len`` tokens (but an oversize sample with ``oversize="alone"``);
     the epoch has the fixed batch's ``ceil(N / batch_size)`` updates of
     ``batch_size`` samples each, the last the rest, drawn as the fixed batch
-    draws them (NOTE [ packed updates ]); the same
-    ``(seed, epoch)`` gives the same plan.
+    draws them (packing changes how an update is computed, never which samples it
+    holds nor how many updates an epoch has); the same ``(seed, epoch)`` gives the
+    same plan.
 
     Args:
         lengths: tokens per sample.
@@ -309,7 +320,7 @@ def plan_packs(
     >>> plan = plan_packs([300, 200, 100, 400, 12], 512, batch_size=2)
     >>> sorted(int(i) for b in plan for i in b), bool(plan.row_tokens.max() <= 512)
     ([0, 1, 2, 3, 4], True)
-    """
+    """  # NOTE [ packed updates ]
     lens = check_lengths(lengths)
     pack_len = check_int("pack_len", pack_len, minimum=1, maximum=MAX_LENGTH)
     batch_size = check_int("batch_size", batch_size, minimum=1)

@@ -89,14 +89,7 @@ __all__ = [
 class PackChoice:
     """An epoch of packed updates, each run the way the step time predicts fastest.
 
-    ``micro_batches[m]`` is micro-batch ``m``'s samples, step-major (rank
-    ``m % ranks`` of step ``m // ranks``; on one rank, in order): row after
-    row where ``packed[m]`` (:class:`PackLayout` lays it out so; give them to
-    :class:`~dynbatch.PackCollator`), else a padded batch, shortest first;
-    update ``u`` is micro-batches ``update_offsets[u]:update_offsets[u + 1]``;
-    ``seconds[u, k]`` is update ``u``'s predicted time run as ``CHOICES[k]``,
-    and ``choice[u]`` the one kept. ``sharded`` is the same plan as the
-    samplers consume it.
+    What :func:`~dynbatch.choose_packing` returns.
 
     >>> lens = [4, 4, 6, 7, 1, 2, 6, 7]
     >>> c = choose_packing(lens, 8, batch_size=4, time_model="2,1,0", max_rows=2)
@@ -107,6 +100,23 @@ class PackChoice:
     >>> c = choose_packing(lens, 8, batch_size=4, time_model="1,0,0")
     >>> c.counts, c.epoch_seconds
     ({'packed': 0, 'split': 0, 'whole': 2}, 2.0)
+
+    Args:
+        micro_batches: micro-batch ``m``'s samples, step-major (rank ``m % ranks`` of step
+            ``m // ranks``; on one rank, in order): row after row where ``packed[m]``
+            (:class:`PackLayout` lays it out so; give them to :class:`~dynbatch.PackCollator`),
+            else a padded batch, shortest first.
+        packed: per micro-batch, True where it runs as packed rows.
+        update_offsets: update ``u`` is micro-batches ``update_offsets[u]:update_offsets[u +
+            1]``.
+        choice: per update, the way it runs, as an index into ``CHOICES`` (``"packed"``,
+            ``"split"``, ``"whole"``).
+        seconds: ``seconds[u, k]`` is update ``u``'s predicted time run as ``CHOICES[k]``.
+        whole_fits: per update, whether its whole step fits the memory budget.
+        step_shapes: per micro-batch, the step's shape as priced: rows or samples ``n``, and
+            width ``L``.
+        sharded: the same epoch as the samplers deal it to the ranks (None: not dealt).
+        micro_seconds: per micro-batch, its predicted seconds as laid out (None: not priced).
     """
 
     micro_batches: Plan
@@ -275,8 +285,10 @@ def choose_packing(
     """The packed plan of ``epoch``, each update run packed, split or whole: the fastest.
 
     The samplers' plan (:func:`plan_timed_packs`) on one rank, with updates of ``batch_size``
-    samples (or its loss tokens). NOTE [ choosing packing per update ] says what is compared and why
-    the epoch is never predicted slower than the fixed batch's.
+    samples (or its loss tokens). Every way runs the fixed batch's update, exactly its samples,
+    in the same number of steps, so ways are compared at equal updates; and where the fixed
+    batch's own updates are predicted faster for the epoch, they are kept: the epoch is never
+    predicted slower than the fixed batch's.
 
     Args:
         lengths: tokens per sample.
@@ -300,7 +312,7 @@ def choose_packing(
 
     Returns:
         A :class:`PackChoice`.
-    """
+    """  # NOTE [ choosing packing per update ]
     lens = check_lengths(lengths)
     pack_len = check_int("pack_len", pack_len, minimum=1, maximum=MAX_LENGTH)
     batch_size = check_int("batch_size", batch_size, minimum=1)
