@@ -31,6 +31,14 @@ NOTE [ counts on the device ]
     (only repeats flagged as padding, or micro-batches of count 0, as when
     every token is masked): its step is skipped and counted in
     ``skipped_steps``, like a non-finite one, on every rank alike.
+
+GradientAccumulator, why the sum and the count: a per-batch mean loss would weight a batch of
+3 long samples like one of 800 short ones (how dynamic batches went NaN in the original
+study); windows are cut on the sampler's plan, so every rank steps at the same micro-batch
+with no communication. A ``count`` given as a ``paddle.Tensor`` is read on the host to be
+checked (one device sync per micro-batch): pass a Python number where one is at hand. A
+window whose count totals 0 over all ranks has nothing to average over: its step is skipped
+and counted in ``skipped_steps``.
 """
 
 from __future__ import annotations
@@ -101,54 +109,37 @@ def _require_methods(name: str, value: Any, methods: tuple[str, ...], what: str)
 class GradientAccumulator:
     """Accumulate micro-batches to a sample or token budget; each update is the exact mean.
 
-    A per-batch mean loss would weight a batch of 3 long samples like one of 800 short ones
-    (how dynamic batches went NaN in the original study): the update must be the mean over every
-    sample (or token) of the optimizer step, over all its micro-batches and ranks. So
-    :meth:`backward` takes the *sum* of a micro-batch's losses and their count. Windows are cut
-    on the sampler's plan, so every rank steps at the same micro-batch with no communication.
+    :meth:`backward` takes a micro-batch's summed losses and their count (the module says why).
 
     Args:
         model: the model (``paddle.DataParallel`` or a plain layer).
         optimizer: a paddle optimizer.
-        sampler: a dynbatch sampler; its plan decides where windows end.
-            Or a :class:`~dynbatch.DynamicBatchIterable` iterated through its
-            ``loader()``: each step's counts over all ranks decide, so every rank ends
-            an update at the same step.
+        sampler: a dynbatch sampler; its plan decides where windows end. Or a
+            :class:`~dynbatch.DynamicBatchIterable` iterated through its ``loader()``: each
+            step's counts over all ranks decide, so every rank ends an update at the same step.
             Without one, the optimizer steps after every micro-batch.
-        target: samples (or tokens) per optimizer step, summed over ranks,
-            cut on the plan in its order. Default: the plan's own updates when
-            its options ask for them (``update_size``, as
-            :func:`~dynbatch.like_fixed` and a sampler given
-            ``batch_size=`` do: lengths mixed in each);
-            otherwise **each micro-batch is an update of its own**.
-        unit: ``"samples"`` or ``"tokens"``: what ``target`` counts (tokens are
-            real, unpadded lengths). Default: the plan's ``update_unit``.
-        scaler: a ``paddle.amp.GradScaler`` (or anything with its ``scale``,
-            ``unscale_``, ``step`` and ``update``) for mixed precision.
+        target: samples (or tokens) per optimizer step, summed over ranks, cut on the plan in
+            its order. Default: the plan's own updates when its options ask for them
+            (``update_size``, as :func:`~dynbatch.like_fixed` and a sampler given
+            ``batch_size=`` do: lengths mixed in each); otherwise **each micro-batch is an
+            update of its own**.
+        unit: ``"samples"`` or ``"tokens"``: what ``target`` counts (tokens are real, unpadded
+            lengths). Default: the plan's ``update_unit``.
+        scaler: a ``paddle.amp.GradScaler`` (or anything with its ``scale``, ``unscale_``,
+            ``step`` and ``update``) for mixed precision.
         lr_scheduler: stepped after every applied optimizer step.
 
-    Use::
+    Use: ``with acc.accumulate(): acc.backward(losses.sum(), count=labels.shape[0])`` for each
+    micro-batch of the loader (``examples/quickstart.py``).
 
-        for ids, labels in loader:
-            with acc.accumulate():
-                losses = F.cross_entropy(model(ids), labels, reduction="none")
-                acc.backward(losses.sum(), count=labels.shape[0])
-
-    ``backward`` steps the optimizer itself when the window is complete; a step
-    whose loss or gradients are NaN or inf on any rank is skipped on all and
-    counted in ``skipped_steps`` (with a scaler: an fp16 overflow, after which
-    the scaler lowers its scale). A batch the distributed sampler repeated only
-    to even out step counts (``sampler.padding_mask()``) gets weight 0. The
-    accumulator follows the sampler's passes (by the plan, since the DataLoader prefetches): a
-    new iteration of the sampler starts its windows anew, and a resumed epoch starts where the
-    sampler does.
-    ``state_dict()`` holds the open window's gradients, so a checkpoint taken
-    in the middle of a window resumes exactly.
-
-    A ``count`` given as a ``paddle.Tensor`` is read on the host to be checked (one device sync
-    per micro-batch): pass a Python number where one is at hand. A window whose count totals 0
-    over all ranks has nothing to average over: its step is skipped and counted in
-    ``skipped_steps``.
+    ``backward`` steps the optimizer itself when the window is complete; a step whose loss or
+    gradients are NaN or inf on any rank is skipped on all and counted in ``skipped_steps``
+    (with a scaler: an fp16 overflow, after which the scaler lowers its scale). A batch the
+    distributed sampler repeated only to even out step counts (``sampler.padding_mask()``) gets
+    weight 0. The accumulator follows the sampler's passes (by the plan, since the DataLoader
+    prefetches): a new iteration of the sampler starts its windows anew, and a resumed epoch
+    starts where the sampler does. ``state_dict()`` holds the open window's gradients, so a
+    checkpoint taken in the middle of a window resumes exactly.
     """  # NOTE [ normalising the loss ], [ accumulating to a budget ], [ counts on the device ]
 
     def __init__(

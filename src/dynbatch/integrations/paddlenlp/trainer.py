@@ -253,17 +253,13 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
             max_steps=self.max_steps,
         )
 
-    # -- the plan's windows: PlanWindows; and the samples trained -------------------------
     @property
     def consumed_samples(self) -> int:
         """Real samples trained over all ranks, the whole run (a resume included)."""
         return self.run_log.consumed_samples
 
-    # -- Trainer overrides: data ---------------------------------------------------------------
     def get_train_dataloader(self) -> RunLoader:
-        """Every window of the run; ``len()`` is its exact number of optimizer steps. A collator's
-        error stops training by name (NOTE [ a collate error in paddle's DataLoader ] in
-        :mod:`dynbatch.paddle.safe_collate`)."""
+        """Every window of the run; ``len()`` its exact optimizer steps."""
         run = self._run()
         averaged = mean_over(
             self.loss_fn, self.gave_loss_fn, self.accumulate, run.sampler.loss_tokens is not None
@@ -279,8 +275,7 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
 
     # -- Trainer overrides: the step -----------------------------------------------------------
     def model_outputs(self, model: Any, inputs: Mapping[str, Any]) -> Any:
-        """The model's outputs on a training micro-batch's inputs: packed rows run as
-        NOTE [ the Trainer packs ] says, a padded batch by the model's own forward."""
+        """A micro-batch's outputs: packed rows as NOTE [ the Trainer packs ] says, else forward."""
         if self.packed is None:
             return model(**inputs)
         return packed_outputs(model, inputs, self.packed)
@@ -290,10 +285,8 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         return train_window(self, self._run(), model, inputs)
 
     def check_batch(self, batch: Any) -> None:
-        """Raise the error a batch holds in place of its fields, by name: its collator could
-        not build it (NOTE [ a collate error in paddle's DataLoader ] in
-        :mod:`dynbatch.paddle.safe_collate`)."""
-        raise_failure(batch)
+        """Raise the error its collator returned in a batch, by name."""
+        raise_failure(batch)  # NOTE [ a collate error in paddle's DataLoader ]
 
     # -- Trainer overrides: logging ------------------------------------------------------------
     def log(self, logs: dict[str, float], **kwargs: Any) -> None:
