@@ -42,6 +42,7 @@ builds a character vocabulary from the training data.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -51,7 +52,9 @@ from typing import Any
 import numpy as np
 from corpus import (
     CorpusError,
+    Parser,
     TokenIds,
+    UsageError,
     load_examples,
     pick_model,
     pick_vocab,
@@ -66,18 +69,18 @@ import dynbatch
 CALIBRATED_MODES = frozenset(CALIBRATED)
 #: what --pack runs when --modes is not given: the fixed batch, its recipe, and packed
 PACK_MODES = ("fixed", "dynamic", "pack")
+#: the modes planned from --batch-size alone, whom the plan's flags (--max-cost, ...) do not shape
+RECIPE_MODES = ("fixed", "group", "dynamic", "pack")
+#: the plan's flags: PlanOptions' fields but those the example sets itself
+PLAN_EXCLUDED = ("order", "oversize", "equal_epochs", "balance", "drop_last", "pack_len")
 #: the defaults of a run without a GPU (NOTE [ CPU defaults ])
 CPU_DEFAULTS: dict[str, Any] = {"model": "tiny", "max_len": 128, "max_train_samples": 3000}
 #: and with one: every training review at BERT's positions, pretrained weights when reachable
 GPU_DEFAULTS: dict[str, Any] = {"model": "auto", "max_len": MAX_POSITIONS, "max_train_samples": 0}
 
 
-class UsageError(Exception):
-    """Bad input: printed as one line, exit code 2."""
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = Parser(
         allow_abbrev=False,
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -138,9 +141,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         f"and {MAX_POSITIONS} on a GPU",
     )
     p.add_argument("--batch-size", type=int, default=20, help="the fixed mode's batch size")
-    dynbatch.PlanOptions.add_arguments(
-        p, exclude=("order", "oversize", "equal_epochs", "balance", "drop_last", "pack_len")
-    )
+    dynbatch.PlanOptions.add_arguments(p, exclude=PLAN_EXCLUDED)
     p.add_argument(
         "--memory-target",
         type=float,
@@ -194,10 +195,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.pack and "pack" not in args.modes:
         args.modes.append("pack")
     unknown = [m for m in args.modes if m not in MODES]
-    if unknown or not args.modes:
-        raise UsageError(
-            f"--modes: unknown mode(s) {unknown or args.modes}; choose from {', '.join(MODES)}"
-        )
+    if not args.modes:
+        raise UsageError(f"--modes names no mode; choose from {', '.join(MODES)}")
+    if unknown:
+        raise UsageError(f"--modes: unknown mode(s) {unknown}; choose from {', '.join(MODES)}")
+    unused_plan_flags(p, args)
     if "fixed" in args.modes:  # it runs first: the others take its memory and its time
         args.modes = ["fixed", *(m for m in args.modes if m != "fixed")]
     elif needs_target(args) and args.memory_target is None and not args.worker:
@@ -250,6 +252,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except dynbatch.InputError as exc:
         raise UsageError(str(exc)) from None
     return args
+
+
+def unused_plan_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse the plan's flags where no mode asked for plans with them: they would do nothing."""
+    if any(m not in RECIPE_MODES for m in args.modes):
+        return
+    fields = [f.name for f in dataclasses.fields(dynbatch.PlanOptions)]
+    given = [
+        f"--{name.replace('_', '-')}={getattr(args, name)}"
+        for name in fields
+        if name not in PLAN_EXCLUDED and getattr(args, name) != p.get_default(name)
+    ]
+    if given:
+        planned = ", ".join(m for m in MODES if m not in RECIPE_MODES)
+        raise UsageError(
+            f"{', '.join(given)} plans only the modes {planned}; --modes "
+            f"{','.join(args.modes)} takes its batches from --batch-size: add such a mode or "
+            "leave the flag out"
+        )
 
 
 def gpu_available() -> bool:

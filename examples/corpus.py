@@ -13,6 +13,7 @@ the lines printed beside them (:func:`say`).
 
 from __future__ import annotations
 
+import argparse
 import csv
 import socket
 import sys
@@ -20,7 +21,7 @@ import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 import numpy as np
@@ -75,6 +76,33 @@ def say(line: str) -> None:
 
     with tqdm.external_write_mode():  # clears the bars on stderr, redraws them after
         print(line, flush=True)
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's own complaints (``--epochs abc``) are bad input too: one line, not usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+#: --time-model's words (the Trainer's ``time_model``), besides ``c,a,b`` seconds
+TIME_MODEL_WORDS = ("auto", "measure", "none")
+
+
+def time_model_flag(value: str) -> str:
+    """--time-model checked as it is parsed (argparse's ``type=``): a word, or c,a,b seconds."""
+    import dynbatch
+
+    if value not in TIME_MODEL_WORDS:
+        try:
+            dynbatch.StepTimeModel.parse(value, "--time-model")
+        except dynbatch.InputError as exc:
+            raise argparse.ArgumentTypeError(f"{exc}; or {', '.join(TIME_MODEL_WORDS)}") from None
+    return value
 
 
 class CorpusError(Exception):

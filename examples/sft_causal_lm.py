@@ -88,10 +88,18 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
-from corpus import CorpusError, load_examples, quiet_paddle_notices, run_modes
+from corpus import (
+    CorpusError,
+    Parser,
+    UsageError,
+    load_examples,
+    quiet_paddle_notices,
+    run_modes,
+    time_model_flag,
+)
 
 #: The shared data beside the clone, or where DYNBATCH_SHARED_DATA says (as tests/conftest.py).
 SHARED = Path(
@@ -119,20 +127,9 @@ MIN_VOCAB = len(SPECIALS) + len(KEPT) + 1
 MAX_LEN = 32768
 
 
-class UsageError(Exception):
-    """Bad input: printed as one line, exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse's own complaints (``--epochs abc``) are bad input too: one line, not usage."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 # -- flags ------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = _Parser(
+    p = Parser(
         allow_abbrev=False,
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -171,6 +168,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--time-model",
         dest="step_time",  # not a PlanOptions field: the recipe's, given to the Trainer
+        type=time_model_flag,
         default="auto",
         help="--runner trainer's step time: auto (the Trainer's default: timed on an "
         "accelerator, none on a CPU), measure (the Trainer times the model on any device), none "

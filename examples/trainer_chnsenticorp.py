@@ -38,12 +38,15 @@ from typing import Any
 import numpy as np
 from corpus import (
     CorpusError,
+    Parser,
     TokenIds,
+    UsageError,
     check_vocab,
     load_examples,
     pick_vocab,
     quiet_paddle_notices,
     run_modes,
+    time_model_flag,
     tokenize,
 )
 from train_mode import TINY, build_model
@@ -60,12 +63,8 @@ VOCAB = SHARED / "bert-base-chinese-vocab.txt"
 MODES = ("fixed", "dynamic")
 
 
-class UsageError(Exception):
-    """Bad input: printed as one line, exit code 2."""
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = Parser(
         allow_abbrev=False,
         description=__doc__.split("\n\n")[0],
         epilog="Without --max-cost the dynamic mode trains like the fixed batch (dynbatch's "
@@ -104,6 +103,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--time-model",
         dest="step_time",  # not the PlanOptions field: the recipe's, given to the Trainer
+        type=time_model_flag,
         default="auto",
         help="the recipe's step time: auto (the Trainer's default: timed on an accelerator, none "
         "on a CPU), measure (the Trainer times the model on any device), none (the CPU's "

@@ -328,7 +328,7 @@ COMPUTE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         "empty-field",
         lambda: compute_lengths([([], 0)], ref_index=0),
         VALUE,
-        r"lengths measured by ref_index=0 must be positive; .*\[0\]=0",
+        r"ref_index=0 of sample 0 must be a whole number >= 1 \(a sample's length\), got 0",
     ),
     (
         "empty-dataset",
@@ -383,7 +383,7 @@ for label, result in [("zero", 0), ("negative", -3)]:
             f"length_fn-returns-{label}",
             functools.partial(compute_lengths, DATA, length_fn=lambda s, r=result: r),
             VALUE,
-            rf"lengths measured by length_fn=.* must be positive; .*\[0\]={result}",
+            rf"length_fn=.*<lambda> of sample 0 must be a whole number >= 1 .*, got {result}$",
         )
     )
 for label, call, error, match in COMPUTE_CASES:

@@ -157,6 +157,11 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--modes", "fixed,sorted"], "unknown mode(s) ['sorted']"),
+        (["--modes", ","], "--modes names no mode; choose from fixed, "),
+        (  # the plan's flags shape the study's modes only: unused, they are refused
+            ["--pack", "--batch-size-multiple", "8"],
+            "--batch-size-multiple=8 plans only the modes fill, shuffle, ascending, bucket, ",
+        ),
         (["--data-file", "no/such.csv"], "data file not found: no/such.csv"),
         (["--data-file", "{bad}"], "must name a 'label' column"),
         (["--data-file", "{ragged}"], "expected 2 fields, got 3"),

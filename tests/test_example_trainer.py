@@ -98,6 +98,7 @@ def test_without_the_shared_data_it_says_so_and_runs_offline(tmp_path: Path) -> 
         (["--max-batch-size", "0"], "max_batch_size must be an integer >= 1"),
         (["--data-file", "/nonexistent/reviews.csv"], "data file not found"),
         (["--vocab", "/nonexistent/vocab.txt"], "--vocab file not found"),
+        (["--time-model", "1,2"], "--time-model as text must be three numbers 'c,a,b'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

@@ -88,6 +88,16 @@ def test_length_fn_must_return_whole_numbers(value: object, error: type, message
         compute_lengths([[1], [2]], length_fn=lambda s: value)
 
 
+@pytest.mark.parametrize("value", [0, -1, -3.0])
+def test_a_length_fn_result_below_1_names_the_sample_once(value: float) -> None:
+    lengths = {0: 5, 1: value}
+    with pytest.raises(ValueError) as caught:
+        compute_lengths([0, 1], length_fn=lambda s: lengths[s])
+    message = str(caught.value)
+    assert "of sample 1 must be a whole number >= 1" in message, message
+    assert message.count("length_fn=") == 1, message
+
+
 def test_a_captured_value_is_part_of_the_cache_key(tmp_path: Path) -> None:
     data = [([1] * n, 0) for n in range(1, 40)]
     cache = tmp_path / "lens.npz"

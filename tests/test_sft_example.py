@@ -328,6 +328,7 @@ def test_the_stock_trainers_shifted_labels_give_token_losss_mean(example_modules
         (["--lr", "0"], "--lr must be a finite number > 0, got 0.0"),
         (["--data-file", "/nonexistent/reviews.csv"], "data file not found"),
         (["--epochs", "abc"], "argument --epochs: invalid int value: 'abc'"),
+        (["--time-model", "abc"], "--time-model as text must be three numbers 'c,a,b'"),
         (["--batch-size", "-1"], "--batch-size must be >= 1, got -1"),
         (["--max-len", "11"], "--max-len must be >= 12 (the prompt's template and the answer"),
         (["--pack", "--max-len", str(10**20)], "--max-len must be at most 32768 (Qwen2's"),

@@ -10,7 +10,7 @@ from strategies import lengths as lengths_strategy
 
 import dynbatch
 from dynbatch.plan.epochs import plan_epoch
-from dynbatch.plan.windows import EpochWindows
+from dynbatch.plan.windows import EpochWindows, even_windows
 
 
 @settings(max_examples=60, deadline=None)
@@ -75,3 +75,24 @@ def test_the_accumulator_and_the_trainer_walk_the_same_windows() -> None:
     for epoch in range(2):
         assert acc.windows(epoch).ends.tolist() == run.window_ends(epoch).tolist(), epoch
         assert acc.steps_per_epoch(epoch) == run.steps_per_epoch(epoch)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 50), min_size=1, max_size=40),
+    share=st.floats(0.0, 1.0),
+)
+def test_even_windows_makes_exactly_the_windows_asked_for(counts, share) -> None:
+    windows = 1 + round(share * (len(counts) - 1))  # 1..steps
+    ends = even_windows(np.array(counts), windows)
+    assert ends.size == windows, "the windows asked for, however uneven the counts"
+    assert ends[-1] == len(counts) and bool(np.all(np.diff(ends) > 0)), "each a step or more"
+
+
+def test_sorted_updates_of_one_sample_are_one_a_step() -> None:
+    """An outside tester's `dynbatch stats --update-size 1`: 3 steps made 2 updates, ascending."""
+    lens = np.array([5, 9, 3, 7, 12, 4])
+    opts = dynbatch.PlanOptions(max_cost=200, order="ascending", update_size=1)
+    sharded = plan_epoch(lens, opts, epoch=0)
+    assert sharded.window_ends is not None
+    assert sharded.window_ends.tolist() == list(range(1, sharded.num_steps + 1))

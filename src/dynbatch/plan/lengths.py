@@ -120,6 +120,8 @@ def _measured(value: Any, where: str) -> int:
     number = float(value)
     if not number.is_integer():
         raise InputError(f"{where} must be a whole number, got {value!r}")
+    if number < 1:
+        raise InputError(f"{where} must be a whole number >= 1 (a sample's length), got {value!r}")
     return int(number)
 
 

@@ -94,6 +94,23 @@ class StepTimeModel(PolynomialCost):
             )
         object.__setattr__(self, "error", float(error))
 
+    @classmethod
+    def parse(cls, text: str, name: str = "time_model") -> StepTimeModel:
+        """A step time from a command line's ``"c,a,b"`` (seconds = c + n*L*(a + b*L)).
+
+        >>> StepTimeModel.parse("0.04,1e-6,0")
+        StepTimeModel(c=0.04, a=1e-06, b=0.0, error=0.0)
+
+        Args:
+            text: three numbers, ``c,a,b``.
+            name: the argument's name, for the error (a flag such as ``"--time-model"``).
+        """
+        if not isinstance(text, str):
+            raise InputTypeError(f"{name} must be text 'c,a,b', got {name}={text!r}")
+        model = check_time_model(text, name)
+        assert model is not None  # text is never None
+        return model
+
 
 #: A step that costs the same at any size: each update runs whole (a GPU below its knee).
 FLAT_STEP = StepTimeModel(c=1.0, a=0.0, b=0.0)

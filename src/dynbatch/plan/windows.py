@@ -104,26 +104,35 @@ def accumulation_windows(step_counts: Any, target: float | None) -> NDArray[np.i
 
 
 def even_windows(step_counts: Any, windows: int) -> NDArray[np.int64]:
-    """End offsets of about ``windows`` windows of about equal counts, in order.
+    """End offsets of ``windows`` windows of about equal counts, in order.
 
     Each window ends at the step whose running total is nearest its share of
-    the whole; a step never ends two windows, so there may be fewer.
+    the whole, moved the least so that every window holds a step: exactly
+    ``windows`` of them (at most one a step), however uneven the counts, since
+    the number of updates is the epoch's promise (NOTE [ mixed updates ]).
 
     >>> even_windows(np.array([3, 3, 3, 3, 3, 3]), 2).tolist()
     [3, 6]
     >>> even_windows(np.array([5, 1, 1, 5]), 3).tolist()
     [1, 3, 4]
+    >>> even_windows(np.array([1, 1, 4]), 3).tolist()  # nearest shares: [2, 2]; moved apart
+    [1, 2, 3]
     """
     counts = _checked_counts(step_counts)
     if counts.size == 0:
         return np.zeros(0, dtype=np.int64)
+    k = min(max(1, int(windows)), counts.size)
     total = np.cumsum(counts)
-    marks = total[-1] * np.arange(1, max(1, int(windows))) / max(1, int(windows))
+    marks = total[-1] * np.arange(1, k) / k
     after = np.minimum(np.searchsorted(total, marks), counts.size - 1)
     before = np.maximum(after - 1, 0)
     nearer = (after > 0) & (marks - total[before] < total[after] - marks)
-    ends = np.where(nearer, before, after) + 1
-    out: NDArray[np.int64] = np.unique(np.r_[ends, counts.size]).astype(np.int64)
+    ends = np.r_[np.where(nearer, before, after) + 1, counts.size].astype(np.int64)
+    # each end at least one step past the one before, and leaving a step to each after it
+    ends = np.maximum(ends, np.arange(1, k + 1))
+    ends = np.maximum.accumulate(ends - np.arange(k)) + np.arange(k)
+    ends = np.minimum(ends, counts.size - k + 1 + np.arange(k))
+    out: NDArray[np.int64] = ends
     return out
 
 
