@@ -15,7 +15,7 @@ STAMP       := $(VENV)/.installed
 # install of paddleformers backtracks for about 25 minutes, a locked one only downloads.
 PF_VENV     ?= .venv-pf
 PF_PY       := $(PF_VENV)/bin/python
-PF_LOCK     := requirements/paddleformers-lock.txt
+PF_LOCK     := .ci/paddleformers-lock.txt
 PF_STAMP    := $(PF_VENV)/.installed
 
 .PHONY: demo test test-paddleformers lint docs dist bench clean
