@@ -11,8 +11,8 @@ TEST_EXTRAS ?= cpu,visualdl,examples,test
 DEMO_STAMP  := $(VENV)/.installed-demo
 STAMP       := $(VENV)/.installed
 # PaddleFormers' Trainer cannot share .venv with paddlenlp 3.0.0b4 (their datasets, pyarrow and
-# numpy pins part), so its tests get a venv of their own, every version from the lock: a loose
-# install of paddleformers backtracks for about 25 minutes, a locked one only downloads.
+# numpy pins part), so its tests get a venv of their own, every version from the lock: pip then
+# resolves in seconds, and a new release of one of its ~120 dependencies changes nothing here.
 PF_VENV     ?= .venv-pf
 PF_PY       := $(PF_VENV)/bin/python
 PF_LOCK     := .ci/paddleformers-lock.txt
