@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-sys.path.insert(0, str(Path(__file__).parent))  # tests/strategies.py
+sys.path.insert(0, str(Path(__file__).parent))  # tests/strategies.py, tests/ci.py
+from ci import IN_CI, ci_value
 
 settings.register_profile(
     "ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -15,8 +16,6 @@ settings.register_profile(
 settings.register_profile(
     "dev", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-#: CI=true (GitHub Actions, GitLab, most CI services); "false", "0" or unset is a local run.
-IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 settings.load_profile("ci" if IN_CI else "dev")
 
 #: The shared corpus and vocabulary: beside the clone (``../shared/data``), or where
@@ -39,7 +38,7 @@ def shared_file(name: str) -> Path:
             "DYNBATCH_SHARED_DATA"
         )
         if IN_CI:
-            pytest.fail(f"{message} (CI={os.environ['CI']}: missing data fails, never skips)")
+            pytest.fail(f"{message} ({ci_value()}: missing data fails, never skips)")
         pytest.skip(message)
     return path
 
