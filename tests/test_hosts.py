@@ -19,13 +19,19 @@ from typing import Any
 import pytest
 
 pytest.importorskip("paddle")
+import paddle
 
 import dynbatch.integrations
-from dynbatch.integrations.core import Host, _compat
+from dynbatch import InputError, InputTypeError, PlanOptions
+from dynbatch.integrations.core import CausalPacking, Host, _compat
+from dynbatch.integrations.core.host import MASK_FIELDS
+from dynbatch.integrations.core.packing import CAUSAL_LM, Packed, pack_collator, packed_model
 
 #: every adapter package of ``dynbatch.integrations``, and the release its host was written for
 ADAPTERS = {"paddlenlp": "3.0.0b4"}
 CORE = Path(_compat.__file__).parent
+#: rows of 8 tokens, packed
+PACKS = PlanOptions(max_cost=64, cost="linear", pack_len=8, update_size=4, order="shuffle")
 
 
 def test_every_adapter_is_checked() -> None:
@@ -94,3 +100,65 @@ def test_private_names_only_in_compat_and_the_host(adapter: str) -> None:
         if name in text
     ]
     assert not found, f"private names only in the core's _compat (and the host's): {found}"
+
+
+# -- what a host chooses: how its causal LMs take a packed row's mask ---------------------------
+class _Base(paddle.nn.Layer):  # type: ignore[misc]
+    def forward(self, input_ids: Any, position_ids: Any = None, **masks: Any) -> Any:
+        return input_ids
+
+
+class TinyForCausalLM(paddle.nn.Layer):  # type: ignore[misc]
+    """A causal LM by its shape only: its forward takes FlashMask's column form."""
+
+    base_model_prefix = "tiny"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tiny = _Base()
+
+    def forward(
+        self,
+        input_ids: Any,
+        position_ids: Any = None,
+        attn_mask_startend_row_indices: Any = None,
+        labels: Any = None,
+    ) -> Any:
+        return input_ids
+
+
+def flashmask(accepts: bool) -> CausalPacking:
+    return CausalPacking(
+        mask_field="attn_mask_startend_row_indices",
+        mask="FlashMask's attn_mask_startend_row_indices",
+        models="the host's decoders",
+        examples="the host's TinyForCausalLM",
+        accepts=lambda base: accepts and isinstance(base, _Base),
+    )
+
+
+@pytest.mark.parametrize("field", MASK_FIELDS)
+def test_the_packed_rows_hold_the_mask_in_the_hosts_field(field: str) -> None:
+    """A causal LM's rows carry the mask in the one field its host names, in that field's form
+    (the dense bool block mask, or FlashMask's column form), and no other mask."""
+    collate = pack_collator(PACKS, Packed(CAUSAL_LM, "labels", 0, 8, field))
+    batch = collate([{"input_ids": [1, 2, 3]}, {"input_ids": [4, 5]}, {"input_ids": [6]}])
+    assert set(batch) == {"input_ids", "position_ids", field, "labels"}, sorted(batch)
+    rows, width = batch["input_ids"].shape
+    shape = {"attention_mask": [rows, width, width], "attn_mask_startend_row_indices": None}
+    if shape[field] is not None:
+        assert list(batch[field].shape) == shape[field]
+    else:
+        assert list(batch[field].shape) == [rows, 1, width, 1], "FlashMask's causal form"
+
+
+def test_a_host_that_takes_flashmask_packs_for_its_causal_lm() -> None:
+    packed = packed_model(TinyForCausalLM(), "labels", 8, flashmask(True))
+    assert (packed.kind, packed.mask_field) == (CAUSAL_LM, "attn_mask_startend_row_indices")
+    with pytest.raises(InputTypeError, match=r"does not take FlashMask's .* as given, as the host"):
+        packed_model(TinyForCausalLM(), "labels", 8, flashmask(False))
+
+
+def test_a_host_names_only_a_mask_the_collator_builds() -> None:
+    with pytest.raises(InputError, match="mask_field must be one of 'attention_mask'"):
+        CausalPacking(mask_field="mask", mask="", models="", examples="", accepts=bool)
