@@ -32,7 +32,7 @@ NOTE [ packed pairs ]
     mode. ``--runner trainer`` gives the dynamic mode's ``DynamicBatchTrainer`` the same
     arguments and ``pack_len=--max-len``: its collator makes the same rows of the same
     ``(input_ids, labels)`` (NOTE [ the Trainer packs ] in
-    :mod:`dynbatch.integrations.paddlenlp.packing`), and with the step time it measures
+    :mod:`dynbatch.integrations.core.packing`), and with the step time it measures
     (``--time-model``) each micro-batch runs packed or padded, as its plan priced it.
 """
 

@@ -249,7 +249,7 @@ def test_the_split_check_reads_every_place_references_are_written() -> None:
         "README.md",
         "docs/packing.md",
         "docs/_ext/notes.py",
-        "src/dynbatch/integrations/paddlenlp/packing.py",
+        "src/dynbatch/integrations/core/packing.py",
         "tests/test_cross_references.py",
         "examples/sft_causal_lm.py",
         "benchmarks/device_time.py",

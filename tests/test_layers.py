@@ -11,7 +11,9 @@ NOTE [ the layers ]
     - ``memory/``: the allocator's counters, probes, fit, calibrate, preflight;
     - ``paddle/``: the adapters (samplers, the accumulator and its update, collators,
       losses, the logging hook, the stream's loader);
-    - ``integrations/``, then ``cli/``;
+    - ``integrations/core/``: the Trainer written once for every framework, which imports none
+      of them (NOTE [ one core, one host per adapter ] in ``integrations/core/host.py``); then
+      ``integrations/``' adapters, one package per framework, each on the core; then ``cli/``;
     - the package itself (``dynbatch/__init__.py``, ``__main__``) on top: it gathers the
       public names, so nothing inside imports it.
 
@@ -40,13 +42,17 @@ LAYERS: list[tuple[str, ...]] = [
     ("dynbatch.stream",),
     ("dynbatch.memory",),
     ("dynbatch.paddle",),
+    ("dynbatch.integrations.core",),
     ("dynbatch.integrations",),
     ("dynbatch.cli",),
     ("dynbatch", "dynbatch.__main__"),
 ]
 #: the layers that never import paddle (nor paddlenlp, visualdl), not even lazily
 NO_PADDLE = ("dynbatch.plan", "dynbatch.stream")
-HEAVY = ("paddle", "paddlenlp", "visualdl")
+HEAVY = ("paddle", "paddlenlp", "paddleformers", "visualdl")
+#: the Trainer's core, which reaches a framework only through its adapter's host
+NO_FRAMEWORK = ("dynbatch.integrations.core",)
+FRAMEWORKS = ("paddlenlp", "paddleformers")
 MAX_TOP_MODULES = 12
 #: the house's bounds: a module past this many lines does several jobs, a class past
 #: ``MAX_CLASS_LINES`` (its ``class`` line to its last) is more than a reader can hold
@@ -160,7 +166,7 @@ def test_the_import_graph_is_read() -> None:
     """The walk sees imports at the top, inside functions, relative and absolute."""
     edges = graph()
     assert "dynbatch.plan.options" in edges["dynbatch.plan.planning"], "a top-level import"
-    assert "dynbatch.paddle.sampler" in edges["dynbatch.integrations.paddlenlp.arguments"]
+    assert "dynbatch.paddle.sampler" in edges["dynbatch.integrations.core.arguments"]
     assert "dynbatch.cli" in edges["dynbatch.__main__"], "from .cli import main"
     assert "dynbatch.plan.text" in edges["dynbatch.cli.corpora"], "an import inside a function"
     assert len(edges) > 50, len(edges)
@@ -204,6 +210,19 @@ def test_the_planner_and_streams_never_import_paddle(name: str) -> None:
         if target.split(".")[0] in HEAVY
     ]
     assert not heavy, "\n".join(heavy)
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in modules() if any(n == p or n.startswith(p + ".") for p in NO_FRAMEWORK)]
+)
+def test_the_trainers_core_never_imports_a_framework(name: str) -> None:
+    found = modules()
+    frameworks = [
+        f"{name}:{line} imports {target}"
+        for target, line in imported(name, found[name], set(found))
+        if target.split(".")[0] in FRAMEWORKS
+    ]
+    assert not frameworks, "\n".join(frameworks)
 
 
 def test_a_lazy_paddle_import_is_seen() -> None:

@@ -274,7 +274,7 @@ def test_two_ranks_update_is_the_exact_mean_over_all_loss_tokens(
     [(None, "None"), (paddle.zeros([2]), r"a tensor of shape \[2\]"), (True, "True"), ("3", "'3'")],
 )
 def test_a_loss_fn_pair_with_a_bad_count_is_named(count: Any, shown: str) -> None:
-    from dynbatch.integrations.paddlenlp.losses import loss_and_count
+    from dynbatch.integrations.core.losses import loss_and_count
 
     total = paddle.to_tensor([1.0], stop_gradient=False).sum()
     with pytest.raises(

@@ -333,7 +333,7 @@ def test_samples_with_the_fields_the_rows_rebuild_train(tmp_path: Path) -> None:
     """A tokenizer's padded samples (a 0/1 attention_mask, positions from 0) and paddlenlp's
     ``label`` are taken as PackCollator takes them: the pad tokens are left out of the rows
     (NOTE [ a sample's own fields ])."""
-    from dynbatch.integrations.paddlenlp.packing import pack_collator
+    from dynbatch.integrations.core.packing import pack_collator
 
     base = Reviews(20)
 
@@ -389,7 +389,7 @@ def test_two_ranks_train_a_packed_classifier_to_one_update(tmp_path: Path) -> No
 
 def test_a_causal_lm_packs_pairs_as_it_packs_dicts(tmp_path: Path) -> None:
     """``(input_ids, labels)`` pairs (the SFT example's samples) make the rows dicts make."""
-    from dynbatch.integrations.paddlenlp.packing import pack_collator
+    from dynbatch.integrations.core.packing import pack_collator
 
     ds = Pairs(24, seed=4)
     trainer = DynamicBatchTrainer(
@@ -468,8 +468,8 @@ def test_on_a_cpu_the_default_plans_without_probing_the_same_every_run(
     default time_model one run planned 1 packed / 24 split updates, the next 20 / 3 / 2. On
     a CPU the default probes nothing and plans as a CPU's step time is (every update packed;
     unpacked, the padding-free split): the same plan in every run."""
-    from dynbatch.integrations.paddlenlp import planner
-    from dynbatch.integrations.paddlenlp.probe import TIME_MODEL_FILE
+    from dynbatch.integrations.core import planner
+    from dynbatch.integrations.core.probe import TIME_MODEL_FILE
 
     def no_probe(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the step time was probed on a CPU")
@@ -517,7 +517,7 @@ def test_a_measured_step_time_that_changes_the_plan_is_a_warning(
     (here a stand-in: the probe itself is replaced)."""
     import logging
 
-    from dynbatch.integrations.paddlenlp import planner
+    from dynbatch.integrations.core import planner
 
     flat = dynbatch.StepTimeModel(c=0.05, a=0.0, b=0.0)
     probes: list[int] = []
@@ -610,7 +610,7 @@ def test_dynbatchs_checks_refuse_before_the_step_time_probe(tmp_path: Path, case
     step-time probe (time_model="measure") runs a step: no forward, no step time kept."""
     from paddlenlp.transformers import BertForTokenClassification
 
-    from dynbatch.integrations.paddlenlp.probe import TIME_MODEL_FILE
+    from dynbatch.integrations.core.probe import TIME_MODEL_FILE
 
     ds: Any = Reviews(30)
     model, lengths, pack_len = packed_bert(), ds.lengths, 40

@@ -59,7 +59,7 @@ def test_the_accumulator_and_the_trainer_walk_the_same_windows() -> None:
     pytest.importorskip("paddlenlp")
     import paddle
 
-    from dynbatch.integrations.paddlenlp.run import RunPlan
+    from dynbatch.integrations.core.run import RunPlan
 
     lens = np.random.default_rng(0).integers(5, 200, 500)
     data = [np.zeros(n, dtype=np.int64) for n in lens]

@@ -19,7 +19,7 @@ NOTE [ one update engine ]
     :meth:`ExactMeanUpdate.step`, which skips such a window and counts it.
     paddlenlp's Trainer steps the optimizer itself after ``training_step``,
     with no way to skip one step, so ``DynamicBatchTrainer`` raises on the same
-    verdict (NOTE [ one update, one mean ] in :mod:`dynbatch.integrations.paddlenlp`),
+    verdict (NOTE [ one update, one mean ] in :mod:`dynbatch.integrations.core.step`),
     unless fp16 loss scaling skips it. A window skipped for a NaN or inf is never
     silent: both loops warn through :meth:`ExactMeanUpdate.warn_skipped`, once per
     such window, with its step and the run's count of them so far.

@@ -11,33 +11,9 @@
     )
     trainer.train()                                  # or train(resume_from_checkpoint=...)
 
-With no plan options, the Trainer trains like the fixed batch of ``args``
-(``per_device_train_batch_size`` x ``gradient_accumulation_steps`` x ranks per
-update) without its padding: :func:`dynbatch.like_fixed`, NOTE [ the fixed batch's recipe ].
-Plan options (``max_cost=..., cost=..., order=...`` or
-``options=``) plan the study's way instead: one micro-batch per planned batch.
-
-``paddlenlp.trainer.Trainer`` assumes fixed batches in four places, and each
-one breaks with dynamic batches: it sizes the run once from
-``len(train_dataloader)``, it divides every micro-batch's loss by
-``gradient_accumulation_steps``, it resumes by consumed-samples arithmetic or
-by replaying batches, and it only calls ``set_epoch`` on a
-``paddle.io.DistributedBatchSampler``. One module per job says what replaces
-each; read them one at a time:
-
-* :mod:`.run`: the run's windows from the plan, NOTE [ one Trainer epoch holds every real epoch ];
-* :mod:`.trainer`: the class and its overrides, NOTE [ one update, one mean ]
-  (the update itself is :mod:`dynbatch.paddle.update`);
-* :mod:`.planner`: the training sampler at the step time measured, kept or given,
-  NOTE [ dynbatch's checks before the probe ] (the probe is :mod:`.probe`);
-* :mod:`.checkpoints`: the state file and checkpoint discovery, NOTE [ resume from the plan ];
-* :mod:`.evaluation`: NOTE [ evaluation with unequal batches ];
-* :mod:`.logs`: the plan's numbers in the Trainer's logs;
-* :mod:`.packing`: ``pack_len``'s rows for a causal LM or a classifier, NOTE [ the Trainer packs ];
-* :mod:`.losses`: per-sample losses, and per-token ones for language models
-  (:func:`token_cross_entropy`); :mod:`.arguments`: ``TrainingArguments``;
-* :mod:`._compat`: every touch of paddlenlp's private names (written for
-  3.0.0b4), NOTE [ VisualDL and protobuf bools ].
+The Trainer is :mod:`dynbatch.integrations.core`'s, which every framework's adapter shares (its
+docstring says what replaces each place where paddlenlp's Trainer assumes fixed batches, and in
+which module); :mod:`.adapter` holds what is paddlenlp's own (written for 3.0.0b4).
 """
 
 from __future__ import annotations
@@ -47,10 +23,13 @@ from ..._optional import require
 require("paddle", "dynbatch.integrations.paddlenlp")
 require("paddlenlp.trainer", "dynbatch.integrations.paddlenlp")
 
-from .checkpoints import STATE_FILE  # noqa: E402
-from .losses import per_sample_cross_entropy, token_cross_entropy  # noqa: E402
-from .run import Window  # noqa: E402
-from .trainer import DynamicBatchTrainer  # noqa: E402
+from ..core import (  # noqa: E402
+    STATE_FILE,
+    Window,
+    per_sample_cross_entropy,
+    token_cross_entropy,
+)
+from .adapter import DynamicBatchTrainer  # noqa: E402
 
 __all__ = [
     "STATE_FILE",

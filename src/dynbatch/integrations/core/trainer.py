@@ -1,29 +1,29 @@
-"""``DynamicBatchTrainer``: the overrides that put paddlenlp's Trainer on the plan.
+"""``DynamicBatchTrainerCore``: the overrides that put a host's Trainer on the plan.
 
 The window's update is :mod:`.step` (NOTE [ one update, one mean ]); the plan's
 windows :mod:`.run`; the training sampler and its step time :mod:`.planner`; packing
 :mod:`.packing`; the arguments, checkpoints, evaluation, logs and losses their modules
-beside this one. What stays here is the overrides themselves.
+beside this one. What stays here is the overrides themselves, written once for every host:
+an adapter puts this class before its framework's ``Trainer`` and names its :class:`~.host.Host`
+(NOTE [ one core, one host per adapter ] in :mod:`.host`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
-
-from paddlenlp.trainer.trainer_utils import TrainOutput
-from paddlenlp.utils.log import logger
+from typing import Any, ClassVar
 
 from ..._checks import InputError, check_bool, check_choice, check_positive_number
 from ...paddle.safe_collate import raise_failure
 from ...paddle.sampler import DistributedDynamicBatchSampler, resolve_lengths
 from ...plan.options import PlanOptions
 from ...plan.windows import UNITS
-from ._compat import CompatTrainer, int_hparams_visualdl
+from ._compat import CompatHooks, int_hparams_visualdl
 from .arguments import checked_args, plan_options, run_args, split_keywords
 from .checkpoints import PlanCheckpoints, resolve_checkpoint
 from .evaluation import EvalSamplers, check_eval_lengths, evaluate
+from .host import Host
 from .logs import RunLog
 from .losses import loss_fn_for, mean_over
 from .packing import (
@@ -36,18 +36,18 @@ from .packing import (
     padded_collator,
 )
 from .planner import AUTO, TrainPlanner, checked_time_model
-from .run import PlanWindows, RealEpochs, RunLoader, RunPlan
+from .run import PlanWindows, RunLoader, RunPlan, real_epochs
 from .step import train_window
 
-__all__ = ["DynamicBatchTrainer"]
+__all__ = ["DynamicBatchTrainerCore"]
 
 
-class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
-    """``paddlenlp.trainer.Trainer`` on dynamic batches, with every Trainer feature kept.
+class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
+    """A framework's ``Trainer`` (paddlenlp's) on dynamic batches, with every feature kept.
 
-    paddlenlp's Trainer assumes fixed batches where it sizes the run, divides each
-    micro-batch's loss by ``gradient_accumulation_steps``, resumes and calls ``set_epoch``; this
-    class replaces each (:mod:`dynbatch.integrations.paddlenlp` says how).
+    The Trainer assumes fixed batches where it sizes the run, divides each micro-batch's loss
+    by ``gradient_accumulation_steps``, resumes and calls ``set_epoch``; this class replaces
+    each (:mod:`dynbatch.integrations.core` says how).
 
     Args:
         model, args, train_dataset, eval_dataset, data_collator: as for
@@ -63,7 +63,7 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
             such as ``"input_ids"``), instead of ``length_fn``.
         eval_lengths: lengths of ``eval_dataset`` (a dict of arrays for a dict
             of eval datasets). Without them, ``length_fn`` / ``ref_index``
-            measure the eval samples; with neither, evaluation uses paddlenlp's
+            measure the eval samples; with neither, evaluation uses the Trainer's
             fixed batches of ``per_device_eval_batch_size``.
         cache_path: store measured training lengths here (see the samplers).
         options: a :class:`~dynbatch.PlanOptions`; or its fields as keywords
@@ -87,16 +87,17 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         loss_fn: ``loss_fn(outputs, batch) -> losses``, one loss per sample
             (shape ``[n]``) or per token (``[n, ...]``, padding set to 0, only
             with ``accumulate="tokens"``), or ``(loss_sum, count)`` with the
-            count from the batch (:func:`~.losses.token_cross_entropy` for language
-            models: the mean over the loss tokens); never a mean. The model is
+            count from the batch
+            (:func:`~dynbatch.integrations.core.losses.token_cross_entropy` for
+            language models: the mean over the loss tokens); never a mean. The model is
             called with every field of the batch but the label fields
             (``args.label_names``, default ``["labels"]``). A per-sample loss
             under ``accumulate="tokens"`` weighs each sample by its length (its
             ``loss_tokens`` when given). Default:
-            :func:`~.losses.per_sample_cross_entropy` (sequence classification), or
-            ``criterion`` if given: a loss layer with a ``reduction`` (such as
-            ``paddle.nn.CrossEntropyLoss()``), called on ``(logits, labels)``
-            with ``reduction="none"`` on a copy of it.
+            :func:`~dynbatch.integrations.core.losses.per_sample_cross_entropy`
+            (sequence classification), or ``criterion`` if given: a loss layer with a
+            ``reduction`` (such as ``paddle.nn.CrossEntropyLoss()``), called on
+            ``(logits, labels)`` with ``reduction="none"`` on a copy of it.
         labels_to_model: also pass the label fields to the model, for models
             that need them (seq2seq decoders build their inputs from
             ``labels``). The loss is still ``loss_fn``'s, from the logits: the
@@ -126,8 +127,8 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         train_sampler: the :class:`~dynbatch.DistributedDynamicBatchSampler`
             over ``train_dataset`` (world size and rank from ``args``).
         options: the :class:`~dynbatch.PlanOptions` of training.
-        train_collator: what collates a training micro-batch: ``data_collator``, or
-            with ``pack_len`` the rows (:func:`~.packing.pack_collator`).
+        train_collator: what collates a training micro-batch: ``data_collator``, or with
+            ``pack_len`` the rows (:func:`~dynbatch.integrations.core.packing.pack_collator`).
         num_epochs: real epochs of the run (None when ``args.max_steps`` sets it).
         max_steps: ``args.max_steps`` when positive, else None.
         micro_batches_per_step: ``args.gradient_accumulation_steps``.
@@ -136,8 +137,10 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
     # NOTE [ the Trainer measures the step time ], [ the Trainer packs ] and
     # NOTE [ dynbatch's checks before the probe ]: the why of the arguments above
 
+    #: the framework this class runs on: set by the adapter's class
+    host: ClassVar[Host]
     control: Any  # the Trainer's TrainerControl
-    data_collator: Any  # the user's; else paddlenlp's default, or with pack_len ours
+    data_collator: Any  # the user's; else the host's default, or with pack_len ours
 
     def __init__(
         self,
@@ -161,7 +164,8 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         time_model: Any = AUTO,
         **kwargs: Any,
     ) -> None:
-        trainer_kwargs = split_keywords(kwargs)
+        host = self.host
+        trainer_kwargs = split_keywords(kwargs, host)
         criterion = trainer_kwargs.pop("criterion", None)
         loss_for = loss_fn_for(loss_fn, criterion)
         self.accumulate = check_choice("accumulate", accumulate, UNITS)
@@ -171,7 +175,7 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
             if accumulate_target is None
             else check_positive_number("accumulate_target", accumulate_target)
         )
-        args = checked_args(args)
+        args = checked_args(args, host)
         planned = plan_options(options, kwargs, args, train_dataset is not None)
         pack_len = check_pack_len(
             planned.pack_len if planned is not None else kwargs.get("pack_len"), model
@@ -196,21 +200,21 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         )
         super().__init__(
             model=model,
-            args=run.internal,
+            args=host.fix_args(run.internal),
             data_collator=data_collator,
             train_dataset=train_dataset,
             eval_dataset=eval_dataset,
             **trainer_kwargs,
         )
-        int_hparams_visualdl(self.callback_handler.callbacks)
-        self.add_callback(RealEpochs(self))
+        int_hparams_visualdl(self.callback_handler.callbacks, host)
+        self.add_callback(real_epochs(self))
         self.loss_fn = loss_for(self.label_names[0])
         self.gave_loss_fn = loss_fn is not None  # the user's own: what it counts is its own
         #: how the training micro-batches are packed for the model, or None
         #: (NOTE [ the Trainer packs ]); evaluation stays unpacked
         self.packed: Packed | None = None
         if pack_len is not None:
-            self.packed = packed_model(model, self.label_names[0], pack_len)
+            self.packed = packed_model(model, self.label_names[0], pack_len, host.causal_packing)
             if loss_fn is None and criterion is None:
                 self.loss_fn = packed_loss(self.packed) or self.loss_fn
             if data_collator is None:  # the probe's and evaluation's batches: ours
@@ -240,18 +244,9 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         self._use_sampler(self._planner.first())
 
     def _use_sampler(self, sampler: DistributedDynamicBatchSampler) -> None:
-        self.train_sampler = sampler
+        self.plan_windows(sampler)
         if self.packed is not None:
             self.train_collator = pack_collator(sampler, self.packed)
-        self.options = sampler.options
-        self.run = RunPlan(
-            sampler,
-            unit=self.accumulate,
-            micro_batches_per_step=self.micro_batches_per_step,
-            target=self.accumulate_target,
-            num_epochs=self.num_epochs,
-            max_steps=self.max_steps,
-        )
 
     @property
     def consumed_samples(self) -> int:
@@ -264,7 +259,7 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         averaged = mean_over(
             self.loss_fn, self.gave_loss_fn, self.accumulate, run.sampler.loss_tokens is not None
         )
-        logger.info(run.describe(run.total_steps(), self.options, averaged))
+        self.host.logger.info(run.describe(run.total_steps(), self.options, averaged))
         return run.loader(self.train_dataset, self.train_collator, self.args.dataloader_num_workers)
 
     def get_eval_dataloader(self, eval_dataset: Any = None) -> Any:
@@ -298,7 +293,9 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
     def train(self, resume_from_checkpoint: Any = None, ignore_keys_for_eval: Any = None) -> Any:
         """Train for the real epochs of ``args``; resume exactly from a checkpoint (or True)."""
         self._run()
-        checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
+        checkpoint = resolve_checkpoint(
+            resume_from_checkpoint, self.args.output_dir, self.host.prefix_checkpoint_dir
+        )
         self.resume_state = None
         if checkpoint is not None:  # everything of ours is checked before anything loads
             state = self.read_plan_state(checkpoint)
@@ -319,7 +316,7 @@ class DynamicBatchTrainer(PlanWindows, PlanCheckpoints, CompatTrainer):
         )
         steps = int(self.state.global_step)
         loss = self.run_log.loss_total / steps if steps else 0.0
-        return TrainOutput(out.global_step, loss, out.metrics)
+        return self.host.train_output(out.global_step, loss, out.metrics)
 
     # -- Trainer overrides: evaluation ---------------------------------------------------------
     def evaluation_loop(

@@ -11,16 +11,19 @@ NOTE [ the Trainer packs ]
     refused by name then, not at the first step:
 
     * **A causal LM**: a ``...ForCausalLM`` whose ``forward`` takes ``position_ids`` and
-      ``attention_mask``, and whose base model (under ``base_model_prefix``) prepares its
-      mask the way paddlenlp's decoders do, using a 3-D mask as given (Qwen2, Llama,
-      Mistral, Gemma and GPT in 3.0.0b4; :func:`~._compat.takes_3d_mask`). It is fed ``input_ids``,
-      ``position_ids`` and the bool block mask ``[R, P, P]``; the labels are the packed
+      the host's mask field, and whose base model (under ``base_model_prefix``) uses the mask
+      as given (the host's ``causal_packing``, a :class:`~.host.CausalPacking`: for paddlenlp
+      the bool block mask ``[R, P, P]`` in ``attention_mask``, prepared the way its decoders
+      do, as given: Qwen2, Llama, Mistral, Gemma and GPT in 3.0.0b4; FlashMask's
+      ``attn_mask_startend_row_indices`` is the other form). It is fed ``input_ids``,
+      ``position_ids`` and that mask; the labels are the packed
       ones (each sample's first label hidden, fill hidden), and the loss is the Trainer's
       token loss (:func:`~.losses.token_cross_entropy`, the default here, shifted as the
       collator's labels are). Its ``(loss_sum, count)`` counts the rows' loss tokens,
       which are the samples' own, so an update is the pooled per-token mean over every
-      loss token of its rows, micro-batches and ranks, as unpacked. paddlenlp ignores
-      every mask under ``USE_CASUAL_MASK=True``: that is refused too.
+      loss token of its rows, micro-batches and ranks, as unpacked. A host that would ignore
+      the mask says so (paddlenlp ignores every mask under ``USE_CASUAL_MASK=True``): that is
+      refused too.
     * **A sequence classifier**: a ``...ForSequenceClassification`` with a ``classifier``
       layer and its base model under ``base_model_prefix``, the base holding a ``pooler`` and taking
       ``position_ids`` and ``attention_mask``. Its own forward would pool each row's first token,
@@ -34,7 +37,7 @@ NOTE [ the Trainer packs ]
       ``DataParallel`` this forward runs as the wrapped model's, through the wrapper's call, which
       readies the gradient all-reduce (:func:`~._compat.call_as_forward`).
 
-    A sample is a dict: ``input_ids``, the label field (``args.label_names[0]``, or paddlenlp's
+    A sample is a dict: ``input_ids``, the label field (``args.label_names[0]``, or the Trainer's
     ``label``; a causal LM's token labels may be left out, the ids are then the labels) and, for an
     encoder, ``token_type_ids``; a causal LM's may also be an ``(input_ids, labels)`` pair. A 0/1
     ``attention_mask`` and ``position_ids`` are taken as :class:`~dynbatch.PackCollator` takes them
@@ -44,8 +47,8 @@ NOTE [ the Trainer packs ]
     and the model's own forward. The training collator is built by one function,
     :func:`pack_collator`, from the sampler: its options decide the rows. Without a
     ``data_collator`` the Trainer builds the unpacked batches too (:func:`padded_collator`: the
-    samples' same fields, padded, a sample a row), for the step-time probe and evaluation;
-    paddlenlp's default collator cannot stack samples of unequal lengths. Both return their error in
+    samples' same fields, padded, a sample a row), for the step-time probe and evaluation; the
+    Trainer's default collator cannot stack samples of unequal lengths. Both return their error in
     the batch (:func:`dynbatch.safe_collate`) and the Trainer raises it by name where the batch is
     used (NOTE [ a collate error in paddle's DataLoader ] in :mod:`dynbatch.paddle.safe_collate`).
     What the Trainer can check when it is made, it checks then, before the step-time probe
@@ -56,7 +59,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -75,7 +77,8 @@ from ...paddle.pack_collate import (
     refuse_other_fields,
 )
 from ...paddle.safe_collate import safe_collate
-from ._compat import call_as_forward, takes_3d_mask
+from ._compat import call_as_forward
+from .host import CausalPacking
 from .losses import token_cross_entropy
 
 __all__ = [
@@ -104,12 +107,15 @@ class Packed:
         label_name: the batch's label field (``args.label_names[0]``).
         pad_val: the id on a row's fill (the model's ``pad_token_id``, else 0).
         pack_len: the rows' length (the plan's ``pack_len``).
+        mask_field: a causal LM's field of the rows' mask (the host's
+            ``CausalPacking.mask_field``).
     """
 
     kind: str
     label_name: str
     pad_val: int
     pack_len: int
+    mask_field: str = "attention_mask"
 
 
 def _takes(fn: Any, *names: str) -> bool:
@@ -131,8 +137,10 @@ def check_pack_len(pack_len: Any, model: Any) -> int | None:
     return checked
 
 
-def packed_model(model: Any, label_name: str, pack_len: int) -> Packed:
-    """What packing ``model`` takes; a model the Trainer cannot pack for is refused by name."""
+def packed_model(model: Any, label_name: str, pack_len: int, causal: CausalPacking) -> Packed:
+    """What packing ``model`` takes; a model the Trainer cannot pack for is refused by name.
+
+    ``causal`` is how the host's causal LMs take packed rows (its ``causal_packing``)."""
     name = type(model).__name__
     prefix = getattr(model, "base_model_prefix", None)
     base = getattr(model, prefix, None) if isinstance(prefix, str) else None
@@ -141,20 +149,15 @@ def packed_model(model: Any, label_name: str, pack_len: int) -> Packed:
     pad_val = int(pad) if isinstance(pad, int) and not isinstance(pad, bool) and pad >= 0 else 0
     why = "it is neither"
     if name.endswith("ForCausalLM"):
-        why = "its forward does not take position_ids and attention_mask"
-        if _takes(model.forward, "position_ids", "attention_mask"):
+        why = f"its forward does not take position_ids and {causal.mask_field}"
+        if _takes(model.forward, "position_ids", causal.mask_field):
             why = (
-                f"its base model (model.{prefix}) does not take a 3-D attention_mask as given, "
-                "as paddlenlp's decoders do"
+                f"its base model (model.{prefix}) does not take {causal.mask} as given, "
+                f"as {causal.models} do"
             )
-            if takes_3d_mask(base):
-                if os.getenv("USE_CASUAL_MASK", "False") == "True":
-                    raise InputError(
-                        f"pack_len={pack_len}: USE_CASUAL_MASK=True is set, so paddlenlp's "
-                        f"{name} ignores the attention_mask and would let each token of a "
-                        "packed row attend to the samples before it; unset USE_CASUAL_MASK"
-                    )
-                return Packed(CAUSAL_LM, label_name, pad_val, pack_len)
+            if causal.accepts(base):
+                causal.check(name, pack_len)
+                return Packed(CAUSAL_LM, label_name, pad_val, pack_len, causal.mask_field)
     elif name.endswith("ForSequenceClassification"):
         parts = {
             f"a base model under base_model_prefix (model.{prefix})": base is not None,
@@ -173,8 +176,8 @@ def packed_model(model: Any, label_name: str, pack_len: int) -> Packed:
         why = f"it has no {', no '.join(missing)}"
     raise InputTypeError(
         f"pack_len={pack_len} trains packed rows, which the Trainer can feed to a causal LM "
-        "(a ...ForCausalLM taking position_ids and a 3-D attention_mask, such as paddlenlp's "
-        "Qwen2ForCausalLM or LlamaForCausalLM) or to a sequence classifier (a "
+        f"(a ...ForCausalLM taking position_ids and {causal.mask}, such as {causal.examples}) "
+        "or to a sequence classifier (a "
         "...ForSequenceClassification whose base model has a pooler, such as "
         f"BertForSequenceClassification); got model={name}: {why}. Pass pack_len=None, or "
         "pack in your own loop (DynamicBatchSampler(..., pack_len=...) and PackCollator)"
@@ -197,14 +200,20 @@ def pack_collator(sampler: Any, packed: Packed) -> Callable[[Sequence[Any]], dic
     ``options.pack_len``, or with a ``time_model`` each micro-batch packed or padded as
     the plan priced it; both layouts give the same fields), causal for a causal LM,
     bidirectional for a classifier. It returns the model's inputs and the label field:
-    ``input_ids``, ``position_ids`` and the bool ``attention_mask`` ``[R, P, P]`` with
+    ``input_ids``, ``position_ids`` and the mask in ``packed.mask_field`` (the bool
+    ``attention_mask`` ``[R, P, P]``, or FlashMask's ``attn_mask_startend_row_indices``) with
     the token labels for a causal LM; for a classifier also ``token_type_ids``, the
     additive mask ``[R, 1, P, P]``, ``cls_index`` ``[S, 2]`` (each sample's first token,
     row and column) and the samples' labels ``[S]``.
     """
     causal = packed.kind == CAUSAL_LM
+    mask = packed.mask_field if causal else "attention_mask"  # a classifier's: made additive
     packer = PackCollator.for_sampler(  # each micro-batch laid out as the plan priced it
-        sampler, causal=causal, pad_val=packed.pad_val, return_startend=False
+        sampler,
+        causal=causal,
+        pad_val=packed.pad_val,
+        return_mask=mask == "attention_mask",
+        return_startend=mask == "attn_mask_startend_row_indices",
     )
     label = packed.label_name
 
@@ -215,7 +224,7 @@ def pack_collator(sampler: Any, packed: Packed) -> Callable[[Sequence[Any]], dic
             return {
                 "input_ids": rows["input_ids"],
                 "position_ids": rows["position_ids"],
-                "attention_mask": rows["attention_mask"],
+                mask: rows[mask],
                 label: rows["labels"],
             }
         starts = rows["sample_starts"]

@@ -186,7 +186,7 @@ def loss_and_count(
     tokens), or per-sample losses ``[n]`` (counted as ``n`` samples, or under
     ``unit="tokens"`` weighed and counted by ``lengths``), or per-token losses
     ``[n, ...]`` (padding 0, counted by ``lengths``; ``unit="tokens"`` only).
-    A mean is refused (NOTE [ one update, one mean ] in :mod:`.trainer`).
+    A mean is refused (NOTE [ one update, one mean ] in :mod:`.step`).
     """
     if isinstance(losses, tuple):
         if len(losses) != 2:
@@ -218,7 +218,7 @@ def loss_and_count(
             f"loss_fn returned one number, a mean of the micro-batch's {n} samples: "
             + MEAN_REFUSED
             + ". Return one loss per sample (shape [n]), per token ([n, ...], padding 0), or "
-            "(loss_sum, count) as dynbatch.integrations.paddlenlp.token_cross_entropy does"
+            "(loss_sum, count) as token_cross_entropy (from the Trainer's package) does"
         )
     if not isinstance(losses, paddle.Tensor) or shape[0] != n:
         got = f"shape {shape}" if isinstance(losses, paddle.Tensor) else type(losses).__name__

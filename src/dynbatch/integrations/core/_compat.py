@@ -1,10 +1,11 @@
-"""Every touch of paddlenlp's private names, in one place: written for paddlenlp 3.0.0b4.
+"""Every touch of a host Trainer's private names, in one place.
 
-The rest of the integration subclasses ``Trainer`` through :class:`CompatTrainer`
-and reads as plain subclassing. :data:`TOUCHED` lists each private name used
-here; ``tests/test_trainer.py`` checks that the installed paddlenlp still has
-every one, so an upgrade that renames one fails loudly instead of silently
-skipping a hook.
+The rest of the core puts :class:`CompatHooks` before the host's ``Trainer`` and reads as plain
+subclassing. :func:`touched` lists each private name used here, by the host's class that has
+it; a host's own (its model classes) are its ``touched_models``. ``tests/test_hosts.py`` checks
+that the installed framework of every adapter still has every one, so an upgrade that renames
+one fails loudly instead of silently skipping a hook. paddlenlp 3.0.0b4's Trainer is the one
+these were written for (``Host.written_for`` says each adapter's).
 
 NOTE [ VisualDL and protobuf bools ]
     paddlenlp's ``VisualDLCallback`` writes the arguments with ``add_hparams``;
@@ -20,59 +21,39 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..._optional import require
+import paddle
 
-require("paddle", "dynbatch.integrations.paddlenlp")
-require("paddlenlp.trainer", "dynbatch.integrations.paddlenlp")
-import paddle  # noqa: E402
-from paddlenlp.trainer import Trainer  # noqa: E402
-from paddlenlp.trainer.integrations import VisualDLCallback  # noqa: E402
-from paddlenlp.trainer.trainer_callback import CallbackHandler  # noqa: E402
+from .host import Host, HostBase, host_subclass
 
-__all__ = [
-    "TOUCHED",
-    "TOUCHED_MODELS",
-    "WRITTEN_FOR",
-    "CompatTrainer",
-    "call_as_forward",
-    "int_hparams_visualdl",
-    "takes_3d_mask",
-]
-
-#: The paddlenlp release this module was written against.
-WRITTEN_FOR = "3.0.0b4"
-
-#: Each class, and the private (or undocumented) names of it used here.
-TOUCHED: dict[type, tuple[str, ...]] = {
-    Trainer: (
-        "_save_checkpoint",  # overridden: our state file beside each checkpoint
-        "_load_optimizer_and_scheduler",  # overridden: the resume hook, called once on resume
-        "_load_rng_state",  # called: ignore_data_skip=True never restores the RNG
-        "_prepare_inputs",  # overridden and called: batches to the device, checked first
-    ),
-    VisualDLCallback: (
-        "_init_summary_writer",  # called: the writer, before add_hparams is wrapped
-        "vdl_writer",  # read: the writer (an attribute set in __init__)
-    ),
-    CallbackHandler: (
-        "eval_dataloader",  # set: what callbacks see during our own evaluation loop
-    ),
-    paddle.DataParallel: (
-        "_layers",  # read: the wrapped model, whose forward a packed classifier replaces
-    ),
-}
-
-#: Model classes (by import path, not imported here: they are loaded with the user's model),
-#: and the private names of them read (NOTE [ the Trainer packs ]): a decoder whose mask
-#: preparation uses a 3-D attention_mask as given.
-TOUCHED_MODELS: dict[str, tuple[str, ...]] = {
-    "paddlenlp.transformers.qwen2.modeling.Qwen2Model": ("_prepare_decoder_attention_mask",),
-    "paddlenlp.transformers.llama.modeling.LlamaModel": ("_prepare_decoder_attention_mask",),
-}
+__all__ = ["CompatHooks", "call_as_forward", "int_hparams_visualdl", "touched"]
 
 
-class CompatTrainer(Trainer):  # type: ignore[misc]
-    """``Trainer`` with its private hooks turned into named ones the integration overrides.
+def touched(host: Host) -> dict[type, tuple[str, ...]]:
+    """Each of ``host``'s classes (and paddle's) whose private (or undocumented) names are
+    used here, with those names."""
+    return {
+        host.trainer: (
+            "_save_checkpoint",  # overridden: our state file beside each checkpoint
+            "_load_optimizer_and_scheduler",  # overridden: the resume hook, called once on resume
+            "_load_rng_state",  # called: ignore_data_skip=True never restores the RNG
+            "_prepare_inputs",  # overridden and called: batches to the device, checked first
+        ),
+        host.visualdl_callback: (
+            "_init_summary_writer",  # called: the writer, before add_hparams is wrapped
+            "vdl_writer",  # read: the writer (an attribute set in __init__)
+        ),
+        host.callback_handler: (
+            "eval_dataloader",  # set: what callbacks see during our own evaluation loop
+        ),
+        paddle.DataParallel: (
+            "_layers",  # read: the wrapped model, whose forward a packed classifier replaces
+        ),
+    }
+
+
+class CompatHooks(HostBase):  # type: ignore[misc]
+    """The host ``Trainer``'s private hooks turned into named ones the core overrides: a mixin,
+    put before the host's ``Trainer`` (NOTE [ one core, one host per adapter ] in :mod:`.host`).
 
     * ``save_plan_state(global_step)`` after checkpoint-<global_step> is written;
     * ``load_plan_state(checkpoint)`` on resume, *before* the optimizer is
@@ -116,8 +97,9 @@ class CompatTrainer(Trainer):  # type: ignore[misc]
         self.callback_handler.eval_dataloader = loader
 
 
-class _IntHparamsVisualDL(VisualDLCallback):  # type: ignore[misc]
-    """VisualDLCallback with bool hparams cast to int (NOTE [ VisualDL and protobuf bools ])."""
+class IntHparamsVisualDL(HostBase):  # type: ignore[misc]
+    """VisualDLCallback with bool hparams cast to int (NOTE [ VisualDL and protobuf bools ]): a
+    mixin, before the host's ``VisualDLCallback``."""
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if state.is_world_process_zero and self.vdl_writer is None:
@@ -137,17 +119,12 @@ class _IntHparamsVisualDL(VisualDLCallback):  # type: ignore[misc]
         return super().on_train_begin(args, state, control, **kwargs)
 
 
-def int_hparams_visualdl(callbacks: list[Any]) -> None:
-    """Turn each stock ``VisualDLCallback`` in ``callbacks`` into the bool-safe one."""
+def int_hparams_visualdl(callbacks: list[Any], host: Host) -> None:
+    """Turn each stock ``VisualDLCallback`` of ``host`` in ``callbacks`` into the bool-safe one."""
+    stock = host.visualdl_callback
     for callback in callbacks:
-        if type(callback) is VisualDLCallback:
-            callback.__class__ = _IntHparamsVisualDL
-
-
-def takes_3d_mask(base_model: Any) -> bool:
-    """Whether ``base_model`` prepares its mask with paddlenlp's decoders'
-    ``_prepare_decoder_attention_mask``, which uses a bool ``[R, P, P]`` mask as given."""
-    return callable(getattr(type(base_model), "_prepare_decoder_attention_mask", None))
+        if type(callback) is stock:
+            callback.__class__ = host_subclass(IntHparamsVisualDL, stock)
 
 
 def call_as_forward(model: Any, forward: Callable[..., Any], inputs: Mapping[str, Any]) -> Any:

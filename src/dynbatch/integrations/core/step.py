@@ -30,7 +30,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import paddle
-from paddlenlp.utils.log import logger
 
 from ..._checks import InputTypeError
 from ...paddle.update import ExactMeanUpdate
@@ -51,8 +50,8 @@ _EMPTY_WINDOW = (
 def train_window(trainer: Any, run: RunPlan, model: Any, inputs: Any) -> Any:
     """Train the window in ``inputs`` (NOTE [ one update, one mean ]); its mean loss, a tensor.
 
-    ``trainer`` is the :class:`~dynbatch.integrations.paddlenlp.DynamicBatchTrainer` whose
-    step this is, ``run`` its plan.
+    ``trainer`` is the :class:`~dynbatch.integrations.core.trainer.DynamicBatchTrainerCore`
+    whose step this is, ``run`` its plan.
     """
     window = inputs.get("window") if isinstance(inputs, Mapping) else None
     if not isinstance(window, Window):
@@ -94,14 +93,14 @@ def train_window(trainer: Any, run: RunPlan, model: Any, inputs: Any) -> Any:
         )
     step = trainer.state.global_step + 1
     if update.finite and update.count == 0:  # nothing to average: leave the weights be
-        logger.warning(_EMPTY_WINDOW.format(step=step, w=window))
+        trainer.host.logger.warning(_EMPTY_WINDOW.format(step=step, w=window))
         for p in model.parameters():
             p.clear_gradient(False)  # no gradient: the optimizer steps over every parameter
     if not update.finite and scaler is None:
         raise ValueError(
             f"the loss or gradients of step {step} (epoch "
             f"{window.epoch}, micro-batches {window.start}..{window.stop - 1}) are NaN or "
-            f"inf on some rank (loss sum {update.loss_sum}); paddlenlp's Trainer cannot "
+            f"inf on some rank (loss sum {update.loss_sum}); {trainer.host.name}'s Trainer cannot "
             "skip a step: lower the learning rate, or use fp16 loss scaling, which skips it"
         )
     if not update.applies:

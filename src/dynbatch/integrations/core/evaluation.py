@@ -19,8 +19,6 @@ from typing import Any
 import numpy as np
 import paddle
 from numpy.typing import NDArray
-from paddlenlp.trainer.trainer_utils import EvalLoopOutput, EvalPrediction
-from paddlenlp.trainer.utils.helper import nested_concat
 
 from ..._checks import InputError, check_lengths
 from ...paddle.sampler import DistributedDynamicBatchSampler
@@ -139,7 +137,8 @@ def evaluate(
     max_eval_iters: int | None,
 ) -> Any:
     """``trainer``'s evaluation loop over ``sampler``'s batches (NOTE [ evaluation ... ])."""
-    args = trainer.args
+    args, host = trainer.args, trainer.host
+    nested_concat = host.nested_concat
     if prediction_loss_only is None:
         prediction_loss_only = args.prediction_loss_only
     if ignore_keys is None:
@@ -197,7 +196,7 @@ def evaluate(
         if not prediction_loss_only:
             gathered: list[Any] = []
             paddle.distributed.all_gather_object(gathered, (order, preds, labels))
-            order, preds, labels = _merge(gathered)
+            order, preds, labels = _merge(gathered, nested_concat)
     if not prediction_loss_only and order.size:
         unique, first = np.unique(order, return_index=True)
         preds, labels = _take(preds, first), _take(labels, first)
@@ -207,7 +206,7 @@ def evaluate(
     if trainer.compute_metrics is not None and preds is not None and labels is not None:
         label_ids = labels[0] if isinstance(labels, (list, tuple)) else labels
         metrics = dict(
-            trainer.compute_metrics(EvalPrediction(predictions=preds, label_ids=label_ids))
+            trainer.compute_metrics(host.eval_prediction(predictions=preds, label_ids=label_ids))
         )
     loss_total, count_total = (float(x) for x in totals.numpy())
     if count_total > 0:
@@ -217,7 +216,7 @@ def evaluate(
         for k, v in metrics.items()
     }
     num_samples = int(order.size) if not prediction_loss_only else len(sampler.lengths)
-    return EvalLoopOutput(
+    return host.eval_loop_output(
         predictions=preds, label_ids=labels, metrics=metrics, num_samples=num_samples
     )
 
@@ -231,7 +230,7 @@ def _numpy(values: Any) -> Any:
 
 
 def _logits_of(outputs: Any, ignore_keys: list[str]) -> Any:
-    """The model's outputs as predictions (tensors), as paddlenlp's prediction_step picks them."""
+    """The model's outputs as predictions (tensors), as the Trainer's prediction_step picks them."""
     if isinstance(outputs, Mapping):
         logits: Any = tuple(v for k, v in outputs.items() if k not in [*ignore_keys, "loss"])
     elif isinstance(outputs, (tuple, list)):
@@ -243,7 +242,7 @@ def _logits_of(outputs: Any, ignore_keys: list[str]) -> Any:
     return logits
 
 
-def _merge(gathered: list[Any]) -> tuple[NDArray[Any], Any, Any]:
+def _merge(gathered: list[Any], nested_concat: Any) -> tuple[NDArray[Any], Any, Any]:
     order = np.concatenate([g[0] for g in gathered])
     merged: list[Any] = [None, None]
     for _, preds, labels in gathered:

@@ -11,11 +11,10 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from paddlenlp.trainer import Trainer, TrainingArguments
-
 from ..._checks import InputError, InputTypeError, check_int
 from ...paddle.sampler import DistributedDynamicBatchSampler
 from ...plan.options import FIELDS, PlanOptions, resolve_options
+from .host import Host
 
 __all__ = ["RunArgs", "checked_args", "plan_options", "run_args", "split_keywords", "train_sampler"]
 
@@ -28,27 +27,34 @@ _UNSUPPORTED_DEGREES = (
     "context_parallel_degree",
 )
 _OWN = ("model", "args", "train_dataset", "eval_dataset", "data_collator")
-_TRAINER_KEYWORDS = frozenset(inspect.signature(Trainer.__init__).parameters) - {"self", *_OWN}
 
 
-def split_keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Take the Trainer's keywords out of ``kwargs`` (the plan options stay); refuse others."""
-    unknown = sorted(set(kwargs) - FIELDS - _TRAINER_KEYWORDS)
+def _trainer_keywords(trainer: type) -> frozenset[str]:
+    """The keywords of ``trainer``'s constructor that the user passes through ours."""
+    return frozenset(inspect.signature(trainer).parameters) - {"self", *_OWN}
+
+
+def split_keywords(kwargs: dict[str, Any], host: Host) -> dict[str, Any]:
+    """Take ``host``'s Trainer's keywords out of ``kwargs`` (the plan options stay); refuse
+    others."""
+    keywords = _trainer_keywords(host.trainer)
+    unknown = sorted(set(kwargs) - FIELDS - keywords)
     if unknown:
         raise InputTypeError(
             f"DynamicBatchTrainer got unknown argument(s) {', '.join(unknown)}; the plan "
             f"options are: {', '.join(sorted(FIELDS))}; the Trainer's are: "
-            f"{', '.join(sorted(_TRAINER_KEYWORDS))}"
+            f"{', '.join(sorted(keywords))}"
         )
-    return {k: kwargs.pop(k) for k in list(kwargs) if k in _TRAINER_KEYWORDS}
+    return {k: kwargs.pop(k) for k in list(kwargs) if k in keywords}
 
 
-def checked_args(args: Any) -> TrainingArguments:
+def checked_args(args: Any, host: Host) -> Any:
+    """``args``, one of ``host``'s ``TrainingArguments`` (None: the Trainer's default)."""
     if args is None:
-        args = TrainingArguments(output_dir="tmp_trainer")
-    if not isinstance(args, TrainingArguments):
+        args = host.training_arguments(output_dir="tmp_trainer")
+    if not isinstance(args, host.training_arguments):
         raise InputTypeError(
-            f"args must be a paddlenlp.trainer.TrainingArguments, got {type(args).__name__}"
+            f"args must be a {host.name}.trainer.TrainingArguments, got {type(args).__name__}"
         )
     return args
 

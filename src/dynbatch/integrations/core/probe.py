@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 import paddle
 from numpy.typing import NDArray
-from paddlenlp.utils.log import logger
 
 from ..._checks import InputError
 from ..._files import write_text_atomic
@@ -105,7 +104,7 @@ def measure_time_model(
     trainer: Any, dataset: Any, lengths: NDArray[Any], batch_size: int
 ) -> StepTimeModel | None:
     """The step time of ``trainer``'s model on its device (NOTE [ the Trainer measures ... ])."""
-    path = kept_time_model(trainer.args.output_dir)
+    path, logger = kept_time_model(trainer.args.output_dir), trainer.host.logger
     if os.path.exists(path) and not os.path.isfile(path):  # before a probe that cannot keep it
         raise InputError(
             f"{path} is not a file: the Trainer keeps the step time it measures there; move "

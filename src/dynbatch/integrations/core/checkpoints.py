@@ -39,12 +39,11 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
-
-from paddlenlp.trainer.trainer_utils import PREFIX_CHECKPOINT_DIR
+from typing import Any, ClassVar
 
 from ..._checks import InputError, InputTypeError
 from ..._files import write_text_atomic
+from .host import Host
 from .logs import RunLog
 
 __all__ = [
@@ -59,36 +58,38 @@ __all__ = [
 #: The file each checkpoint gets with the sampler's position (NOTE [ resume from the plan ]).
 STATE_FILE = "dynbatch_trainer.json"
 _STATE_VERSION = 1
-_CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 #: ``--resume_from_checkpoint True`` arrives as text in ``TrainingArguments``
 _FLAG_WORDS: dict[str, bool | None] = {"true": True, "false": None, "none": None, "": None}
 
 
-def checkpoint_folder(output_dir: str, global_step: int) -> str:
-    """Where the Trainer saves the checkpoint of ``global_step``."""
-    return os.path.join(output_dir, f"{PREFIX_CHECKPOINT_DIR}-{global_step}")
+def checkpoint_folder(output_dir: str, global_step: int, prefix: str) -> str:
+    """Where the Trainer saves the checkpoint of ``global_step``, its folders named
+    ``<prefix>-<global_step>`` (the host's ``prefix_checkpoint_dir``)."""
+    return os.path.join(output_dir, f"{prefix}-{global_step}")
 
 
-def _checkpoint_dirs(root: str) -> list[tuple[int, str]]:
+def _checkpoint_dirs(root: str, prefix: str) -> list[tuple[int, str]]:
     if not os.path.isdir(root):
         return []
     found = []
+    pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)$")
     for name in os.listdir(root):
-        match = _CHECKPOINT.match(name)
+        match = pattern.match(name)
         path = os.path.join(root, name)
         if match and os.path.isfile(os.path.join(path, STATE_FILE)):
             found.append((int(match.group(1)), path))
     return sorted(found)
 
 
-def resolve_checkpoint(value: Any, output_dir: str) -> str | None:
-    """``resume_from_checkpoint`` as a folder with our state: a path, True (newest), or None."""
+def resolve_checkpoint(value: Any, output_dir: str, prefix: str) -> str | None:
+    """``resume_from_checkpoint`` as a folder with our state: a path, True (the newest
+    ``<prefix>-<global_step>`` in ``output_dir``), or None."""
     if isinstance(value, str) and value.strip().lower() in _FLAG_WORDS:
         value = _FLAG_WORDS[value.strip().lower()]  # TrainingArguments keeps flags as text
     if value is None or value is False:
         return None
     if value is True:
-        found = _checkpoint_dirs(output_dir)
+        found = _checkpoint_dirs(output_dir, prefix)
         if not found:
             raise InputError(
                 f"resume_from_checkpoint=True, but {output_dir} holds no checkpoint "
@@ -254,9 +255,10 @@ class PlanCheckpoints:
     """The Trainer's hooks that save and load the plan's state beside each checkpoint.
 
     NOTE [ resume from the plan ]; mixed into
-    :class:`~dynbatch.integrations.paddlenlp.DynamicBatchTrainer`.
+    :class:`~dynbatch.integrations.core.trainer.DynamicBatchTrainerCore`.
     """
 
+    host: ClassVar[Host]
     args: Any
     run: Any
     run_log: RunLog
@@ -291,7 +293,7 @@ class PlanCheckpoints:
         """``checkpoint``'s state, checked against this run's windows and arguments."""
         if self.args.ignore_load_lr_and_optim:
             raise InputError(
-                "args.ignore_load_lr_and_optim=True makes paddlenlp skip the checkpoint's "
+                f"args.ignore_load_lr_and_optim=True makes {self.host.name} skip the checkpoint's "
                 "Trainer state (its global_step) with the optimizer, so the plan cannot resume "
                 f"where {checkpoint} stopped: resume without it, or start a new run "
                 "(resume_from_checkpoint=None) from the checkpoint's weights"
@@ -320,7 +322,10 @@ class PlanCheckpoints:
             # NOTE [ the real epoch of a resumed rest ] in .run
             "epoch_step": list(self.run.progress()[:2]),
         }
-        write_state(checkpoint_folder(self.args.output_dir, global_step), state)
+        folder = checkpoint_folder(
+            self.args.output_dir, global_step, self.host.prefix_checkpoint_dir
+        )
+        write_state(folder, state)
 
     def resumes_rest(self, state: Mapping[str, Any]) -> bool:
         """Whether ``state`` resumes as the saved rest of its epoch, dealt to this run's ranks

@@ -30,9 +30,6 @@ from typing import Any
 import numpy as np
 import paddle
 from numpy.typing import NDArray
-from paddlenlp.trainer import TrainerCallback
-from paddlenlp.trainer.trainer_utils import IntervalStrategy
-from paddlenlp.utils.log import logger
 
 from ..._checks import InputError, InputTypeError, check_int
 from ...paddle.safe_collate import SafeCollate, safe_collate
@@ -44,6 +41,7 @@ from ...plan.packs import PackLayout
 from ...plan.stats import batch_table
 from ...plan.windows import EpochWindows, Span
 from .checkpoints import STATE_FILE
+from .host import HostBase, host_subclass
 
 __all__ = [
     "PlanWindows",
@@ -52,6 +50,7 @@ __all__ = [
     "RunPlan",
     "Window",
     "check_fields",
+    "real_epochs",
     "split_batch",
 ]
 
@@ -217,15 +216,16 @@ class RunPlan:
         steps, before = self.steps_per_epoch(epoch), self.done_before(epoch)
         return f"{steps} remaining of {steps + before}" if before else str(steps)
 
-    def resumed_at(self, global_step: int) -> str:
-        """Where a resumed run goes on, for the log: the real epoch and its step."""
+    def resumed_at(self, global_step: int, host_name: str) -> str:
+        """Where a resumed run goes on, for the log: the real epoch and its step (the Trainer's
+        own line, of the framework ``host_name``, counts one epoch)."""
         epoch, done, steps = self.progress()
         where = f"real epoch {epoch} after its step {done} of {steps}"
         if done == steps and (self.num_epochs is None or epoch + 1 < self.num_epochs):
             where = f"the start of real epoch {epoch + 1}"
         return (
             f"dynbatch: resuming at {where} (global step {global_step} of "
-            f'{self.total_steps()}); paddlenlp\'s "epoch" above counts the one Trainer epoch '
+            f'{self.total_steps()}); {host_name}\'s "epoch" above counts the one Trainer epoch '
             "that holds every real epoch"
         )
 
@@ -285,6 +285,26 @@ class PlanWindows:
     """The Trainer's questions to its run's windows (a mixin): :class:`RunPlan`'s answers."""
 
     run: RunPlan | None
+    train_sampler: DistributedDynamicBatchSampler | None
+    options: PlanOptions
+    accumulate: str
+    accumulate_target: float | None
+    micro_batches_per_step: int
+    num_epochs: int | None
+    max_steps: int | None
+
+    def plan_windows(self, sampler: DistributedDynamicBatchSampler) -> None:
+        """Train on ``sampler``: its options, and the run's windows of its plan."""
+        self.train_sampler = sampler
+        self.options = sampler.options
+        self.run = RunPlan(
+            sampler,
+            unit=self.accumulate,
+            micro_batches_per_step=self.micro_batches_per_step,
+            target=self.accumulate_target,
+            num_epochs=self.num_epochs,
+            max_steps=self.max_steps,
+        )
 
     def _run(self) -> RunPlan:
         if self.run is None:
@@ -349,19 +369,25 @@ def split_batch(
     return batch, {k: v for k, v in batch.items() if k not in label_names}
 
 
-class RealEpochs(TrainerCallback):  # type: ignore[misc]
-    """Real epochs in the Trainer's state and the "epoch" strategies at each real epoch's end."""
+def real_epochs(trainer: Any) -> Any:
+    """The :class:`RealEpochs` callback of ``trainer``, on its host's ``TrainerCallback``."""
+    return host_subclass(RealEpochs, trainer.host.trainer_callback)(trainer)
+
+
+class RealEpochs(HostBase):  # type: ignore[misc]
+    """Real epochs in the Trainer's state and the "epoch" strategies at each real epoch's end: a
+    mixin, before the host's ``TrainerCallback`` (:func:`real_epochs`)."""
 
     def __init__(self, trainer: Any) -> None:
         self.trainer = trainer
 
-    @staticmethod
-    def _flag_epoch_strategies(args: Any, control: Any, value: bool) -> None:
-        if args.logging_strategy == IntervalStrategy.EPOCH:
+    def _flag_epoch_strategies(self, args: Any, control: Any, value: bool) -> None:
+        epoch = self.trainer.host.interval_strategy.EPOCH
+        if args.logging_strategy == epoch:
             control.should_log = value
-        if args.evaluation_strategy == IntervalStrategy.EPOCH:
+        if args.evaluation_strategy == epoch:
             control.should_evaluate = value
-        if args.save_strategy == IntervalStrategy.EPOCH:
+        if args.save_strategy == epoch:
             control.should_save = value
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
@@ -376,10 +402,11 @@ class RealEpochs(TrainerCallback):  # type: ignore[misc]
             state.num_train_epochs = trainer.num_epochs
         state.consumed_samples = trainer.consumed_samples
         run = trainer.run
-        if expected is not None and run is not None:  # after paddlenlp's "from epoch 0"
+        if expected is not None and run is not None:  # after the Trainer's "from epoch 0"
             epoch, done, steps = run.progress()
             state.epoch = epoch + done / steps if steps else float(epoch)
-            logger.info(run.resumed_at(expected))
+            host = trainer.host
+            host.logger.info(run.resumed_at(expected, host.name))
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import paddle
 from numpy.typing import NDArray
-from paddlenlp.utils.log import logger
 
 from ..._checks import InputError
 from ...paddle.sampler import DistributedDynamicBatchSampler
@@ -187,6 +186,7 @@ class TrainPlanner:
                 f"{kept_time_model(trainer.args.output_dir)} holds a step time this run cannot "
                 f"plan by ({exc}): delete it to measure the step time again, or pass time_model="
             ) from None
+        logger = trainer.host.logger
         if follows and time_model is not None:
             logger.info(split_reason(sampler, time_model))
         if self.measures_step_time and time_model is not None:  # NOTE [ no probe on a CPU ]
@@ -210,7 +210,7 @@ class TrainPlanner:
         model = check_time_model(dict(zip(("c", "a", "b", "error"), saved, strict=True)), where)
         if model == options.time_model:
             return None
-        logger.info(
+        self.trainer.host.logger.info(
             f"dynbatch: resuming {checkpoint} by the step time it was planned by, {model} (not "
             f"{options.time_model}: measured, kept in output_dir, or none on a CPU)"
         )

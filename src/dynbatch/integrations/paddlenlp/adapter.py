@@ -1,0 +1,86 @@
+"""The paddlenlp adapter: paddlenlp's names as the core's :class:`~dynbatch.integrations.core.Host`,
+and its ``Trainer`` with the core mixed in.
+
+Everything else is :mod:`dynbatch.integrations.core`'s, shared with every adapter
+(NOTE [ one core, one host per adapter ] in :mod:`dynbatch.integrations.core.host`). What is
+paddlenlp's own is here: its causal LMs take a packed row's mask as a 3-D ``attention_mask``,
+used as given by the decoders' ``_prepare_decoder_attention_mask`` (the model classes read are
+the host's ``touched_models``), and ignore every mask under ``USE_CASUAL_MASK=True``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
+from paddlenlp.trainer.integrations import VisualDLCallback
+from paddlenlp.trainer.trainer_callback import CallbackHandler
+from paddlenlp.trainer.trainer_utils import (
+    PREFIX_CHECKPOINT_DIR,
+    EvalLoopOutput,
+    EvalPrediction,
+    IntervalStrategy,
+    TrainOutput,
+)
+from paddlenlp.trainer.utils.helper import nested_concat
+from paddlenlp.utils.log import logger
+
+from ..._checks import InputError
+from ..core import CausalPacking, DynamicBatchTrainerCore, Host
+
+__all__ = ["PADDLENLP", "DynamicBatchTrainer", "takes_3d_mask"]
+
+
+def takes_3d_mask(base_model: Any) -> bool:
+    """Whether ``base_model`` prepares its mask with paddlenlp's decoders'
+    ``_prepare_decoder_attention_mask``, which uses a bool ``[R, P, P]`` mask as given."""
+    return callable(getattr(type(base_model), "_prepare_decoder_attention_mask", None))
+
+
+def _mask_honoured(model_name: str, pack_len: int) -> None:
+    """Refuse packing where paddlenlp's causal LMs ignore the mask (``USE_CASUAL_MASK``)."""
+    if os.getenv("USE_CASUAL_MASK", "False") == "True":
+        raise InputError(
+            f"pack_len={pack_len}: USE_CASUAL_MASK=True is set, so paddlenlp's "
+            f"{model_name} ignores the attention_mask and would let each token of a "
+            "packed row attend to the samples before it; unset USE_CASUAL_MASK"
+        )
+
+
+#: paddlenlp 3.0.0b4's Trainer as the core reaches it.
+PADDLENLP = Host(
+    name="paddlenlp",
+    written_for="3.0.0b4",
+    trainer=Trainer,
+    training_arguments=TrainingArguments,
+    trainer_callback=TrainerCallback,
+    callback_handler=CallbackHandler,
+    visualdl_callback=VisualDLCallback,
+    train_output=TrainOutput,
+    eval_loop_output=EvalLoopOutput,
+    eval_prediction=EvalPrediction,
+    interval_strategy=IntervalStrategy,
+    prefix_checkpoint_dir=PREFIX_CHECKPOINT_DIR,
+    nested_concat=nested_concat,
+    logger=logger,
+    causal_packing=CausalPacking(
+        mask_field="attention_mask",
+        mask="a 3-D attention_mask",
+        models="paddlenlp's decoders",
+        examples="paddlenlp's Qwen2ForCausalLM or LlamaForCausalLM",
+        accepts=takes_3d_mask,
+        check=_mask_honoured,
+    ),
+    # model classes (by import path, loaded with the user's model), and the private names of
+    # them read: a decoder whose mask preparation uses a 3-D attention_mask as given
+    touched_models={
+        "paddlenlp.transformers.qwen2.modeling.Qwen2Model": ("_prepare_decoder_attention_mask",),
+        "paddlenlp.transformers.llama.modeling.LlamaModel": ("_prepare_decoder_attention_mask",),
+    },
+)
+
+
+class DynamicBatchTrainer(DynamicBatchTrainerCore, Trainer):  # type: ignore[misc]
+    __doc__ = DynamicBatchTrainerCore.__doc__  # every argument described once, on the core
+    host = PADDLENLP
