@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -951,6 +952,41 @@ def test_a_step_fp16_scaling_skips_is_warned_with_its_step_and_the_count(tmp_pat
         assert said[0].startswith(f"optimizer step {step}: the loss or gradients are NaN or inf")
         assert f"{step} step(s) skipped so far (an fp16 overflow" in said[0], said[0]
         trainer.model.clear_gradients()
+
+
+class _PassingScaler:
+    """fp16 loss scaling at a scale of 1: only a NaN loss makes a step it skips."""
+
+    def scale(self, loss: Any) -> Any:
+        return loss
+
+
+def test_a_step_skipped_for_a_nan_loss_stays_out_of_the_loss_logged(tmp_path: Path) -> None:
+    """The logs engineer's finding: under fp16 a skipped step's NaN loss was summed into the
+    run's loss total, so train_loss read NaN and every later checkpoint refused to resume."""
+    calls: list[int] = []
+
+    def nan_on_the_second_window(outputs: Any, batch: Any) -> Any:
+        calls.append(trainer.state.global_step)
+        losses = per_sample_cross_entropy(outputs, batch)
+        return losses * float("nan") if trainer.state.global_step == 1 else losses
+
+    trainer = make_trainer(tmp_path, Reviews(30), time_model=None, loss_fn=nan_on_the_second_window)
+    trainer.do_grad_scaling, trainer.scaler = True, _PassingScaler()
+    windows = iter(trainer.get_train_dataloader())
+    losses = []
+    for step in range(3):
+        trainer.state.global_step = step
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the skipped step's own warning
+            losses.append(float(trainer.training_step(trainer.model, next(windows))))
+        trainer.model.clear_gradients()
+    assert math.isnan(losses[1]) and trainer.run_log.skipped_steps == 1
+    assert math.isfinite(trainer.run_log.loss_total), "the NaN stays out of the total"
+    assert trainer.run_log.loss_total == pytest.approx(losses[0] + losses[2])
+    logs = {"train_loss": 0.0}
+    trainer.run_log.update(logs, global_step=3)
+    assert logs["train_loss"] == pytest.approx((losses[0] + losses[2]) / 2), "over steps applied"
 
 
 @pytest.mark.parametrize(

@@ -211,8 +211,8 @@ def read_state(
     for key in ("windows", "sampler"):
         if not isinstance(state[key], Mapping):
             raise _refuse(path, key, state[key], "a JSON object")
-    for key in ("global_step", "consumed_samples", "skipped_steps"):
-        if key in state and not _whole(state[key]):  # skipped_steps: a state may predate it
+    for key in ("global_step", "consumed_samples", "skipped_steps", "loss_steps"):
+        if key in state and not _whole(state[key]):  # the last two: a state may predate them
             raise _refuse(path, key, state[key], "a whole number >= 0")
     step = state.get("epoch_step", [0, 0])  # a state may predate it
     if not (isinstance(step, list) and len(step) == 2 and all(_whole(v) for v in step)):
@@ -317,6 +317,7 @@ class PlanCheckpoints:
             "windows": self._window_settings(),
             "arguments": self._argument_settings(),
             "loss_total": self.run_log.loss_total,
+            "loss_steps": self.run_log.loss_steps,
             "consumed_samples": self.run_log.consumed_samples,
             "skipped_steps": self.run_log.skipped_steps,
             # NOTE [ the real epoch of a resumed rest ] in .run
@@ -379,6 +380,7 @@ class PlanCheckpoints:
         else:
             self.load_rest(checkpoint, state)
         self.run_log.loss_total = float(state["loss_total"])
+        self.run_log.loss_steps = int(state.get("loss_steps", state["global_step"]))
         self.run_log.consumed_samples = int(state["consumed_samples"])
         self.run_log.skipped_steps = int(state.get("skipped_steps", 0))
         self.resumed_step = int(state["global_step"])

@@ -8,6 +8,7 @@ batches, so they are replaced by the plan's.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from typing import Any
 
@@ -49,7 +50,10 @@ class RunLog:
     """The run's totals (restored on resume) and the plan's numbers since the last log.
 
     Attributes:
-        loss_total: sum over optimizer steps of each step's mean loss.
+        loss_total: sum over optimizer steps of each step's mean loss, where it is finite (a
+            step fp16 loss scaling skips for a NaN loss stays out: a NaN total would read NaN
+            in every later log and checkpoint).
+        loss_steps: the steps summed in ``loss_total``; ``train_loss`` is their mean.
         consumed_samples: real samples trained over all ranks, whole run.
         skipped_steps: steps whose update was not applied, whole run: fp16 loss
             scaling skipped a NaN or inf, or nothing had a loss.
@@ -57,6 +61,7 @@ class RunLog:
 
     def __init__(self) -> None:
         self.loss_total = 0.0
+        self.loss_steps = 0
         self.consumed_samples = 0
         self.skipped_steps = 0
         self._samples, self._tokens, self._steps = 0, 0.0, 0  # of this process
@@ -76,11 +81,18 @@ class RunLog:
         before = (self._since.samples, self._since.tokens)
         self._since.add(table, rows, repeats=repeats, micro_batches=micro_batches)
         samples = self._since.samples - before[0]
-        self.loss_total += mean_loss
+        if math.isfinite(mean_loss):
+            self.loss_total += mean_loss
+            self.loss_steps += 1
         self.consumed_samples += samples
         self._samples += samples
         self._tokens += self._since.tokens - before[1]
         self._steps += 1
+
+    @property
+    def mean_loss(self) -> float:
+        """The run's mean loss over its steps with a finite one (0.0 before any)."""
+        return self.loss_total / self.loss_steps if self.loss_steps else 0.0
 
     def update(self, logs: dict[str, float], global_step: int) -> None:
         """Add the plan's numbers to the Trainer's ``logs``; its fixed-batch speeds made real."""
@@ -100,7 +112,7 @@ class RunLog:
             self._since = StepStats()
             self._started = time.perf_counter()
         if "train_loss" in logs and global_step > 0:
-            logs["train_loss"] = self.loss_total / global_step
+            logs["train_loss"] = self.mean_loss
             runtime = float(logs.get("train_runtime") or 0.0)
             if runtime > 0:
                 logs["train_samples_per_second"] = round(self._samples / runtime, 4)

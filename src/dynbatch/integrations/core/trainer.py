@@ -314,9 +314,7 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
         out = super().train(
             resume_from_checkpoint=checkpoint, ignore_keys_for_eval=ignore_keys_for_eval
         )
-        steps = int(self.state.global_step)
-        loss = self.run_log.loss_total / steps if steps else 0.0
-        return self.host.train_output(out.global_step, loss, out.metrics)
+        return self.host.train_output(out.global_step, self.run_log.mean_loss, out.metrics)
 
     # -- Trainer overrides: evaluation ---------------------------------------------------------
     def evaluation_loop(
