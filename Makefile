@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # What the demo runs; the suite adds its tools. Each stamp installs its extras once.
 DEMO_EXTRAS ?= cpu,visualdl,examples
-TEST_EXTRAS ?= cpu,visualdl,examples,test
+TEST_EXTRAS ?= cpu,visualdl,examples,dev
 DEMO_STAMP  := $(VENV)/.installed-demo
 STAMP       := $(VENV)/.installed
 # PaddleFormers' Trainer cannot share .venv with paddlenlp 3.0.0b4 (their datasets, pyarrow and
