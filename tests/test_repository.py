@@ -245,5 +245,6 @@ def test_the_readme_install_works_today_and_ci_runs_it() -> None:
     assert re.search(r"^make .*\bdist\b", (ROOT / ".ci/run").read_text(), re.M), "CI runs it"
     assert re.search(r"^dist:.*\n\tbash \.ci/dist", (ROOT / "Makefile").read_text(), re.M)
     extra = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    extra = extra[extra.index("test = [") : extra.index("]", extra.index("test = ["))]
-    assert '"build' in extra and '"twine' in extra, "make dist's tools are in the test extra"
+    extra = extra[extra.index("\ndev = [") : extra.index("\n]", extra.index("\ndev = ["))]
+    assert '"build' in extra and '"twine' in extra, "make dist's tools are in the dev extra"
+    assert re.search(r"^TEST_EXTRAS \?= .*\bdev\b", (ROOT / "Makefile").read_text(), re.M)
