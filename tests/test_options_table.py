@@ -232,7 +232,8 @@ def within_rows(b: Built) -> None:
                     tokens = np.add.reduceat(lens, rows[:-1])
                     fullest = -(-int(tokens.max()) // opts.pad_to_multiple_of)
                     assert width == fullest * opts.pad_to_multiple_of, "as wide as the fullest"
-                if rows.size - 1 == len(batch) and width == lens.max() and len(batch) > 1:
+                longest = -(-int(lens.max()) // opts.pad_to_multiple_of) * opts.pad_to_multiple_of
+                if rows.size - 1 == len(batch) and width == longest and len(batch) > 1:
                     cost = float(np.asarray(opts.cost(len(batch), int(width))))
                     assert cost <= opts.max_cost * (1 + 1e-12), "padded: within max_cost"
                     continue
