@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import (
+    MAX_LENGTH,
     InputError,
     InputTypeError,
     check_dataset,
@@ -128,8 +129,25 @@ def loss_token_bound(lengths: NDArray[np.int64]) -> NDArray[np.int64]:
 
 
 def check_pair_loss_tokens(loss_tokens: Any, lengths: NDArray[np.int64]) -> Any:
-    """``loss_tokens`` checked against each sample's length, or a pair's target length."""
-    return check_loss_tokens(loss_tokens, loss_token_bound(lengths))
+    """``loss_tokens`` checked against each sample's length, or a pair's target length.
+
+    >>> check_pair_loss_tokens([3, 2], np.array([[9, 2], [9, 2]]))
+    Traceback (most recent call last):
+    ...
+    dynbatch.errors.InputError: loss_tokens[0]=3 is more than the sample's target length ...
+    """
+    if lengths.ndim == 1 or loss_tokens is None:
+        return check_loss_tokens(loss_tokens, lengths)
+    counts = check_loss_tokens(loss_tokens, np.full(len(lengths), MAX_LENGTH))
+    over = counts > loss_token_bound(lengths)
+    if over.any():
+        i = int(np.argmax(over))
+        raise InputError(
+            f"loss_tokens[{i}]={counts[i]} is more than the sample's target length "
+            f"lengths[{i}, 1]={lengths[i, 1]}: a pair's loss is over its target, so it has at "
+            "most as many loss tokens as target tokens"
+        )
+    return counts
 
 
 def field_length(sample: Any, ref_index: Any) -> int:
