@@ -53,7 +53,7 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, check_positive_number
 from .costs import PairCost, PairCostFn, capacity, charge, pair_form
-from .lengths import SIDES
+from .lengths import SIDES, reduce_batches
 from .options import PlanOptions
 from .plans import Plan
 
@@ -175,19 +175,27 @@ def _sequence(plens: NDArray[Any], order: str, rng: np.random.Generator) -> NDAr
 
 
 # -- the bucket order: a grid of cells, walked along a Hilbert curve ------------------------------
-def _buckets(values: NDArray[Any], width: float, phase: float) -> NDArray[np.int64]:
+def _buckets(
+    values: NDArray[Any], width: float, phase: float
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Each value's geometric bucket, numbered from 0 (bucket k: ``k <= log(L) / log(1 + w)
-    + phase < k + 1``), found once per distinct value."""
+    + phase < k + 1``), found once per distinct value; and each bucket's longest value."""
     top = int(values.max())
     if top <= 4 * values.size + (1 << 20):
         uniq = np.flatnonzero(np.bincount(values, minlength=top + 1))
         key = np.floor(np.log(uniq) / np.log1p(width) + phase).astype(np.int64)
+        key -= key[0]
         table = np.zeros(top + 1, dtype=np.int64)
-        table[uniq] = key - key[0]
-        return np.asarray(table[values])
-    uniq, inverse = np.unique(values, return_inverse=True)
-    key = np.floor(np.log(uniq) / np.log1p(width) + phase).astype(np.int64)
-    return np.asarray((key - key[0])[inverse.reshape(-1)])
+        table[uniq] = key
+        of_sample = np.asarray(table[values])
+    else:
+        uniq, inverse = np.unique(values, return_inverse=True)
+        key = np.floor(np.log(uniq) / np.log1p(width) + phase).astype(np.int64)
+        key -= key[0]
+        of_sample = np.asarray(key[inverse.reshape(-1)])
+    longest = np.zeros(int(key[-1]) + 1, dtype=np.int64)
+    np.maximum.at(longest, key, uniq)
+    return of_sample, longest
 
 
 def hilbert_index(x: NDArray[Any], y: NDArray[Any]) -> NDArray[np.int64]:
@@ -234,8 +242,8 @@ def _pack_bucketed(
 ) -> tuple[NDArray[Any], list[int], bool]:
     """The bucket order's samples and batch ends (NOTE [ planning pairs ])."""
     phase = rng.random(2)
-    bs = _buckets(plens[:, 0], opts.bucket_width, float(phase[0]))
-    bt = _buckets(plens[:, 1], opts.bucket_width, float(phase[1]))
+    bs, top_s = _buckets(plens[:, 0], opts.bucket_width, float(phase[0]))
+    bt, top_t = _buckets(plens[:, 1], opts.bucket_width, float(phase[1]))
     columns = int(bt.max()) + 1
     codes = bs * columns + bt
     alone, skipped = int(codes.max()) + 1, int(codes.max()) + 2  # runs after the cells
@@ -257,11 +265,9 @@ def _pack_bucketed(
         if b - a > 1:
             rng.shuffle(seq[a:b])
     in_cells = int(ends[ncells - 1]) if ncells else 0
-    # each cell's longest on each side, then the table of capacities over charge groups
-    starts = np.concatenate([[0], ends[: ncells - 1]]) if ncells else np.zeros(0, np.int64)
-    corner = np.maximum.reduceat(plens[seq[:in_cells]], starts, axis=0) if ncells else plens[:0]
-    group_s, longest_s = _charge_groups(cell_s[walk], corner[:, 0])
-    group_t, longest_t = _charge_groups(cell_t[walk], corner[:, 1])
+    # the table of capacities over the charge groups of each side's buckets
+    group_s, longest_s = _charge_groups(cell_s[walk], top_s)
+    group_t, longest_t = _charge_groups(cell_t[walk], top_t)
     grid = np.stack(np.meshgrid(longest_s, longest_t, indexing="ij"), axis=-1).reshape(-1, 2)
     table = capacity(fn, grid, opts.max_cost, upper, opts.batch_size_multiple)
     table = np.maximum(table, 1).reshape(longest_s.size, longest_t.size)  # each fits alone
@@ -283,18 +289,20 @@ def _pack_bucketed(
 def _charge_groups(
     buckets: NDArray[Any], longest: NDArray[Any]
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Each cell's charge group on one side and each group's longest (padded) length.
+    """Each cell's charge group on one side, and each group's longest (padded) length.
 
-    ``buckets`` and ``longest`` are the cells' bucket and longest length on that side. A
-    group is an occupied bucket, or several adjacent ones where the side has more than
+    ``buckets`` are the cells' buckets on that side, ``longest`` each bucket's longest length.
+    A group is an occupied bucket, or several adjacent ones where the side has more than
     :data:`MAX_CHARGE_BUCKETS` (NOTE [ planning pairs ]).
     """
     occupied, group = np.unique(buckets, return_inverse=True)
     group = group.reshape(-1)
+    within = np.arange(occupied.size)
     if occupied.size > MAX_CHARGE_BUCKETS:
-        group = group * MAX_CHARGE_BUCKETS // occupied.size
-    most = np.zeros(int(group.max(initial=0)) + 1, dtype=np.int64)
-    np.maximum.at(most, group, longest)
+        within = within * MAX_CHARGE_BUCKETS // occupied.size
+        group = within[group]
+    most = np.zeros(int(within.max(initial=0)) + 1, dtype=np.int64)
+    np.maximum.at(most, within, longest[occupied])
     return group, np.maximum(most, 1)
 
 
@@ -403,7 +411,7 @@ def _fit(
 ) -> NDArray[Any]:
     """Whether each batch, from each of ``starts`` to the next, fits ``max_cost``."""
     sizes = np.diff(np.append(starts, plens.shape[0]))
-    longest = np.maximum.reduceat(plens, starts, axis=0)
+    longest = reduce_batches(np.maximum, plens, None, starts)
     return np.asarray(fn(sizes, longest[:, 0], longest[:, 1]), dtype=np.float64) <= max_cost
 
 
@@ -486,7 +494,7 @@ def _check_budget(
         return
     starts = np.array([0, *bounds[:-1]], dtype=np.int64)
     sizes = np.diff(np.append(starts, seq_lens.shape[0]))
-    longest = np.maximum.reduceat(seq_lens, starts, axis=0)
+    longest = reduce_batches(np.maximum, seq_lens, None, starts)
     costs = np.asarray(fn(sizes, longest[:, 0], longest[:, 1]), dtype=np.float64)
     over = ~(costs <= max_cost)  # NaN is over
     if alone_ok:

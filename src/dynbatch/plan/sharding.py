@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_batches, check_int
 from .costs import charge
-from .lengths import check_plan_lengths, sample_tokens
+from .lengths import check_plan_lengths, reduce_batches, sample_tokens
 from .options import PlanOptions, resolve_options
 from .planning import padded_lengths
 from .plans import Plan
@@ -122,7 +122,7 @@ class ShardedPlan:
         base = self.base
         if len(base) == 0:
             return np.zeros(0, dtype=np.int64)
-        return np.add.reduceat(lengths[base.indices], base.offsets[:-1])[self.order]
+        return reduce_batches(np.add, lengths, base.indices, base.offsets[:-1])[self.order]
 
     def for_rank(self, rank: int) -> Plan:
         """This rank's batches, in order.
@@ -145,7 +145,7 @@ class ShardedPlan:
         base = self.base
         if len(base) == 0:
             return np.zeros(0, dtype=np.int64)
-        return np.maximum.reduceat(lengths[base.indices], base.offsets[:-1])[self.order]
+        return reduce_batches(np.maximum, lengths, base.indices, base.offsets[:-1])[self.order]
 
     def reorder_steps(self, steps: NDArray[Any], window_ends: NDArray[Any]) -> ShardedPlan:
         """The same batches, the steps in another order.
@@ -188,9 +188,9 @@ class _Batches:
         self.key = sample_tokens(plens)  # what a batch is split in the order of
         sizes = plan.sizes
         self.longest = (
-            np.maximum.reduceat(plens[self.indices], self.offsets[:-1])
+            reduce_batches(np.maximum, plens, self.indices, self.offsets[:-1])
             if sizes.size
-            else np.zeros(0, dtype=np.int64)
+            else np.zeros((0, *plens.shape[1:]), dtype=np.int64)
         )
         self.padding = np.zeros(sizes.size, dtype=bool)
 

@@ -31,7 +31,7 @@ from .._checks import (
 )
 from .costs import CostLike, resolve_cost
 from .epochs import plan_epoch
-from .lengths import SIDES, check_plan_lengths
+from .lengths import SIDES, check_plan_lengths, reduce_batches
 from .options import ORDERS, PlanOptions
 from .packs import PackLayout, plan_packed, plan_timed_packs
 from .pairs import pair_table
@@ -96,11 +96,11 @@ def batch_table(
         plan = Plan.from_batches(check_batches(batches, len(lens), "batches"))
     sizes, flat = plan.sizes, plan.indices
     starts = plan.offsets[:-1]
-    members = lens[flat]
-    longest = padded_lengths(np.maximum.reduceat(members, starts, axis=0), pad)
     if lens.ndim == 2:  # pairs: each side padded to its own longest
-        return pair_table(sizes, longest, np.add.reduceat(members, starts, axis=0), fn, max_cost)
-    max_len = longest
+        longest = padded_lengths(reduce_batches(np.maximum, lens, flat, starts), pad)
+        return pair_table(sizes, longest, reduce_batches(np.add, lens, flat, starts), fn, max_cost)
+    members = lens[flat]
+    max_len = padded_lengths(np.maximum.reduceat(members, starts), pad)
     real = np.add.reduceat(members, starts)
     padded = sizes * max_len
     rows = sizes
