@@ -120,7 +120,7 @@ def sample_tokens(lengths: NDArray[np.int64]) -> NDArray[np.int64]:
     ([8, 3], [4])
     """
     if isinstance(lengths, np.ndarray) and lengths.ndim == 2 and lengths.shape[1] == 2:
-        return np.asarray(lengths.sum(axis=1))
+        return np.asarray(lengths[:, 0] + lengths[:, 1])  # sum(axis=1) is ~10x slower
     return lengths
 
 

@@ -53,7 +53,7 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, check_positive_number
 from .costs import PairCost, PairCostFn, capacity, charge, pair_form
-from .lengths import SIDES, reduce_batches
+from .lengths import SIDES, reduce_batches, sample_tokens
 from .options import PlanOptions
 from .plans import Plan
 
@@ -171,7 +171,7 @@ def _sequence(plens: NDArray[Any], order: str, rng: np.random.Generator) -> NDAr
         return rng.permutation(plens.shape[0])
     if order == "none":
         return np.arange(plens.shape[0])
-    return np.asarray(np.lexsort((plens[:, 0], plens.sum(axis=1))))  # the sorted orders
+    return np.asarray(np.lexsort((plens[:, 0], sample_tokens(plens))))  # the sorted orders
 
 
 # -- the bucket order: a grid of cells, walked along a Hilbert curve ------------------------------
