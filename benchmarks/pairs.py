@@ -7,6 +7,9 @@ target its pinyin letters, approximated from a fixed table of syllable lengths a
 tests/strategies.py does; both plus 2 for the ends), and synthetic pairs whose log lengths
 are normal with correlation 0.5 and 0.9 (8,000 pairs, a small corpus, and 200,000).
 
+"repeated next epoch" is the fraction of the next epoch's batches (another seed) that are
+batches of this one: a rule that sorts makes the same batches every epoch.
+
 Every planner makes the same number of batches as dynbatch's ``like_fixed(pairs, 32)``
 (its micro-batches, at most 8 pairs each): each peer's budget is found by bisection on its
 batch count, so only how the pairs are grouped differs. The rows, each reimplemented here
@@ -152,20 +155,21 @@ def buckets_2d(
 
 
 def matched(make: Callable[[float], list[Any]], count: int, low: float, high: float) -> Any:
-    """``make(budget)`` at the budget whose batch count is nearest ``count`` (bisection)."""
-    best = make(high)
+    """``make(budget)`` at the budget whose batch count is nearest ``count`` (bisection), and
+    that budget."""
+    best, budget = make(high), high
     for _ in range(40):
         mid = (low * high) ** 0.5
         batches = make(mid)
         if abs(len(batches) - count) < abs(len(best) - count):
-            best = batches
+            best, budget = batches, mid
         if len(batches) > count:
             low = mid
         else:
             high = mid
         if abs(len(best) - count) <= max(1, count // 200):
             break
-    return best, (low * high) ** 0.5
+    return best, budget
 
 
 # -- the comparison -------------------------------------------------------------------------------
@@ -176,36 +180,45 @@ def sides(pairs: np.ndarray, batches: Any) -> tuple[float, float, int]:
     return stats.source_padding_efficiency, stats.target_padding_efficiency, stats.padded_tokens
 
 
+def repeated(first: Any, second: Any) -> float:
+    """The fraction of ``second``'s batches that are batches of ``first`` too."""
+    seen = {frozenset(np.asarray(b).tolist()) for b in first}
+    return sum(frozenset(np.asarray(b).tolist()) in seen for b in second) / len(second)
+
+
 def compare(name: str, pairs: np.ndarray) -> dict[str, float]:
     """Print each planner's padding on each side; returns the peers' budgets."""
     options = like_fixed(pairs, BATCH)
-    ours = list(plan_epoch(pairs, options, 0).plan)
-    count = len(ours)
-    perm = np.random.default_rng(0).permutation(len(pairs))
+    count = len(plan_epoch(pairs, options, 0).plan)
     key = pairs.sum(axis=1)
-    one_key = list(plan_epoch(key, like_fixed(key, BATCH), 0).plan)
+    key_options = like_fixed(key, BATCH)
     top = float(pairs.max()) * len(pairs)
-    budgets: dict[str, float] = {}
-    rows: list[tuple[str, Any]] = [
-        ("fixed 32", [perm[i : i + BATCH] for i in range(0, len(pairs), BATCH)]),
-        ("dynbatch like_fixed(pairs, 32)", ours),
-        ("one key: source + target", one_key),
-    ]
+
+    def fixed(seed: int) -> list[np.ndarray]:
+        perm = np.random.default_rng(seed).permutation(len(pairs))
+        return [perm[i : i + BATCH] for i in range(0, len(pairs), BATCH)]
+
+    planners: dict[str, Callable[[int], Any]] = {
+        "fixed 32": fixed,
+        "dynbatch like_fixed(pairs, 32)": lambda e: list(plan_epoch(pairs, options, e).plan),
+        "one key: source + target": lambda e: list(plan_epoch(key, key_options, e).plan),
+    }
     peers = {
-        "fairseq batch_by_size": (lambda b: fairseq(pairs, b), 1.0, top),
-        "PaddleNLP TransformerBatchSampler": (lambda b: paddlenlp(pairs, b), 1.0, top),
+        "fairseq batch_by_size": (lambda b, e=0: fairseq(pairs, b, e), top),
+        "PaddleNLP TransformerBatchSampler": (lambda b, e=0: paddlenlp(pairs, b, e), top),
         "2-D buckets (lhotse-like)": (
-            lambda b: buckets_2d(pairs, b),
-            1.0,
+            lambda b, e=0: buckets_2d(pairs, b, e),
             float(PairCost()(len(pairs), *pairs.max(axis=0))),
         ),
     }
-    for peer, (make, low, high) in peers.items():
-        batches, budgets[peer] = matched(make, count, low, high)
-        rows.append((peer, batches))
-    _, _, reference = sides(pairs, ours)
+    budgets: dict[str, float] = {}
+    for peer, (make, high) in peers.items():
+        _, budgets[peer] = matched(make, count, 1.0, high)
+        planners[peer] = lambda e, make=make, b=budgets[peer]: make(b, e)
+    reference = sides(pairs, planners["dynbatch like_fixed(pairs, 32)"](0))[2]
     table = []
-    for label, batches in rows:
+    for label, plan in planners.items():
+        batches = plan(0)
         source, target, padded = sides(pairs, batches)
         table.append(
             [
@@ -214,12 +227,20 @@ def compare(name: str, pairs: np.ndarray) -> dict[str, float]:
                 f"{source:.3f}",
                 f"{target:.3f}",
                 f"{padded / reference:.2f}x",
+                f"{repeated(batches, plan(1)):.2f}",
             ]
         )
     rho = np.corrcoef(np.log(pairs[:, 0]), np.log(pairs[:, 1]))[0, 1]
     print(f"\n{name}: {len(pairs):,} pairs, log-length correlation {rho:.2f}\n")
     print_table(
-        ["planner", "batches", "source padding eff.", "target padding eff.", "padded vs dynbatch"],
+        [
+            "planner",
+            "batches",
+            "source padding eff.",
+            "target padding eff.",
+            "padded vs dynbatch",
+            "repeated next epoch",
+        ],
         table,
     )
     return budgets
