@@ -345,9 +345,9 @@ _SAMPLER_DOC = """
             ``ref_index``, and checked against ``lengths`` for size when both are given. None
             with ``lengths``: the sampler then yields indices into ``lengths``.
         lengths: each sample's length (tokens), an int array or sequence, or an ``[N, 2]`` array
-            of (source, target) lengths (NOTE [ lengths of pairs ] in
-            :mod:`dynbatch.plan.lengths`); the plan is made from these alone. Give them, or a
-            way to measure them: ``length_fn`` or ``ref_index``.
+            of (source, target) lengths, each batch then padding-free on both sides; the plan is
+            made from these alone. Give them, or a way to measure them: ``length_fn`` or
+            ``ref_index``.
         length_fn: ``length_fn(sample) -> int`` (or ``-> (source, target)``), called once per
             sample of ``dataset`` (its error names the sample it failed on).
         ref_index: the field of each sample whose size is its length (an index into a tuple

@@ -78,8 +78,8 @@ __all__ = [
 
 #: A vectorised cost: arrays (or scalars) ``n`` and ``L`` in, float64 cost out.
 Cost = Callable[[Any, Any], Any]
-#: A resolved cost of either kind: ``(n, L)``, or ``(n, Ls, Lt)`` for pairs (NOTE [ costs of
-#: pairs ] in :mod:`dynbatch.plan.pair_costs`).
+#: A resolved cost of either kind: ``(n, L)``, or ``(n, Ls, Lt)`` for pairs
+#: (NOTE [ costs of pairs ] in :mod:`dynbatch.plan.pair_costs`).
 AnyCost = Callable[..., Any]
 CostLike = str | AnyCost
 
@@ -198,8 +198,8 @@ def resolve_cost(cost: CostLike) -> AnyCost:
     it plans against the budget.
 
     A callable of three arguments, ``(n, Ls, Lt) -> float``, prices (source, target)
-    pairs (NOTE [ costs of pairs ]): it is probed the same way, on ``(1, 2, 3)`` and on a
-    grid of ``n`` by ``Ls`` by ``Lt``.
+    pairs: it is probed the same way, on ``(1, 2, 3)`` and on a grid of ``n`` by ``Ls`` by
+    ``Lt``.
 
     Args:
         cost: a name (``"quadratic"``: ``n * L**2``; ``"linear"``: ``n * L``;

@@ -195,8 +195,7 @@ def plan_epoch(
 
     Args:
         lengths: per-sample lengths (positive integers), e.g. token counts; or an ``[N, 2]``
-            array of (source, target) lengths (NOTE [ lengths of pairs ] in
-            :mod:`dynbatch.plan.lengths`).
+            array of (source, target) lengths.
         options: the :class:`~dynbatch.PlanOptions` to plan with.
         epoch: the epoch, from 0: the random orders are a pure function of ``(seed, epoch)``.
         num_replicas: the ranks the plan is shared among (every rank plans the same).

@@ -111,8 +111,8 @@ def is_pairs(lengths: NDArray[Any]) -> bool:
 
 
 def sample_tokens(lengths: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Each sample's tokens: its length, or a pair's source plus target (NOTE [ lengths of
-    pairs ]): the one number per sample where the planner needs one.
+    """Each sample's tokens: its length, or a pair's source plus target: the one number per
+    sample where the planner needs one (NOTE [ lengths of pairs ]).
 
     Anything but an ``[N, 2]`` array is returned as it is, for the caller's own check.
 
@@ -349,8 +349,7 @@ def compute_lengths(
     Args:
         dataset: the samples (map-style: ``len()`` and ``[i]``).
         length_fn: ``length_fn(sample) -> int``, called once per sample; or ``-> (int, int)``,
-            a (source, target) pair for every sample, which gives an ``[N, 2]`` array
-            (NOTE [ lengths of pairs ]).
+            a (source, target) pair for every sample, which gives an ``[N, 2]`` array.
         ref_index: the field of each sample whose size is its length (an index into a tuple
             sample, a key of a dict one), instead of ``length_fn``.
         cache_path: store the lengths here (``.npz``) keyed by a fingerprint of the dataset; a

@@ -71,7 +71,7 @@ class PairCost:
 
         The default, ``a=0, b=1, cross=1``, is the study's rule ``n·L²`` on each
         side plus the cross term, as :class:`QuadraticCost` is for one length.
-        Every named cost has this form for pairs (:func:`pair_form`):
+        Every named cost has this form for pairs (:func:`~dynbatch.plan.costs.pair_form`):
         ``"quadratic"`` is the default, ``"linear"`` the padded tokens of both
         sides (``a=1``), ``"mixed:A,B"`` ``a=A, b=cross=B``. Every coefficient
         is >= 0, so the cost never decreases in ``n``, ``Ls`` or ``Lt``, which is
@@ -156,9 +156,9 @@ class PairCallable:
 
 
 def resolve_pair_callable(cost: Callable[..., Any]) -> PairCallable:
-    """``cost(n, Ls, Lt)``, probed as a callable of one length is (NOTE [ probing a callable
-    cost ] in :mod:`dynbatch.plan.costs`): a finite number >= 0 at ``(1, 2, 3)``, never
-    negative nor decreasing on a grid of ``n`` by ``Ls`` by ``Lt``.
+    """``cost(n, Ls, Lt)``, probed as a callable of one length is: a finite number >= 0 at
+    ``(1, 2, 3)``, never negative nor decreasing on a grid of ``n`` by ``Ls`` by ``Lt``
+    (NOTE [ probing a callable cost ] in :mod:`dynbatch.plan.costs`).
 
     >>> resolve_pair_callable(lambda n, Ls, Lt: n * (Ls + Lt))(2, 3, 4)
     14

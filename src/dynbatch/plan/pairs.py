@@ -135,8 +135,9 @@ def plan_pairs(
     *,
     shuffle_batches: bool = True,
 ) -> Plan:
-    """The plan of ``epoch`` for checked ``[N, 2]`` lengths: :func:`~dynbatch.plan.planning.
-    plan_draw`'s, for pairs (NOTE [ planning pairs ])."""
+    """The plan of ``epoch`` for checked ``[N, 2]`` lengths, as
+    :func:`~dynbatch.plan.planning.plan_draw` makes one for single lengths
+    (NOTE [ planning pairs ])."""
     check_pair_options(opts, "plan_batches")
     fn = pair_form(opts.cost)
     plens = _padded(lens, opts.pad_to_multiple_of)
@@ -307,8 +308,8 @@ def _charge_groups(
 
 
 def _rotate(sizes: list[int], caps: NDArray[Any], rng: np.random.Generator) -> int | None:
-    """The cell to end with, drawn with probability ~ its batches (NOTE [ what drop_last
-    drops ] in :mod:`dynbatch.plan.planning`); None with fewer than two cells."""
+    """The cell to end with, drawn with probability ~ its batches; None with fewer than two
+    cells (NOTE [ what drop_last drops ] in :mod:`dynbatch.plan.planning`)."""
     if len(sizes) < 2:
         return None
     batches = np.asarray(sizes, dtype=np.float64) / caps

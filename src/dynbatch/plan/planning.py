@@ -361,7 +361,7 @@ def plan_batches(
     Args:
         lengths: per-sample lengths (positive integers), e.g. token counts; or an ``[N, 2]``
             array of (source, target) lengths, each batch then charged ``cost(n, Ls, Lt)`` at
-            its longest source and longest target (NOTE [ planning pairs ]).
+            its longest source and longest target, and bucketed on both sides.
         max_cost: the budget every batch must fit: ``cost(n, L) <= max_cost``.
         epoch: the random orders are a pure function of ``(seed, epoch)``.
         options: a :class:`~dynbatch.PlanOptions`; or give its fields as
@@ -389,7 +389,7 @@ def plan_batches(
     >>> pairs = [[4, 9], [4, 8], [8, 2], [7, 2]]  # (source, target), cost n * (Ls + Lt)
     >>> [b.tolist() for b in plan_batches(pairs, 26, cost="linear", order="none")]
     [[0, 1], [2, 3]]
-    """  # NOTE [ bucket order ], NOTE [ what drop_last drops ]
+    """  # NOTE [ bucket order ], NOTE [ what drop_last drops ], NOTE [ planning pairs ]
     lens = check_plan_lengths(lengths)
     if max_cost is not None:
         shortcuts["max_cost"] = max_cost

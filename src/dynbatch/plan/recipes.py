@@ -136,10 +136,10 @@ def like_fixed(
     than ``cost(B, L_max)``, the fixed batch's worst, so none needs more memory than it did.
 
     Lengths may be (source, target) pairs, an ``[N, 2]`` array: micro-batches are then
-    padding-free on both sides (NOTE [ planning pairs ] in :mod:`dynbatch.plan.pairs`), and
-    none costs more than ``cost(B, Ls_max, Lt_max)``, ``B`` pairs of the longest source and
-    the longest target, by the cost of pairs (default :class:`~dynbatch.plan.costs.PairCost`,
-    NOTE [ costs of pairs ]).
+    padding-free on both sides (bucketed on the source and on the target), and none costs
+    more than ``cost(B, Ls_max, Lt_max)``, ``B`` pairs of the longest source and the longest
+    target, by the cost of pairs (default ``PairCost()``: the study's rule on each side plus
+    the cross-attention term).
 
     With a ``time_model`` (the device's step time) the split follows it: each epoch the options
     plan both the padding-free split and the fixed batch's own updates cut at the least
@@ -153,9 +153,8 @@ def like_fixed(
         batch_size: the fixed batch you would have used (per rank).
         max_cost: a budget for the micro-batches under ``cost``; default
             ``cost(batch_size, L_max)``.
-        cost: the cost model (default ``"linear"``, padded tokens; for pairs
-            :class:`~dynbatch.plan.costs.PairCost`, the study's rule on each side plus the
-            cross term).
+        cost: the cost model (default ``"linear"``, padded tokens; for pairs ``PairCost()``,
+            the study's rule on each side plus the cross term).
         accumulation_steps: the fixed batch's gradient accumulation steps.
         num_replicas: data-parallel ranks (an update spans all of them).
         micro_batches: micro-batches per update, at the least (more: more mixed); default
@@ -187,7 +186,7 @@ def like_fixed(
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)
     >>> opts.update_size, opts.max_batch_size, opts.max_cost, opts.order
     (32.0, 8, 1280.0, 'bucket')
-    """  # NOTE [ the fixed batch's recipe ]
+    """  # NOTE [ the fixed batch's recipe ], NOTE [ planning pairs ], NOTE [ costs of pairs ]
     grouped = check_bool("group_by_length", fields.pop("group_by_length", False))
     pack_len = check_int(
         "pack_len", fields.pop("pack_len", None), minimum=1, maximum=MAX_LENGTH, allow_none=True
