@@ -37,9 +37,9 @@ NOTE [ planning pairs ]
     order greedily, each batch charged exactly. ``drop_last`` drops the
     batch that ended because samples ran out, from a random cell, as for
     one length (NOTE [ what drop_last drops ] in :mod:`dynbatch.plan.planning`).
-    With ``batch_size_multiple`` each batch is rounded down to a multiple
-    where its budget allows one; a batch closed where two cells meet may
-    fall short of one.
+    With ``batch_size_multiple`` every batch that holds a multiple or more
+    holds a multiple, but the last one packed; a batch whose budget fits
+    fewer, or one closed where two cells meet, may hold fewer than one.
 """
 
 from __future__ import annotations
