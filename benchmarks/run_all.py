@@ -16,7 +16,15 @@ HERE = Path(__file__).parent
 
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE))
-    for name in ("padding", "planning_speed", "load_balance", "wordpiece", "memory", "streaming"):
+    for name in (
+        "padding",
+        "planning_speed",
+        "load_balance",
+        "wordpiece",
+        "memory",
+        "streaming",
+        "pairs",
+    ):
         print(f"\n## {name}\n", flush=True)
         sys.argv = [str(HERE / f"{name}.py")]
         runpy.run_path(str(HERE / f"{name}.py"), run_name="__main__")

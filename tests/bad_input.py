@@ -256,11 +256,12 @@ def sampler(**kwargs: Any) -> Any:
 masked = np.ma.masked_array([3, 4, 5], mask=[False, True, False])
 BAD_LENGTHS: Rows = [
     ("empty", [], VALUE, r"lengths is empty: there is nothing to batch"),
-    (
+    (  # [N, 2] is (source, target) pairs; any other 2-D shape is not lengths
         "2-D",
-        [[1, 2], [3, 4]],
+        [[1, 2, 3], [3, 4, 5]],
         VALUE,
-        r"lengths must be a 1-D array of positive integers, got an array of shape \(2, 2\)",
+        r"lengths must be a 1-D array of positive integers, got an array of shape \(2, 3\): "
+        r"give one length per sample, or an \[N, 2\] array of \(source, target\) lengths",
     ),
     ("scalar", 7, TYPE, r"lengths must be a 1-D array .* shape \(\): lengths=7"),
     ("None", None, TYPE, r"lengths must be a 1-D array .* shape \(\): lengths=None"),

@@ -34,6 +34,60 @@ def lengths(draw: st.DrawFn, max_size: int = 300, max_len: int = 600) -> np.ndar
     return np.asarray(out, dtype=np.int64)
 
 
+def lognormal_pairs(
+    n: int, rho: float, seed: int = 0, *, max_len: int = 1024, sigma: float = 0.7
+) -> np.ndarray:
+    """``n`` (source, target) lengths whose logs are normal with correlation ``rho``: a
+    translation corpus's shape (a long source has a long target, loosely), medians ~20 and ~22.
+    """
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, 2))
+    z[:, 1] = rho * z[:, 0] + np.sqrt(1 - rho**2) * z[:, 1]
+    pairs = np.ceil(np.exp(np.array([3.0, 3.1]) + sigma * z))
+    return np.clip(pairs, 1, max_len).astype(np.int64)
+
+
+#: A pinyin syllable's letters, 1 to 6 (a, de, shi, zhong, zhuang ...), and how often each is
+#: taken: a fixed table standing in for a pinyin dictionary, which the tests do not ship.
+SYLLABLE_LETTERS = np.array([0.02, 0.22, 0.35, 0.28, 0.11, 0.02]).cumsum()
+
+
+def pinyin_letters(text: str) -> int:
+    """Letters of ``text`` in pinyin, approximated: each Chinese character a syllable of 1 to 6
+    letters, drawn from :data:`SYLLABLE_LETTERS` by a hash of the character (so a character
+    always has the same), any other character 1."""
+    letters = 0
+    for char in text:
+        code = ord(char)
+        if 0x4E00 <= code <= 0x9FFF:
+            u = ((code * 2654435761) & 0xFFFFFFFF) / 2**32
+            letters += 1 + int(np.searchsorted(SYLLABLE_LETTERS, u, side="right"))
+        else:
+            letters += 1
+    return letters
+
+
+@st.composite
+def pair_lengths(draw: st.DrawFn, max_size: int = 300, max_len: int = 600) -> np.ndarray:
+    """(source, target) lengths with the shapes that matter: correlated sides (0.5 to 0.9),
+    few distinct pairs, one side constant, all equal."""
+    n = draw(st.integers(1, max_size))
+    kind = draw(st.sampled_from(["lognormal", "few", "one side", "constant"]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    if kind == "lognormal":
+        return lognormal_pairs(n, draw(st.floats(0.5, 0.9)), seed, max_len=max_len)
+    side = st.integers(1, max_len)
+    if kind == "few":
+        rows = np.array(draw(st.lists(st.tuples(side, side), min_size=1, max_size=4)))
+        return np.asarray(rows[rng.integers(0, len(rows), n)], dtype=np.int64)
+    if kind == "one side":  # the other side of every pair alike
+        one = draw(lengths(max_size, max_len))
+        pairs = np.column_stack([one, np.full(one.size, draw(side))])
+        return np.asarray(pairs[:, :: draw(st.sampled_from([1, -1]))], dtype=np.int64)
+    return np.tile(np.array([draw(side), draw(side)], dtype=np.int64), (n, 1))
+
+
 @st.composite
 def planner_args(draw: st.DrawFn) -> dict[str, object]:
     """Keyword arguments for ``plan_batches`` whose budget fits every sample alone."""
@@ -114,15 +168,23 @@ OPTION_ROWS = (
     OptionRow("buffer_size", st.integers(1, 80)),  # streams only
     # rows of this fraction of the longest sample (below 1: oversize samples); None: no packing
     OptionRow("pack_len", st.sampled_from([None] * 5 + [0.6, 1.0, 2.5])),
+    # (source, target) lengths instead of one length a sample (in memory: a stream takes one)
+    OptionRow("pairs", st.sampled_from([False, False, False, True])),
 )
 
 
 @st.composite
-def option_combinations(draw: st.DrawFn) -> dict[str, Any]:
-    """A combination of every row's option and small lengths to plan with it."""
+def option_combinations(draw: st.DrawFn, pairs: bool | None = None) -> dict[str, Any]:
+    """A combination of every row's option and small lengths to plan with it (``pairs``: of
+    (source, target) pairs, or not, instead of as drawn)."""
     combo = draw(st.fixed_dictionaries({row.name: row.values for row in OPTION_ROWS}))
+    if pairs is not None:
+        combo["pairs"] = pairs
     if draw(st.integers(0, 9), label="as drawn") < 9:  # options that go together, mostly
         combo = compatible(combo, draw(st.integers(1, 64), label="update_size"))
+    if combo["pairs"]:  # a stream's length_fn gives one length: pairs are planned in memory
+        combo["source"] = "memory"
+        return {"combo": combo, "lengths": draw(pair_lengths(max_size=120, max_len=200))}
     return {"combo": combo, "lengths": draw(lengths(max_size=120, max_len=200))}
 
 
@@ -133,8 +195,13 @@ def compatible(combo: dict[str, Any], update_size: int) -> dict[str, Any]:
     time model, a budget's time model with an ``update_size``, a multiple within the batch, a
     stream without ``drop_last`` or a sorted order, packing with what it takes (updates, a
     random order, no grouping, ``drop_last`` or ``batch_size_multiple``; ``pad_to_multiple_of``
-    goes with it; a time model chooses per update)."""
+    goes with it; a time model chooses per update; pairs without packing, updates in tokens or
+    a step time of one length: a flat one only, grouped by length)."""
     combo = dict(combo)
+    if combo.get("pairs"):  # what pairs refuse by name (NOTE [ planning pairs ])
+        combo.update(pack_len=None, update_unit="samples")
+        if combo["time_model"] is not None:
+            combo.update(time_model="flat", group_by_length=True)
     if combo.get("pack_len") is not None:
         combo.update(group_by_length=False, drop_last=False, batch_size_multiple=1)
         if combo["order"] not in ("bucket", "shuffle"):

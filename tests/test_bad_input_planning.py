@@ -45,6 +45,7 @@ from dynbatch import (
     MixedCost,
     choose_packing,
     compute_lengths,
+    fill_device,
     find_oversize,
     like_fixed,
     plan_batches,
@@ -54,6 +55,7 @@ from dynbatch import (
     resolve_cost,
     shard_plan,
 )
+from dynbatch.plan.costs import PairCost
 from dynbatch.plan.splits import epoch_seconds, plan_split_updates, split_update
 from dynbatch.plan.stats import batch_table, compare_orders
 from dynbatch.plan.steptime import FLAT_STEP, StepTimeModel, StepTimeTable, check_time_model
@@ -887,6 +889,143 @@ case(
     VALUE,
     r"time_model cuts updates .* needs update_unit='samples', got update_unit='tokens'",
 )
+
+
+# -- (source, target) pairs (NOTE [ lengths of pairs ]) -------------------------------------------
+PAIRS = np.array([[5, 7], [9, 4], [3, 3], [12, 20], [7, 9], [30, 11], [2, 2], [8, 8]])
+PAIR_ENTRIES: dict[str, Callable[[Any], object]] = {
+    **LENGTH_ENTRIES,
+    "like_fixed": lambda x: like_fixed(x, 4),
+    "compute_lengths": lambda x: compute_lengths(list(x), length_fn=lambda s: tuple(s)),
+}
+for entry, call in PAIR_ENTRIES.items():
+    for label, value, error, match in [
+        ("source-zero", [[0, 3], [4, 5]], VALUE, r"positive; lengths.*\[0, 0\]=0 \(the source of"),
+        ("target-negative", [[3, 4], [4, -5]], VALUE, r"\[1, 1\]=-5 \(the target of sample 1\)"),
+        ("target-fraction", [[3, 1.5]], VALUE, r"whole number.*1.5"),
+        (
+            "three-columns",
+            [[1, 2, 3], [4, 5, 6]],
+            VALUE if entry != "compute_lengths" else TYPE,
+            r"1-D array of positive integers, got an array of shape \(2, 3\): give one length "
+            r"per sample, or an \[N, 2\] array of \(source, target\) lengths"
+            if entry != "compute_lengths"
+            else r"length_fn=.* of sample 0 must be a whole number, got \(1, 2, 3\)",
+        ),
+    ]:
+        case(f"{entry}-pairs-{label}", functools.partial(call, value), error, match)
+case(
+    "plan_batches-pairs-bool-side",
+    lambda: plan_batches([[3, True]], BUDGET),
+    TYPE,
+    r"not booleans; lengths\[0, 1\]=True \(the target of sample 0\)",
+)
+case(
+    "compute_lengths-length_fn-one-and-two",
+    lambda: compute_lengths(
+        ["ab", "cde", "f"], length_fn=lambda s: (len(s), 1) if len(s) > 2 else 2
+    ),
+    VALUE,
+    r"length_fn=.* returned one length for sample 0 \(2\) and two, a \(source, target\) "
+    r"pair, for sample 1 \(\(3, 1\)\): it must return one length for every sample, or a pair",
+)
+case(
+    "plan_batches-pairs-cost-of-one-length",
+    lambda: plan_batches(PAIRS, BUDGET, cost=lambda n, L: n * L),
+    VALUE,
+    r"cost=<function .*> takes one length, \(n, L\), but the lengths are \(source, target\) "
+    r"pairs: give cost as a cost of two lengths, \(n, Ls, Lt\)",
+)
+case(
+    "like_fixed-pairs-cost-of-one-length",
+    lambda: like_fixed(PAIRS, 4, cost=lambda n, L: n * L),
+    VALUE,
+    r"cost=<function .*> takes one length, \(n, L\), but the lengths are \(source, target\)",
+)
+case(
+    "plan_batches-cost-of-pairs-on-one-length",
+    lambda: plan_batches(LENS, BUDGET, cost=PairCost()),
+    VALUE,
+    r"cost=PairCost\(a=0.0, b=1.0, cross=1.0\) takes two lengths, \(n, Ls, Lt\), but the "
+    r"lengths are one per sample: give lengths as an \[N, 2\] array",
+)
+case(
+    "plan_batches-pairs-oversize",
+    lambda: plan_batches(PAIRS, 500),
+    VALUE,
+    r"sample 3 has \(source, target\) lengths \(12, 20\) .* costs 784 alone, over "
+    r"max_cost=500; 2 sample\(s\) are over budget",
+)
+case(
+    "plan_epoch-pairs-loss_tokens-over-target",
+    lambda: plan_epoch(PAIRS, options_with(), 0, loss_tokens=[8, 0, 0, 0, 0, 0, 0, 0]),
+    VALUE,
+    r"loss_tokens\[0\]=8 is more than the sample's target length lengths\[0, 1\]=7",
+)
+for label, fn, error, match in [
+    ("negative-a", lambda: PairCost(a=-1), VALUE, r"PairCost a must be a finite number >= 0"),
+    ("bool-cross", lambda: PairCost(cross=True), TYPE, r"PairCost cross must be a finite"),
+    ("all-zero", lambda: PairCost(0, 0, 0), VALUE, r"PairCost needs a > 0, b > 0 or cross > 0"),
+    (
+        "callable-raises",
+        lambda: resolve_cost(lambda n, Ls, Lt: 1 / 0),
+        TYPE,
+        r"cost\(1, 2, 3\) raised ZeroDivisionError.*must take \(n, Ls, Lt\)",
+    ),
+    (
+        "callable-decreasing",
+        lambda: resolve_cost(lambda n, Ls, Lt: n * Ls / Lt),
+        VALUE,
+        r"cost must be nondecreasing in Lt .*but cost\(1, 1, 1\)=1 > cost\(1, 1, 2\)=0.5",
+    ),
+    (
+        "callable-not-a-number",
+        lambda: resolve_cost(lambda n, Ls, Lt: "big"),
+        TYPE,
+        r"cost must return a number, but cost\(1, 2, 3\) returned 'big'",
+    ),
+]:
+    case(f"PairCost-{label}", fn, error, match)
+# what does not plan pairs yet is refused by name
+for label, call, match in [
+    (
+        "like_fixed-pack_len",
+        lambda: like_fixed(PAIRS, 4, pack_len=64),
+        r"packing is refused for "
+        r"\(source, target\) pairs, got pack_len=64",
+    ),
+    (
+        "PlanOptions-pack_len",
+        lambda: options_with(cost=PairCost(), pack_len=64, update_size=8),
+        r"pack_len=64: packing is refused for \(source, target\) pairs",
+    ),
+    (
+        "plan_epoch-pack_len",
+        lambda: plan_epoch(PAIRS, options_with(pack_len=64, update_size=8, max_cost=1e6), 0),
+        r"plan_epoch: packing is refused for \(source, target\) pairs, got pack_len=64",
+    ),
+    (
+        "like_fixed-update_unit-tokens",
+        lambda: like_fixed(PAIRS, 4, update_unit="tokens"),
+        r"update_unit='tokens' is not planned for \(source, target\) pairs yet",
+    ),
+    (
+        "like_fixed-time_model",
+        lambda: like_fixed(PAIRS, 4, time_model=StepTimeModel(c=1e-3, a=1e-5, b=0.0)),
+        r"like_fixed: time_model=StepTimeModel\(.*\) is a step time of one length, \(n, L\)",
+    ),
+    (
+        "plan_batches-time_model",
+        lambda: plan_batches(PAIRS, BUDGET, time_model=FLAT_STEP, update_size=4),
+        r"time_model=StepTimeModel\(.*\) is a step time of one length",
+    ),
+    (
+        "fill_device",
+        lambda: fill_device(PAIRS, FLAT_STEP, max_cost=BUDGET, cost="linear"),
+        r"fill_device: lengths are \(source, target\) pairs",
+    ),
+]:
+    case(f"{label}-pairs", call, VALUE, match)
 
 
 @pytest.mark.parametrize(

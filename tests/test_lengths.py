@@ -140,3 +140,21 @@ def test_a_torn_cache_is_measured_again_and_a_failed_write_keeps_the_old_one(
         compute_lengths(data[:5], length_fn=len, cache_path=cache)  # another fingerprint
     assert cache.read_bytes() == whole, "the cache written before, whole"
     assert [p.name for p in tmp_path.iterdir()] == ["lens.npz"], "no partial file left"
+
+
+def test_a_length_fn_of_pairs_gives_source_and_target_lengths(tmp_path: Path) -> None:
+    data = [("ab", "xyz"), ("abcd", "x"), ("a", "xy")]
+    calls = []
+
+    def both(sample: tuple[str, str]) -> tuple[int, int]:
+        calls.append(1)
+        return len(sample[0]), len(sample[1])
+
+    cache = tmp_path / "pairs.npz"
+    lengths = compute_lengths(data, length_fn=both, cache_path=cache)
+    assert lengths.tolist() == [[2, 3], [4, 1], [1, 2]] and lengths.dtype == np.int64
+    measured = len(calls)
+    again = compute_lengths(data, length_fn=both, cache_path=cache)
+    assert again.tolist() == lengths.tolist() and len(calls) - measured <= 5, "from the cache"
+    as_arrays = compute_lengths(data, length_fn=lambda s: np.array([len(s[0]), len(s[1])]))
+    assert as_arrays.tolist() == lengths.tolist(), "a pair as an array of two"

@@ -25,11 +25,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
-from strategies import option_combinations
+from strategies import lognormal_pairs, option_combinations
 
 import dynbatch
 from conftest import shared_file
 from dynbatch import DistributedDynamicBatchSampler, InputError, PlanOptions
+from dynbatch.plan.costs import charge
+from dynbatch.plan.lengths import loss_token_bound, sample_tokens
 from dynbatch.plan.packs import PackLayout, packed_epoch_seconds
 from dynbatch.plan.packs.layout import packed_rows
 from dynbatch.plan.planning import find_oversize, padded_lengths
@@ -90,18 +92,22 @@ def _option_kwargs(combo: dict[str, Any], lengths: np.ndarray) -> dict[str, Any]
     if combo["pack_len"] is not None:
         kwargs["pack_len"] = max(1, int(combo["pack_len"] * int(lengths.max())))
     if combo["batch_size"] is None:
-        single = float(np.asarray(dynbatch.resolve_cost("linear")(1, int(lengths.max()))))
-        kwargs.update(cost="linear", max_cost=single * combo["budget"])
+        kwargs.update(cost="linear", max_cost=_longest_alone(lengths) * combo["budget"])
         if combo["update_size"] is not None:
             kwargs["update_size"] = combo["update_size"]
     return kwargs
 
 
+def _longest_alone(lengths: np.ndarray) -> float:
+    """What the longest sample (for pairs: the longest source and target) costs alone."""
+    return float(np.asarray(charge("linear", 1, lengths.max(axis=0)[None]))[0])
+
+
 def memory_samplers(combo: dict[str, Any], lengths: np.ndarray) -> list[Any]:
     loss_tokens = None
-    if combo["loss_tokens"]:
+    if combo["loss_tokens"]:  # of a pair: of its target
         rng = np.random.default_rng(combo["seed"])
-        loss_tokens = rng.integers(0, lengths + 1)
+        loss_tokens = rng.integers(0, loss_token_bound(lengths) + 1)
     return [
         DistributedDynamicBatchSampler(
             lengths=lengths,
@@ -172,7 +178,7 @@ def build(combo: dict[str, Any], lengths: np.ndarray) -> Built:
 
 # -- the invariants -------------------------------------------------------------------------------
 def exactly_once(b: Built, data: st.DataObject) -> None:
-    expected = set(range(b.lengths.size))
+    expected = set(range(len(b.lengths)))
     if b.options.oversize == "skip":
         expected -= set(find_oversize(b.lengths, options=b.options).tolist())
     for epoch, ranks in enumerate(b.ranks):
@@ -209,7 +215,8 @@ def within_budget(b: Built, data: st.DataObject) -> None:
                 if opts.max_batch_size is not None:  # or the fixed batch's own step, kept whole
                     cap = max(opts.max_batch_size, opts.fixed_step_size or 0)
                     assert n <= cap, "within max_batch_size"
-                cost = float(np.asarray(opts.cost(n, int(plens[batch].max()))))
+                longest = plens[batch].max(axis=0)[None]  # pairs: its longest source and target
+                cost = float(np.asarray(charge(opts.cost, n, longest))[0])
                 assert cost <= opts.max_cost * (1 + 1e-12) or n == 1, "within max_cost"
 
 
@@ -232,7 +239,8 @@ def within_rows(b: Built) -> None:
                     tokens = np.add.reduceat(lens, rows[:-1])
                     fullest = -(-int(tokens.max()) // opts.pad_to_multiple_of)
                     assert width == fullest * opts.pad_to_multiple_of, "as wide as the fullest"
-                if rows.size - 1 == len(batch) and width == lens.max() and len(batch) > 1:
+                longest = -(-int(lens.max()) // opts.pad_to_multiple_of) * opts.pad_to_multiple_of
+                if rows.size - 1 == len(batch) and width == longest and len(batch) > 1:
                     cost = float(np.asarray(opts.cost(len(batch), int(width))))
                     assert cost <= opts.max_cost * (1 + 1e-12), "padded: within max_cost"
                     continue
@@ -253,7 +261,7 @@ def exact_step_counts(b: Built, data: st.DataObject) -> None:
     combo = b.combo
     if combo["batch_size"] is not None and combo["update_unit"] == "samples":
         # the fixed batch's count, from the options alone: ceil(N / (B * R)) (drop_last: floor)
-        n = b.lengths.size
+        n = len(b.lengths)
         if b.options.oversize == "skip":
             n -= find_oversize(b.lengths, options=b.options).size
         update = combo["batch_size"] * combo["ranks"]
@@ -356,7 +364,7 @@ def fixed_seconds(plan: ShardedPlan, lengths: np.ndarray, model: Any, pad: int =
         if not members:
             continue
         per_rank = -(-sum(m.size for m in members) // plan.num_replicas)
-        longest = -(-max(int(lengths[m].max()) for m in members) // pad) * pad
+        longest = -(-max(int(sample_tokens(lengths)[m].max()) for m in members) // pad) * pad
         total += float(np.asarray(model(per_rank, longest)))
     return total
 
@@ -366,8 +374,8 @@ def the_fixed_batch_seconds(b: Built, epoch: int, model: Any) -> float:
     fixed batch of ``batch_size`` makes) cut into updates of ``batch_size`` x ranks, each one
     step of ``ceil(n / ranks)`` samples a rank padded to its longest (paddle's deal)."""
     opts, combo = b.options, b.combo
-    plens = padded_lengths(b.lengths, opts.pad_to_multiple_of)
-    keep = np.ones(b.lengths.size, dtype=bool)
+    plens = sample_tokens(padded_lengths(b.lengths, opts.pad_to_multiple_of))
+    keep = np.ones(len(b.lengths), dtype=bool)
     if opts.oversize == "skip":
         keep[find_oversize(b.lengths, options=opts)] = False
     order = shuffled(np.flatnonzero(keep), opts.seed, epoch)
@@ -398,7 +406,8 @@ def never_slower_than_fixed(b: Built, data: st.DataObject) -> None:
         if b.options.pack_len is not None:  # each micro-batch as the collator lays it out
             predicted = packed_epoch_seconds(plan, b.lengths, b.options)
         else:
-            predicted = epoch_seconds(plan, b.lengths, model, b.options.pad_to_multiple_of)
+            tokens = sample_tokens(b.lengths)  # a pair's step time: of its tokens (a flat one)
+            predicted = epoch_seconds(plan, tokens, model, b.options.pad_to_multiple_of)
         assert predicted <= fixed * (1 + 1e-9) + 1e-12, (
             f"epoch {epoch}: predicted {predicted:.6g}s, the fixed batch {fixed:.6g}s"
         )
@@ -447,9 +456,20 @@ def test_every_option_combination_keeps_every_promise(case: dict[str, Any], data
         event(f"refused: {str(err)[:50]}")
         refused_by_name(err, combo)
         return
-    event(f"built: {combo['source']}")
+    event(f"built: {combo['source']}" + (", pairs" if combo["pairs"] else ""))
     for invariant in INVARIANTS:
         invariant.check(built, data)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=option_combinations(pairs=True), data=st.data())
+def test_every_option_combination_of_pairs_keeps_every_promise(
+    case: dict[str, Any], data: Any
+) -> None:
+    """The table above, every combination of (source, target) pairs (a quarter of its own)."""
+    test_every_option_combination_keeps_every_promise.hypothesis.inner_test(  # type: ignore[attr-defined]
+        case=case, data=data
+    )
 
 
 @settings(max_examples=5, deadline=None)
@@ -460,6 +480,11 @@ def test_the_table_is_not_vacuous(data: Any) -> None:
     combo = {**_default(), "ranks": 2}
     for source in ("memory", "stream"):
         built = build({**combo, "source": source}, lengths)
+        for invariant in INVARIANTS:
+            invariant.check(built, data)
+    pairs = lognormal_pairs(97, 0.7, seed=0, max_len=200)  # and of (source, target) pairs
+    for grouped in ({}, {"group_by_length": True, "time_model": "flat"}):
+        built = build({**combo, **grouped, "pairs": True}, pairs)
         for invariant in INVARIANTS:
             invariant.check(built, data)
 
@@ -537,4 +562,5 @@ def _default() -> dict[str, Any]:
         "budget": 8.0,
         "buffer_size": 30,
         "pack_len": None,
+        "pairs": False,
     }

@@ -225,7 +225,7 @@ def test_a_cost_that_does_not_grow_is_refused_with_where() -> None:
         ({"lengths": [3, -2]}, r"lengths\[1\]=-2"),
         ({"lengths": [3.0, float("nan")]}, r"whole numbers; lengths\[1\]=nan"),
         ({"lengths": [3, 2.5]}, r"whole numbers; lengths\[1\]=2.5"),
-        ({"lengths": [[1, 2]]}, "1-D"),
+        ({"lengths": [[1, 2, 3]]}, "1-D"),  # [N, 2] is (source, target) pairs
         ({"max_cost": 0}, "max_cost must be a positive finite number, got max_cost=0"),
         ({"max_cost": -5}, "max_cost=-5"),
         ({"max_cost": True}, "max_cost=True"),

@@ -12,6 +12,7 @@ from deadline import within
 
 import dynbatch
 from dynbatch import DistributedDynamicBatchSampler, DynamicBatchSampler, Pad, Stack, Tuple
+from dynbatch.plan.costs import PairCost
 
 
 class Reviews(paddle.io.Dataset):  # type: ignore[misc]
@@ -448,3 +449,86 @@ def test_batch_size_reads_back_the_fixed_batch_and_max_batch_size_the_cap(
     loader = paddle.io.DataLoader(ds, batch_sampler=told, collate_fn=collate())
     sizes = [int(labels.shape[0]) for _, labels in loader]
     assert sizes == [b.size for b in told.batches()] and max(sizes) <= 8 < told.batch_size
+
+
+# -- (source, target) pairs (NOTE [ lengths of pairs ]) -------------------------------------------
+class Translations(paddle.io.Dataset):  # type: ignore[misc]
+    """Source and target token ids whose label is the sample's own index."""
+
+    def __init__(self, n: int, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        z = rng.standard_normal((n, 2))
+        z[:, 1] = 0.7 * z[:, 0] + np.sqrt(1 - 0.49) * z[:, 1]
+        self.pairs = np.clip(np.ceil(np.exp(3.0 + 0.7 * z)), 1, 200).astype(np.int64)
+        self.samples = [
+            (np.ones(s, "int64"), np.ones(t, "int64"), np.int64(i))
+            for i, (s, t) in enumerate(self.pairs)
+        ]
+
+    def __getitem__(self, i: int):  # type: ignore[no-untyped-def]
+        return self.samples[i]
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_pairs_on_ranks_keep_equal_steps_each_pair_once_and_resume_exactly(
+    replicas: int,
+) -> None:
+    data = Translations(301)
+    ranks = [
+        DistributedDynamicBatchSampler(
+            data,
+            length_fn=lambda s: (len(s[0]), len(s[1])),
+            num_replicas=replicas,
+            rank=r,
+            batch_size=8,
+            seed=3,
+        )
+        for r in range(replicas)
+    ]
+    assert np.array_equal(ranks[0].lengths, data.pairs), "length_fn's pairs"
+    for epoch in range(2):
+        for s in ranks:
+            s.set_epoch(epoch)
+        shares = [list(s) for s in ranks]
+        assert len({len(share) for share in shares}) == 1, "equal steps on every rank"
+        flat = sorted(i for share in shares for batch in share for i in batch)
+        assert flat == list(range(len(data))), "every pair exactly once an epoch"
+        worst = float(PairCost()(8, *data.pairs.max(axis=0)))
+        for batch in (b for share in shares for b in share):
+            longest = data.pairs[batch].max(axis=0)
+            assert float(PairCost()(len(batch), *longest)) <= worst
+    assert ranks[0].steps_for_epochs(range(2)) == 2 * -(-len(data) // (8 * replicas))
+    for k in (0, 3, len(shares[0])):
+        state = ranks[0].state_dict(consumed_batches=k)
+        fresh = [
+            DistributedDynamicBatchSampler(
+                lengths=data.pairs, num_replicas=replicas, rank=r, batch_size=8, seed=3
+            )
+            for r in range(replicas)
+        ]
+        for s in fresh:
+            s.load_state_dict(state)
+            s.set_epoch(1)
+        assert [list(s) for s in fresh] == [share[k:] for share in shares], "exactly the rest"
+
+
+def test_a_state_of_pairs_does_not_load_into_a_sampler_of_one_length() -> None:
+    data = Translations(60)
+    state = DynamicBatchSampler(lengths=data.pairs, batch_size=4).state_dict()
+    other = DynamicBatchSampler(lengths=data.pairs.reshape(-1), batch_size=4)
+    with pytest.raises(ValueError, match="saved for different lengths"):
+        other.load_state_dict(state)
+
+
+def test_a_loader_of_pairs_pads_both_sides_to_the_batch() -> None:
+    data = Translations(64)
+    sampler = DynamicBatchSampler(data, lengths=data.pairs, batch_size=8)
+    loader = paddle.io.DataLoader(
+        data, batch_sampler=sampler, collate_fn=Tuple(Pad(), Pad(), Stack())
+    )
+    for source, target, index in loader:
+        longest = data.pairs[index.numpy()].max(axis=0)
+        assert source.shape[1] == longest[0] and target.shape[1] == longest[1]

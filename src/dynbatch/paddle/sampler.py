@@ -41,13 +41,11 @@ from .._checks import (
     InputTypeError,
     check_dataset,
     check_int,
-    check_lengths,
-    check_loss_tokens,
 )
 from .._optional import require
 from ..plan.contract import Pass
 from ..plan.epochs import Epochs
-from ..plan.lengths import compute_lengths
+from ..plan.lengths import check_pair_loss_tokens, check_plan_lengths, compute_lengths, is_pairs
 from ..plan.options import PlanOptions, resolve_options
 from ..plan.plans import Plan
 from ..plan.recipes import like_fixed
@@ -81,7 +79,7 @@ def _check_map_style(dataset: Any) -> None:
 def resolve_lengths(
     dataset: Any,
     lengths: Any,
-    length_fn: Callable[[Any], int] | None,
+    length_fn: Callable[[Any], Any] | None,
     ref_index: Any,
     cache_path: str | os.PathLike[str] | None,
 ) -> NDArray[np.int64]:
@@ -93,10 +91,10 @@ def resolve_lengths(
                 "give lengths or a way to measure them (length_fn / ref_index), not both; got "
                 f"lengths and length_fn={length_fn!r}, ref_index={ref_index!r}"
             )
-        lens = check_lengths(lengths)
-        if dataset is not None and len(dataset) != lens.size:
+        lens = check_plan_lengths(lengths)
+        if dataset is not None and len(dataset) != len(lens):
             raise InputError(
-                f"lengths has {lens.size} entries but the dataset has {len(dataset)} samples; "
+                f"lengths has {len(lens)} entries but the dataset has {len(dataset)} samples; "
                 "they must match one to one"
             )
         return lens
@@ -173,7 +171,7 @@ class _Cursor:
         self,
         dataset: Any,
         lengths: Any,
-        length_fn: Callable[[Any], int] | None,
+        length_fn: Callable[[Any], Any] | None,
         ref_index: Any,
         cache_path: str | os.PathLike[str] | None,
         options: PlanOptions | None,
@@ -183,7 +181,7 @@ class _Cursor:
     ) -> PlanOptions:
         """Resolve the lengths and options and plan epoch 0; the options paddle's base reads."""
         self.lengths = resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
-        self.loss_tokens = check_loss_tokens(loss_tokens, self.lengths)
+        self.loss_tokens = check_pair_loss_tokens(loss_tokens, self.lengths)
         if batch_size is not None:
             if options is not None:
                 raise InputError(
@@ -199,8 +197,9 @@ class _Cursor:
             unit, order = shortcuts.get("update_unit", "samples"), shortcuts.get("order", "bucket")
             # NOTE [ no time model on an accelerator ]: where like_fixed follows a step time
             follows = unit == "samples" and order in ("bucket", "shuffle")
-            # packing as asked: rows, chosen per update only by a time model given
-            follows = follows and shortcuts.get("pack_len") is None
+            # packing as asked: rows, chosen per update only by a time model given; pairs
+            # have no step time of two lengths yet (NOTE [ planning pairs ]): the split
+            follows = follows and shortcuts.get("pack_len") is None and not is_pairs(self.lengths)
             if shortcuts.get("time_model") is None and follows:
                 shortcuts = {**shortcuts, "time_model": default_time_model(type(self).__name__)}
             options = like_fixed(
@@ -345,10 +344,12 @@ _SAMPLER_DOC = """
         dataset: the dataset (map-style: ``len()`` and ``[i]``); needed with ``length_fn`` or
             ``ref_index``, and checked against ``lengths`` for size when both are given. None
             with ``lengths``: the sampler then yields indices into ``lengths``.
-        lengths: each sample's length (tokens), an int array or sequence; the plan is made from
-            these alone. Give them, or a way to measure them: ``length_fn`` or ``ref_index``.
-        length_fn: ``length_fn(sample) -> int``, called once per sample of ``dataset`` (its
-            error names the sample it failed on).
+        lengths: each sample's length (tokens), an int array or sequence, or an ``[N, 2]`` array
+            of (source, target) lengths, each batch then padding-free on both sides; the plan is
+            made from these alone. Give them, or a way to measure them: ``length_fn`` or
+            ``ref_index``.
+        length_fn: ``length_fn(sample) -> int`` (or ``-> (source, target)``), called once per
+            sample of ``dataset`` (its error names the sample it failed on).
         ref_index: the field of each sample whose size is its length (an index into a tuple
             sample, a key of a dict one), instead of ``length_fn``.
         cache_path: store measured lengths here (``.npz``) keyed by a dataset
@@ -406,7 +407,7 @@ class DynamicBatchSampler(_Cursor, BatchSampler):
         dataset: Any = None,
         *,
         lengths: Any = None,
-        length_fn: Callable[[Any], int] | None = None,
+        length_fn: Callable[[Any], Any] | None = None,
         ref_index: Any = None,
         cache_path: str | os.PathLike[str] | None = None,
         options: PlanOptions | None = None,
@@ -428,7 +429,7 @@ class DynamicBatchSampler(_Cursor, BatchSampler):
         )
         BatchSampler.__init__(  # the indices stand in for a dataset given as lengths alone
             self,
-            dataset=range(self.lengths.size) if dataset is None else dataset,
+            dataset=range(len(self.lengths)) if dataset is None else dataset,
             batch_size=opts.max_batch_size or 1,
             drop_last=opts.drop_last,
         )
@@ -457,7 +458,7 @@ class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
         dataset: Any = None,
         *,
         lengths: Any = None,
-        length_fn: Callable[[Any], int] | None = None,
+        length_fn: Callable[[Any], Any] | None = None,
         ref_index: Any = None,
         cache_path: str | os.PathLike[str] | None = None,
         num_replicas: int | None = None,
@@ -481,7 +482,7 @@ class DistributedDynamicBatchSampler(_Cursor, DistributedBatchSampler):
         )
         DistributedBatchSampler.__init__(  # sets nranks, local_rank, epoch (0): paddle's names
             self,
-            range(self.lengths.size) if dataset is None else dataset,
+            range(len(self.lengths)) if dataset is None else dataset,
             opts.max_batch_size or 1,
             num_replicas=self.num_replicas,
             rank=self.rank,

@@ -17,6 +17,14 @@ steps (the memory package's fit, a step-time table's).
 24.0
 >>> resolve_cost("mixed:1,0.5")
 MixedCost(a=1.0, b=0.5)
+
+Samples of two lengths, (source, target) pairs of an encoder–decoder, are
+priced by a cost of two lengths ``cost(n, Ls, Lt)`` (NOTE [ costs of pairs ]):
+:class:`PairCost`, a callable of three arguments, or a named cost, whose two-length
+form :func:`pair_form` gives.
+
+>>> PairCost()(2, 3, 4)
+74.0
 """
 
 from __future__ import annotations
@@ -33,25 +41,47 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_nonnegative_number
+from .pair_costs import (
+    PROBE_L,
+    PROBE_N,
+    PairCallable,
+    PairCost,
+    PairCostFn,
+    is_number,
+    required_arguments,
+    resolve_pair_callable,
+    takes_pairs,
+)
 
 __all__ = [
+    "AnyCost",
     "Cost",
     "CostLike",
     "LinearCost",
     "MixedCost",
+    "PairCost",
+    "PairCostFn",
     "PolynomialCost",
     "QuadraticCost",
     "WithinBudgets",
     "absent_coefficient",
+    "capacity",
+    "charge",
     "cost_spec",
     "fit_polynomial",
     "nnls",
+    "one_length",
+    "pair_form",
     "resolve_cost",
+    "takes_pairs",
 ]
 
 #: A vectorised cost: arrays (or scalars) ``n`` and ``L`` in, float64 cost out.
 Cost = Callable[[Any, Any], Any]
-CostLike = str | Cost
+#: A resolved cost of either kind: ``(n, L)``, or ``(n, Ls, Lt)`` for pairs
+#: (NOTE [ costs of pairs ] in :mod:`dynbatch.plan.pair_costs`).
+AnyCost = Callable[..., Any]
+CostLike = str | AnyCost
 
 
 @dataclass(frozen=True)
@@ -149,7 +179,7 @@ class _Elementwise:
         try:
             return np.asarray(out, dtype=np.float64)
         except (TypeError, ValueError):
-            bad = next(v for v in np.asarray(out, dtype=object).reshape(-1) if not _is_number(v))
+            bad = next(v for v in np.asarray(out, dtype=object).reshape(-1) if not is_number(v))
             raise InputTypeError(
                 f"cost must return a number for every (n, L), got {bad!r} from cost={self.fn!r}"
             ) from None
@@ -158,13 +188,7 @@ class _Elementwise:
         return repr(self.fn)
 
 
-def _is_number(value: Any) -> bool:
-    if isinstance(value, np.ndarray) and value.size == 1:
-        value = value.reshape(-1)[0]
-    return isinstance(value, (numbers.Real, np.number)) and not isinstance(value, (bool, np.bool_))
-
-
-def resolve_cost(cost: CostLike) -> Cost:
+def resolve_cost(cost: CostLike) -> AnyCost:
     """Turn ``"quadratic"``, ``"linear"``, ``"mixed:A,B"`` or a callable into a vectorised cost.
 
     A callable is first tried on arrays; one that only takes scalars is applied
@@ -173,10 +197,14 @@ def resolve_cost(cost: CostLike) -> Cost:
     finds a batch's capacity by bisection, which needs that); the planner checks every batch
     it plans against the budget.
 
+    A callable of three arguments, ``(n, Ls, Lt) -> float``, prices (source, target)
+    pairs: it is probed the same way, on ``(1, 2, 3)`` and on a grid of ``n`` by ``Ls`` by
+    ``Lt``.
+
     Args:
         cost: a name (``"quadratic"``: ``n * L**2``; ``"linear"``: ``n * L``;
             ``"mixed:A,B"``: ``n * (A*L + B*L**2)``), a cost object (returned as it is) or a
-            callable ``(n, L) -> float``.
+            callable ``(n, L) -> float`` (or ``(n, Ls, Lt) -> float`` for pairs).
 
     >>> resolve_cost("linear")(np.array([2, 3]), np.array([10, 10])).tolist()
     [20.0, 30.0]
@@ -202,11 +230,15 @@ def resolve_cost(cost: CostLike) -> Cost:
         )
     if isinstance(cost, (QuadraticCost, LinearCost, PolynomialCost, _Elementwise)):
         return cost
+    if isinstance(cost, (PairCost, PairCallable)):
+        return cost
+    if required_arguments(cost) == 3:  # cost(n, Ls, Lt): NOTE [ costs of pairs ]
+        return resolve_pair_callable(cost)
     try:
         single = cost(1, 2)
     except Exception as exc:
         raise InputTypeError(f"cost(1, 2) raised {exc!r}; cost={cost!r} must take (n, L)") from exc
-    if not _is_number(single):
+    if not is_number(single):
         raise InputTypeError(f"cost must return a number, but cost(1, 2) returned {single!r}")
     value = float(np.asarray(single).reshape(-1)[0])
     if not (math.isfinite(value) and value >= 0):
@@ -223,10 +255,89 @@ def resolve_cost(cost: CostLike) -> Cost:
     return resolved
 
 
-#: Where a callable cost is probed (NOTE [ probing a callable cost ]): batch sizes and
-#: lengths from 1 to far past any real batch, doubling.
-PROBE_N = np.array([1, 2, 3, *(2**k for k in range(2, 17))], dtype=np.int64)
-PROBE_L = np.array([1, 2, 3, *(2**k for k in range(2, 16))], dtype=np.int64)
+def pair_form(cost: Any, name: str = "cost") -> PairCostFn:
+    """The cost of (source, target) pairs a resolved cost stands for (NOTE [ costs of pairs ]).
+
+    A cost of two lengths is its own; a named one has a two-length form; any other
+    cost of one length, ``(n, L)``, is refused, naming ``name``.
+
+    >>> pair_form(QuadraticCost()), pair_form(LinearCost())
+    (PairCost(a=0.0, b=1.0, cross=1.0), PairCost(a=1.0, b=0.0, cross=0.0))
+    """
+    if takes_pairs(cost):
+        return cost  # type: ignore[no-any-return]  # cost is Any
+    if type(cost) is QuadraticCost:
+        return PairCost()
+    if type(cost) is LinearCost:
+        return PairCost(a=1.0, b=0.0, cross=0.0)
+    if type(cost) is MixedCost:
+        return PairCost(a=cost.a, b=cost.b, cross=cost.b)
+    raise InputError(
+        f"{name}={cost!r} takes one length, (n, L), but the lengths are (source, target) "
+        f"pairs: give {name} as a cost of two lengths, (n, Ls, Lt) -> float (such as "
+        "PairCost()), or a named one ('quadratic', 'linear', 'mixed:A,B'), which prices "
+        "both sides"
+    )
+
+
+def one_length(cost: Any, name: str = "cost") -> Cost:
+    """``cost``, refused by name when it takes (source, target) pairs and the lengths are one
+    per sample."""
+    if takes_pairs(cost):
+        raise InputError(
+            f"{name}={cost!r} takes two lengths, (n, Ls, Lt), but the lengths are one per "
+            "sample: give lengths as an [N, 2] array of (source, target) lengths, or a cost of "
+            f"one length, (n, L) -> float"
+        )
+    return cost  # type: ignore[no-any-return]
+
+
+def charge(cost: Any, n: Any, longest: Any, name: str = "cost") -> Any:
+    """What batches of ``n`` samples cost: ``cost(n, L)``, or for pairs ``cost(n, Ls, Lt)``.
+
+    ``longest`` holds each batch's longest (padded) length, or a row of its longest source
+    and longest target for pairs; a cost of one length is then priced in its two-length
+    form (:func:`pair_form`).
+
+    >>> charge("quadratic", 2, np.array([4])).tolist(), charge("quadratic", 2, [[3, 4]]).tolist()
+    ([32.0], [74.0])
+    """
+    if isinstance(cost, str):
+        cost = resolve_cost(cost)
+    longest = np.asarray(longest)
+    if longest.ndim == 2:
+        return pair_form(cost, name)(n, longest[:, 0], longest[:, 1])
+    return one_length(cost, name)(n, longest)
+
+
+def capacity(
+    cost: Any, longest: Any, max_cost: float, upper: int, multiple: int = 1
+) -> NDArray[np.int64]:
+    """The most samples a batch of each ``longest`` (a length, or a pair's row) may hold.
+
+    The largest ``n <= upper`` with ``charge(cost, n, longest) <= max_cost``, found by
+    vectorised bisection on the cost itself (NOTE [ packing by capacity ] in
+    :mod:`dynbatch.plan.planning`), rounded down to ``multiple`` where it holds one.
+
+    >>> capacity(LinearCost(), np.array([8, 16]), 64, 100).tolist()
+    [8, 4]
+    >>> capacity(LinearCost(), np.array([[8, 8]]), 64, 100).tolist()
+    [4]
+    """
+    longest = np.asarray(longest)
+    lo = np.zeros(longest.shape[:1], dtype=np.int64)  # always fits
+    hi = np.full(longest.shape[:1], upper, dtype=np.int64)
+    while True:
+        todo = lo < hi
+        if not todo.any():
+            break
+        mid = (lo + hi + 1) // 2
+        fits = np.asarray(charge(cost, mid, longest), dtype=np.float64) <= max_cost
+        lo = np.where(todo & fits, mid, lo)
+        hi = np.where(todo & ~fits, mid - 1, hi)
+    if multiple > 1:
+        lo = np.where(lo >= multiple, lo - lo % multiple, lo)
+    return lo
 
 
 def _check_grows(cost: Cost, resolved: Cost) -> None:
@@ -261,7 +372,7 @@ def _check_grows(cost: Cost, resolved: Cost) -> None:
             except Exception:
                 ok[idx] = False
                 continue
-            if not _is_number(out):
+            if not is_number(out):
                 raise InputTypeError(
                     f"cost must return a number for every (n, L), got {out!r} from "
                     f"cost({n_grid[idx]}, {l_grid[idx]}) (cost={cost!r})"
@@ -362,9 +473,9 @@ def cost_spec(cost: Any) -> str | None:
     """
     if isinstance(cost, str):
         cost = resolve_cost(cost)
-    if isinstance(cost, _Elementwise):
+    if isinstance(cost, (_Elementwise, PairCallable)):
         return cost_spec(cost.fn)
-    if isinstance(cost, (QuadraticCost, LinearCost, MixedCost)):
+    if isinstance(cost, (QuadraticCost, LinearCost, MixedCost, PairCost)):
         return repr(cost)
     spec = getattr(cost, "spec", None)
     if callable(spec):

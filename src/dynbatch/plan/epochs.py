@@ -45,12 +45,12 @@ from .._checks import (
     InputTypeError,
     check_epochs,
     check_int,
-    check_lengths,
-    check_loss_tokens,
 )
 from .contract import Pass
+from .lengths import check_pair_loss_tokens, check_plan_lengths, is_pairs
 from .options import UNDESCRIBED, PlanOptions
 from .packs import plan_packed
+from .pairs import check_pair_options
 from .planning import find_oversize, plan_draw
 from .plans import Plan
 from .reshard import check_global_update, deal_rest, rest_of
@@ -99,13 +99,13 @@ def equal_batch_count(lengths: Any, options: PlanOptions, num_replicas: int = 1)
         ranks), flagged repeats make it up.
         ``drop_last`` leaving no batch at all is refused too: no count fits it.
     """
-    lens = check_lengths(lengths)
+    lens = check_plan_lengths(lengths)
     probes = EQUAL_EPOCH_PROBES if options.random_order else 1
     most = 0
     for epoch in range(probes):
         plan = plan_draw(lens, options, epoch, shuffle_batches=False)
         if not len(plan):
-            raise InputError(_no_batch_left(lens.size, options, epoch))
+            raise InputError(_no_batch_left(len(lens), options, epoch))
         most = max(most, len(plan))
     return max(-(-most // num_replicas) * num_replicas, num_replicas)
 
@@ -123,8 +123,8 @@ def _no_batch_left(samples: int, options: PlanOptions, epoch: int) -> str:
 def _plannable(lens: NDArray[np.int64], options: PlanOptions) -> int:
     """Samples a plan can hold at most: all but those ``oversize="skip"`` leaves out."""
     if options.oversize != "skip":
-        return int(lens.size)
-    return int(lens.size - find_oversize(lens, options=options).size)
+        return len(lens)
+    return int(len(lens) - find_oversize(lens, options=options).size)
 
 
 def _draw_for_count(
@@ -194,7 +194,8 @@ def plan_epoch(
     each packed into rows.
 
     Args:
-        lengths: per-sample lengths (positive integers), e.g. token counts.
+        lengths: per-sample lengths (positive integers), e.g. token counts; or an ``[N, 2]``
+            array of (source, target) lengths.
         options: the :class:`~dynbatch.PlanOptions` to plan with.
         epoch: the epoch, from 0: the random orders are a pure function of ``(seed, epoch)``.
         num_replicas: the ranks the plan is shared among (every rank plans the same).
@@ -208,10 +209,12 @@ def plan_epoch(
     >>> sp.num_steps, sorted(sp.plan.indices.tolist())
     (2, [0, 1, 2, 3, 4, 5, 6, 7])
     """  # NOTE [ packed updates ] in dynbatch.plan.packs.epochs
-    lengths = check_lengths(lengths)
+    lengths = check_plan_lengths(lengths)
     if not isinstance(options, PlanOptions):
         raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
-    loss_tokens = check_loss_tokens(loss_tokens, lengths)
+    if is_pairs(lengths):  # NOTE [ planning pairs ] in dynbatch.plan.pairs
+        check_pair_options(options, "plan_epoch")
+    loss_tokens = check_pair_loss_tokens(loss_tokens, lengths)
     epoch = check_int("epoch", epoch)
     num_replicas = check_int("num_replicas", num_replicas, minimum=1)
     if num_batches is not None:
@@ -225,7 +228,7 @@ def plan_epoch(
     plan = plan_draw(lengths, options, epoch, shuffle_batches=False)  # sharding orders them
     if options.equal_epochs:
         if not len(plan):
-            raise InputError(_no_batch_left(lengths.size, options, epoch))
+            raise InputError(_no_batch_left(len(lengths), options, epoch))
         if num_batches is None:
             num_batches = equal_batch_count(lengths, options, num_replicas)
         plan = _draw_for_count(plan, lengths, options, epoch, num_batches, num_replicas)
@@ -380,8 +383,8 @@ class Epochs:
     ) -> None:
         if not isinstance(options, PlanOptions):
             raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
-        self.lengths = check_lengths(lengths)
-        self.loss_tokens = check_loss_tokens(loss_tokens, self.lengths)
+        self.lengths = check_plan_lengths(lengths)
+        self.loss_tokens = check_pair_loss_tokens(loss_tokens, self.lengths)
         self.options = options
         self.num_replicas: int = check_int("num_replicas", num_replicas, minimum=1)
         self.epoch = 0
@@ -598,6 +601,8 @@ class Epochs:
 
 def _lengths_digest(lengths: NDArray[np.int64], loss_tokens: NDArray[np.int64] | None) -> str:
     h = hashlib.blake2b(lengths.tobytes(), digest_size=16)
+    if is_pairs(lengths):  # not the 1-D lengths of the same bytes
+        h.update(b"pairs")
     if loss_tokens is not None:
         h.update(b"loss_tokens" + loss_tokens.tobytes())
     return h.hexdigest()

@@ -3,6 +3,20 @@
 Lengths are measured once per dataset (the original study tokenized every
 sample twice: once to plan, once to train) and, with ``cache_path``, stored
 next to a fingerprint of the dataset so a later run loads them instead.
+
+NOTE [ lengths of pairs ]
+    A sample has one length (its tokens), or two: the (source, target)
+    lengths of an encoder–decoder's pair, an ``[N, 2]`` array. Every entry
+    point takes either shape and checks it here, with
+    :func:`check_plan_lengths`; a 1-D array keeps its meaning exactly. A batch
+    of pairs is padded on each side to its longest source and its longest
+    target, and is charged ``cost(n, Ls, Lt)`` (NOTE [ costs of pairs ] in
+    :mod:`dynbatch.plan.pair_costs`). Where the planner needs one number per
+    sample (the sorted orders, ``group_by_length``, the length strata of mixed
+    updates, the tokens an update in ``"tokens"`` counts) a pair's is its
+    tokens, source plus target (:func:`sample_tokens`): both sides are computed,
+    so both count. Its loss tokens are its target's (:func:`loss_token_bound`):
+    an encoder–decoder's loss is over the target.
 """
 
 from __future__ import annotations
@@ -11,6 +25,7 @@ import functools
 import hashlib
 import numbers
 import os
+import re
 import warnings
 import zipfile
 from collections.abc import Callable, Mapping
@@ -20,10 +35,140 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError, check_dataset, check_lengths
+from .._checks import (
+    MAX_LENGTH,
+    InputError,
+    InputTypeError,
+    check_dataset,
+    check_lengths,
+    check_loss_tokens,
+)
 from .._files import atomic_write
 
-__all__ = ["compute_lengths", "dataset_fingerprint", "field_length", "measure_failed"]
+__all__ = [
+    "SIDES",
+    "check_pair_loss_tokens",
+    "check_plan_lengths",
+    "compute_lengths",
+    "dataset_fingerprint",
+    "field_length",
+    "is_pairs",
+    "loss_token_bound",
+    "measure_failed",
+    "reduce_batches",
+    "sample_tokens",
+]
+
+#: the sides of a pair, by column
+SIDES = ("source", "target")
+
+
+def check_plan_lengths(lengths: Any, name: str = "lengths") -> NDArray[np.int64]:
+    """``lengths`` checked: one positive whole number per sample (1-D), or an ``[N, 2]`` array
+    of (source, target) lengths (NOTE [ lengths of pairs ]).
+
+    A 1-D array is checked exactly as before; a pair's error names its sample and side.
+
+    >>> check_plan_lengths([[3, 5], [1, 2]]).tolist()
+    [[3, 5], [1, 2]]
+    >>> check_plan_lengths([[3, 5], [1, 0]])
+    Traceback (most recent call last):
+    ...
+    dynbatch.errors.InputError: lengths must be positive; lengths[1, 1]=0 (the target of sample 1)
+    """
+    try:
+        ndim = np.ndim(lengths)
+    except ValueError:  # ragged rows: the 1-D check names it
+        ndim = -1
+    if ndim != 2:
+        return check_lengths(lengths, name)
+    shape = np.shape(lengths)
+    if shape[1] != 2:
+        raise InputError(
+            f"{name} must be a 1-D array of positive integers, got an array of shape {shape}: "
+            "give one length per sample, or an [N, 2] array of (source, target) lengths, one "
+            f"row per sample (a 2-D array has 2 columns, not {shape[1]})"
+        )
+    # row by row, so that a bool inside a list of rows is caught as in a list of lengths
+    rows = isinstance(lengths, (list, tuple))
+    flat = [x for row in lengths for x in row] if rows else np.reshape(lengths, -1)
+    try:
+        values = check_lengths(flat, name)
+    except InputError as exc:  # name the sample and the side, not the flat index
+        found = re.search(re.escape(name) + r"\[(\d+)\]", str(exc))
+        if found is None:
+            raise
+        sample, side = divmod(int(found[1]), 2)
+        entry = f"{name}[{sample}, {side}]"
+        message = str(exc).replace(found[0], entry, 1)
+        raise type(exc)(f"{message} (the {SIDES[side]} of sample {sample})") from None
+    return np.ascontiguousarray(values.reshape(-1, 2))
+
+
+def is_pairs(lengths: NDArray[Any]) -> bool:
+    """Whether checked lengths are (source, target) pairs."""
+    return bool(lengths.ndim == 2)
+
+
+def sample_tokens(lengths: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Each sample's tokens: its length, or a pair's source plus target: the one number per
+    sample where the planner needs one (NOTE [ lengths of pairs ]).
+
+    Anything but an ``[N, 2]`` array is returned as it is, for the caller's own check.
+
+    >>> sample_tokens(np.array([[3, 5], [1, 2]])).tolist(), sample_tokens(np.array([4])).tolist()
+    ([8, 3], [4])
+    """
+    if isinstance(lengths, np.ndarray) and lengths.ndim == 2 and lengths.shape[1] == 2:
+        return np.asarray(lengths[:, 0] + lengths[:, 1])  # sum(axis=1) is ~10x slower
+    return lengths
+
+
+def reduce_batches(
+    ufunc: np.ufunc, lengths: NDArray[Any], indices: NDArray[Any] | None, starts: NDArray[Any]
+) -> NDArray[Any]:
+    """``ufunc.reduceat`` over each batch's lengths (``indices``, or the lengths in their order
+    if None, cut at ``starts``): a value per batch, or for pairs a row of each side's.
+
+    A side at a time: numpy's ``reduceat`` along the rows of an ``[N, 2]`` array, or on a
+    strided column, is many times slower than on a contiguous column.
+
+    >>> reduce_batches(np.maximum, np.array([[3, 9], [5, 1], [2, 2]]), np.array([0, 1, 2]),
+    ...                np.array([0, 2])).tolist()
+    [[5, 9], [2, 2]]
+    """
+    if lengths.ndim == 2:  # a side at a time, gathered into a contiguous column
+        columns = [lengths[:, k] for k in range(lengths.shape[1])]
+        taken = [np.ascontiguousarray(c) if indices is None else c[indices] for c in columns]
+        return np.stack([ufunc.reduceat(c, starts) for c in taken], axis=1)
+    return np.asarray(ufunc.reduceat(lengths if indices is None else lengths[indices], starts))
+
+
+def loss_token_bound(lengths: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The most loss tokens each sample may have: its length, or a pair's target length."""
+    return lengths[:, 1] if lengths.ndim == 2 else lengths
+
+
+def check_pair_loss_tokens(loss_tokens: Any, lengths: NDArray[np.int64]) -> Any:
+    """``loss_tokens`` checked against each sample's length, or a pair's target length.
+
+    >>> check_pair_loss_tokens([3, 2], np.array([[9, 2], [9, 2]]))
+    Traceback (most recent call last):
+    ...
+    dynbatch.errors.InputError: loss_tokens[0]=3 is more than the sample's target length ...
+    """
+    if lengths.ndim == 1 or loss_tokens is None:
+        return check_loss_tokens(loss_tokens, lengths)
+    counts = np.asarray(check_loss_tokens(loss_tokens, np.full(len(lengths), MAX_LENGTH)))
+    over = counts > loss_token_bound(lengths)
+    if over.any():
+        i = int(np.argmax(over))
+        raise InputError(
+            f"loss_tokens[{i}]={counts[i]} is more than the sample's target length "
+            f"lengths[{i}, 1]={lengths[i, 1]}: a pair's loss is over its target, so it has at "
+            "most as many loss tokens as target tokens"
+        )
+    return counts
 
 
 def field_length(sample: Any, ref_index: Any) -> int:
@@ -125,6 +270,28 @@ def _measured(value: Any, where: str) -> int:
     return int(number)
 
 
+def _measured_sample(value: Any, where: str) -> int | tuple[int, int]:
+    """A sample's length, or its (source, target) lengths when ``value`` is a pair."""
+    if isinstance(value, (tuple, list, np.ndarray)) and np.shape(value) == (2,):
+        source, target = value
+        return _measured(source, f"{where} (its source)"), _measured(
+            target, f"{where} (its target)"
+        )
+    return _measured(value, where)
+
+
+def _one_shape(values: list[Any], how: str) -> None:
+    """Refuse a ``length_fn`` that returns a length for some samples and a pair for others."""
+    pairs = [isinstance(v, tuple) for v in values]
+    if any(pairs) and not all(pairs):
+        one, two = pairs.index(False), pairs.index(True)
+        raise InputError(
+            f"{how} returned one length for sample {one} ({values[one]!r}) and two, a (source, "
+            f"target) pair, for sample {two} ({values[two]!r}): it must return one length for "
+            "every sample, or a pair for every sample"
+        )
+
+
 def dataset_fingerprint(
     dataset: Any,
     how: str,
@@ -162,7 +329,7 @@ def _read_cache(path: Path, key: str) -> NDArray[Any] | None:
         with np.load(path, allow_pickle=False) as cached:
             if str(cached["fingerprint"]) != key:
                 return None
-            return check_lengths(cached["lengths"], name=f"lengths cached in {path}")
+            return check_plan_lengths(cached["lengths"], name=f"lengths cached in {path}")
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         warnings.warn(
             f"cache_path={str(path)!r} is not a readable lengths cache ({exc}); measuring again "
@@ -175,7 +342,7 @@ def _read_cache(path: Path, key: str) -> NDArray[Any] | None:
 def compute_lengths(
     dataset: Any,
     *,
-    length_fn: Callable[[Any], int] | None = None,
+    length_fn: Callable[[Any], Any] | None = None,
     ref_index: Any = None,
     cache_path: str | os.PathLike[str] | None = None,
 ) -> NDArray[Any]:
@@ -183,7 +350,8 @@ def compute_lengths(
 
     Args:
         dataset: the samples (map-style: ``len()`` and ``[i]``).
-        length_fn: ``length_fn(sample) -> int``, called once per sample.
+        length_fn: ``length_fn(sample) -> int``, called once per sample; or ``-> (int, int)``,
+            a (source, target) pair for every sample, which gives an ``[N, 2]`` array.
         ref_index: the field of each sample whose size is its length (an index into a tuple
             sample, a key of a dict one), instead of ``length_fn``.
         cache_path: store the lengths here (``.npz``) keyed by a fingerprint of the dataset; a
@@ -191,6 +359,9 @@ def compute_lengths(
 
     >>> compute_lengths([([1, 2, 3], 0), ([4], 1)], ref_index=0).tolist()
     [3, 1]
+    >>> compute_lengths([("abc", "xy"), ("d", "efgh")], length_fn=lambda s: (len(s[0]), len(s[1])))
+    array([[3, 2],
+           [1, 4]])
     """
     check_dataset("dataset", dataset)
     if (length_fn is None) == (ref_index is None):
@@ -214,10 +385,13 @@ def compute_lengths(
         if cached is not None:
             return cached
     values = [
-        _measured(_measure(measure, dataset[i], i, how), f"{how} of sample {i}")
+        _measured_sample(_measure(measure, dataset[i], i, how), f"{how} of sample {i}")
         for i in range(len(dataset))
     ]
-    lengths = check_lengths(np.asarray(values, dtype=np.int64), name=f"lengths measured by {how}")
+    _one_shape(values, how)
+    lengths = check_plan_lengths(
+        np.asarray(values, dtype=np.int64), name=f"lengths measured by {how}"
+    )
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(path) as fh:  # NOTE [ atomic writes ]

@@ -24,7 +24,7 @@ from .._checks import (
     check_int,
     check_positive_number,
 )
-from .costs import Cost, cost_spec, resolve_cost
+from .costs import Cost, cost_spec, resolve_cost, takes_pairs
 from .steptime import check_time_model
 
 __all__ = [
@@ -158,6 +158,13 @@ def check_combinations(values: Mapping[str, Any]) -> None:
 def _check_packing(v: Mapping[str, Any]) -> None:
     """Refuse, by name, what packing cannot honour (NOTE [ packed updates ])."""
     where = f"pack_len={v['pack_len']}"
+    if takes_pairs(v["cost"]):  # NOTE [ planning pairs ] in dynbatch.plan.pairs
+        raise InputError(
+            f"{where}: packing is refused for (source, target) pairs (cost={v['cost']!r} takes "
+            "two lengths): a packed row holds one sequence, and an encoder–decoder's pairs "
+            "would need two block masks and the cross-attention kept within each pair. Pass "
+            "pack_len=None"
+        )
     if v["update_size"] is None:
         raise InputError(
             f"{where} cuts the packed rows into updates of update_size samples (or loss "

@@ -62,9 +62,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, check_int, check_lengths
-from .costs import Cost, LinearCost, MixedCost, QuadraticCost
+from .._checks import InputError, check_int
+from .costs import Cost, LinearCost, MixedCost, QuadraticCost, capacity, one_length
+from .lengths import check_plan_lengths
 from .options import ORDERS, OVERSIZE, PlanOptions, resolve_options
+from .pairs import check_pair_options, pair_oversize, plan_pairs
 from .plans import Plan
 
 __all__ = [
@@ -93,19 +95,7 @@ def _capacity(
     cost: Cost, lengths: NDArray[Any], max_cost: float, upper: int, multiple: int
 ) -> NDArray[np.int64]:
     """Largest batch size that fits, per length (see NOTE [ packing by capacity ])."""
-    lo = np.zeros(lengths.shape, dtype=np.int64)  # always fits
-    hi = np.full(lengths.shape, upper, dtype=np.int64)
-    while True:
-        todo = lo < hi
-        if not todo.any():
-            break
-        mid = (lo + hi + 1) // 2
-        fits = np.asarray(cost(mid, lengths), dtype=np.float64) <= max_cost
-        lo = np.where(todo & fits, mid, lo)
-        hi = np.where(todo & ~fits, mid - 1, hi)
-    if multiple > 1:
-        lo = np.where(lo >= multiple, lo - lo % multiple, lo)
-    return lo
+    return capacity(cost, lengths, max_cost, upper, multiple)
 
 
 def batch_capacity(
@@ -113,10 +103,16 @@ def batch_capacity(
 ) -> NDArray[np.int64]:
     """The most samples a batch of (padded) length ``padded_length`` may hold under ``options``.
 
+    ``padded_length`` may be rows of (source, target) lengths, an ``[k, 2]`` array: each a
+    batch's longest source and longest target.
+
     >>> batch_capacity([8, 16], PlanOptions(max_cost=64, cost="linear")).tolist()
     [8, 4]
+    >>> batch_capacity([[8, 8]], PlanOptions(max_cost=64, cost="linear")).tolist()
+    [4]
     """
-    lens = np.atleast_1d(np.asarray(padded_length, dtype=np.int64))
+    lens = np.asarray(padded_length, dtype=np.int64)
+    lens = lens if lens.ndim == 2 else np.atleast_1d(lens)
     upper = options.max_batch_size or (num_samples + 1 if num_samples else 2**62)
     return _capacity(options.cost, lens, options.max_cost, upper, options.batch_size_multiple)
 
@@ -333,11 +329,17 @@ def find_oversize(
 
     >>> find_oversize([10, 300, 20], 200**2).tolist()
     [1]
+    >>> find_oversize([[10, 10], [100, 300], [20, 5]], 200**2).tolist()  # n (Ls² + Lt² + Ls Lt)
+    [1]
     """
-    lens = check_lengths(lengths)
+    lens = check_plan_lengths(lengths)
     if max_cost is not None:
         shortcuts["max_cost"] = max_cost
     opts = resolve_options(options, shortcuts, "find_oversize")
+    if lens.ndim == 2:  # NOTE [ planning pairs ] in dynbatch.plan.pairs
+        check_pair_options(opts, "find_oversize")
+        return pair_oversize(lens, opts)
+    one_length(opts.cost)
     if opts.pack_len is not None:  # a packed sample is over when longer than its row
         return np.flatnonzero(lens > opts.pack_len)
     plens = padded_lengths(lens, opts.pad_to_multiple_of)
@@ -357,7 +359,9 @@ def plan_batches(
     """Group sample indices into batches whose padded cost stays within ``max_cost``.
 
     Args:
-        lengths: per-sample lengths (positive integers), e.g. token counts.
+        lengths: per-sample lengths (positive integers), e.g. token counts; or an ``[N, 2]``
+            array of (source, target) lengths, each batch then charged ``cost(n, Ls, Lt)`` at
+            its longest source and longest target, and bucketed on both sides.
         max_cost: the budget every batch must fit: ``cost(n, L) <= max_cost``.
         epoch: the random orders are a pure function of ``(seed, epoch)``.
         options: a :class:`~dynbatch.PlanOptions`; or give its fields as
@@ -382,8 +386,11 @@ def plan_batches(
     [[0, 1, 2, 3], [4, 5]]
     >>> [b.tolist() for b in plan_batches([4, 4, 8, 2, 2, 2], 32, cost="linear", order="ascending")]
     [[3, 4, 5, 0, 1], [2]]
-    """  # NOTE [ bucket order ], NOTE [ what drop_last drops ]
-    lens = check_lengths(lengths)
+    >>> pairs = [[4, 9], [4, 8], [8, 2], [7, 2]]  # (source, target), cost n * (Ls + Lt)
+    >>> [b.tolist() for b in plan_batches(pairs, 26, cost="linear", order="none")]
+    [[0, 1], [2, 3]]
+    """  # NOTE [ bucket order ], NOTE [ what drop_last drops ], NOTE [ planning pairs ]
+    lens = check_plan_lengths(lengths)
     if max_cost is not None:
         shortcuts["max_cost"] = max_cost
     opts = resolve_options(options, shortcuts, "plan_batches")
@@ -401,9 +408,12 @@ def plan_draw(
     """The plan of ``epoch`` from checked inputs; ``draw > 0`` draws the random orders anew.
 
     ``shuffle_batches=False`` leaves the bucket order's batches in packing order,
-    for callers that reorder them anyway (sharding sorts them by compute).
+    for callers that reorder them anyway (sharding sorts them by compute). Lengths of pairs
+    are planned by :func:`~dynbatch.plan.pairs.plan_pairs`.
     """
-    fn, multiple = opts.cost, opts.batch_size_multiple
+    if lens.ndim == 2:  # NOTE [ planning pairs ] in dynbatch.plan.pairs
+        return plan_pairs(lens, opts, epoch, draw, shuffle_batches=shuffle_batches)
+    fn, multiple = one_length(opts.cost), opts.batch_size_multiple
     plens = padded_lengths(lens, opts.pad_to_multiple_of)
     dist = _Distinct(plens)
     # a batch of every sample "could have held more" unless the cap says otherwise

@@ -82,12 +82,21 @@ from .._checks import (
     check_bool,
     check_choice,
     check_int,
-    check_lengths,
-    check_loss_tokens,
     check_positive_number,
 )
-from .costs import Cost, LinearCost, MixedCost, WithinBudgets, cost_spec, resolve_cost
+from .costs import (
+    Cost,
+    LinearCost,
+    MixedCost,
+    PairCost,
+    WithinBudgets,
+    charge,
+    cost_spec,
+    resolve_cost,
+)
+from .lengths import check_pair_loss_tokens, check_plan_lengths, is_pairs
 from .options import FIELDS, UNITS, PlanOptions
+from .pairs import refuse_for_pairs
 from .planning import batch_capacity, padded_lengths
 from .steptime import FLAT_STEP, check_time_model
 
@@ -106,7 +115,7 @@ def like_fixed(
     batch_size: int | None = None,
     *,
     max_cost: float | None = None,
-    cost: Any = "linear",
+    cost: Any = None,
     accumulation_steps: int = 1,
     num_replicas: int = 1,
     micro_batches: int | None = None,
@@ -126,6 +135,12 @@ def like_fixed(
     random batch does (updates of one length train a worse model); and no micro-batch costs more
     than ``cost(B, L_max)``, the fixed batch's worst, so none needs more memory than it did.
 
+    Lengths may be (source, target) pairs, an ``[N, 2]`` array: micro-batches are then
+    padding-free on both sides (bucketed on the source and on the target), and none costs
+    more than ``cost(B, Ls_max, Lt_max)``, ``B`` pairs of the longest source and the longest
+    target, by the cost of pairs (default ``PairCost()``: the study's rule on each side plus
+    the cross-attention term).
+
     With a ``time_model`` (the device's step time) the split follows it: each epoch the options
     plan both the padding-free split and the fixed batch's own updates cut at the least
     predicted step time, and keep the faster. On a CPU, where padding costs, that is the
@@ -134,11 +149,12 @@ def like_fixed(
     that is not random, have no such plan: a ``time_model`` there is refused by name.
 
     Args:
-        lengths: the per-sample lengths the plan will be made from.
+        lengths: the per-sample lengths the plan will be made from (or ``[N, 2]`` pairs).
         batch_size: the fixed batch you would have used (per rank).
         max_cost: a budget for the micro-batches under ``cost``; default
             ``cost(batch_size, L_max)``.
-        cost: the cost model (default ``"linear"``, padded tokens).
+        cost: the cost model (default ``"linear"``, padded tokens; for pairs ``PairCost()``,
+            the study's rule on each side plus the cross term).
         accumulation_steps: the fixed batch's gradient accumulation steps.
         num_replicas: data-parallel ranks (an update spans all of them).
         micro_batches: micro-batches per update, at the least (more: more mixed); default
@@ -170,27 +186,35 @@ def like_fixed(
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)
     >>> opts.update_size, opts.max_batch_size, opts.max_cost, opts.order
     (32.0, 8, 1280.0, 'bucket')
-    """  # NOTE [ the fixed batch's recipe ]
+    """  # NOTE [ the fixed batch's recipe ], NOTE [ planning pairs ], NOTE [ costs of pairs ]
     grouped = check_bool("group_by_length", fields.pop("group_by_length", False))
     pack_len = check_int(
         "pack_len", fields.pop("pack_len", None), minimum=1, maximum=MAX_LENGTH, allow_none=True
     )
     lens, longest = _lengths(lengths, fields, "like_fixed")
-    counted = check_loss_tokens(loss_tokens, lens)
+    if is_pairs(lens):  # NOTE [ planning pairs ] in dynbatch.plan.pairs
+        refuse_for_pairs(
+            "like_fixed",
+            pack_len=pack_len,
+            update_unit=update_unit,
+            time_model=time_model,
+            group_by_length=grouped,
+        )
+    counted = check_pair_loss_tokens(loss_tokens, lens)
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
     replicas = check_int("num_replicas", num_replicas, minimum=1, maximum=MAX_LENGTH)
     parts = check_int("micro_batches", micro_batches, minimum=1, allow_none=True)
     if pack_len is not None:
         _check_packed(pack_len, grouped, parts)
     parts = MICRO_BATCHES if parts is None else parts
-    fn = resolve_cost(cost)
+    fn = resolve_cost(("linear" if lens.ndim == 1 else PairCost()) if cost is None else cost)
     batch, budget = _reference(fn, longest, batch_size, max_cost, "like_fixed")
     samples = batch * steps * replicas
     cap = _micro_cap(batch, -(-samples // (parts * replicas)), fields)
-    trained = np.ones(lens.size, dtype=bool)
+    trained = np.ones(len(lens), dtype=bool)
     if fields.get("oversize") == "skip":  # the update's tokens are those of samples trained
         padded = padded_lengths(lens, int(fields.get("pad_to_multiple_of", 1)))
-        trained = np.asarray(fn(1, padded), dtype=np.float64) <= budget
+        trained = np.asarray(charge(fn, 1, padded), dtype=np.float64) <= budget
         trained = trained if trained.any() else ~trained
     updates = _updates((lens if counted is None else counted)[trained], samples, update_unit)
     if pack_len is not None:  # rows of pack_len within the fixed batch's worst cost
@@ -307,7 +331,13 @@ def fill_device(
     (True, None)
     """  # NOTE [ filling the device ]
     lens, longest = _lengths(lengths, fields, "fill_device")
-    counted = check_loss_tokens(loss_tokens, lens)
+    if is_pairs(lens):
+        raise InputError(
+            "fill_device: lengths are (source, target) pairs, and its step time is of one "
+            "length, (n, L): a step time of two lengths is not there yet. Use "
+            "like_fixed(lengths, batch_size) for pairs"
+        )
+    counted = check_pair_loss_tokens(loss_tokens, lens)
     c, a, b = (_coefficient(time_model, name) for name in ("c", "a", "b"))
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
         raise InputTypeError(f"fraction must be a number in (0, 1), got fraction={fraction!r}")
@@ -355,25 +385,28 @@ def _micro_cap(batch: int, share: int, fields: dict[str, Any]) -> int:
     return cap
 
 
-def _lengths(lengths: Any, fields: dict[str, Any], where: str) -> tuple[Any, int]:
-    """Checked lengths and the longest padded length; refuses unknown option names."""
+def _lengths(lengths: Any, fields: dict[str, Any], where: str) -> tuple[Any, Any]:
+    """Checked lengths and the longest padded length (for pairs, the longest source and the
+    longest target); refuses unknown option names."""
     unknown = sorted(set(fields) - FIELDS)
     if unknown:
         raise InputTypeError(
             f"{where} got unknown option(s) {', '.join(unknown)}; the options are: "
             f"{', '.join(sorted(FIELDS))}"
         )
-    lens = check_lengths(lengths)
+    lens = check_plan_lengths(lengths)
     multiple = check_int(
         "pad_to_multiple_of", fields.get("pad_to_multiple_of", 1), minimum=1, maximum=MAX_LENGTH
     )
-    return lens, int(padded_lengths(lens, multiple).max())
+    longest = padded_lengths(lens, multiple).max(axis=0)
+    return lens, (int(longest) if lens.ndim == 1 else longest)
 
 
 def _reference(
-    fn: Cost, longest: int, batch_size: Any, max_cost: Any, where: str
+    fn: Cost, longest: Any, batch_size: Any, max_cost: Any, where: str
 ) -> tuple[int, float]:
-    """The fixed batch's size and the micro-batches' budget (NOTE [ the fixed batch's recipe ])."""
+    """The fixed batch's size and the micro-batches' budget (NOTE [ the fixed batch's recipe ]);
+    ``longest`` is a length, or a pair's (source, target) row."""
     if batch_size is not None:
         batch = check_int("batch_size", batch_size, minimum=1)
         if batch > MAX_BATCH_SIZE:
@@ -382,7 +415,7 @@ def _reference(
                 f"batch_size={batch_size!r}"
             )
         if max_cost is None:
-            return batch, float(fn(batch, longest))
+            return batch, float(np.asarray(charge(fn, batch, np.asarray([longest])))[0])
         return batch, check_positive_number("max_cost", max_cost)
     if max_cost is None:
         raise InputError(
@@ -391,10 +424,11 @@ def _reference(
         )
     budget = check_positive_number("max_cost", max_cost)
     cap = PlanOptions(max_cost=budget, cost=fn, max_batch_size=MAX_BATCH_SIZE)
-    batch = int(batch_capacity(longest, cap)[0])  # the planner's own bisection
+    batch = int(batch_capacity(np.asarray([longest]), cap)[0])  # the planner's own bisection
     if batch == 0:
+        what = f"length {longest}" if np.ndim(longest) == 0 else f"lengths {tuple(longest)}"
         raise InputError(
-            f"max_cost={max_cost!r} does not fit even one sample of the longest length {longest} "
+            f"max_cost={max_cost!r} does not fit even one sample of the longest {what} "
             f"under cost {cost_spec(fn) or fn!r}: raise it"
         )
     return batch, budget

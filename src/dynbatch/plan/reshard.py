@@ -34,6 +34,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError
+from .costs import charge
+from .lengths import sample_tokens
 from .options import PlanOptions
 from .packs import pack_and_deal
 from .planning import padded_lengths
@@ -176,16 +178,18 @@ def check_global_update(
 
 
 def _fit(batch: NDArray[np.int64], plens: NDArray[Any], options: PlanOptions) -> list[Any]:
-    """``batch`` halved (alternating lengths) until each part fits ``options``' budget."""
+    """``batch`` halved (alternating lengths) until each part fits ``options``' budget (pairs:
+    each side's longest, alternating by tokens)."""
     cap = options.max_batch_size
     n = batch.size
+    longest = plens[batch].max(axis=0)[None]
     over = n > 1 and (
         (cap is not None and n > cap)
-        or float(np.asarray(options.cost(n, int(plens[batch].max())))) > options.max_cost
+        or float(np.asarray(charge(options.cost, n, longest))[0]) > options.max_cost
     )
     if not over:
         return [batch]
-    ordered = batch[np.argsort(plens[batch], kind="stable")]
+    ordered = batch[np.argsort(sample_tokens(plens[batch]), kind="stable")]
     return _fit(ordered[0::2], plens, options) + _fit(ordered[1::2], plens, options)
 
 
@@ -201,7 +205,7 @@ def deal_rest(
     """The saved rest of an epoch as a plan for ``num_replicas`` ranks, update by update
     (``position``: where the state says the rest starts, checked by the rest's digest; a
     rest saved on ``saved_replicas`` other than these must start at an update's end)."""
-    sizes, indices, updates, after = check_rest(rest, lengths.size, (epoch, position))
+    sizes, indices, updates, after = check_rest(rest, len(lengths), (epoch, position))
     if saved_replicas not in (None, num_replicas) and after != position:
         raise InputError(
             f"this sampler state was saved inside an update (after micro-batch {position}; "

@@ -44,7 +44,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError, check_batches, check_int, check_lengths
+from .._checks import InputError, InputTypeError, check_batches, check_int
+from .costs import charge
+from .lengths import check_plan_lengths, reduce_batches, sample_tokens
 from .options import PlanOptions, resolve_options
 from .planning import padded_lengths
 from .plans import Plan
@@ -111,7 +113,8 @@ class ShardedPlan:
         return self.base.sizes[self.order]
 
     def real_tokens(self, lengths: NDArray[Any]) -> NDArray[np.int64]:
-        """Sum of the (unpadded) lengths per batch, step-major.
+        """Sum of the (unpadded) lengths per batch, step-major (for pairs, a row of the
+        source's and the target's per batch).
 
         Args:
             lengths: the lengths the plan was made from.
@@ -119,7 +122,7 @@ class ShardedPlan:
         base = self.base
         if len(base) == 0:
             return np.zeros(0, dtype=np.int64)
-        return np.add.reduceat(lengths[base.indices], base.offsets[:-1])[self.order]
+        return reduce_batches(np.add, lengths, base.indices, base.offsets[:-1])[self.order]
 
     def for_rank(self, rank: int) -> Plan:
         """This rank's batches, in order.
@@ -133,7 +136,8 @@ class ShardedPlan:
         return self.is_padding[rank :: self.num_replicas]
 
     def longest(self, lengths: NDArray[Any]) -> NDArray[np.int64]:
-        """The longest (unpadded) length per batch, step-major.
+        """The longest (unpadded) length per batch, step-major (for pairs, a row of the longest
+        source and the longest target per batch).
 
         Args:
             lengths: the lengths the plan was made from.
@@ -141,7 +145,7 @@ class ShardedPlan:
         base = self.base
         if len(base) == 0:
             return np.zeros(0, dtype=np.int64)
-        return np.maximum.reduceat(lengths[base.indices], base.offsets[:-1])[self.order]
+        return reduce_batches(np.maximum, lengths, base.indices, base.offsets[:-1])[self.order]
 
     def reorder_steps(self, steps: NDArray[Any], window_ends: NDArray[Any]) -> ShardedPlan:
         """The same batches, the steps in another order.
@@ -169,18 +173,24 @@ class ShardedPlan:
 
 
 class _Batches:
-    """A plan being split: members, offsets and per-batch size, longest length and flags."""
+    """A plan being split: members, offsets and per-batch size, longest length and flags.
+
+    For pairs the longest length of a batch is a row, its longest source and longest target,
+    and a batch is split in the order of its samples' tokens (NOTE [ lengths of pairs ] in
+    :mod:`dynbatch.plan.lengths`).
+    """
 
     def __init__(self, plan: Plan, plens: NDArray[Any], owned: bool = False) -> None:
         self.indices = plan.indices  # copied before the first split changes it, unless owned
         self.offsets = plan.offsets
         self._owned = owned
         self.plens = plens
+        self.key = sample_tokens(plens)  # what a batch is split in the order of
         sizes = plan.sizes
         self.longest = (
-            np.maximum.reduceat(plens[self.indices], self.offsets[:-1])
+            reduce_batches(np.maximum, plens, self.indices, self.offsets[:-1])
             if sizes.size
-            else np.zeros(0, dtype=np.int64)
+            else np.zeros((0, *plens.shape[1:]), dtype=np.int64)
         )
         self.padding = np.zeros(sizes.size, dtype=bool)
 
@@ -202,25 +212,25 @@ class _Batches:
         if not self._owned:
             self.indices, self._owned = self.indices.copy(), True
         cuts = np.empty(which.size, dtype=np.int64)
-        first_long = np.empty(which.size, dtype=np.int64)
-        second_long = np.empty(which.size, dtype=np.int64)
+        first_long = np.empty((which.size, *self.plens.shape[1:]), dtype=np.int64)
+        second_long = np.empty((which.size, *self.plens.shape[1:]), dtype=np.int64)
         for k, i in enumerate(which.tolist()):
             a, b = int(self.offsets[i]), int(self.offsets[i + 1])
             size = b - a
             part = multiple * (size // (2 * multiple)) if size >= 2 * multiple else size // 2
             members = self.indices[a:b]
-            by_len = members[np.argsort(self.plens[members], kind="stable")]
+            by_len = members[np.argsort(self.key[members], kind="stable")]
             # evenly spaced picks over the sorted members: both parts span the same lengths
             pick = np.zeros(size, dtype=bool)
             pick[(np.arange(part) * size) // part] = True
             first, second = by_len[pick], by_len[~pick]
             self.indices[a:b] = np.concatenate([first, second])
             cuts[k] = a + part
-            first_long[k] = self.plens[first].max()
-            second_long[k] = self.plens[second].max()
+            first_long[k] = self.plens[first].max(axis=0)
+            second_long[k] = self.plens[second].max(axis=0)
         self.offsets = np.insert(self.offsets, which + 1, cuts)
         self.longest[which] = first_long
-        self.longest = np.insert(self.longest, which + 1, second_long)
+        self.longest = np.insert(self.longest, which + 1, second_long, axis=0)
         self.padding = np.insert(self.padding, which + 1, False)
 
     def repeat(self, which: NDArray[Any]) -> None:
@@ -308,13 +318,13 @@ def shard_plan(
     >>> [b.tolist() for b in sp.for_rank(0)], [b.tolist() for b in sp.for_rank(1)]
     ([[0, 2], [4]], [[1, 3], [5]])
     """  # NOTE [ equal steps without dropping or repeating ], NOTE [ balanced steps ]
-    lens = check_lengths(lengths)
+    lens = check_plan_lengths(lengths)
     replicas = check_int("num_replicas", num_replicas, minimum=1)
     epoch = check_int("epoch", epoch)
     _check_tolerance(tolerance)
     opts = resolve_options(options, shortcuts, "shard_plan")
     if not isinstance(plan, Plan):
-        plan = _checked_plan(plan, lens.size)
+        plan = _checked_plan(plan, len(lens))
     if num_batches is not None:
         num_batches = check_int("num_batches", num_batches)
         if num_batches % replicas or num_batches < len(plan):
@@ -344,7 +354,7 @@ def shard_checked(
     batches = _Batches(plan, plens, owned)
 
     def work() -> NDArray[np.float64]:
-        return np.asarray(fn(batches.sizes, batches.longest), dtype=np.float64)
+        return np.asarray(charge(fn, batches.sizes, batches.longest, "balance"), dtype=np.float64)
 
     target = -(-len(batches) // replicas) * replicas if num_batches is None else num_batches
     if target and not len(batches):  # nothing to split or repeat: the loop below would not end
@@ -403,8 +413,8 @@ def _split_for_balance(
         estimate = np.concatenate(
             [
                 np.delete(costs, chosen),
-                np.asarray(fn(first, longest), dtype=np.float64),
-                np.asarray(fn(sizes[chosen] - first, longest), dtype=np.float64),
+                np.asarray(charge(fn, first, longest, "balance"), dtype=np.float64),
+                np.asarray(charge(fn, sizes[chosen] - first, longest, "balance"), dtype=np.float64),
             ]
         )
         if step_imbalance(np.sort(estimate), replicas) >= current:

@@ -66,7 +66,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_int, check_lengths
+from .lengths import check_plan_lengths, sample_tokens
 from .options import PlanOptions
+from .pairs import check_pair_options
 from .planning import Plan, batch_capacity, find_oversize, padded_lengths
 from .sharding import ShardedPlan
 from .steptime import check_time_model
@@ -250,6 +252,11 @@ def plan_split_updates(
     fixed batch's); each update is cut by :func:`split_update` and its
     micro-steps dealt across the ranks; a rank with no sample in a micro-step
     (an update of fewer samples than ranks) repeats one, flagged as padding.
+
+    Lengths of pairs (with a flat step time: ``group_by_length``, each update whole where its
+    budget allows) are sorted and grouped by their tokens, source + target, and a cut's
+    micro-step is charged at the longest source and longest target of the update's samples up
+    to its end (NOTE [ lengths of pairs ] in :mod:`dynbatch.plan.lengths`).
     """
     if not isinstance(options, PlanOptions):
         raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
@@ -261,9 +268,12 @@ def plan_split_updates(
             f"{options.update_size!r}, update_unit={options.update_unit!r}"
         )
     replicas = check_int("num_replicas", num_replicas, minimum=1)
-    lengths = check_lengths(lengths)
+    lengths = check_plan_lengths(lengths)
+    if lengths.ndim == 2:
+        check_pair_options(options, "plan_split_updates")
     epoch = check_int("epoch", epoch)
-    plens = padded_lengths(lengths, options.pad_to_multiple_of)
+    pairs = padded_lengths(lengths, options.pad_to_multiple_of)
+    plens = sample_tokens(pairs)  # what updates are sorted by (the lengths themselves: 1-D)
     size = max(1, round(float(options.update_size)))
     with np.errstate(over="ignore"):  # the worst step: the cost grows with n and L
         worst = float(model(-(-size // replicas), float(plens.max())))
@@ -283,21 +293,21 @@ def plan_split_updates(
     # multiple applied by split_update's cut points, so that the fixed batch's step fits
     whole = options.replace(batch_size_multiple=1)
     fixed = options.max_batch_size
-    keep = np.ones(lengths.size, dtype=bool)
+    keep = np.ones(len(lengths), dtype=bool)
     over = find_oversize(lengths, options=options)
     if over.size and options.oversize != "alone":
         if options.oversize == "error":
             raise InputError(
-                f"sample {int(over[0])} has length {int(lengths[over[0]])} and is over "
+                f"sample {int(over[0])} has length {_length_of(lengths, int(over[0]))} and is over "
                 f"max_cost={options.max_cost:g} alone; {len(over)} sample(s) are. Raise "
                 "max_cost, truncate them, or pass oversize='skip' or 'alone'"
             )
         keep[over] = False
         if not keep.any():
-            shortest = int(np.argmin(lengths))
+            shortest = int(np.argmin(sample_tokens(lengths)))
             raise InputError(
                 f"every sample is over max_cost={options.max_cost:g} alone (the shortest, sample "
-                f"{shortest} of length {int(lengths[shortest])}, too): nothing to train on. "
+                f"{shortest} of length {_length_of(lengths, shortest)}, too): nothing to train on. "
                 "Raise max_cost, or truncate the samples"
             )
     order = shuffled(np.flatnonzero(keep), options.seed, epoch)
@@ -324,7 +334,7 @@ def plan_split_updates(
             continue
         members = np.take_along_axis(members, np.argsort(plens[members], axis=1), axis=1)
         sorted_lengths = plens[members]
-        capacity = batch_capacity(sorted_lengths.reshape(-1), whole).reshape(members.shape)
+        capacity = _capacities(pairs, members, whole)
         cuts = split_update(
             sorted_lengths, capacity, model, replicas, options.batch_size_multiple, fixed
         )
@@ -341,6 +351,21 @@ def plan_split_updates(
     return ShardedPlan(
         plan, np.arange(len(plan)), np.asarray(padding, dtype=bool), replicas, np.asarray(ends)
     )
+
+
+def _length_of(lengths: NDArray[Any], i: int) -> str:
+    """Sample ``i``'s length, or its (source, target) lengths, as a message says it."""
+    return str(tuple(int(v) for v in lengths[i])) if lengths.ndim == 2 else str(int(lengths[i]))
+
+
+def _capacities(plens: NDArray[Any], members: NDArray[Any], options: PlanOptions) -> NDArray[Any]:
+    """Per sample of each row of ``members`` (an update's samples, sorted), the most samples a
+    micro-step ending at it may hold: at its length, or for pairs at the longest source and
+    longest target of the row up to it (never less than a micro-step of them needs)."""
+    if plens.ndim == 1:
+        return batch_capacity(plens[members].reshape(-1), options).reshape(members.shape)
+    reach = np.maximum.accumulate(plens[members], axis=1)  # rows x samples x 2
+    return batch_capacity(reach.reshape(-1, 2), options).reshape(members.shape)
 
 
 def shuffled(indices: NDArray[Any], seed: int, epoch: int) -> NDArray[Any]:

@@ -3,7 +3,9 @@ and the benchmarks.
 
 Padding efficiency is real tokens / padded tokens, where a batch of ``n``
 samples pads every sample to ``L``, its longest length rounded up to
-``pad_to_multiple_of``: ``sum(lengths) / sum(n * L)``.
+``pad_to_multiple_of``: ``sum(lengths) / sum(n * L)``. A batch of (source, target)
+pairs pads each side to its own longest, and its statistics are both sides' and each
+side's (:class:`PairPlanStats`).
 
 >>> s = plan_stats([2, 4, 4, 8], [[0, 1], [2, 3]], cost="linear", max_cost=16)
 >>> s.padding_efficiency, s.batch_size_max, s.cost_max, s.utilization
@@ -29,8 +31,10 @@ from .._checks import (
 )
 from .costs import CostLike, resolve_cost
 from .epochs import plan_epoch
+from .lengths import SIDES, check_plan_lengths, reduce_batches
 from .options import ORDERS, PlanOptions
 from .packs import PackLayout, plan_packed, plan_timed_packs
+from .pairs import pair_table
 from .planning import batch_capacity, find_oversize, padded_lengths
 from .plans import Plan
 from .recipes import like_fixed
@@ -38,6 +42,7 @@ from .splits import shuffled
 from .windows import optimizer_steps
 
 __all__ = [
+    "PairPlanStats",
     "PlanStats",
     "StepStats",
     "baseline_batches",
@@ -71,21 +76,29 @@ def batch_table(
     builds it: ``max_len`` is its row width, ``padded_tokens`` rows x width and ``cost``
     ``cost(rows, width)``; ``batch_size`` stays its samples.
 
+    For (source, target) pairs every column is of both sides (``max_len`` is the padded
+    source plus the padded target, so ``padded_tokens`` is still ``batch_size * max_len``),
+    and each side has its own: ``source_max_len``, ``source_real_tokens``,
+    ``source_padded_tokens``, ``source_padding_efficiency``, and the same for ``target``.
+
     >>> layout = PackLayout(8, max_cost=64, cost="linear")  # no time model: packed rows
     >>> t = batch_table([3, 4, 2, 5], [[0, 1, 2], [3]], cost="linear", layout=layout)
     >>> t["padded_tokens"].tolist(), t["cost"].tolist()  # rows 3 and 4 + 2, 6 wide; 5 alone
     ([12, 5], [12.0, 5.0])
     """
-    lens = check_lengths(lengths)
+    lens = check_plan_lengths(lengths)
     fn = resolve_cost(cost)
     pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
     if isinstance(batches, Plan) and len(batches) and batches.sizes.min() > 0:
         plan = batches
-        check_batches([plan.indices], lens.size, "batches")
+        check_batches([plan.indices], len(lens), "batches")
     else:
-        plan = Plan.from_batches(check_batches(batches, lens.size, "batches"))
+        plan = Plan.from_batches(check_batches(batches, len(lens), "batches"))
     sizes, flat = plan.sizes, plan.indices
     starts = plan.offsets[:-1]
+    if lens.ndim == 2:  # pairs: each side padded to its own longest
+        longest = padded_lengths(reduce_batches(np.maximum, lens, flat, starts), pad)
+        return pair_table(sizes, longest, reduce_batches(np.add, lens, flat, starts), fn, max_cost)
     members = lens[flat]
     max_len = padded_lengths(np.maximum.reduceat(members, starts), pad)
     real = np.add.reduceat(members, starts)
@@ -300,6 +313,24 @@ class PlanStats:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class PairPlanStats(PlanStats):
+    """:class:`PlanStats` of a plan of (source, target) pairs: its tokens are both sides', and
+    each side's padding is its own.
+
+    >>> s = plan_stats([[2, 5], [4, 5], [4, 1], [8, 3]], [[0, 1], [2, 3]], cost="linear")
+    >>> s.source_padding_efficiency, s.target_padding_efficiency, s.padding_efficiency
+    (0.75, 0.875, 0.8)
+
+    Args:
+        source_padding_efficiency: the sources' real tokens over their padded tokens.
+        target_padding_efficiency: the targets' real tokens over their padded tokens.
+    """
+
+    source_padding_efficiency: float = 1.0
+    target_padding_efficiency: float = 1.0
+
+
 def plan_stats(
     lengths: Any,
     batches: Sequence[Any],
@@ -331,7 +362,7 @@ def _summary(t: dict[str, NDArray[Any]]) -> PlanStats:
     """The :class:`PlanStats` of a :func:`batch_table`."""
     costs = t["cost"]
     mean = float(costs.mean())
-    return PlanStats(
+    stats = PlanStats(
         batches=int(t["batch_size"].size),
         samples=int(t["batch_size"].sum()),
         real_tokens=int(t["real_tokens"].sum()),
@@ -345,6 +376,14 @@ def _summary(t: dict[str, NDArray[Any]]) -> PlanStats:
         cost_mean=mean,
         cost_cv=float(costs.std() / mean) if mean > 0 else 0.0,
         utilization=float(t["cost_ratio"].mean()) if "cost_ratio" in t else None,
+    )
+    if "source_real_tokens" not in t:
+        return stats
+    source, target = (
+        float(t[f"{side}_real_tokens"].sum() / t[f"{side}_padded_tokens"].sum()) for side in SIDES
+    )
+    return PairPlanStats(
+        **asdict(stats), source_padding_efficiency=source, target_padding_efficiency=target
     )
 
 

@@ -56,6 +56,7 @@ from .._checks import (
     check_lengths,
     check_positive_number,
 )
+from .lengths import sample_tokens
 from .options import UNITS, PlanOptions
 from .sharding import ShardedPlan
 
@@ -158,8 +159,8 @@ def micro_step_counts(sharded: ShardedPlan, lengths: Any, unit: str) -> NDArray[
     """Samples (or real tokens) of each micro-step of a sharded plan, summed over ranks.
 
     The tokens are those of ``lengths`` (per-sample loss tokens count only
-    the tokens with a loss: pass those). Batches flagged as padding (repeats
-    that only even out step counts) count 0.
+    the tokens with a loss: pass those; a pair's are its source's and its target's). Batches
+    flagged as padding (repeats that only even out step counts) count 0.
     """
     check_choice("unit", unit, UNITS)
     if sharded.num_steps == 0:
@@ -167,7 +168,8 @@ def micro_step_counts(sharded: ShardedPlan, lengths: Any, unit: str) -> NDArray[
     if unit == "samples":
         per_batch = sharded.sizes.astype(np.float64)
     else:
-        per_batch = sharded.real_tokens(check_lengths(lengths, zero=True)).astype(np.float64)
+        tokens = check_lengths(sample_tokens(lengths), zero=True)
+        per_batch = sharded.real_tokens(tokens).astype(np.float64)
     per_batch[sharded.is_padding] = 0.0
     return np.asarray(per_batch.reshape(-1, sharded.num_replicas).sum(axis=1), dtype=np.float64)
 
@@ -214,7 +216,8 @@ class EpochWindows:
 
     Args:
         sharded: the epoch's plan, every rank's batches.
-        counted: per sample, what updates in ``"tokens"`` count (lengths or loss tokens).
+        counted: per sample, what updates in ``"tokens"`` count (lengths or loss tokens; the
+            ``[N, 2]`` lengths of pairs count both sides).
         epoch: the epoch's number.
         target: close a window when its count reaches this (NOTE [ accumulating to a budget ]);
             default: the plan's own updates, or one per step.
@@ -247,6 +250,7 @@ class EpochWindows:
                 "sharded must be an epoch's plan (a ShardedPlan, e.g. plan_epoch(...)), got "
                 f"sharded={sharded!r}"
             )
+        counted = sample_tokens(counted)  # lengths of pairs: their tokens
         counts = np.asarray(counted)
         needed = int(sharded.plan.indices.max()) + 1 if sharded.plan.indices.size else 0
         if counts.ndim != 1 or counts.size < needed:
@@ -316,8 +320,9 @@ def mix_updates(
     """``sharded`` with its steps grouped into updates of ``options.update_size``, lengths mixed.
 
     See NOTE [ mixed updates ]. Updates in ``"tokens"`` count ``loss_tokens``
-    when given (the tokens with a loss), else the lengths. Two updates of two
-    steps each, every update one step of short samples and one of long:
+    when given (the tokens with a loss), else the lengths. The strata of pairs are by their
+    tokens, source + target (NOTE [ lengths of pairs ] in :mod:`dynbatch.plan.lengths`). Two
+    updates of two steps each, every update one step of short samples and one of long:
 
     >>> from dynbatch.plan.epochs import plan_epoch
     >>> lengths = np.array([1, 1, 2, 2, 3, 3, 4, 4])
@@ -330,6 +335,7 @@ def mix_updates(
     [True, True]
     """
     target = float(options.update_size or 0.0)
+    lengths = sample_tokens(lengths)
     counted = lengths if loss_tokens is None else loss_tokens
     counts = micro_step_counts(sharded, counted, options.update_unit)
     steps = counts.size

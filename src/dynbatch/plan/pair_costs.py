@@ -1,0 +1,246 @@
+"""Costs of (source, target) pairs, and what every callable cost is probed on: numpy only.
+
+An encoder–decoder's batch has two padded lengths, and :class:`PairCost` prices both
+(NOTE [ costs of pairs ]); a user's ``cost(n, Ls, Lt)`` is probed as a one-length callable
+is (NOTE [ probing a callable cost ] in :mod:`dynbatch.plan.costs`). Named costs have a
+two-length form too: :func:`~dynbatch.plan.costs.pair_form`, beside the one-length costs.
+This module sits below :mod:`dynbatch.plan.costs`, which resolves a callable of three
+arguments with :func:`resolve_pair_callable`.
+
+>>> PairCost()(2, 3, 4)  # 2 * (3**2 + 4**2 + 3*4)
+74.0
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._checks import InputError, InputTypeError, check_nonnegative_number
+
+__all__ = [
+    "PROBE_L",
+    "PROBE_N",
+    "PairCallable",
+    "PairCost",
+    "PairCostFn",
+    "is_number",
+    "required_arguments",
+    "resolve_pair_callable",
+    "takes_pairs",
+]
+
+#: A vectorised cost of pairs: arrays (or scalars) ``n``, ``Ls`` and ``Lt`` in, float64 out.
+PairCostFn = Callable[[Any, Any, Any], Any]
+
+#: Where a callable cost is probed (NOTE [ probing a callable cost ]): batch sizes and
+#: lengths from 1 to far past any real batch, doubling.
+PROBE_N = np.array([1, 2, 3, *(2**k for k in range(2, 17))], dtype=np.int64)
+PROBE_L = np.array([1, 2, 3, *(2**k for k in range(2, 16))], dtype=np.int64)
+
+
+def is_number(value: Any) -> bool:
+    """Whether ``value`` is a real number (a size-1 array's item counts), never a bool."""
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(-1)[0]
+    return isinstance(value, (numbers.Real, np.number)) and not isinstance(value, (bool, np.bool_))
+
+
+@dataclass(frozen=True)
+class PairCost:
+    """``n * (a*(Ls + Lt) + b*(Ls**2 + Lt**2) + cross*Ls*Lt)``: a batch of (source, target) pairs.
+
+    NOTE [ costs of pairs ]
+        An encoder–decoder's batch has two padded lengths, its longest source
+        ``Ls`` and its longest target ``Lt``, and its memory and time grow with
+        both: each term is one part of the model, charged on the padded batch
+        as the one-length costs are.
+
+        * ``a`` per token on either side, ``n·(Ls + Lt)``: embeddings and the
+          feed-forward layers, the padded tokens of both sides;
+        * ``b`` per pair of tokens within one side: the encoder's
+          self-attention ``n·Ls²`` and the decoder's ``n·Lt²``;
+        * ``cross`` per target token and source token: the decoder's
+          cross-attention, ``n·Ls·Lt``.
+
+        The default, ``a=0, b=1, cross=1``, is the study's rule ``n·L²`` on each
+        side plus the cross term, as :class:`QuadraticCost` is for one length.
+        Every named cost has this form for pairs (:func:`~dynbatch.plan.costs.pair_form`):
+        ``"quadratic"`` is the default, ``"linear"`` the padded tokens of both
+        sides (``a=1``), ``"mixed:A,B"`` ``a=A, b=cross=B``. Every coefficient
+        is >= 0, so the cost never decreases in ``n``, ``Ls`` or ``Lt``, which is
+        what lets the planner charge a batch by its longest source and its
+        longest target.
+
+    Args:
+        a: weight of the per-token terms (both sides).
+        b: weight of the self-attention terms (each side's length squared).
+        cross: weight of the cross-attention term (source length x target length).
+
+    >>> PairCost(a=1, b=0, cross=0)(np.array([2, 4]), np.array([3, 3]), np.array([5, 1])).tolist()
+    [16.0, 16.0]
+    """
+
+    a: float = 0.0
+    b: float = 1.0
+    cross: float = 1.0
+    #: it prices two lengths, (source, target): :func:`takes_pairs`
+    takes_pairs: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        for name in ("a", "b", "cross"):
+            value = check_nonnegative_number(name, getattr(self, name), owner="PairCost")
+            object.__setattr__(self, name, value)
+        if self.a == self.b == self.cross == 0:
+            raise InputError(
+                "PairCost needs a > 0, b > 0 or cross > 0 (a cost that grows with the batch), "
+                "got a=0, b=0 and cross=0"
+            )
+
+    def __call__(self, n: Any, source: Any, target: Any) -> Any:
+        ls = np.asarray(source, dtype=np.float64)
+        lt = np.asarray(target, dtype=np.float64)
+        per_sample = self.cross * ls * lt if self.cross else np.zeros(np.broadcast(ls, lt).shape)
+        if self.b:
+            per_sample = per_sample + self.b * (ls * ls + lt * lt)
+        if self.a:
+            per_sample = per_sample + self.a * (ls + lt)
+        return np.multiply(n, per_sample)
+
+
+def required_arguments(fn: Any) -> int | None:
+    """How many positional arguments ``fn`` requires; None where its signature cannot be read
+    or it takes ``*args``."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in params if p.kind in positional and p.default is inspect.Parameter.empty)
+
+
+class PairCallable:
+    """A user's ``cost(n, Ls, Lt)`` as :func:`resolve_pair_callable` returns it: lifted to
+    arrays element by element when it only takes scalars (NOTE [ costs of pairs ])."""
+
+    takes_pairs: ClassVar[bool] = True
+
+    def __init__(self, fn: Callable[..., Any], vectorised: bool) -> None:
+        self.fn = fn
+        self.vectorised = vectorised
+        self._ufunc = np.frompyfunc(fn, 3, 1)
+
+    def __call__(self, n: Any, source: Any, target: Any) -> Any:
+        if self.vectorised:
+            return self.fn(n, source, target)
+        out = self._ufunc(n, source, target)
+        try:
+            return np.asarray(out, dtype=np.float64)
+        except (TypeError, ValueError):
+            bad = next(v for v in np.asarray(out, dtype=object).reshape(-1) if not is_number(v))
+            raise InputTypeError(
+                f"cost must return a number for every (n, Ls, Lt), got {bad!r} from "
+                f"cost={self.fn!r}"
+            ) from None
+
+    def __repr__(self) -> str:
+        return repr(self.fn)
+
+
+def resolve_pair_callable(cost: Callable[..., Any]) -> PairCallable:
+    """``cost(n, Ls, Lt)``, probed as a callable of one length is: a finite number >= 0 at
+    ``(1, 2, 3)``, never negative nor decreasing on a grid of ``n`` by ``Ls`` by ``Lt``
+    (NOTE [ probing a callable cost ] in :mod:`dynbatch.plan.costs`).
+
+    >>> resolve_pair_callable(lambda n, Ls, Lt: n * (Ls + Lt))(2, 3, 4)
+    14
+    >>> resolve_pair_callable(lambda n, Ls, Lt: n * Ls / Lt)
+    Traceback (most recent call last):
+    ...
+    dynbatch.errors.InputError: cost must be nondecreasing in Lt (more or longer samples ...
+    """
+    try:
+        single = cost(1, 2, 3)
+    except Exception as exc:
+        raise InputTypeError(
+            f"cost(1, 2, 3) raised {exc!r}; cost={cost!r} must take (n, Ls, Lt)"
+        ) from exc
+    if not is_number(single):
+        raise InputTypeError(f"cost must return a number, but cost(1, 2, 3) returned {single!r}")
+    value = float(np.asarray(single).reshape(-1)[0])
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(f"cost must return a finite number >= 0, but cost(1, 2, 3)={value!r}")
+    vectorised = False
+    try:
+        out = np.asarray(cost(np.array([1, 2]), np.array([3, 4]), np.array([5, 6])))
+        vectorised = out.shape == (2,) and np.issubdtype(out.dtype, np.number)
+    except Exception:
+        pass
+    resolved = PairCallable(cost, vectorised)
+    _check_pair_grows(cost, resolved)
+    return resolved
+
+
+def _check_pair_grows(cost: Callable[..., Any], resolved: PairCallable) -> None:
+    """Refuse a callable ``cost(n, Ls, Lt)`` that is negative, NaN or decreasing at the probed
+    points of :data:`PROBE_N` by :data:`PROBE_L` by :data:`PROBE_L` (points where it raises
+    are left out, as for one length)."""
+    grid = np.meshgrid(PROBE_N, PROBE_L, PROBE_L, indexing="ij")
+    ok = np.ones(grid[0].shape, dtype=bool)
+    try:
+        values = np.asarray(resolved(*grid), dtype=np.float64)
+        if values.shape != grid[0].shape:
+            raise ValueError("not elementwise")
+    except Exception:  # some points raise: one by one, leaving those out
+        values = np.zeros(grid[0].shape, dtype=np.float64)
+        for idx in np.ndindex(values.shape):
+            try:
+                out = cost(*(int(g[idx]) for g in grid))
+            except Exception:
+                ok[idx] = False
+                continue
+            if not is_number(out):
+                raise InputTypeError(
+                    f"cost must return a number for every (n, Ls, Lt), got {out!r} from "
+                    f"cost{tuple(int(g[idx]) for g in grid)} (cost={cost!r})"
+                ) from None
+            values[idx] = float(np.asarray(out).reshape(-1)[0])
+    bad = ok & ~(values >= 0)  # negative or NaN
+    if bad.any():
+        at = tuple(int(g[tuple(np.argwhere(bad)[0])]) for g in grid)
+        raise InputError(
+            f"cost must return a number >= 0 for every (n, Ls, Lt), but cost{at}="
+            f"{values[tuple(np.argwhere(bad)[0])]!r} (cost={cost!r})"
+        )
+    for axis, name in ((0, "n"), (1, "Ls"), (2, "Lt")):
+        step = [slice(None)] * 3
+        step[axis] = slice(1, None)
+        back = [slice(None)] * 3
+        back[axis] = slice(None, -1)
+        after, before = values[tuple(step)], values[tuple(back)]
+        drop = ok[tuple(step)] & ok[tuple(back)] & (after < before * (1 - 1e-9))
+        if drop.any():
+            k = tuple(np.argwhere(drop)[0])
+            low = tuple(int(g[tuple(back)][k]) for g in grid)
+            high = tuple(int(g[tuple(step)][k]) for g in grid)
+            raise InputError(
+                f"cost must be nondecreasing in {name} (more or longer samples never cost less), "
+                f"but cost{low}={before[k]:g} > cost{high}={after[k]:g} (cost={cost!r})"
+            )
+
+
+def takes_pairs(cost: Any) -> bool:
+    """Whether a resolved cost prices (source, target) pairs, ``cost(n, Ls, Lt)``.
+
+    >>> takes_pairs(PairCost()), takes_pairs(lambda n, L: n * L)
+    (True, False)
+    """
+    return bool(getattr(cost, "takes_pairs", False))
