@@ -900,8 +900,22 @@ PAIR_ENTRIES: dict[str, Callable[[Any], object]] = {
 }
 for entry, call in PAIR_ENTRIES.items():
     for label, value, error, match in [
-        ("source-zero", [[0, 3], [4, 5]], VALUE, r"positive; lengths.*\[0, 0\]=0 \(the source of"),
-        ("target-negative", [[3, 4], [4, -5]], VALUE, r"\[1, 1\]=-5 \(the target of sample 1\)"),
+        (
+            "source-zero",
+            [[0, 3], [4, 5]],
+            VALUE,
+            r"positive; lengths.*\[0, 0\]=0 \(the source of"
+            if entry != "compute_lengths"
+            else r"of sample 0 \(its source\) must be a whole number >= 1 .*got 0$",
+        ),
+        (
+            "target-negative",
+            [[3, 4], [4, -5]],
+            VALUE,
+            r"\[1, 1\]=-5 \(the target of sample 1\)"
+            if entry != "compute_lengths"
+            else r"of sample 1 \(its target\) must be a whole number >= 1 .*got -5$",
+        ),
         ("target-fraction", [[3, 1.5]], VALUE, r"whole number.*1.5"),
         (
             "three-columns",
