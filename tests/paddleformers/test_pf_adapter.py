@@ -20,7 +20,7 @@ import paddle
 import test_exported_members
 import test_hosts
 from pf_toy import classifier, fresh_names, make_args, tiny_llama
-from trainer_toy import Reviews, collate
+from trainer_toy import Reviews, review_data
 
 import dynbatch.integrations.paddleformers as integration
 from dynbatch import InputError, InputTypeError
@@ -38,18 +38,11 @@ def logs(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> I
         yield caplog
 
 
-def trainer(out: Path, args: Any = None, model: Any = None, **kw: Any) -> DynamicBatchTrainer:
-    ds = Reviews(24)
+def trainer(args: Any, model: Any = None, **kw: Any) -> DynamicBatchTrainer:
     with fresh_names():
-        return DynamicBatchTrainer(
-            model=model or classifier(),
-            args=make_args(out) if args is None else args,
-            train_dataset=ds,
-            data_collator=collate,
-            lengths=ds.lengths,
-            time_model=None,
-            **kw,
-        )
+        model = model or classifier()
+        data = review_data(Reviews(24))
+        return DynamicBatchTrainer(model=model, args=args, time_model=None, **data, **kw)
 
 
 def test_the_package_has_the_paddlenlp_adapters_public_names() -> None:
@@ -108,7 +101,7 @@ def test_paddleformers_defaults_that_cannot_work_are_set_on_the_trainers_copy_an
     arguments, each with its reason in the log; the user's arguments are left as given."""
     args = make_args(tmp_path, bf16=True, amp_master_grad=True)  # allowed with bf16
     assert (args.save_checkpoint_format, args.load_checkpoint_format) == ("flex_checkpoint",) * 2
-    made = trainer(tmp_path, args)
+    made = trainer(args)
     assert made.args is not args
     assert (made.args.save_checkpoint_format, made.args.load_checkpoint_format) == (None, None)
     assert made.args.amp_master_grad is False
@@ -133,7 +126,7 @@ def test_without_args_the_default_arguments_run_on_a_cpu(
     monkeypatch.chdir(tmp_path)  # the default output_dir, tmp_trainer, is relative
     with pytest.raises(ValueError, match="amp_master_grad"):
         PADDLEFORMERS.training_arguments(output_dir="tmp_trainer")
-    made = trainer(tmp_path, args=None)
+    made = trainer(None)
     assert made.args.amp_master_grad is False and not made.args.sharding
     assert made.args.per_device_train_batch_size == 8, "PaddleFormers' default batch"
 
@@ -248,4 +241,4 @@ def test_bad_input_is_named(
     with fresh_names():
         model = None if model is None else model()
     with pytest.raises(error, match=message):
-        trainer(tmp_path, args, model, **change)
+        trainer(args, model, **change)
