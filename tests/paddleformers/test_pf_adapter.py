@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("paddleformers.trainer", reason="paddleformers is not installed")
 import paddle
+import test_cross_references
 import test_exported_members
 import test_hosts
 from pf_toy import classifier, fresh_names, make_args, tiny_llama
@@ -65,9 +66,11 @@ def test_every_name_touched_still_exists_in_paddleformers() -> None:
 
 
 @pytest.mark.parametrize("module", [integration.__name__, f"{integration.__name__}.adapter"])
-def test_every_module_declares_what_it_exports(module: str) -> None:
-    """tests/test_exported_members.py's check, here where PaddleFormers is installed."""
+def test_every_module_declares_what_it_exports_and_its_references_resolve(module: str) -> None:
+    """tests/test_exported_members.py's and test_cross_references.py's checks, here where
+    PaddleFormers is installed."""
     test_exported_members.test_every_module_declares_what_it_exports(module)
+    test_cross_references.test_every_role_in_the_docstrings_resolves(module)
 
 
 def test_a_release_outside_the_supported_range_is_refused_at_import(

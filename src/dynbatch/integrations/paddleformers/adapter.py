@@ -4,8 +4,8 @@
 Everything else is :mod:`dynbatch.integrations.core`'s, shared with every adapter
 (NOTE [ one core, one host per adapter ] in :mod:`dynbatch.integrations.core.host`). What is
 PaddleFormers' own is here: its defaults (NOTE [ PaddleFormers' defaults ]), its parallel degrees'
-names, and how its causal LMs take a packed row's mask (NOTE [ PaddleFormers' attention and the
-packed mask ]).
+names, and how its causal LMs take a packed row's mask
+(NOTE [ PaddleFormers' attention and the packed mask ]).
 
 NOTE [ PaddleFormers' defaults ]
     paddleformers 1.2.0's ``TrainingArguments`` defaults differ from paddlenlp's in three places
