@@ -6,13 +6,10 @@ Imported by tests/test_trainer.py and by the scripts it runs in their own proces
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import paddle
-
-if TYPE_CHECKING:
-    from paddlenlp.trainer import TrainingArguments
 
 VOCAB = 60
 PAD = 0
@@ -20,9 +17,14 @@ PAD = 0
 PLAN: dict[str, Any] = {"max_cost": 6 * 24**2, "cost": "quadratic", "order": "shuffle"}
 
 
-def make_args(out: Any, **changes: Any) -> TrainingArguments:
-    """The tests' TrainingArguments: 2 epochs on CPU, lr 1e-3, a log every step, no saves."""
-    from paddlenlp.trainer import TrainingArguments
+def make_args(out: Any, *, arguments: Any = None, **changes: Any) -> Any:
+    """The tests' TrainingArguments: 2 epochs on CPU, lr 1e-3, a log every step, no saves.
+
+    ``arguments`` is the host's ``TrainingArguments`` class (paddlenlp's when None): the
+    PaddleFormers tests (tests/paddleformers) make theirs here too.
+    """
+    if arguments is None:
+        from paddlenlp.trainer import TrainingArguments as arguments
 
     values: dict[str, Any] = {
         "output_dir": str(out),
@@ -36,7 +38,7 @@ def make_args(out: Any, **changes: Any) -> TrainingArguments:
         "save_strategy": "no",
     }
     values.update(changes)
-    return TrainingArguments(**values)
+    return arguments(**values)
 
 
 class Reviews(paddle.io.Dataset):  # type: ignore[misc]
@@ -62,6 +64,15 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     for row, s in enumerate(samples):
         ids[row, : len(s["input_ids"])] = s["input_ids"]
     return {"input_ids": ids, "labels": np.array([s["labels"] for s in samples], dtype=np.int64)}
+
+
+def review_data(ds: Reviews, dev: Reviews | None = None) -> dict[str, Any]:
+    """The Trainer's data keywords for ``ds`` (its collator and lengths) and, given an eval set
+    ``dev``, for evaluating on it in dynamic batches (its lengths) with :func:`accuracy`."""
+    data: dict[str, Any] = {"train_dataset": ds, "data_collator": collate, "lengths": ds.lengths}
+    if dev is not None:
+        data.update(eval_dataset=dev, eval_lengths=dev.lengths, compute_metrics=accuracy)
+    return data
 
 
 def tiny_bert(seed: int = 0, dropout: float = 0.0, initializer_range: float = 0.02) -> Any:
@@ -102,6 +113,17 @@ def reference_grads(model: Any, ds: Reviews, indices: np.ndarray, weights: np.nd
     return grads
 
 
+def mean_gap(rec: Any, step: int, ds: Reviews, model: Any, accumulate: str = "samples") -> float:
+    """How far the gradient ``rec`` (:func:`make_recorder`) took at ``step`` is from that of the
+    mean over the step's samples (``accumulate="tokens"``: weighed by their lengths), on
+    ``model`` (of the trained kind) set to the step's recorded weights."""
+    indices = np.concatenate(rec.windows[step].indices)
+    weights = ds.lengths[indices] if accumulate == "tokens" else np.ones(indices.size)
+    model.set_state_dict(rec.weights[step])
+    expected = reference_grads(model, ds, indices, weights)
+    return max(float(np.abs(rec.grads[step][n] - g).max()) for n, g in expected.items())
+
+
 def accuracy(prediction: Any) -> dict[str, float]:
     """``compute_metrics`` for the Trainer: the share of argmax predictions that match."""
     return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
@@ -121,11 +143,15 @@ def direct_eval(model: Any, ds: Reviews) -> tuple[float, float]:
     return acc, float(losses.numpy().mean())
 
 
-def make_recorder(*, grads: int = 0, stop_at: int | None = None) -> Any:
-    """A TrainerCallback that records windows, optimizer steps, logs and (the first) gradients."""
-    from paddlenlp.trainer import TrainerCallback
+def make_recorder(*, grads: int = 0, stop_at: int | None = None, callback: Any = None) -> Any:
+    """A TrainerCallback that records windows, optimizer steps, logs and (the first) gradients.
 
-    class Recorder(TrainerCallback):  # type: ignore[misc]
+    ``callback`` is the host's ``TrainerCallback`` class (paddlenlp's when None).
+    """
+    if callback is None:
+        from paddlenlp.trainer import TrainerCallback as callback
+
+    class Recorder(callback):  # type: ignore[misc,valid-type]
         def __init__(self) -> None:
             self.windows: list[Any] = []
             self.optimizer_steps = 0

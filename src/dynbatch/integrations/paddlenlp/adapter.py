@@ -13,21 +13,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
-from paddlenlp.trainer.integrations import VisualDLCallback
-from paddlenlp.trainer.trainer_callback import CallbackHandler
-from paddlenlp.trainer.trainer_utils import (
-    PREFIX_CHECKPOINT_DIR,
-    EvalLoopOutput,
-    EvalPrediction,
-    IntervalStrategy,
-    TrainOutput,
-)
-from paddlenlp.trainer.utils.helper import nested_concat
-from paddlenlp.utils.log import logger
+from paddlenlp.trainer import Trainer  # the host's, subclassed
 
 from ..._checks import InputError
-from ..core import CausalPacking, DynamicBatchTrainerCore, Host
+from ..core import CausalPacking, DynamicBatchTrainerCore, Host, framework_names
 
 __all__ = ["PADDLENLP", "DynamicBatchTrainer", "takes_3d_mask"]
 
@@ -38,12 +27,12 @@ def takes_3d_mask(base_model: Any) -> bool:
     return callable(getattr(type(base_model), "_prepare_decoder_attention_mask", None))
 
 
-def _mask_honoured(model_name: str, pack_len: int) -> None:
+def _mask_honoured(model: Any, pack_len: int) -> None:
     """Refuse packing where paddlenlp's causal LMs ignore the mask (``USE_CASUAL_MASK``)."""
     if os.getenv("USE_CASUAL_MASK", "False") == "True":
         raise InputError(
             f"pack_len={pack_len}: USE_CASUAL_MASK=True is set, so paddlenlp's "
-            f"{model_name} ignores the attention_mask and would let each token of a "
+            f"{type(model).__name__} ignores the attention_mask and would let each token of a "
             "packed row attend to the samples before it; unset USE_CASUAL_MASK"
         )
 
@@ -52,18 +41,17 @@ def _mask_honoured(model_name: str, pack_len: int) -> None:
 PADDLENLP = Host(
     name="paddlenlp",
     written_for="3.0.0b4",
-    trainer=Trainer,
-    training_arguments=TrainingArguments,
-    trainer_callback=TrainerCallback,
-    callback_handler=CallbackHandler,
-    visualdl_callback=VisualDLCallback,
-    train_output=TrainOutput,
-    eval_loop_output=EvalLoopOutput,
-    eval_prediction=EvalPrediction,
-    interval_strategy=IntervalStrategy,
-    prefix_checkpoint_dir=PREFIX_CHECKPOINT_DIR,
-    nested_concat=nested_concat,
-    logger=logger,
+    **framework_names("paddlenlp"),
+    parallel_degrees={
+        name: f"{name}=1"
+        for name in (
+            "tensor_parallel_degree",
+            "pipeline_parallel_degree",
+            "sharding_parallel_degree",
+            "sep_parallel_degree",
+            "context_parallel_degree",
+        )
+    },
     causal_packing=CausalPacking(
         mask_field="attention_mask",
         mask="a 3-D attention_mask",
