@@ -5,7 +5,9 @@ The core (``dynbatch.integrations.core``) reaches a framework only through an ad
 so one check serves every adapter: each one's installed framework still has every private name
 the core borrows from its classes (``_compat.touched(host)``) and every one the host reads of its
 model classes (``host.touched_models``); an upgrade that drops one fails here, loudly, instead
-of silently skipping a hook. An adapter whose framework is not installed is skipped.
+of silently skipping a hook. An adapter whose framework is not installed is skipped: paddlenlp
+and PaddleFormers cannot share an environment, so ``tests/paddleformers`` (run in its own) calls
+:func:`check_touched_names` and :func:`check_private_names` for PaddleFormers' adapter.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dynbatch.integrations.core.host import MASK_FIELDS
 from dynbatch.integrations.core.packing import CAUSAL_LM, Packed, pack_collator, packed_model
 
 #: every adapter package of ``dynbatch.integrations``, and the release its host was written for
-ADAPTERS = {"paddlenlp": "3.0.0b4"}
+ADAPTERS = {"paddlenlp": "3.0.0b4", "paddleformers": "1.2.0"}
 CORE = Path(_compat.__file__).parent
 #: rows of 8 tokens, packed
 PACKS = PlanOptions(max_cost=64, cost="linear", pack_len=8, update_size=4, order="shuffle")
@@ -53,10 +55,20 @@ def host_of(adapter: str) -> Host:
     return host
 
 
+def _has(cls: type, name: str) -> bool:
+    """``cls`` has ``name``: as its own attribute, or set on ``self`` by its ``__init__``."""
+    return hasattr(cls, name) or f"self.{name}" in inspect.getsource(cls.__init__)
+
+
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
 def test_every_private_name_touched_still_exists(adapter: str) -> None:
+    check_touched_names(adapter)
+
+
+def check_touched_names(adapter: str) -> None:
     """The host's classes (and paddle's) have every name ``_compat`` uses; its model classes
-    every name the host reads."""
+    every name the host reads; its ``TrainingArguments`` every parallel degree the host names,
+    and none of the other framework's names it refuses."""
     host = host_of(adapter)
     assert (host.name, host.written_for) == (adapter, ADAPTERS[adapter])
     handler = host.callback_handler
@@ -71,11 +83,20 @@ def test_every_private_name_touched_still_exists(adapter: str) -> None:
         module, _, name = path.rpartition(".")
         cls = getattr(importlib.import_module(module), name)
         for touched in names:
-            assert callable(getattr(cls, touched, None)), f"{path} has no {touched}: see its host"
+            assert _has(cls, touched), f"{path} has no {touched}: see its host"
+    fields = set(host.training_arguments.__dataclass_fields__)
+    for degree in host.parallel_degrees:
+        assert degree in fields, f"{adapter}'s TrainingArguments has no {degree}: see its host"
+    for foreign in host.foreign_arguments:
+        assert foreign not in fields, f"{adapter}'s TrainingArguments has {foreign}: see its host"
 
 
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
 def test_private_names_only_in_compat_and_the_host(adapter: str) -> None:
+    check_private_names(adapter)
+
+
+def check_private_names(adapter: str) -> None:
     """The rest of the core and of the adapter reads as plain subclassing: the Trainer's private
     names are written only in the core's ``_compat``, the models' only there and in the module
     that builds the host."""

@@ -16,6 +16,10 @@ INSTALL = {
         'pip install paddlenlp==3.0.0b4 aistudio-sdk==0.2.6 "datasets<3" "pyarrow<17"',
         "paddlenlp",
     ),
+    "paddleformers": (
+        "pip install paddleformers==1.2.0 datasets==4.8.5 pyarrow==21.0.0",
+        "paddleformers",
+    ),
     "matplotlib": ("pip install matplotlib", "plot"),
 }
 

@@ -13,11 +13,16 @@ NOTE [ no skips under CI ]
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from ci import IN_CI, ci_value
+
+# the paddlenlp tests' toys and references (they import no framework), shared here (pf_toy.py)
+sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
 
 _WHY = "a test of tests/paddleformers fails rather than skips (NOTE [ no skips under CI ])"
 

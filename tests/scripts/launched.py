@@ -19,8 +19,10 @@ import paddle.distributed as dist
 
 
 def finish() -> None:
-    """Wait for every rank, flush, and leave without running paddle's destructors."""
-    dist.barrier()
+    """Wait for every rank, flush, and leave without running paddle's destructors (one rank
+    has no process group to wait for)."""
+    if dist.is_initialized():
+        dist.barrier()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

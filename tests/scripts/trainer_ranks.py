@@ -15,11 +15,9 @@ refusal is written to OUT/<RUN>-<MODE>-error.txt instead.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
-import paddle.distributed as dist
 from launched import finish
 from paddlenlp.trainer import TrainerCallback
 from trainer_toy import Reviews, collate, make_args, tiny_bert
@@ -59,15 +57,6 @@ class Steps(TrainerCallback):  # type: ignore[misc]
             self.progress[int(state.global_step)] = float(logs["progress_or_epoch"])
 
 
-def end() -> None:
-    """:func:`launched.finish`; one rank has no process group to wait for."""
-    if dist.is_initialized():
-        finish()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
 def main() -> None:
     out, run, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     probe = make_args(out)
@@ -93,7 +82,7 @@ def main() -> None:
     except InputError as exc:
         if args.dataset_rank == 0:
             (out / f"{name}-error.txt").write_text(str(exc))
-        end()
+        finish()
     (out / f"{name}-rank{args.dataset_rank}.json").write_text(
         json.dumps(
             {
@@ -106,7 +95,7 @@ def main() -> None:
             }
         )
     )
-    end()
+    finish()
 
 
 if __name__ == "__main__":

@@ -6,13 +6,10 @@ Imported by tests/test_trainer.py and by the scripts it runs in their own proces
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import paddle
-
-if TYPE_CHECKING:
-    from paddlenlp.trainer import TrainingArguments
 
 VOCAB = 60
 PAD = 0
@@ -20,9 +17,14 @@ PAD = 0
 PLAN: dict[str, Any] = {"max_cost": 6 * 24**2, "cost": "quadratic", "order": "shuffle"}
 
 
-def make_args(out: Any, **changes: Any) -> TrainingArguments:
-    """The tests' TrainingArguments: 2 epochs on CPU, lr 1e-3, a log every step, no saves."""
-    from paddlenlp.trainer import TrainingArguments
+def make_args(out: Any, *, arguments: Any = None, **changes: Any) -> Any:
+    """The tests' TrainingArguments: 2 epochs on CPU, lr 1e-3, a log every step, no saves.
+
+    ``arguments`` is the host's ``TrainingArguments`` class (paddlenlp's when None): the
+    PaddleFormers tests (tests/paddleformers) make theirs here too.
+    """
+    if arguments is None:
+        from paddlenlp.trainer import TrainingArguments as arguments
 
     values: dict[str, Any] = {
         "output_dir": str(out),
@@ -36,7 +38,7 @@ def make_args(out: Any, **changes: Any) -> TrainingArguments:
         "save_strategy": "no",
     }
     values.update(changes)
-    return TrainingArguments(**values)
+    return arguments(**values)
 
 
 class Reviews(paddle.io.Dataset):  # type: ignore[misc]
@@ -121,11 +123,15 @@ def direct_eval(model: Any, ds: Reviews) -> tuple[float, float]:
     return acc, float(losses.numpy().mean())
 
 
-def make_recorder(*, grads: int = 0, stop_at: int | None = None) -> Any:
-    """A TrainerCallback that records windows, optimizer steps, logs and (the first) gradients."""
-    from paddlenlp.trainer import TrainerCallback
+def make_recorder(*, grads: int = 0, stop_at: int | None = None, callback: Any = None) -> Any:
+    """A TrainerCallback that records windows, optimizer steps, logs and (the first) gradients.
 
-    class Recorder(TrainerCallback):  # type: ignore[misc]
+    ``callback`` is the host's ``TrainerCallback`` class (paddlenlp's when None).
+    """
+    if callback is None:
+        from paddlenlp.trainer import TrainerCallback as callback
+
+    class Recorder(callback):  # type: ignore[misc,valid-type]
         def __init__(self) -> None:
             self.windows: list[Any] = []
             self.optimizer_steps = 0

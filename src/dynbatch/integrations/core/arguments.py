@@ -18,14 +18,6 @@ from .host import Host
 
 __all__ = ["RunArgs", "checked_args", "plan_options", "run_args", "split_keywords", "train_sampler"]
 
-#: Parallelism beyond data parallel shards the model, not the data: not supported here.
-_UNSUPPORTED_DEGREES = (
-    "tensor_parallel_degree",
-    "pipeline_parallel_degree",
-    "sharding_parallel_degree",
-    "sep_parallel_degree",
-    "context_parallel_degree",
-)
 _OWN = ("model", "args", "train_dataset", "eval_dataset", "data_collator")
 
 
@@ -39,6 +31,14 @@ def split_keywords(kwargs: dict[str, Any], host: Host) -> dict[str, Any]:
     others."""
     keywords = _trainer_keywords(host.trainer)
     unknown = sorted(set(kwargs) - FIELDS - keywords)
+    foreign = [name for name in unknown if name in host.foreign_arguments]
+    if foreign:
+        said = "; ".join(f"{name} is {host.foreign_arguments[name]}" for name in foreign)
+        raise InputTypeError(
+            f"DynamicBatchTrainer got {', '.join(foreign)}: {said}. {host.name}'s parallelism "
+            f"and training settings are fields of its TrainingArguments (args=), under "
+            f"{host.name}'s names"
+        )
     if unknown:
         raise InputTypeError(
             f"DynamicBatchTrainer got unknown argument(s) {', '.join(unknown)}; the plan "
@@ -49,12 +49,22 @@ def split_keywords(kwargs: dict[str, Any], host: Host) -> dict[str, Any]:
 
 
 def checked_args(args: Any, host: Host) -> Any:
-    """``args``, one of ``host``'s ``TrainingArguments`` (None: the Trainer's default)."""
+    """``args``, one of ``host``'s ``TrainingArguments`` (None: the Trainer's default, with the
+    host's ``default_args``), without another framework's fields set on it."""
     if args is None:
-        args = host.training_arguments(output_dir="tmp_trainer")
+        args = host.training_arguments(output_dir="tmp_trainer", **host.default_args)
     if not isinstance(args, host.training_arguments):
+        kind = type(args)
         raise InputTypeError(
-            f"args must be a {host.name}.trainer.TrainingArguments, got {type(args).__name__}"
+            f"args must be a {host.name}.trainer.TrainingArguments, got "
+            f"{kind.__module__}.{kind.__qualname__}"
+        )
+    foreign = [name for name in host.foreign_arguments if name in vars(args)]
+    if foreign:
+        said = "; ".join(f"args.{name} is {host.foreign_arguments[name]}" for name in foreign)
+        raise InputError(
+            f"{said}. {host.name}'s Trainer never reads it: set {host.name}'s own field instead, "
+            "or leave it out"
         )
     return args
 
@@ -90,9 +100,14 @@ class RunArgs:
 
 
 def run_args(
-    args: Any, *, recipe: bool, update_size: float | None, accumulate_target: float | None
+    args: Any,
+    host: Host,
+    *,
+    recipe: bool,
+    update_size: float | None,
+    accumulate_target: float | None,
 ) -> RunArgs:
-    """Check ``args`` against the plan's updates; the copy the Trainer runs on."""
+    """Check ``args`` (``host``'s) against the plan's updates; the copy the Trainer runs on."""
     gas = check_int("args.gradient_accumulation_steps", args.gradient_accumulation_steps, minimum=1)
     planned = recipe or update_size is not None
     if planned and accumulate_target is not None:
@@ -111,11 +126,12 @@ def run_args(
             "accumulate_target (samples or tokens per step), not both; got "
             f"gradient_accumulation_steps={gas}, accumulate_target={accumulate_target:g}"
         )
-    for name in _UNSUPPORTED_DEGREES:
-        degree = getattr(args, name, 1)
+    for name, off in host.parallel_degrees.items():  # each rank a whole model and optimizer
+        degree = getattr(args, name)
         if isinstance(degree, int) and degree > 1:
             raise InputError(
-                f"DynamicBatchTrainer supports data parallelism only, got args.{name}={degree}"
+                f"DynamicBatchTrainer supports data parallelism only, got args.{name}={degree}: "
+                f"make the TrainingArguments with {off}"
             )
     if getattr(args, "count_trained_tokens", False):
         raise InputError(

@@ -5,8 +5,9 @@ NOTE [ one core, one host per adapter ]
     from Hugging Face's: the same classes, at the same module paths, with the same private
     hooks. So dynbatch's Trainer is written once, in :mod:`dynbatch.integrations.core`, which
     imports neither framework: every name of the framework it needs comes from a
-    :class:`Host`, and where the two differ the host holds a hook (``fix_args``, the causal
-    LMs' packed mask, the model classes it reads). An adapter is a package of
+    :class:`Host`, and where the two differ the host holds a field or a hook (``fix_args``,
+    the arguments the default ``TrainingArguments`` needs, the names of its parallel degrees,
+    the causal LMs' packed mask, the model classes it reads). An adapter is a package of
     ``dynbatch.integrations`` with two pieces:
 
     * its ``Host``, built from the framework's own names (``paddlenlp/adapter.py`` builds
@@ -45,7 +46,7 @@ def keep_args(args: Any) -> Any:
     return args
 
 
-def _no_check(model_name: str, pack_len: int) -> None:
+def _no_check(model: Any, pack_len: int) -> None:
     """The ``check`` of a host whose causal LMs always honour the packed mask."""
 
 
@@ -69,9 +70,10 @@ class CausalPacking:
         accepts: ``accepts(base_model) -> bool``: whether the causal LM's base model (under
             its ``base_model_prefix``; None where there is none) uses the mask as given. The
             forward taking ``position_ids`` and ``mask_field`` is checked by the core.
-        check: ``check(model_name, pack_len)``: raise a :class:`~dynbatch.InputError` where
-            the host would ignore the mask (paddlenlp under ``USE_CASUAL_MASK=True``); called
-            once the model is accepted.
+        check: ``check(model, pack_len)``: raise a :class:`~dynbatch.InputError` where
+            the host would ignore the mask on this model (paddlenlp under
+            ``USE_CASUAL_MASK=True``; PaddleFormers' attention backends that drop it), naming
+            what to set; called once the model is accepted.
     """
 
     mask_field: str
@@ -79,7 +81,7 @@ class CausalPacking:
     models: str
     examples: str
     accepts: Callable[[Any], bool]
-    check: Callable[[str, int], None] = _no_check
+    check: Callable[[Any, int], None] = _no_check
 
     def __post_init__(self) -> None:
         if self.mask_field not in MASK_FIELDS:
@@ -110,6 +112,11 @@ class Host:
         prefix_checkpoint_dir: ``<name>.trainer.trainer_utils.PREFIX_CHECKPOINT_DIR``.
         nested_concat: ``<name>.trainer.utils.helper.nested_concat``.
         logger: ``<name>.utils.log.logger``.
+        trainer_state_file: the file of the Trainer's own state in a checkpoint
+            (``<name>.trainer.trainer.TRAINER_STATE_NAME``), for messages.
+        parallel_degrees: the ``TrainingArguments`` fields of parallelism beyond data
+            parallel (a model or optimizer sharded over ranks), refused above 1, each with the
+            ``TrainingArguments`` keyword that keeps it off (``"tensor_parallel_degree=1"``).
         causal_packing: how the host's causal LMs take packed rows.
         touched_models: the model classes the adapter reads private names of, by import path
             (not imported until checked: they load with the user's model), each with those
@@ -117,8 +124,16 @@ class Host:
         fix_args: ``fix_args(args) -> args``: the ``TrainingArguments`` the Trainer runs on,
             made right for this host. It is given dynbatch's copy of the user's (one epoch, no
             ``max_steps``, no accumulation: NOTE [ one Trainer epoch holds every real epoch ]
-            in :mod:`.run`), may change it and returns what the Trainer is made with; the
-            user's own are never changed. Default :func:`keep_args`.
+            in :mod:`.run`), may change it (logging what it changed and why) or refuse it, and
+            returns what the Trainer is made with; the user's own are never changed. Default
+            :func:`keep_args`.
+        default_args: keywords of the ``TrainingArguments`` the Trainer makes when given
+            ``args=None``, beyond ``output_dir``: where the framework's own defaults refuse to
+            run without them.
+        foreign_arguments: names the host's ``TrainingArguments`` does not have but another
+            framework's does, each with what to say of it: ``"paddlenlp's; PaddleFormers
+            calls it tensor_model_parallel_size"``. Given to the Trainer as a keyword, or set on
+            ``args``, one is refused with that.
     """
 
     name: str
@@ -135,9 +150,13 @@ class Host:
     prefix_checkpoint_dir: str
     nested_concat: Callable[..., Any]
     logger: Any
+    trainer_state_file: str
+    parallel_degrees: Mapping[str, str]
     causal_packing: CausalPacking
     touched_models: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     fix_args: Callable[[Any], Any] = keep_args
+    default_args: Mapping[str, Any] = field(default_factory=dict)
+    foreign_arguments: Mapping[str, str] = field(default_factory=dict)
 
 
 #: A host's class, to the type checker (``Any``); ``object`` at run time. The core's mixins that

@@ -156,7 +156,7 @@ def packed_model(model: Any, label_name: str, pack_len: int, causal: CausalPacki
                 f"as {causal.models} do"
             )
             if causal.accepts(base):
-                causal.check(name, pack_len)
+                causal.check(model, pack_len)
                 return Packed(CAUSAL_LM, label_name, pad_val, pack_len, causal.mask_field)
     elif name.endswith("ForSequenceClassification"):
         parts = {

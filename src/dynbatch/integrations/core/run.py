@@ -395,7 +395,8 @@ class RealEpochs(HostBase):  # type: ignore[misc]
         expected = trainer.resumed_step
         if expected is not None and state.global_step != expected:
             raise InputError(
-                f"the checkpoint's trainer_state.json says global_step={state.global_step}, its "
+                f"the checkpoint's {trainer.host.trainer_state_file} says global_step="
+                f"{state.global_step}, its "
                 f"{STATE_FILE} says {expected}: the checkpoint folder is inconsistent"
             )
         if trainer.num_epochs is not None:

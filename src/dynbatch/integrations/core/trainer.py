@@ -182,6 +182,7 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
         )
         run = run_args(
             args,
+            host,
             recipe=planned is None,
             update_size=None if planned is None else planned.update_size,
             accumulate_target=self.accumulate_target,

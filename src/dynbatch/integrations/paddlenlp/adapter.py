@@ -15,6 +15,7 @@ from typing import Any
 
 from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
 from paddlenlp.trainer.integrations import VisualDLCallback
+from paddlenlp.trainer.trainer import TRAINER_STATE_NAME
 from paddlenlp.trainer.trainer_callback import CallbackHandler
 from paddlenlp.trainer.trainer_utils import (
     PREFIX_CHECKPOINT_DIR,
@@ -38,12 +39,12 @@ def takes_3d_mask(base_model: Any) -> bool:
     return callable(getattr(type(base_model), "_prepare_decoder_attention_mask", None))
 
 
-def _mask_honoured(model_name: str, pack_len: int) -> None:
+def _mask_honoured(model: Any, pack_len: int) -> None:
     """Refuse packing where paddlenlp's causal LMs ignore the mask (``USE_CASUAL_MASK``)."""
     if os.getenv("USE_CASUAL_MASK", "False") == "True":
         raise InputError(
             f"pack_len={pack_len}: USE_CASUAL_MASK=True is set, so paddlenlp's "
-            f"{model_name} ignores the attention_mask and would let each token of a "
+            f"{type(model).__name__} ignores the attention_mask and would let each token of a "
             "packed row attend to the samples before it; unset USE_CASUAL_MASK"
         )
 
@@ -64,6 +65,17 @@ PADDLENLP = Host(
     prefix_checkpoint_dir=PREFIX_CHECKPOINT_DIR,
     nested_concat=nested_concat,
     logger=logger,
+    trainer_state_file=TRAINER_STATE_NAME,
+    parallel_degrees={
+        name: f"{name}=1"
+        for name in (
+            "tensor_parallel_degree",
+            "pipeline_parallel_degree",
+            "sharding_parallel_degree",
+            "sep_parallel_degree",
+            "context_parallel_degree",
+        )
+    },
     causal_packing=CausalPacking(
         mask_field="attention_mask",
         mask="a 3-D attention_mask",
