@@ -407,8 +407,8 @@ def train_trainer(
 ) -> dict[str, Any]:
     """The framework's Trainer (paddlenlp's, or PaddleFormers' under ``--runner
     paddleformers``): the stock one (fixed) or dynbatch's adapter of it,
-    ``DynamicBatchTrainer`` (dynamic; pack: the same with ``pack_len=--max-len``, NOTE [ packed
-    pairs ]), with the same ``TrainingArguments``."""
+    ``DynamicBatchTrainer`` (dynamic; pack: the same with ``pack_len=--max-len``,
+    NOTE [ packed pairs ]), with the same ``TrainingArguments``."""
     import functools
 
     import dynbatch
