@@ -32,7 +32,7 @@ import paddle.distributed as dist
 from launched import finish
 from paddleformers.trainer import TrainerCallback
 from pf_toy import classifier, fresh_names, make_args, make_recorder
-from trainer_toy import Reviews, accuracy, collate, direct_eval, reference_grads
+from trainer_toy import Reviews, direct_eval, reference_grads, review_data
 
 from dynbatch.integrations.paddleformers import DynamicBatchTrainer
 
@@ -66,14 +66,9 @@ def train(out: Path, run: str, *, ranks: int, resume: Any = None, kill: bool = F
         trainer = DynamicBatchTrainer(
             model=classifier(),
             args=args,
-            train_dataset=ds,
-            eval_dataset=dev,
-            data_collator=collate,
-            lengths=ds.lengths,
-            eval_lengths=dev.lengths,
-            compute_metrics=accuracy,
             callbacks=[rec, KillAt()] if kill else [rec],
             time_model=None,
+            **review_data(ds, dev),
         )
         trainer.train(resume_from_checkpoint=resume)
     start = trainer.resumed_step or 0

@@ -77,19 +77,13 @@ def classifier(seed: int = 0) -> Classifier:
 
 
 def tiny_llama(seed: int = 0, attention: str = "eager") -> Any:
-    """PaddleFormers' LlamaForCausalLM, hidden 64, 2 layers, lm_toy's vocabulary: built, not
+    """PaddleFormers' LlamaForCausalLM of lm_toy's sizes (paddlenlp's tiny Qwen2's): built, not
     loaded (NOTE [ the causal LM of the PaddleFormers tests ])."""
     from paddleformers.transformers import LlamaConfig, LlamaForCausalLM
 
     paddle.seed(seed)
     config = LlamaConfig(
-        vocab_size=lm_toy.VOCAB,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        max_position_embeddings=256,
+        **lm_toy.SIZES,
         fuse_rms_norm=False,  # the fused kernel needs paddlefleet
         _attn_implementation=attention,
     )

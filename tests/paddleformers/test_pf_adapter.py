@@ -17,10 +17,11 @@ import pytest
 
 pytest.importorskip("paddleformers.trainer", reason="paddleformers is not installed")
 import paddle
+import test_cross_references
 import test_exported_members
 import test_hosts
 from pf_toy import classifier, fresh_names, make_args, tiny_llama
-from trainer_toy import Reviews, collate
+from trainer_toy import Reviews, review_data
 
 import dynbatch.integrations.paddleformers as integration
 from dynbatch import InputError, InputTypeError
@@ -38,18 +39,11 @@ def logs(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> I
         yield caplog
 
 
-def trainer(out: Path, args: Any = None, model: Any = None, **kw: Any) -> DynamicBatchTrainer:
-    ds = Reviews(24)
+def trainer(args: Any, model: Any = None, **kw: Any) -> DynamicBatchTrainer:
     with fresh_names():
-        return DynamicBatchTrainer(
-            model=model or classifier(),
-            args=make_args(out) if args is None else args,
-            train_dataset=ds,
-            data_collator=collate,
-            lengths=ds.lengths,
-            time_model=None,
-            **kw,
-        )
+        model = model or classifier()
+        data = review_data(Reviews(24))
+        return DynamicBatchTrainer(model=model, args=args, time_model=None, **data, **kw)
 
 
 def test_the_package_has_the_paddlenlp_adapters_public_names() -> None:
@@ -72,9 +66,11 @@ def test_every_name_touched_still_exists_in_paddleformers() -> None:
 
 
 @pytest.mark.parametrize("module", [integration.__name__, f"{integration.__name__}.adapter"])
-def test_every_module_declares_what_it_exports(module: str) -> None:
-    """tests/test_exported_members.py's check, here where PaddleFormers is installed."""
+def test_every_module_declares_what_it_exports_and_its_references_resolve(module: str) -> None:
+    """tests/test_exported_members.py's and test_cross_references.py's checks, here where
+    PaddleFormers is installed."""
     test_exported_members.test_every_module_declares_what_it_exports(module)
+    test_cross_references.test_every_role_in_the_docstrings_resolves(module)
 
 
 def test_a_release_outside_the_supported_range_is_refused_at_import(
@@ -108,7 +104,7 @@ def test_paddleformers_defaults_that_cannot_work_are_set_on_the_trainers_copy_an
     arguments, each with its reason in the log; the user's arguments are left as given."""
     args = make_args(tmp_path, bf16=True, amp_master_grad=True)  # allowed with bf16
     assert (args.save_checkpoint_format, args.load_checkpoint_format) == ("flex_checkpoint",) * 2
-    made = trainer(tmp_path, args)
+    made = trainer(args)
     assert made.args is not args
     assert (made.args.save_checkpoint_format, made.args.load_checkpoint_format) == (None, None)
     assert made.args.amp_master_grad is False
@@ -133,7 +129,7 @@ def test_without_args_the_default_arguments_run_on_a_cpu(
     monkeypatch.chdir(tmp_path)  # the default output_dir, tmp_trainer, is relative
     with pytest.raises(ValueError, match="amp_master_grad"):
         PADDLEFORMERS.training_arguments(output_dir="tmp_trainer")
-    made = trainer(tmp_path, args=None)
+    made = trainer(None)
     assert made.args.amp_master_grad is False and not made.args.sharding
     assert made.args.per_device_train_batch_size == 8, "PaddleFormers' default batch"
 
@@ -248,4 +244,4 @@ def test_bad_input_is_named(
     with fresh_names():
         model = None if model is None else model()
     with pytest.raises(error, match=message):
-        trainer(tmp_path, args, model, **change)
+        trainer(args, model, **change)

@@ -20,7 +20,7 @@ import lm_toy
 import paddle
 from paddleformers.utils.masking_utils import _gen_from_sparse_attn_mask_indices
 from pf_toy import classifier, fresh_names, make_args, make_recorder, tiny_llama
-from trainer_toy import PLAN, Reviews, accuracy, collate, direct_eval, reference_grads
+from trainer_toy import PLAN, Reviews, direct_eval, mean_gap, review_data
 
 import dynbatch
 from dynbatch.integrations.core import probe
@@ -62,16 +62,7 @@ def test_the_recipe_trains_the_fixed_batchs_updates_each_the_exact_mean_evaluate
     )
     with fresh_names():
         trainer = DynamicBatchTrainer(
-            model=classifier(),
-            args=args,
-            train_dataset=ds,
-            eval_dataset=dev,
-            data_collator=collate,
-            lengths=ds.lengths,
-            eval_lengths=dev.lengths,
-            compute_metrics=accuracy,
-            callbacks=[rec],
-            time_model=None,
+            model=classifier(), args=args, callbacks=[rec], time_model=None, **review_data(ds, dev)
         )
         assert trainer.options == dynbatch.like_fixed(ds.lengths, 6, accumulation_steps=2, seed=7)
         sampler = trainer.train_sampler
@@ -87,11 +78,7 @@ def test_the_recipe_trains_the_fixed_batchs_updates_each_the_exact_mean_evaluate
         assert seen == list(range(len(ds))), f"epoch {epoch}: every sample exactly once"
     assert all(w.stop - w.start > 1 for w in rec.windows[:2]), "precondition: micro-batches"
     for step in range(2):
-        indices = np.concatenate(rec.windows[step].indices)
-        ref = classifier()
-        ref.set_state_dict(rec.weights[step])
-        grads = reference_grads(ref, ds, indices, np.ones(indices.size))
-        assert lm_toy.worst(rec.grads[step], grads) < 1e-5, f"step {step}: the update's mean"
+        assert mean_gap(rec, step, ds, classifier()) < 1e-5, f"step {step}: the update's mean"
 
     steps = [log for log in rec.logs if "loss" in log]
     assert len(steps) == expected
@@ -122,9 +109,7 @@ def test_a_step_of_unequal_micro_batches_is_the_mean_over_its_samples_or_tokens(
         DynamicBatchTrainer(
             model=classifier(),
             args=make_args(tmp_path, gradient_accumulation_steps=gas, max_steps=3),
-            train_dataset=ds,
-            data_collator=collate,
-            lengths=ds.lengths,
+            **review_data(ds),
             accumulate=accumulate,
             accumulate_target=target,
             callbacks=[rec],
@@ -133,15 +118,11 @@ def test_a_step_of_unequal_micro_batches_is_the_mean_over_its_samples_or_tokens(
     assert any(len({i.size for i in w.indices}) > 1 for w in rec.windows), (
         "precondition: micro-batches of unequal size in one step"
     )
-    for step in range(3):
-        window = rec.windows[step]
+    for step, window in enumerate(rec.windows[:3]):
         indices = np.concatenate(window.indices)
-        weights = ds.lengths[indices] if accumulate == "tokens" else np.ones(indices.size)
-        assert window.count == weights.sum(), "the window's count is its samples or tokens"
-        ref = classifier()
-        ref.set_state_dict(rec.weights[step])
-        grads = reference_grads(ref, ds, indices, weights)
-        assert lm_toy.worst(rec.grads[step], grads) < 1e-5, f"step {step}: the {accumulate}' mean"
+        counted = ds.lengths[indices].sum() if accumulate == "tokens" else indices.size
+        assert window.count == counted, "the window's count is its samples or tokens"
+        assert mean_gap(rec, step, ds, classifier(), accumulate) < 1e-5, f"step {step}: the mean"
 
 
 def test_the_step_time_measured_or_given_plans_the_fixed_batchs_updates(
@@ -156,12 +137,7 @@ def test_the_step_time_measured_or_given_plans_the_fixed_batchs_updates(
         model = classifier()
         before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
         measured = DynamicBatchTrainer(
-            model=model,
-            args=args,
-            train_dataset=ds,
-            data_collator=collate,
-            lengths=ds.lengths,
-            time_model="measure",
+            model=model, args=args, time_model="measure", **review_data(ds)
         )
     after = model.state_dict()
     assert all(np.array_equal(before[k], after[k].numpy()) for k in before), "weights put back"
@@ -183,10 +159,8 @@ def test_the_step_time_measured_or_given_plans_the_fixed_batchs_updates(
         given = DynamicBatchTrainer(
             model=classifier(),
             args=make_args(tmp_path / "given", per_device_train_batch_size=6, seed=7),
-            train_dataset=ds,
-            data_collator=collate,
-            lengths=ds.lengths,
             time_model=time_model,
+            **review_data(ds),
         )
     assert given.options == dynbatch.like_fixed(ds.lengths, 6, seed=7, time_model=time_model)
     assert not (tmp_path / "given" / probe.TIME_MODEL_FILE).exists(), "given: no probe"
@@ -217,9 +191,7 @@ def test_a_causal_lm_update_is_the_mean_over_its_loss_tokens(tmp_path: Path, pac
         trainer = DynamicBatchTrainer(
             model=tiny_llama(),
             args=make_args(tmp_path, per_device_train_batch_size=8, max_steps=2),
-            train_dataset=ds,
-            data_collator=lm_toy.collate,
-            lengths=ds.lengths,
+            **lm_toy.pair_data(ds),
             callbacks=[rec],
             time_model=None,
             **way,
@@ -302,11 +274,9 @@ def test_a_checkpoint_whose_two_states_disagree_names_paddleformers_state_file(
             made = DynamicBatchTrainer(
                 model=classifier(),
                 args=make_args(tmp_path, save_strategy="steps", save_steps=2),
-                train_dataset=ds,
-                data_collator=collate,
-                lengths=ds.lengths,
                 time_model=None,
                 callbacks=[make_recorder(stop_at=2)],
+                **review_data(ds),
             )
             return made.train(**kw)
 

@@ -20,19 +20,25 @@ PAD = 0
 IGNORE = -100
 
 
+#: The tiny causal LMs' sizes (paddlenlp's here, PaddleFormers' in tests/paddleformers/pf_toy.py)
+SIZES: dict[str, Any] = {
+    "vocab_size": VOCAB,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "max_position_embeddings": 256,
+}
+
+
 def tiny_lm(seed: int = 0, dropout: float = 0.0) -> Any:
     """paddlenlp's Qwen2ForCausalLM, hidden 64, 2 layers, vocabulary 1,000: built, not loaded."""
     from paddlenlp.transformers import Qwen2Config, Qwen2ForCausalLM
 
     paddle.seed(seed)
     config = Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        max_position_embeddings=256,
+        **SIZES,
         attention_dropout=dropout,
         use_flash_attention=False,
     )
@@ -72,6 +78,11 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "labels": labels}
 
 
+def pair_data(ds: Pairs) -> dict[str, Any]:
+    """The Trainer's data keywords for ``ds``: the pairs, their collator and lengths."""
+    return {"train_dataset": ds, "data_collator": collate, "lengths": ds.lengths}
+
+
 def lm_trainer(out: Any, ds: Pairs, *, dropout: float = 0.0, **kw: Any) -> Any:
     """DynamicBatchTrainer on token losses: updates of 16 pairs' loss tokens, the exact mean.
 
@@ -85,9 +96,7 @@ def lm_trainer(out: Any, ds: Pairs, *, dropout: float = 0.0, **kw: Any) -> Any:
     return DynamicBatchTrainer(
         model=kw.pop("model", None) or tiny_lm(dropout=dropout),
         args=args,
-        train_dataset=ds,
-        data_collator=collate,
-        lengths=ds.lengths,
+        **pair_data(ds),
         loss_tokens=kw.pop("loss_tokens", ds.loss_tokens),
         accumulate=kw.pop("accumulate", "tokens"),
         loss_fn=kw.pop("loss_fn", token_cross_entropy),

@@ -21,12 +21,11 @@ from launched import finish
 from trainer_toy import (
     PLAN,
     Reviews,
-    accuracy,
-    collate,
     direct_eval,
     make_args,
     make_recorder,
     reference_grads,
+    review_data,
     tiny_bert,
 )
 
@@ -43,13 +42,8 @@ def main() -> None:
     trainer = DynamicBatchTrainer(
         model=tiny_bert(),
         args=args,
-        train_dataset=ds,
-        eval_dataset=dev,
-        data_collator=collate,
-        lengths=ds.lengths,
-        eval_lengths=dev.lengths,
-        compute_metrics=accuracy,
         callbacks=[rec],
+        **review_data(ds, dev),
         **PLAN,
     )
     trainer.train()

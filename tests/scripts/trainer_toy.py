@@ -66,6 +66,15 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "labels": np.array([s["labels"] for s in samples], dtype=np.int64)}
 
 
+def review_data(ds: Reviews, dev: Reviews | None = None) -> dict[str, Any]:
+    """The Trainer's data keywords for ``ds`` (its collator and lengths) and, given an eval set
+    ``dev``, for evaluating on it in dynamic batches (its lengths) with :func:`accuracy`."""
+    data: dict[str, Any] = {"train_dataset": ds, "data_collator": collate, "lengths": ds.lengths}
+    if dev is not None:
+        data.update(eval_dataset=dev, eval_lengths=dev.lengths, compute_metrics=accuracy)
+    return data
+
+
 def tiny_bert(seed: int = 0, dropout: float = 0.0, initializer_range: float = 0.02) -> Any:
     """A tiny BertForSequenceClassification; ``initializer_range=0.2`` makes its positions
     matter (at 0.02 a sample's [CLS] moves less than 1e-4 when its positions run on: the
@@ -102,6 +111,17 @@ def reference_grads(model: Any, ds: Reviews, indices: np.ndarray, weights: np.nd
     grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
     model.clear_gradients()
     return grads
+
+
+def mean_gap(rec: Any, step: int, ds: Reviews, model: Any, accumulate: str = "samples") -> float:
+    """How far the gradient ``rec`` (:func:`make_recorder`) took at ``step`` is from that of the
+    mean over the step's samples (``accumulate="tokens"``: weighed by their lengths), on
+    ``model`` (of the trained kind) set to the step's recorded weights."""
+    indices = np.concatenate(rec.windows[step].indices)
+    weights = ds.lengths[indices] if accumulate == "tokens" else np.ones(indices.size)
+    model.set_state_dict(rec.weights[step])
+    expected = reference_grads(model, ds, indices, weights)
+    return max(float(np.abs(rec.grads[step][n] - g).max()) for n, g in expected.items())
 
 
 def accuracy(prediction: Any) -> dict[str, float]:

@@ -54,7 +54,7 @@ from ..._optional import require
 require("paddle", "dynbatch.integrations.core")
 
 from .checkpoints import STATE_FILE  # noqa: E402
-from .host import CausalPacking, Host  # noqa: E402
+from .host import CausalPacking, Host, framework_names  # noqa: E402
 from .losses import per_sample_cross_entropy, token_cross_entropy  # noqa: E402
 from .run import Window  # noqa: E402
 from .trainer import DynamicBatchTrainerCore  # noqa: E402
@@ -65,6 +65,7 @@ __all__ = [
     "DynamicBatchTrainerCore",
     "Host",
     "Window",
+    "framework_names",
     "per_sample_cross_entropy",
     "token_cross_entropy",
 ]

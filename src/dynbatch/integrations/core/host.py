@@ -10,10 +10,11 @@ NOTE [ one core, one host per adapter ]
     the causal LMs' packed mask, the model classes it reads). An adapter is a package of
     ``dynbatch.integrations`` with two pieces:
 
-    * its ``Host``, built from the framework's own names (``paddlenlp/adapter.py`` builds
-      ``PADDLENLP``);
+    * its ``Host``, built from the framework's own names (:func:`framework_names`) and what
+      is its own (``paddlenlp/adapter.py`` builds ``PADDLENLP``);
     * its Trainer, the core mixed into the framework's own:
-      ``class DynamicBatchTrainer(DynamicBatchTrainerCore, Trainer): host = PADDLENLP``,
+      ``class DynamicBatchTrainer(DynamicBatchTrainerCore, PADDLENLP.trainer): host =
+      PADDLENLP``,
       exported by the package with ``require()`` of the framework first.
 
     ``tests/test_hosts.py`` finds every adapter's ``DynamicBatchTrainer.host`` and checks
@@ -27,13 +28,23 @@ NOTE [ one core, one host per adapter ]
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..._checks import InputError
 
-__all__ = ["MASK_FIELDS", "CausalPacking", "Host", "HostBase", "host_subclass", "keep_args"]
+__all__ = [
+    "FRAMEWORK_NAMES",
+    "MASK_FIELDS",
+    "CausalPacking",
+    "Host",
+    "HostBase",
+    "framework_names",
+    "host_subclass",
+    "keep_args",
+]
 
 #: The fields a packed causal LM may take its rows' mask in: the bool block mask ``[R, P, P]``,
 #: or FlashMask's column form (NOTE [ one sample, alone in its row ] in
@@ -95,7 +106,9 @@ class CausalPacking:
 class Host:
     """A framework's ``Trainer`` as the core reaches it (NOTE [ one core, one host per adapter ]).
 
-    Equal only to itself: one per framework.
+    Equal only to itself: one per framework. The fields that are the framework's own names
+    (``trainer`` to ``trainer_state_file``) are at the same paths in every framework so far:
+    ``Host(**framework_names("paddlenlp"), ...)`` imports them.
 
     Attributes:
         name: the framework's import name, in messages: ``"paddlenlp"``.
@@ -157,6 +170,38 @@ class Host:
     fix_args: Callable[[Any], Any] = keep_args
     default_args: Mapping[str, Any] = field(default_factory=dict)
     foreign_arguments: Mapping[str, str] = field(default_factory=dict)
+
+
+#: Where each :class:`Host` field that is a name of the framework lives, under its package:
+#: paddlenlp and PaddleFormers keep every one at the same path (:func:`framework_names`).
+FRAMEWORK_NAMES = {
+    "trainer": "trainer.Trainer",
+    "training_arguments": "trainer.TrainingArguments",
+    "trainer_callback": "trainer.TrainerCallback",
+    "callback_handler": "trainer.trainer_callback.CallbackHandler",
+    "visualdl_callback": "trainer.integrations.VisualDLCallback",
+    "train_output": "trainer.trainer_utils.TrainOutput",
+    "eval_loop_output": "trainer.trainer_utils.EvalLoopOutput",
+    "eval_prediction": "trainer.trainer_utils.EvalPrediction",
+    "interval_strategy": "trainer.trainer_utils.IntervalStrategy",
+    "prefix_checkpoint_dir": "trainer.trainer_utils.PREFIX_CHECKPOINT_DIR",
+    "nested_concat": "trainer.utils.helper.nested_concat",
+    "logger": "utils.log.logger",
+    "trainer_state_file": "trainer.trainer.TRAINER_STATE_NAME",
+}
+
+
+def framework_names(package: str) -> dict[str, Any]:
+    """The :class:`Host` fields that are the framework ``package``'s own names, each imported
+    from its path in :data:`FRAMEWORK_NAMES`; one that is missing raises ``ImportError``."""
+    names = {}
+    for name, path in FRAMEWORK_NAMES.items():
+        module, _, attribute = f"{package}.{path}".rpartition(".")
+        try:
+            names[name] = getattr(importlib.import_module(module), attribute)
+        except AttributeError:
+            raise ImportError(f"cannot import name {attribute!r} from {module!r}") from None
+    return names
 
 
 #: A host's class, to the type checker (``Any``); ``object`` at run time. The core's mixins that

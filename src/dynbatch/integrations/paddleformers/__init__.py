@@ -77,10 +77,5 @@ require("paddle", "dynbatch.integrations.paddleformers")
 _check_version(_installed())  # before any of its names is read: a renamed one is no ImportError
 require("paddleformers.trainer", "dynbatch.integrations.paddleformers")
 
-from ..core import (  # noqa: E402
-    STATE_FILE,
-    Window,
-    per_sample_cross_entropy,
-    token_cross_entropy,
-)
+from ..core import STATE_FILE, Window, per_sample_cross_entropy, token_cross_entropy  # noqa: E402
 from .adapter import DynamicBatchTrainer  # noqa: E402

@@ -4,8 +4,8 @@
 Everything else is :mod:`dynbatch.integrations.core`'s, shared with every adapter
 (NOTE [ one core, one host per adapter ] in :mod:`dynbatch.integrations.core.host`). What is
 PaddleFormers' own is here: its defaults (NOTE [ PaddleFormers' defaults ]), its parallel degrees'
-names, and how its causal LMs take a packed row's mask (NOTE [ PaddleFormers' attention and the
-packed mask ]).
+names, and how its causal LMs take a packed row's mask
+(NOTE [ PaddleFormers' attention and the packed mask ]).
 
 NOTE [ PaddleFormers' defaults ]
     paddleformers 1.2.0's ``TrainingArguments`` defaults differ from paddlenlp's in three places
@@ -58,23 +58,12 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from paddleformers.trainer import Trainer, TrainerCallback, TrainingArguments
-from paddleformers.trainer.integrations import VisualDLCallback
-from paddleformers.trainer.trainer import TRAINER_STATE_NAME
-from paddleformers.trainer.trainer_callback import CallbackHandler
-from paddleformers.trainer.trainer_utils import (
-    PREFIX_CHECKPOINT_DIR,
-    EvalLoopOutput,
-    EvalPrediction,
-    IntervalStrategy,
-    TrainOutput,
-)
-from paddleformers.trainer.utils.helper import nested_concat
+from paddleformers.trainer import Trainer  # the host's, subclassed
 from paddleformers.transformers.model_utils import PretrainedModel
 from paddleformers.utils.log import logger
 
 from ..._checks import InputError
-from ..core import CausalPacking, DynamicBatchTrainerCore, Host
+from ..core import CausalPacking, DynamicBatchTrainerCore, Host, framework_names
 
 __all__ = [
     "FLEX",
@@ -154,19 +143,7 @@ def _paddlenlps(name: str) -> str:
 PADDLEFORMERS = Host(
     name="paddleformers",
     written_for="1.2.0",
-    trainer=Trainer,
-    training_arguments=TrainingArguments,
-    trainer_callback=TrainerCallback,
-    callback_handler=CallbackHandler,
-    visualdl_callback=VisualDLCallback,
-    train_output=TrainOutput,
-    eval_loop_output=EvalLoopOutput,
-    eval_prediction=EvalPrediction,
-    interval_strategy=IntervalStrategy,
-    prefix_checkpoint_dir=PREFIX_CHECKPOINT_DIR,
-    nested_concat=nested_concat,
-    logger=logger,
-    trainer_state_file=TRAINER_STATE_NAME,
+    **framework_names("paddleformers"),
     parallel_degrees={
         "tensor_model_parallel_size": "tensor_model_parallel_size=1",
         "pipeline_model_parallel_size": "pipeline_model_parallel_size=1",

@@ -13,22 +13,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
-from paddlenlp.trainer.integrations import VisualDLCallback
-from paddlenlp.trainer.trainer import TRAINER_STATE_NAME
-from paddlenlp.trainer.trainer_callback import CallbackHandler
-from paddlenlp.trainer.trainer_utils import (
-    PREFIX_CHECKPOINT_DIR,
-    EvalLoopOutput,
-    EvalPrediction,
-    IntervalStrategy,
-    TrainOutput,
-)
-from paddlenlp.trainer.utils.helper import nested_concat
-from paddlenlp.utils.log import logger
+from paddlenlp.trainer import Trainer  # the host's, subclassed
 
 from ..._checks import InputError
-from ..core import CausalPacking, DynamicBatchTrainerCore, Host
+from ..core import CausalPacking, DynamicBatchTrainerCore, Host, framework_names
 
 __all__ = ["PADDLENLP", "DynamicBatchTrainer", "takes_3d_mask"]
 
@@ -53,19 +41,7 @@ def _mask_honoured(model: Any, pack_len: int) -> None:
 PADDLENLP = Host(
     name="paddlenlp",
     written_for="3.0.0b4",
-    trainer=Trainer,
-    training_arguments=TrainingArguments,
-    trainer_callback=TrainerCallback,
-    callback_handler=CallbackHandler,
-    visualdl_callback=VisualDLCallback,
-    train_output=TrainOutput,
-    eval_loop_output=EvalLoopOutput,
-    eval_prediction=EvalPrediction,
-    interval_strategy=IntervalStrategy,
-    prefix_checkpoint_dir=PREFIX_CHECKPOINT_DIR,
-    nested_concat=nested_concat,
-    logger=logger,
-    trainer_state_file=TRAINER_STATE_NAME,
+    **framework_names("paddlenlp"),
     parallel_degrees={
         name: f"{name}=1"
         for name in (
