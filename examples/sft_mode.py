@@ -1,14 +1,17 @@
 """The training of one mode of ``sft_causal_lm.py``, in a process of its own.
 
-A process of its own gives the mode its own wall time and its own allocator peak. Both
+A process of its own gives the mode its own wall time and its own allocator peak. The
 runners share the data (:class:`Pairs`), the model (:func:`build_model`), the calibrated
 memory cost (:func:`memory_cost`) and the evaluation (:func:`evaluate`), so the modes and
-runners differ only in how they batch and update.
+runners differ only in how they batch and update. ``--runner trainer`` and ``--runner
+paddleformers`` are one runner, :func:`train_trainer`, given its framework
+(NOTE [ one Trainer runner, two hosts ] in ``sft_hosts.py``).
 
 NOTE [ paddlenlp's labels are already shifted ]
     paddlenlp's causal LMs do not shift: ``Qwen2PretrainingCriterion`` compares the logits at
     ``t`` with the label at ``t``, and paddlenlp's own SFT data makes ``labels`` the ids moved
-    left by one. dynbatch's ``token_loss`` shifts (as HF's models do), so the pairs keep their
+    left by one. PaddleFormers' ``LlamaForCausalLM`` does the same (its ``CriterionLayer``'s
+    SFT loss). dynbatch's ``token_loss`` shifts (as HF's models do), so the pairs keep their
     labels lined up with the ids, and only the stock Trainer's batches (the model's own loss)
     get labels moved left by one with -100 at the end: the same tokens carry the same loss.
 
@@ -47,16 +50,8 @@ from typing import Any
 
 import numpy as np
 from corpus import progress, say
+from sft_hosts import HOSTS, TINY, TrainerHost
 
-#: The tiny causal LM: a head width of 16 and a vocabulary of 1,000 whose logits, n·L·V,
-#: are most of the activations (what the calibrated cost has to find).
-TINY = {
-    "hidden_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "intermediate_size": 192,
-}
 IGNORE = -100
 EVAL_BATCH = 32
 WARMUP = 0.1  # of the first epoch's updates
@@ -79,20 +74,9 @@ class Pairs:
         return int(self.lengths.size)
 
 
-def build_model(meta: dict[str, Any], max_len: int) -> Any:
-    from paddlenlp.transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = Qwen2Config(
-        vocab_size=meta["vocab_size"],
-        max_position_embeddings=max_len,
-        pad_token_id=meta["pad_id"],
-        bos_token_id=meta["bos_id"],
-        eos_token_id=meta["eos_id"],
-        use_cache=False,  # training: no key/value cache
-        tie_word_embeddings=False,
-        **TINY,
-    )
-    return Qwen2ForCausalLM(config)
+def build_model(meta: dict[str, Any], max_len: int, runner: str = "loop") -> Any:
+    """The tiny causal LM of ``runner``'s framework (paddlenlp's Qwen2, PaddleFormers' Llama)."""
+    return HOSTS[runner].build_model(meta, max_len)
 
 
 def logits_of(outputs: Any) -> Any:
@@ -205,7 +189,8 @@ def memory_cost(
     import dynbatch
 
     dims = "-".join(f"{v}" for v in TINY.values())
-    path = out / f"calib-qwen2-{dims}-v{meta['vocab_size']}-L{max_len}-B{args.batch_size}.json"
+    family = HOSTS[args.runner].model.lower()
+    path = out / f"calib-{family}-{dims}-v{meta['vocab_size']}-L{max_len}-B{args.batch_size}.json"
     cost = None
     if path.is_file():
         try:
@@ -420,20 +405,21 @@ def collate_records(
 def train_trainer(
     args: argparse.Namespace, model: Any, train: Pairs, meta: dict[str, Any], out: Path
 ) -> dict[str, Any]:
-    """paddlenlp's Trainer: the stock one (fixed) or ``DynamicBatchTrainer`` (dynamic; pack:
-    the same with ``pack_len=--max-len``, NOTE [ packed pairs ]), with the same
-    ``TrainingArguments``."""
+    """The framework's Trainer (paddlenlp's, or PaddleFormers' under ``--runner
+    paddleformers``): the stock one (fixed) or dynbatch's adapter of it,
+    ``DynamicBatchTrainer`` (dynamic; pack: the same with ``pack_len=--max-len``,
+    NOTE [ packed pairs ]), with the same ``TrainingArguments``."""
     import functools
-
-    from paddlenlp.trainer import Trainer, TrainerCallback, TrainingArguments
-    from paddlenlp.trainer.trainer_callback import PrinterCallback
 
     import dynbatch
     from dynbatch.memory import peak_memory_mib, reset_peak_memory
 
     mode, pad_id, epochs = args.worker, meta["pad_id"], args.epochs
+    host: TrainerHost = HOSTS[args.runner]  # NOTE [ one Trainer runner, two hosts ]
+    framework = host.trainer()
+    Trainer, TrainingArguments = framework.Trainer, framework.TrainingArguments
 
-    class Batches(TrainerCallback):  # type: ignore[misc]
+    class Batches(framework.TrainerCallback):  # type: ignore[misc]
         """Real and padded tokens of every trained batch, counted on the batches themselves:
         ``rows x width`` computed, packed rows or padded ones (the fill is ``pad_id``)."""
 
@@ -485,6 +471,7 @@ def train_trainer(
         save_strategy="no",
         report_to=[],
         disable_tqdm=True,
+        **host.cpu_args,  # what one CPU process needs on this framework
     )
     batches = Batches()  # it prints the training loss the Trainer logs: not the Printer too
     common = {"model": model, "args": training, "train_dataset": Records(train)}
@@ -493,18 +480,17 @@ def train_trainer(
         collate = functools.partial(collate_records, pad_id=pad_id, shift=True)
         trainer = Trainer(**common, data_collator=collate, callbacks=[batches])
     else:  # dynamic, or pack: the same Trainer told pack_len (NOTE [ packed pairs ])
-        from dynbatch.integrations.paddlenlp import DynamicBatchTrainer, token_cross_entropy
-
+        adapter = host.adapter()  # dynbatch.integrations.<framework>
         cost, extra = memory_cost(args, model, meta, train, out)
         collate = functools.partial(collate_records, pad_id=pad_id, shift=False)
-        trainer = DynamicBatchTrainer(
+        trainer = adapter.DynamicBatchTrainer(
             **common,
             data_collator=collate,
             callbacks=[batches],
             lengths=train.lengths,
             loss_tokens=dynbatch.loss_token_counts([train[i][1] for i in range(len(train))]),
             accumulate="samples",  # NOTE [ updates in samples, not tokens ] in sft_causal_lm
-            loss_fn=token_cross_entropy,
+            loss_fn=adapter.token_cross_entropy,
             labels_to_model=False,
             cost=cost,
             time_model=None if args.step_time == "none" else args.step_time,
@@ -512,7 +498,8 @@ def train_trainer(
         )
         extra["max_cost_mb"] = float(trainer.train_sampler.max_cost)
         extra["planned_steps"] = trainer.total_steps()
-    trainer.remove_callback(PrinterCallback)  # its dict of each log: Batches prints the loss
+    # the Printer's dict of each log: Batches prints the training loss
+    trainer.remove_callback(host.printer_callback())
     gc.collect()
     reset_peak_memory()
     start = time.perf_counter()
@@ -548,7 +535,7 @@ def run_mode(args: argparse.Namespace) -> int:
     train, dev = Pairs(data, "train"), Pairs(data, "dev")
     paddle.seed(args.seed)
     np.random.seed(args.seed)
-    model = build_model(meta, args.max_len)
+    model = build_model(meta, args.max_len, args.runner)
     runner = train_loop if args.runner == "loop" else train_trainer
     # the held-out pairs before training: where the loss and the accuracy start from
     loss_before, accuracy_before = evaluate(model, dev, meta["pad_id"])

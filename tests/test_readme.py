@@ -1,7 +1,9 @@
 """Every Python block of the README and of each page of the docs (``docs/*.md``) runs as
 written, on CPU: a file's blocks in order, in one fresh session of their own (as a reader
 pastes them), so no page leans on a name another page defined. A block right after the line
-``<!-- gpu-only -->`` is left out."""
+``<!-- gpu-only -->`` is left out, and so is one right after ``<!-- paddleformers -->``: this
+suite runs in paddlenlp's environment, which cannot hold PaddleFormers, and PaddleFormers'
+runs those blocks instead (``tests/paddleformers/test_docs_page.py``)."""
 
 from __future__ import annotations
 
@@ -18,15 +20,20 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 GPU_ONLY = "<!-- gpu-only -->"
+#: the line before a block that only PaddleFormers' environment runs
+PADDLEFORMERS = "<!-- paddleformers -->"
+MARKS = (GPU_ONLY, PADDLEFORMERS)
 BLOCK = re.compile(r"(?P<before>[^\n]*)\n```python\n(?P<code>.*?)\n```", re.DOTALL)
 
 
-def python_blocks(text: str) -> list[tuple[int, str]]:
-    """(line number, code) of each Python block not marked GPU-only."""
+def python_blocks(text: str, mark: str | None = None) -> list[tuple[int, str]]:
+    """(line number, code) of each Python block with none of :data:`MARKS` on the line before
+    it, or, given ``mark``, of each block with that one."""
     text = "\n" + text  # a block on the first line has a line before it too
     blocks = []
     for match in BLOCK.finditer(text):
-        if match.group("before").strip() == GPU_ONLY:
+        before = match.group("before").strip()
+        if before != mark if mark else before in MARKS:
             continue
         line = text.count("\n", 0, match.start("code"))
         blocks.append((line, match.group("code")))
@@ -38,10 +45,11 @@ def doc_pages() -> list[Path]:
     return sorted(DOCS.glob("*.md"))
 
 
-def run_blocks(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run the file's Python blocks in order in one new interpreter started in ``cwd``."""
+def run_blocks(path: Path, cwd: Path, mark: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the file's Python blocks (those after ``mark``, given one: :func:`python_blocks`)
+    in order in one new interpreter started in ``cwd``."""
     name = path.relative_to(ROOT).as_posix()
-    blocks = python_blocks(path.read_text(encoding="utf-8"))
+    blocks = python_blocks(path.read_text(encoding="utf-8"), mark)
     session = "\n".join(
         f"print('--- {name} line {line}', flush=True)\n"
         f"exec(compile({code!r}, '{name}:{line}', 'exec'), ns)"
@@ -61,6 +69,9 @@ def run_blocks(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_block_finder_sees_blocks_and_the_gpu_mark() -> None:
     text = "a\n```python\nx = 1\n```\n<!-- gpu-only -->\n```python\ny = 2\n```\n"
     assert python_blocks(text) == [(3, "x = 1")]
+    text += "<!-- paddleformers -->\n```python\nz = 3\n```\n"
+    assert python_blocks(text) == [(3, "x = 1")], "PaddleFormers' environment runs z"
+    assert python_blocks(text, PADDLEFORMERS) == [(11, "z = 3")]
     assert python_blocks("```python\nz = 3\n```\n") == [(2, "z = 3")], "a block on line 1"
 
 

@@ -6,6 +6,7 @@ at their limits, outputs of a failed run); each failed on the example before its
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import math
@@ -319,7 +320,7 @@ def test_the_stock_trainers_shifted_labels_give_token_losss_mean(example_modules
         (["--modes", "fixed,fixed"], "--modes names a mode twice"),
         (["--modes", ","], "--modes names no mode"),
         (["--data-file", ""], "--data-file is empty"),
-        (["--runner", "hapi"], "--runner must be loop or trainer, got 'hapi'"),
+        (["--runner", "hapi"], "--runner must be loop, trainer or paddleformers, got 'hapi'"),
         (["--model", "qwen2-7b"], "--model must be tiny"),
         (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
         (["--max-len", "8"], "--max-len must be >= 12"),
@@ -349,6 +350,20 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: Any, message: st
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+
+
+def test_a_runner_without_its_framework_names_the_install(tmp_path: Path) -> None:
+    """--runner paddleformers where paddleformers is not installed (paddlenlp's environment:
+    the two cannot share one) is one line naming the extra and the venv of its own, exit 2,
+    before any data is read (tests/paddleformers has the other way round)."""
+    spec = importlib.util.find_spec("paddleformers")  # tests/ is on sys.path: tests/paddleformers
+    if spec is not None and spec.origin is not None:  # is a namespace package, with no origin
+        pytest.skip("paddleformers is installed here: tests/paddleformers checks --runner trainer")
+    done = run("--runner", "paddleformers", "--output-dir", str(tmp_path / "o"), timeout=120)
+    line = one_error_line(done)
+    assert line.startswith("error: --runner paddleformers needs paddleformers, which this "), line
+    assert 'pip install -e ".[cpu,paddleformers]"' in line and ".venv-pf" in line, line
+    assert not (tmp_path / "o").exists(), "refused before anything is written"
 
 
 def test_pack_rows_over_the_fixed_batchs_worst_are_one_line_and_exit_2(tmp_path: Path) -> None:
