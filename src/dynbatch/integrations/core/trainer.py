@@ -43,7 +43,7 @@ __all__ = ["DynamicBatchTrainerCore"]
 
 
 class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
-    """A framework's ``Trainer`` (paddlenlp's) on dynamic batches, with every feature kept.
+    """A framework's ``Trainer`` (paddlenlp's, PaddleFormers') on dynamic batches, all kept.
 
     The Trainer assumes fixed batches where it sizes the run, divides each micro-batch's loss
     by ``gradient_accumulation_steps``, resumes and calls ``set_epoch``; this class replaces
