@@ -289,3 +289,34 @@ def test_a_checkpoint_whose_two_states_disagree_names_paddleformers_state_file(
         match=(f"the checkpoint's trainer_state.bin says global_step=2, its {STATE_FILE} says 1"),
     ):
         run(resume_from_checkpoint=True)
+
+
+def test_a_llama_run_resumes_from_its_checkpoint_with_paddleformers_default_save_to_hf(
+    tmp_path: Path,
+) -> None:
+    """The example engineer's finding: with PaddleFormers' default ``save_to_hf=True`` a
+    ``PretrainedModel``'s checkpoint holds ``model.safetensors``, which its resume does not
+    read (it looks for ``model_state.pdparams``): ``resume_from_checkpoint=True`` failed."""
+    ds = lm_toy.Pairs(32, seed=5)
+
+    def run(steps: int, resume: bool) -> Any:
+        with fresh_names():
+            trainer = DynamicBatchTrainer(
+                model=tiny_llama(),
+                args=make_args(
+                    tmp_path,
+                    per_device_train_batch_size=8,
+                    max_steps=steps,
+                    save_strategy="steps",
+                    save_steps=2,
+                ),
+                **lm_toy.pair_data(ds),
+                loss_fn=token_cross_entropy,
+                time_model=None,
+            )
+            trainer.train(resume_from_checkpoint=True if resume else None)
+            return trainer
+
+    run(2, resume=False)
+    resumed = run(3, resume=True)
+    assert int(resumed.state.global_step) == 3

@@ -8,7 +8,7 @@ names, and how its causal LMs take a packed row's mask
 (NOTE [ PaddleFormers' attention and the packed mask ]).
 
 NOTE [ PaddleFormers' defaults ]
-    paddleformers 1.2.0's ``TrainingArguments`` defaults differ from paddlenlp's in three places
+    paddleformers 1.2.0's ``TrainingArguments`` defaults differ from paddlenlp's in four places
     that meet dynbatch (checked on a CPU; the GPU's paths named are read from its source):
 
     * ``amp_master_grad=True`` is refused by ``TrainingArguments`` itself unless fp16 or bf16 is
@@ -34,6 +34,9 @@ NOTE [ PaddleFormers' defaults ]
       on gloo ranks.) So the Trainer's copy of the arguments sets each ``"flex_checkpoint"`` to
       None, PaddleFormers' plain format (``model_state.pdparams``, ``optimizer.pdopt``), on every
       device, and logs it (:func:`fix_args`).
+    * ``save_to_hf=True`` saves a ``PretrainedModel``'s weights as ``model.safetensors``, and
+      PaddleFormers' resume reads only ``model_state.pdparams`` ("Can't find a valid
+      checkpoint"): the copy sets it False and logs it, like the formats.
 
     paddlenlp's names of ``TrainingArguments`` fields that PaddleFormers renamed or dropped
     (``tensor_parallel_degree``, ``recompute``, ...) are named when given to the Trainer or set
@@ -84,8 +87,9 @@ _FORMATS = ("save_checkpoint_format", "load_checkpoint_format")
 
 
 def fix_args(args: Any) -> Any:
-    """``args`` (the Trainer's copy) with each ``"flex_checkpoint"`` format set to None and
-    ``amp_master_grad`` off, each change logged (NOTE [ PaddleFormers' defaults ])."""
+    """``args`` (the Trainer's copy) with each ``"flex_checkpoint"`` format set to None,
+    ``save_to_hf`` and ``amp_master_grad`` off, each change logged (NOTE [ PaddleFormers'
+    defaults ])."""
     flex = [name for name in _FORMATS if getattr(args, name) == FLEX]
     if flex:
         for name in flex:
@@ -95,6 +99,14 @@ def fix_args(args: Any) -> Any:
             "PaddleFormers' plain checkpoints (model_state.pdparams, optimizer.pdopt): a flex "
             "checkpoint resumes without the Trainer hook where dynbatch restores its plan, so "
             "the resumed run would train other batches (and on a CPU its resume fails)"
+        )
+    if getattr(args, "save_to_hf", False):
+        args.save_to_hf = False
+        logger.info(
+            "dynbatch: save_to_hf=True set to False: it saves a model's weights as "
+            "model.safetensors, which PaddleFormers' resume does not read (it looks for "
+            "model_state.pdparams), so resume_from_checkpoint would fail; export a Hugging "
+            "Face copy after training with save_model on Trainer arguments of your own"
         )
     if args.amp_master_grad:
         args.amp_master_grad = False
