@@ -537,7 +537,7 @@ def test_every_argument_parser_refuses_abbreviations() -> None:
         if ".venv" in path.parts:
             continue
         text = path.read_text(encoding="utf-8")
-        for call in re.finditer(r"(?<!class )\b(ArgumentParser|add_parser|_Parser)\(", text):
+        for call in re.finditer(r"(?<!class )\b(ArgumentParser|add_parser|_?Parser)\(", text):
             depth, end = 1, call.end()
             while depth:
                 depth += {"(": 1, ")": -1}.get(text[end], 0)
