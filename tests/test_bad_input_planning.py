@@ -963,6 +963,19 @@ case(
     r"cost=PairCost\(a=0.0, b=1.0, cross=1.0\) takes two lengths, \(n, Ls, Lt\), but the "
     r"lengths are one per sample: give lengths as an \[N, 2\] array",
 )
+# plan_stats called the cost of pairs with two arguments: a bare TypeError
+for entry, stats in (("plan_stats", plan_stats), ("batch_table", batch_table)):
+    for label, cost, shown in (
+        ("PairCost", PairCost(), r"PairCost\(a=0.0, b=1.0, cross=1.0\)"),
+        ("callable", lambda n, Ls, Lt: n * (Ls + Lt), r"<function .*>"),
+    ):
+        case(
+            f"{entry}-cost-of-pairs-{label}-on-one-length",
+            functools.partial(stats, [3, 5, 7], [[0, 1], [2]], cost=cost),
+            VALUE,
+            rf"cost={shown} takes two lengths, \(n, Ls, Lt\), but the lengths are one per "
+            r"sample: give lengths as an \[N, 2\] array",
+        )
 case(
     "plan_batches-pairs-oversize",
     lambda: plan_batches(PAIRS, 500),
