@@ -164,14 +164,26 @@ COST_VALUES: Rows = [
     ("mixed-words", "mixed:a,b", VALUE, r"needs two numbers, got cost='mixed:a,b'"),
     ("mixed-negative", "mixed:-1,2", VALUE, r"MixedCost a must be a finite number >= 0, got a=-1"),
     ("mixed-zero", "mixed:0,0", VALUE, r"MixedCost needs a > 0 or b > 0"),
-    ("int", 3, TYPE, r"cost must be a string or a callable \(n, L\) -> float, got cost=3"),
+    (
+        "int",
+        3,
+        TYPE,
+        r"cost must be a string or a callable \(n, L\) -> float \(or \(n, Ls, Lt\) -> float "
+        r"for \(source, target\) pairs\), got cost=3",
+    ),
     ("None", None, TYPE, r"cost must be a string or a callable.*got cost=None"),
     ("tuple", lambda n, L: (n, L), TYPE, r"cost must return a number.*returned \(1, 2\)"),
     ("str", lambda n, L: "7", TYPE, r"cost must return a number.*returned '7'"),
     ("bool", lambda n, L: True, TYPE, r"cost must return a number.*returned True"),
     ("negative", lambda n, L: -1.0, VALUE, r"cost must return a finite number >= 0.*-1\.0"),
     ("nan", lambda n, L: math.nan, VALUE, r"cost must return a finite number >= 0.*nan"),
-    ("one-arg", lambda n: n, TYPE, r"cost\(1, 2\) raised TypeError.*must take \(n, L\)"),
+    (
+        "one-arg",
+        lambda n: n,
+        TYPE,
+        r"cost=<function .*> takes at most 1 positional argument\(s\): a cost is called by "
+        r"position, cost\(n, L\)",
+    ),
     (
         "negative-beyond-one",
         lambda n, L: np.where(n > 1, -1.0, 1.0) * n * L,

@@ -976,6 +976,50 @@ for entry, stats in (("plan_stats", plan_stats), ("batch_table", batch_table)):
             rf"cost={shown} takes two lengths, \(n, Ls, Lt\), but the lengths are one per "
             r"sample: give lengths as an \[N, 2\] array",
         )
+# a cost that cannot take (n, L) nor (n, Ls, Lt) was named by the one-length form alone
+for label, cost, error, match in (
+    (
+        "args-raising",
+        lambda *a: a[3],
+        TYPE,
+        r"cost\(1, 2\) raised IndexError.* \(and cost\(1, 2, 3\) raised IndexError.*\); "
+        r"cost=<function .*> must take \(n, L\), or \(n, Ls, Lt\) for \(source, target\) pairs",
+    ),
+    (
+        "keyword-only",
+        lambda n, Ls, *, Lt: n * (Ls + Lt),
+        TYPE,
+        r"cost=<function .*> requires the keyword-only argument\(s\) Lt: a cost is called by "
+        r"position, cost\(n, L\) .*, or cost\(n, Ls, Lt\) for \(source, target\) pairs",
+    ),
+    (
+        "four-arguments",
+        lambda n, Ls, Lt, extra: n * (Ls + Lt),
+        TYPE,
+        r"cost=<function .*> requires 4 positional arguments: a cost is called by position, "
+        r"cost\(n, L\) .*, or cost\(n, Ls, Lt\) for \(source, target\) pairs",
+    ),
+    (
+        "ufunc-of-four",
+        np.frompyfunc(lambda n, Ls, Lt, extra: n, 4, 1),
+        TYPE,
+        r"cost=<ufunc .*> requires 4 positional arguments: .*cost\(n, Ls, Lt\) for \(source",
+    ),
+    (
+        "unknown-name",
+        "bogus",
+        VALUE,
+        r"cost must be 'quadratic', 'linear', 'mixed:A,B', a cost object or a callable "
+        r"\(n, L\) -> float, or for \(source, target\) pairs PairCost\(\.\.\.\) or a callable "
+        r"\(n, Ls, Lt\) -> float; got cost='bogus'",
+    ),
+):
+    case(
+        f"plan_batches-pairs-cost-{label}",
+        functools.partial(plan_batches, PAIRS, BUDGET, cost=cost),
+        error,
+        match,
+    )
 case(
     "plan_batches-pairs-oversize",
     lambda: plan_batches(PAIRS, 500),

@@ -202,6 +202,19 @@ def test_group_by_length_groups_pairs_on_their_tokens() -> None:
     assert grouped > 0.85 > shuffled, "near-equal tokens in each update"
 
 
+def test_a_cost_of_pairs_taking_args_or_a_ufunc_plans_as_a_cost_of_three_arguments() -> None:
+    """A signature that cannot be read as (n, Ls, Lt) (``*args``, a ufunc) was called as
+    cost(n, L) and refused as a cost of one length: it is tried as a cost of pairs too."""
+    pairs = lognormal_pairs(500, 0.7, seed=4)
+
+    def tokens(n: Any, ls: Any, lt: Any) -> Any:
+        return n * (ls + lt)
+
+    expected = [b.tolist() for b in plan_batches(pairs, 4000, cost=tokens)]
+    for cost in (lambda *a: a[0] * (a[1] + a[2]), np.frompyfunc(tokens, 3, 1)):
+        assert [b.tolist() for b in plan_batches(pairs, 4000, cost=cost)] == expected
+
+
 def test_hilbert_walk_steps_to_neighbours() -> None:
     side = np.arange(16)
     x, y = np.repeat(side, 16), np.tile(side, 16)
