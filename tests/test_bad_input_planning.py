@@ -388,6 +388,23 @@ for label, result in [("zero", 0), ("negative", -3)]:
             rf"length_fn=.*<lambda> of sample 0 must be a whole number >= 1 .*, got {result}$",
         )
     )
+# not a length nor a pair: the pair of two is named as the other valid result
+for label, make, shown in [
+    ("three", lambda: (2, 1, 1), r"\(2, 1, 1\)"),
+    ("one-tuple", lambda: (3,), r"\(3,\)"),
+    ("empty-tuple", tuple, r"\(\)"),
+    ("dict", lambda: {"src": 3}, r"\{'src': 3\}"),
+    ("generator", lambda: (x for x in (1, 2)), r"<generator object .*>"),
+]:
+    COMPUTE_CASES.append(
+        (
+            f"length_fn-returns-{label}",
+            functools.partial(compute_lengths, DATA, length_fn=lambda s, m=make: m()),
+            TYPE,
+            rf"length_fn=.*<lambda> of sample 0 must be a whole number, got {shown}: one length, "
+            r"or two, a \(source, target\) pair",
+        )
+    )
 for label, call, error, match in COMPUTE_CASES:
     case(f"compute_lengths-{label}", call, error, match)
 

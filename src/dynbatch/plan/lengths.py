@@ -28,7 +28,7 @@ import os
 import re
 import warnings
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sized
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +276,14 @@ def _measured_sample(value: Any, where: str) -> int | tuple[int, int]:
         source, target = value
         return _measured(source, f"{where} (its source)"), _measured(
             target, f"{where} (its target)"
+        )
+    scalar = isinstance(value, np.ndarray) and value.ndim == 0
+    plain = scalar or isinstance(value, (numbers.Real, np.number, str, bytes)) or value is None
+    if not plain:  # a container or an iterator: neither a length nor a pair
+        size = f" (it holds {len(value)})" if isinstance(value, Sized) else ""
+        raise InputTypeError(
+            f"{where} must be a whole number, got {value!r}: one length, or two, a (source, "
+            f"target) pair{size}"
         )
     return _measured(value, where)
 
