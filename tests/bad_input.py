@@ -277,7 +277,28 @@ BAD_LENGTHS: Rows = [
     ),
     ("scalar", 7, TYPE, r"lengths must be a 1-D array .* shape \(\): lengths=7"),
     ("None", None, TYPE, r"lengths must be a 1-D array .* shape \(\): lengths=None"),
-    ("ragged", [[1], [1, 2]], TYPE, r"lengths must be a 1-D array of positive integers"),
+    (
+        "ragged",
+        [[1], [1, 2]],
+        TYPE,
+        r"lengths must be 1-D .*; lengths\[1\]=\[1, 2\] holds 2 values where lengths\[0\]=\[1\] "
+        r"holds 1 value$",
+    ),
+    (  # numpy's "inhomogeneous shape" named no row
+        "ragged-pairs",
+        [[1, 2], [3, 4], [5]],
+        TYPE,
+        r"lengths must be 1-D \(one length per sample\) or \[N, 2\] \(a row of \(source, "
+        r"target\) lengths per sample\); lengths\[2\]=\[5\] holds 1 value where lengths\[0\]="
+        r"\[1, 2\] holds 2 values$",
+    ),
+    (
+        "ragged-length-and-pair",
+        (3, (1, 2)),
+        TYPE,
+        r"lengths must be 1-D .*; lengths\[1\]=\(1, 2\) holds 2 values where lengths\[0\]=3 is "
+        r"one length$",
+    ),
     ("zero", [3, 0], VALUE, r"lengths must be positive; lengths\[1\]=0"),
     ("negative", [3, -2], VALUE, r"lengths must be positive; lengths\[1\]=-2"),
     ("fraction", [3, 1.5], VALUE, r"lengths must be whole numbers; lengths\[1\]=1.5"),

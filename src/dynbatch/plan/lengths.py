@@ -78,7 +78,8 @@ def check_plan_lengths(lengths: Any, name: str = "lengths") -> NDArray[np.int64]
     """
     try:
         ndim = np.ndim(lengths)
-    except ValueError:  # ragged rows: the 1-D check names it
+    except ValueError:  # ragged rows, which numpy names by no row
+        _refuse_ragged(lengths, name)
         ndim = -1
     if ndim != 2:
         return check_lengths(lengths, name)
@@ -103,6 +104,35 @@ def check_plan_lengths(lengths: Any, name: str = "lengths") -> NDArray[np.int64]
         message = str(exc).replace(found[0], entry, 1)
         raise type(exc)(f"{message} (the {SIDES[side]} of sample {sample})") from None
     return np.ascontiguousarray(values.reshape(-1, 2))
+
+
+def _refuse_ragged(lengths: Any, name: str) -> None:
+    """Name the first row of ``lengths`` (a sequence numpy found ragged) whose shape is not the
+    first row's; return if there is none to name (the 1-D check then refuses it)."""
+
+    def held(row: Any) -> str:
+        try:
+            shape = np.shape(row)
+        except ValueError:
+            return "is ragged itself"
+        if shape == ():
+            return "is one length"
+        return f"holds {shape[0]} value{'s' * (shape[0] != 1)}"
+
+    def shown(row: Any) -> str:
+        text = repr(row)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    if not isinstance(lengths, (list, tuple)) or not lengths:
+        return
+    first = held(lengths[0])
+    for i, row in enumerate(lengths):
+        if held(row) != first or first == "is ragged itself":
+            raise InputTypeError(
+                f"{name} must be 1-D (one length per sample) or [N, 2] (a row of (source, "
+                f"target) lengths per sample); {name}[{i}]={shown(row)} {held(row)} where "
+                f"{name}[0]={shown(lengths[0])} {first}"
+            )
 
 
 def is_pairs(lengths: NDArray[Any]) -> bool:
