@@ -275,6 +275,12 @@ BAD_LENGTHS: Rows = [
         r"lengths must be a 1-D array of positive integers, got an array of shape \(2, 3\): "
         r"give one length per sample, or an \[N, 2\] array of \(source, target\) lengths",
     ),
+    (  # a matrix's reshape stays 2-D: the shape was reported as (1, 6)
+        "matrix-of-3-columns",
+        np.matrix([[3, 4, 5], [5, 6, 7]]),
+        VALUE,
+        r"lengths must be a 1-D array of positive integers, got an array of shape \(2, 3\)",
+    ),
     ("scalar", 7, TYPE, r"lengths must be a 1-D array .* shape \(\): lengths=7"),
     ("None", None, TYPE, r"lengths must be a 1-D array .* shape \(\): lengths=None"),
     (

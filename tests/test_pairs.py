@@ -215,6 +215,13 @@ def test_a_cost_of_pairs_taking_args_or_a_ufunc_plans_as_a_cost_of_three_argumen
         assert [b.tolist() for b in plan_batches(pairs, 4000, cost=cost)] == expected
 
 
+def test_a_matrix_of_two_columns_is_pairs() -> None:
+    """``np.matrix`` was flattened to a matrix of one row and refused as shape (1, 4)."""
+    pairs = lognormal_pairs(300, 0.7, seed=5)
+    expected = [b.tolist() for b in plan_batches(pairs, 4000, cost="linear")]
+    assert [b.tolist() for b in plan_batches(np.matrix(pairs), 4000, cost="linear")] == expected
+
+
 def test_hilbert_walk_steps_to_neighbours() -> None:
     side = np.arange(16)
     x, y = np.repeat(side, 16), np.tile(side, 16)

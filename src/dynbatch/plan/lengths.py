@@ -76,6 +76,8 @@ def check_plan_lengths(lengths: Any, name: str = "lengths") -> NDArray[np.int64]
     ...
     dynbatch.errors.InputError: lengths must be positive; lengths[1, 1]=0 (the target of sample 1)
     """
+    if isinstance(lengths, np.matrix):  # its reshape stays 2-D, (1, N): an array's does not
+        lengths = np.asarray(lengths)
     try:
         ndim = np.ndim(lengths)
     except ValueError:  # ragged rows, which numpy names by no row
