@@ -1050,6 +1050,18 @@ case(
     VALUE,
     r"loss_tokens\[0\]=8 is more than the sample's target length lengths\[0, 1\]=7",
 )
+# a row per pair was flattened: "loss_tokens has 16 entries but lengths has 8"
+for label, call in (
+    ("like_fixed", lambda: like_fixed(PAIRS, 4, loss_tokens=PAIRS // 2)),
+    ("plan_epoch", lambda: plan_epoch(PAIRS, options_with(), 0, loss_tokens=PAIRS // 2)),
+):
+    case(
+        f"{label}-pairs-loss_tokens-a-row-per-pair",
+        call,
+        VALUE,
+        r"loss_tokens must be one value per sample, got an array of shape \(8, 2\): a \(source, "
+        r"target\) pair's loss is over its target, so give each pair's target loss tokens",
+    )
 for label, fn, error, match in [
     ("negative-a", lambda: PairCost(a=-1), VALUE, r"PairCost a must be a finite number >= 0"),
     ("bool-cross", lambda: PairCost(cross=True), TYPE, r"PairCost cross must be a finite"),

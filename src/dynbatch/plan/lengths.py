@@ -191,6 +191,16 @@ def check_pair_loss_tokens(loss_tokens: Any, lengths: NDArray[np.int64]) -> Any:
     """
     if lengths.ndim == 1 or loss_tokens is None:
         return check_loss_tokens(loss_tokens, lengths)
+    try:
+        shape = np.shape(loss_tokens)
+    except ValueError:  # ragged: the check below names it
+        shape = ()
+    if len(shape) > 1:  # a row per pair would be flattened into twice the entries
+        raise InputError(
+            f"loss_tokens must be one value per sample, got an array of shape {shape}: a "
+            "(source, target) pair's loss is over its target, so give each pair's target loss "
+            f"tokens, an array of shape ({len(lengths)},)"
+        )
     counts = np.asarray(check_loss_tokens(loss_tokens, np.full(len(lengths), MAX_LENGTH)))
     over = counts > loss_token_bound(lengths)
     if over.any():
