@@ -1104,6 +1104,28 @@ for label, call, match in [
         lambda: plan_epoch(PAIRS, options_with(pack_len=64, update_size=8, max_cost=1e6), 0),
         r"plan_epoch: packing is refused for \(source, target\) pairs, got pack_len=64",
     ),
+    # refused for pairs first, not asking for update_size (which packing of pairs never uses)
+    (
+        "plan_batches-pack_len-without-update_size",
+        lambda: plan_batches(PAIRS, BUDGET, pack_len=64),
+        r"plan_batches: packing is refused for \(source, target\) pairs, got pack_len=64",
+    ),
+    (
+        "find_oversize-pack_len-without-update_size",
+        lambda: find_oversize(PAIRS, BUDGET, pack_len=64),
+        r"find_oversize: packing is refused for \(source, target\) pairs, got pack_len=64",
+    ),
+    (
+        "shard_plan-pack_len-without-update_size",
+        lambda: shard_plan([[0]], PAIRS, 1, max_cost=BUDGET, pack_len=64),
+        r"shard_plan: packing is refused for \(source, target\) pairs, got pack_len=64",
+    ),
+    (  # the options alone do not know the lengths: the refusal of pairs is said too
+        "PlanOptions-pack_len-without-update_size",
+        lambda: options_with(pack_len=64),
+        r"give update_size .*got update_size=None \(packing takes one length per sample: "
+        r"\(source, target\) pairs are refused with pack_len\)",
+    ),
     (
         "like_fixed-update_unit-tokens",
         lambda: like_fixed(PAIRS, 4, update_unit="tokens"),

@@ -54,6 +54,7 @@ from numpy.typing import NDArray
 from .._checks import InputError, check_positive_number
 from .costs import PairCost, PairCostFn, capacity, charge, pair_form
 from .lengths import SIDES, reduce_batches, sample_tokens
+from .option_checks import packing_pairs_refused
 from .options import PlanOptions
 from .plans import Plan
 
@@ -91,11 +92,7 @@ def refuse_for_pairs(
     """:func:`check_pair_options` on the fields themselves, for a recipe not yet made into
     options."""
     if pack_len is not None:
-        raise InputError(
-            f"{where}: packing is refused for (source, target) pairs, got pack_len={pack_len}: "
-            "a packed row holds one sequence, and an encoder–decoder's pairs would need two "
-            "block masks and the cross-attention kept within each pair. Pass pack_len=None"
-        )
+        raise packing_pairs_refused(where, f", got pack_len={pack_len}")
     if update_unit == "tokens":
         raise InputError(
             f"{where}: update_unit='tokens' is not planned for (source, target) pairs yet "
