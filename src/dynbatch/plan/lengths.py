@@ -16,7 +16,12 @@ NOTE [ lengths of pairs ]
     updates, the tokens an update in ``"tokens"`` counts) a pair's is its
     tokens, source plus target (:func:`sample_tokens`): both sides are computed,
     so both count. Its loss tokens are its target's (:func:`loss_token_bound`):
-    an encoder–decoder's loss is over the target.
+    an encoder–decoder's loss is over the target. ``group_by_length`` is the
+    one place this costs padding: updates of near-equal sums hold sides of
+    many lengths, so the shorter side pads heavily (the source 0.59, the target
+    0.87, on 20,000 pairs of sources in [5, 40) and targets in [20, 200);
+    the source 0.2 to 0.5 where targets are many times longer), where the
+    bucket order, which buckets each side, pads 0.99 and 0.98 on the first.
 """
 
 from __future__ import annotations

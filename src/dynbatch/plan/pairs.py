@@ -22,7 +22,10 @@ NOTE [ planning pairs ]
     shuffled, as for one length. A corpus too small to fill its cells
     (each cell holds a few samples) still gets batches that are compact on
     both sides, since the curve keeps neighbours in length together at
-    every scale.
+    every scale, but less so: ``like_fixed(pairs, 32)`` on pairs of
+    independent log-normal sides (σ = 1.0) pads each side 0.79 to 0.86 at
+    2,000 pairs, 0.92 at 20,000 and 0.96 at 100,000, where the benchmarks'
+    7,766 to 200,000 pairs of correlated sides pad 0.94 to 0.98.
 
     A batch is charged ``cost(n, Ls, Lt)`` at the longest source of its
     source buckets and the longest target of its target buckets (a
