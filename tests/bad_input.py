@@ -164,14 +164,26 @@ COST_VALUES: Rows = [
     ("mixed-words", "mixed:a,b", VALUE, r"needs two numbers, got cost='mixed:a,b'"),
     ("mixed-negative", "mixed:-1,2", VALUE, r"MixedCost a must be a finite number >= 0, got a=-1"),
     ("mixed-zero", "mixed:0,0", VALUE, r"MixedCost needs a > 0 or b > 0"),
-    ("int", 3, TYPE, r"cost must be a string or a callable \(n, L\) -> float, got cost=3"),
+    (
+        "int",
+        3,
+        TYPE,
+        r"cost must be a string or a callable \(n, L\) -> float \(or \(n, Ls, Lt\) -> float "
+        r"for \(source, target\) pairs\), got cost=3",
+    ),
     ("None", None, TYPE, r"cost must be a string or a callable.*got cost=None"),
     ("tuple", lambda n, L: (n, L), TYPE, r"cost must return a number.*returned \(1, 2\)"),
     ("str", lambda n, L: "7", TYPE, r"cost must return a number.*returned '7'"),
     ("bool", lambda n, L: True, TYPE, r"cost must return a number.*returned True"),
     ("negative", lambda n, L: -1.0, VALUE, r"cost must return a finite number >= 0.*-1\.0"),
     ("nan", lambda n, L: math.nan, VALUE, r"cost must return a finite number >= 0.*nan"),
-    ("one-arg", lambda n: n, TYPE, r"cost\(1, 2\) raised TypeError.*must take \(n, L\)"),
+    (
+        "one-arg",
+        lambda n: n,
+        TYPE,
+        r"cost=<function .*> takes at most 1 positional argument\(s\): a cost is called by "
+        r"position, cost\(n, L\)",
+    ),
     (
         "negative-beyond-one",
         lambda n, L: np.where(n > 1, -1.0, 1.0) * n * L,
@@ -263,9 +275,36 @@ BAD_LENGTHS: Rows = [
         r"lengths must be a 1-D array of positive integers, got an array of shape \(2, 3\): "
         r"give one length per sample, or an \[N, 2\] array of \(source, target\) lengths",
     ),
+    (  # a matrix's reshape stays 2-D: the shape was reported as (1, 6)
+        "matrix-of-3-columns",
+        np.matrix([[3, 4, 5], [5, 6, 7]]),
+        VALUE,
+        r"lengths must be a 1-D array of positive integers, got an array of shape \(2, 3\)",
+    ),
     ("scalar", 7, TYPE, r"lengths must be a 1-D array .* shape \(\): lengths=7"),
     ("None", None, TYPE, r"lengths must be a 1-D array .* shape \(\): lengths=None"),
-    ("ragged", [[1], [1, 2]], TYPE, r"lengths must be a 1-D array of positive integers"),
+    (
+        "ragged",
+        [[1], [1, 2]],
+        TYPE,
+        r"lengths must be 1-D .*; lengths\[1\]=\[1, 2\] holds 2 values where lengths\[0\]=\[1\] "
+        r"holds 1 value$",
+    ),
+    (  # numpy's "inhomogeneous shape" named no row
+        "ragged-pairs",
+        [[1, 2], [3, 4], [5]],
+        TYPE,
+        r"lengths must be 1-D \(one length per sample\) or \[N, 2\] \(a row of \(source, "
+        r"target\) lengths per sample\); lengths\[2\]=\[5\] holds 1 value where lengths\[0\]="
+        r"\[1, 2\] holds 2 values$",
+    ),
+    (
+        "ragged-length-and-pair",
+        (3, (1, 2)),
+        TYPE,
+        r"lengths must be 1-D .*; lengths\[1\]=\(1, 2\) holds 2 values where lengths\[0\]=3 is "
+        r"one length$",
+    ),
     ("zero", [3, 0], VALUE, r"lengths must be positive; lengths\[1\]=0"),
     ("negative", [3, -2], VALUE, r"lengths must be positive; lengths\[1\]=-2"),
     ("fraction", [3, 1.5], VALUE, r"lengths must be whole numbers; lengths\[1\]=1.5"),

@@ -388,6 +388,23 @@ for label, result in [("zero", 0), ("negative", -3)]:
             rf"length_fn=.*<lambda> of sample 0 must be a whole number >= 1 .*, got {result}$",
         )
     )
+# not a length nor a pair: the pair of two is named as the other valid result
+for label, make, shown in [
+    ("three", lambda: (2, 1, 1), r"\(2, 1, 1\)"),
+    ("one-tuple", lambda: (3,), r"\(3,\)"),
+    ("empty-tuple", tuple, r"\(\)"),
+    ("dict", lambda: {"src": 3}, r"\{'src': 3\}"),
+    ("generator", lambda: (x for x in (1, 2)), r"<generator object .*>"),
+]:
+    COMPUTE_CASES.append(
+        (
+            f"length_fn-returns-{label}",
+            functools.partial(compute_lengths, DATA, length_fn=lambda s, m=make: m()),
+            TYPE,
+            rf"length_fn=.*<lambda> of sample 0 must be a whole number, got {shown}: one length, "
+            r"or two, a \(source, target\) pair",
+        )
+    )
 for label, call, error, match in COMPUTE_CASES:
     case(f"compute_lengths-{label}", call, error, match)
 
@@ -963,6 +980,63 @@ case(
     r"cost=PairCost\(a=0.0, b=1.0, cross=1.0\) takes two lengths, \(n, Ls, Lt\), but the "
     r"lengths are one per sample: give lengths as an \[N, 2\] array",
 )
+# plan_stats called the cost of pairs with two arguments: a bare TypeError
+for entry, stats in (("plan_stats", plan_stats), ("batch_table", batch_table)):
+    for label, cost, shown in (
+        ("PairCost", PairCost(), r"PairCost\(a=0.0, b=1.0, cross=1.0\)"),
+        ("callable", lambda n, Ls, Lt: n * (Ls + Lt), r"<function .*>"),
+    ):
+        case(
+            f"{entry}-cost-of-pairs-{label}-on-one-length",
+            functools.partial(stats, [3, 5, 7], [[0, 1], [2]], cost=cost),
+            VALUE,
+            rf"cost={shown} takes two lengths, \(n, Ls, Lt\), but the lengths are one per "
+            r"sample: give lengths as an \[N, 2\] array",
+        )
+# a cost that cannot take (n, L) nor (n, Ls, Lt) was named by the one-length form alone
+for label, cost, error, match in (
+    (
+        "args-raising",
+        lambda *a: a[3],
+        TYPE,
+        r"cost\(1, 2\) raised IndexError.* \(and cost\(1, 2, 3\) raised IndexError.*\); "
+        r"cost=<function .*> must take \(n, L\), or \(n, Ls, Lt\) for \(source, target\) pairs",
+    ),
+    (
+        "keyword-only",
+        lambda n, Ls, *, Lt: n * (Ls + Lt),
+        TYPE,
+        r"cost=<function .*> requires the keyword-only argument\(s\) Lt: a cost is called by "
+        r"position, cost\(n, L\) .*, or cost\(n, Ls, Lt\) for \(source, target\) pairs",
+    ),
+    (
+        "four-arguments",
+        lambda n, Ls, Lt, extra: n * (Ls + Lt),
+        TYPE,
+        r"cost=<function .*> requires 4 positional arguments: a cost is called by position, "
+        r"cost\(n, L\) .*, or cost\(n, Ls, Lt\) for \(source, target\) pairs",
+    ),
+    (
+        "ufunc-of-four",
+        np.frompyfunc(lambda n, Ls, Lt, extra: n, 4, 1),
+        TYPE,
+        r"cost=<ufunc .*> requires 4 positional arguments: .*cost\(n, Ls, Lt\) for \(source",
+    ),
+    (
+        "unknown-name",
+        "bogus",
+        VALUE,
+        r"cost must be 'quadratic', 'linear', 'mixed:A,B', a cost object or a callable "
+        r"\(n, L\) -> float, or for \(source, target\) pairs PairCost\(\.\.\.\) or a callable "
+        r"\(n, Ls, Lt\) -> float; got cost='bogus'",
+    ),
+):
+    case(
+        f"plan_batches-pairs-cost-{label}",
+        functools.partial(plan_batches, PAIRS, BUDGET, cost=cost),
+        error,
+        match,
+    )
 case(
     "plan_batches-pairs-oversize",
     lambda: plan_batches(PAIRS, 500),
@@ -976,6 +1050,18 @@ case(
     VALUE,
     r"loss_tokens\[0\]=8 is more than the sample's target length lengths\[0, 1\]=7",
 )
+# a row per pair was flattened: "loss_tokens has 16 entries but lengths has 8"
+for label, call in (
+    ("like_fixed", lambda: like_fixed(PAIRS, 4, loss_tokens=PAIRS // 2)),
+    ("plan_epoch", lambda: plan_epoch(PAIRS, options_with(), 0, loss_tokens=PAIRS // 2)),
+):
+    case(
+        f"{label}-pairs-loss_tokens-a-row-per-pair",
+        call,
+        VALUE,
+        r"loss_tokens must be one value per sample, got an array of shape \(8, 2\): a \(source, "
+        r"target\) pair's loss is over its target, so give each pair's target loss tokens",
+    )
 for label, fn, error, match in [
     ("negative-a", lambda: PairCost(a=-1), VALUE, r"PairCost a must be a finite number >= 0"),
     ("bool-cross", lambda: PairCost(cross=True), TYPE, r"PairCost cross must be a finite"),
@@ -1017,6 +1103,28 @@ for label, call, match in [
         "plan_epoch-pack_len",
         lambda: plan_epoch(PAIRS, options_with(pack_len=64, update_size=8, max_cost=1e6), 0),
         r"plan_epoch: packing is refused for \(source, target\) pairs, got pack_len=64",
+    ),
+    # refused for pairs first, not asking for update_size (which packing of pairs never uses)
+    (
+        "plan_batches-pack_len-without-update_size",
+        lambda: plan_batches(PAIRS, BUDGET, pack_len=64),
+        r"plan_batches: packing is refused for \(source, target\) pairs, got pack_len=64",
+    ),
+    (
+        "find_oversize-pack_len-without-update_size",
+        lambda: find_oversize(PAIRS, BUDGET, pack_len=64),
+        r"find_oversize: packing is refused for \(source, target\) pairs, got pack_len=64",
+    ),
+    (
+        "shard_plan-pack_len-without-update_size",
+        lambda: shard_plan([[0]], PAIRS, 1, max_cost=BUDGET, pack_len=64),
+        r"shard_plan: packing is refused for \(source, target\) pairs, got pack_len=64",
+    ),
+    (  # the options alone do not know the lengths: the refusal of pairs is said too
+        "PlanOptions-pack_len-without-update_size",
+        lambda: options_with(pack_len=64),
+        r"give update_size .*got update_size=None \(packing takes one length per sample: "
+        r"\(source, target\) pairs are refused with pack_len\)",
     ),
     (
         "like_fixed-update_unit-tokens",

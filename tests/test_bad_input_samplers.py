@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 from bad_input import (
     A_DIRECTORY,
@@ -187,6 +188,12 @@ SAMPLER_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         lambda: sampler(max_cost=500),
         VALUE,
         r"sample 5 has length 30 .*1 sample\(s\) are over budget",
+    ),
+    (  # it asked for update_size, naming no pairs
+        "pairs-pack_len",
+        lambda: sampler(lengths=np.stack([LENS, LENS], axis=1), pack_len=64),
+        VALUE,
+        r"pack_len=64 .*\(source, target\) pairs are refused with pack_len",
     ),
 ]
 for label, call, error, match in SAMPLER_CASES:

@@ -94,8 +94,13 @@ def parser() -> argparse.ArgumentParser:
         "--fixed-batch-size samples run packed, split or whole as the step time predicts "
         "fastest; its micro-batches counted as laid out",
     )
-    st.add_argument("--column", help="text column of a CSV/TSV")
-    st.add_argument("--field", help="text field of a JSONL file (text, or a list of tokens)")
+    # appended, so that a second one is refused by name (check_flags), not kept silently
+    st.add_argument("--column", action="append", help="text column of a CSV/TSV (one)")
+    st.add_argument(
+        "--field",
+        action="append",
+        help="text field of a JSONL file (text, or a list of tokens; one)",
+    )
     st.add_argument("--add", type=int, default=0, help="special tokens added to each sample")
     st.add_argument("--truncate", type=int, default=None, help="cap lengths at this")
     st.add_argument(
@@ -136,6 +141,8 @@ def as_flags(message: str) -> str:
 def check_flags(args: argparse.Namespace) -> None:
     """Check the flags that need no file; set ``args.cost`` (a loaded ``--cost-file`` or the
     default) and ``args.options`` (the :class:`~dynbatch.PlanOptions` they make)."""
+    for flag in ("column", "field"):
+        setattr(args, flag, _one_text(args, flag))
     if args.max_cost is None:
         raise UsageError("--max-cost is required: the budget every batch fits")
     if args.cost_file is not None:
@@ -209,6 +216,28 @@ def check_flags(args: argparse.Namespace) -> None:
         )
     except InputError as exc:
         raise UsageError(as_flags(str(exc))) from None
+
+
+#: where the docs show (source, target) pairs planned in code
+PAIRS_DOCS = 'docs/loop.md, "Two lengths: (source, target) pairs"'
+
+
+def _one_text(args: argparse.Namespace, name: str) -> str | None:
+    """The one ``--column`` or ``--field`` given (None if none); a second is refused by name.
+
+    argparse keeps the last of two, which dropped a pair's source silently; two columns, a
+    (source, target) pair, are planned in code, not by ``dynbatch stats``.
+    """
+    given: list[str] | None = getattr(args, name)
+    if not given:
+        return None
+    if len(given) > 1:
+        raise UsageError(
+            f"--{name} given {'twice' if len(given) == 2 else f'{len(given)} times'} "
+            f"({', '.join(given)}): dynbatch stats reads one length per sample; (source, "
+            f"target) pairs are planned in code ({PAIRS_DOCS})"
+        )
+    return given[0]
 
 
 def _check_packed(args: argparse.Namespace) -> None:

@@ -159,6 +159,7 @@ def preflight(
     batches, lengths, cost, max_cost, pad_to_multiple_of = _from_sampler(
         batches, lengths, cost, max_cost, pad_to_multiple_of
     )
+    _refuse_pairs(lengths)
     lens = check_lengths(lengths)
     fn = resolve_cost(cost)  # None was refused above
     max_cost = check_positive_number("max_cost", max_cost)
@@ -187,6 +188,21 @@ def preflight(
     if not report.ok:
         raise MemoryBudgetError.of(report)
     return report
+
+
+def _refuse_pairs(lengths: Any) -> None:
+    """Refuse (source, target) lengths by name (NOTE [ lengths of pairs ] in
+    :mod:`dynbatch.plan.lengths`): the step runs one padded length."""
+    try:
+        shape = np.shape(lengths)
+    except ValueError:  # ragged: the check of lengths names it
+        return
+    if len(shape) == 2 and shape[1] == 2:
+        raise InputError(
+            f"preflight: lengths are (source, target) pairs, got an array of shape {shape}: "
+            "preflight runs step(n, L), a batch of one length; pairs are not supported there "
+            "yet"
+        )
 
 
 def _from_sampler(

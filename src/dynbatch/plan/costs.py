@@ -50,6 +50,7 @@ from .pair_costs import (
     is_number,
     required_arguments,
     resolve_pair_callable,
+    signature_problem,
     takes_pairs,
 )
 
@@ -199,7 +200,10 @@ def resolve_cost(cost: CostLike) -> AnyCost:
 
     A callable of three arguments, ``(n, Ls, Lt) -> float``, prices (source, target)
     pairs: it is probed the same way, on ``(1, 2, 3)`` and on a grid of ``n`` by ``Ls`` by
-    ``Lt``.
+    ``Lt``. A ufunc takes as many as its inputs (``np.frompyfunc(f, 3, 1)`` prices pairs); one
+    whose arguments cannot be counted (``lambda *a: ...``) is a cost of one length if it takes
+    ``(1, 2)``, else of pairs if it takes ``(1, 2, 3)``. A signature that takes neither (four
+    arguments, a keyword-only one) is refused by name.
 
     Args:
         cost: a name (``"quadratic"``: ``n * L**2``; ``"linear"``: ``n * L``;
@@ -222,22 +226,42 @@ def resolve_cost(cost: CostLike) -> AnyCost:
             return MixedCost(a, b)
         raise InputError(
             f"cost must be 'quadratic', 'linear', 'mixed:A,B', a cost object or a callable "
-            f"(n, L) -> float; got cost={cost!r}"
+            f"(n, L) -> float, or for (source, target) pairs PairCost(...) or a callable "
+            f"(n, Ls, Lt) -> float; got cost={cost!r}"
         )
     if not callable(cost):
         raise InputTypeError(
-            f"cost must be a string or a callable (n, L) -> float, got cost={cost!r}"
+            f"cost must be a string or a callable (n, L) -> float (or (n, Ls, Lt) -> float for "
+            f"(source, target) pairs), got cost={cost!r}"
         )
     if isinstance(cost, (QuadraticCost, LinearCost, PolynomialCost, _Elementwise)):
         return cost
     if isinstance(cost, (PairCost, PairCallable)):
         return cost
+    problem = signature_problem(cost)
+    if problem is not None:
+        raise InputTypeError(
+            f"cost={cost!r} {problem}: a cost is called by position, cost(n, L) (a batch's "
+            "samples and padded length), or cost(n, Ls, Lt) for (source, target) pairs (its "
+            "longest source and longest target)"
+        )
     if required_arguments(cost) == 3:  # cost(n, Ls, Lt): NOTE [ costs of pairs ]
         return resolve_pair_callable(cost)
     try:
         single = cost(1, 2)
     except Exception as exc:
-        raise InputTypeError(f"cost(1, 2) raised {exc!r}; cost={cost!r} must take (n, L)") from exc
+        also = ""
+        if required_arguments(cost) is None:  # *args, or unread: perhaps cost(n, Ls, Lt)
+            try:
+                cost(1, 2, 3)
+            except Exception as pair_exc:
+                also = f" (and cost(1, 2, 3) raised {pair_exc!r})"
+            else:
+                return resolve_pair_callable(cost)
+        raise InputTypeError(
+            f"cost(1, 2) raised {exc!r}{also}; cost={cost!r} must take (n, L), or (n, Ls, Lt) "
+            "for (source, target) pairs"
+        ) from exc
     if not is_number(single):
         raise InputTypeError(f"cost must return a number, but cost(1, 2) returned {single!r}")
     value = float(np.asarray(single).reshape(-1)[0])

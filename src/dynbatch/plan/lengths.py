@@ -16,7 +16,12 @@ NOTE [ lengths of pairs ]
     updates, the tokens an update in ``"tokens"`` counts) a pair's is its
     tokens, source plus target (:func:`sample_tokens`): both sides are computed,
     so both count. Its loss tokens are its target's (:func:`loss_token_bound`):
-    an encoder–decoder's loss is over the target.
+    an encoder–decoder's loss is over the target. ``group_by_length`` is the
+    one place this costs padding: updates of near-equal sums hold sides of
+    many lengths, so the shorter side pads heavily (the source 0.59, the target
+    0.87, on 20,000 pairs of sources in [5, 40) and targets in [20, 200);
+    the source 0.2 to 0.5 where targets are many times longer), where the
+    bucket order, which buckets each side, pads 0.99 and 0.98 on the first.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import os
 import re
 import warnings
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sized
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +81,12 @@ def check_plan_lengths(lengths: Any, name: str = "lengths") -> NDArray[np.int64]
     ...
     dynbatch.errors.InputError: lengths must be positive; lengths[1, 1]=0 (the target of sample 1)
     """
+    if isinstance(lengths, np.matrix):  # its reshape stays 2-D, (1, N): an array's does not
+        lengths = np.asarray(lengths)
     try:
         ndim = np.ndim(lengths)
-    except ValueError:  # ragged rows: the 1-D check names it
+    except ValueError:  # ragged rows, which numpy names by no row
+        _refuse_ragged(lengths, name)
         ndim = -1
     if ndim != 2:
         return check_lengths(lengths, name)
@@ -103,6 +111,35 @@ def check_plan_lengths(lengths: Any, name: str = "lengths") -> NDArray[np.int64]
         message = str(exc).replace(found[0], entry, 1)
         raise type(exc)(f"{message} (the {SIDES[side]} of sample {sample})") from None
     return np.ascontiguousarray(values.reshape(-1, 2))
+
+
+def _refuse_ragged(lengths: Any, name: str) -> None:
+    """Name the first row of ``lengths`` (a sequence numpy found ragged) whose shape is not the
+    first row's; return if there is none to name (the 1-D check then refuses it)."""
+
+    def held(row: Any) -> str:
+        try:
+            shape = np.shape(row)
+        except ValueError:
+            return "is ragged itself"
+        if shape == ():
+            return "is one length"
+        return f"holds {shape[0]} value{'s' * (shape[0] != 1)}"
+
+    def shown(row: Any) -> str:
+        text = repr(row)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    if not isinstance(lengths, (list, tuple)) or not lengths:
+        return
+    first = held(lengths[0])
+    for i, row in enumerate(lengths):
+        if held(row) != first or first == "is ragged itself":
+            raise InputTypeError(
+                f"{name} must be 1-D (one length per sample) or [N, 2] (a row of (source, "
+                f"target) lengths per sample); {name}[{i}]={shown(row)} {held(row)} where "
+                f"{name}[0]={shown(lengths[0])} {first}"
+            )
 
 
 def is_pairs(lengths: NDArray[Any]) -> bool:
@@ -159,6 +196,16 @@ def check_pair_loss_tokens(loss_tokens: Any, lengths: NDArray[np.int64]) -> Any:
     """
     if lengths.ndim == 1 or loss_tokens is None:
         return check_loss_tokens(loss_tokens, lengths)
+    try:
+        shape = np.shape(loss_tokens)
+    except ValueError:  # ragged: the check below names it
+        shape = ()
+    if len(shape) > 1:  # a row per pair would be flattened into twice the entries
+        raise InputError(
+            f"loss_tokens must be one value per sample, got an array of shape {shape}: a "
+            "(source, target) pair's loss is over its target, so give each pair's target loss "
+            f"tokens, an array of shape ({len(lengths)},)"
+        )
     counts = np.asarray(check_loss_tokens(loss_tokens, np.full(len(lengths), MAX_LENGTH)))
     over = counts > loss_token_bound(lengths)
     if over.any():
@@ -276,6 +323,14 @@ def _measured_sample(value: Any, where: str) -> int | tuple[int, int]:
         source, target = value
         return _measured(source, f"{where} (its source)"), _measured(
             target, f"{where} (its target)"
+        )
+    scalar = isinstance(value, np.ndarray) and value.ndim == 0
+    plain = scalar or isinstance(value, (numbers.Real, np.number, str, bytes)) or value is None
+    if not plain:  # a container or an iterator: neither a length nor a pair
+        size = f" (it holds {len(value)})" if isinstance(value, Sized) else ""
+        raise InputTypeError(
+            f"{where} must be a whole number, got {value!r}: one length, or two, a (source, "
+            f"target) pair{size}"
         )
     return _measured(value, where)
 

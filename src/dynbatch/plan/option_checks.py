@@ -36,6 +36,7 @@ __all__ = [
     "UNITS",
     "check_combinations",
     "check_fields",
+    "packing_pairs_refused",
     "padded_row",
     "rows_within",
 ]
@@ -159,17 +160,13 @@ def _check_packing(v: Mapping[str, Any]) -> None:
     """Refuse, by name, what packing cannot honour (NOTE [ packed updates ])."""
     where = f"pack_len={v['pack_len']}"
     if takes_pairs(v["cost"]):  # NOTE [ planning pairs ] in dynbatch.plan.pairs
-        raise InputError(
-            f"{where}: packing is refused for (source, target) pairs (cost={v['cost']!r} takes "
-            "two lengths): a packed row holds one sequence, and an encoder–decoder's pairs "
-            "would need two block masks and the cross-attention kept within each pair. Pass "
-            "pack_len=None"
-        )
-    if v["update_size"] is None:
+        raise packing_pairs_refused(where, f" (cost={v['cost']!r} takes two lengths)")
+    if v["update_size"] is None:  # the options do not know the lengths: pairs are named too
         raise InputError(
             f"{where} cuts the packed rows into updates of update_size samples (or loss "
             "tokens): give update_size (like_fixed(..., pack_len=...) sets it), got "
-            "update_size=None"
+            "update_size=None (packing takes one length per sample: (source, target) pairs "
+            "are refused with pack_len)"
         )
     if v["order"] not in RANDOM_ORDERS:
         raise InputError(
@@ -200,6 +197,21 @@ def _check_packing(v: Mapping[str, Any]) -> None:
             f"{cost_spec(v['cost']) or 'the cost'}, over max_cost={v['max_cost']:g}; raise "
             "max_cost or lower pack_len"
         )
+
+
+def packing_pairs_refused(where: str, detail: str) -> InputError:
+    """The refusal of ``pack_len`` for (source, target) pairs (NOTE [ planning pairs ] in
+    :mod:`dynbatch.plan.pairs`), by ``where``; ``detail`` follows the word pairs (``", got
+    pack_len=64"``).
+
+    >>> str(packing_pairs_refused("f", ", got pack_len=8")).split(":")[:2]
+    ['f', ' packing is refused for (source, target) pairs, got pack_len=8']
+    """
+    return InputError(
+        f"{where}: packing is refused for (source, target) pairs{detail}: a packed row "
+        "holds one sequence, and an encoder–decoder's pairs would need two block masks and the "
+        "cross-attention kept within each pair. Pass pack_len=None"
+    )
 
 
 def padded_row(pack_len: int, pad_to_multiple_of: int) -> int:

@@ -37,6 +37,7 @@ from .option_checks import (
     UNITS,
     check_combinations,
     check_fields,
+    packing_pairs_refused,
     padded_row,
     rows_within,
 )
@@ -326,9 +327,12 @@ FIELDS = frozenset(f.name for f in dataclasses.fields(PlanOptions))
 
 
 def resolve_options(
-    options: PlanOptions | None, shortcuts: Mapping[str, Any], where: str
+    options: PlanOptions | None, shortcuts: Mapping[str, Any], where: str, *, pairs: bool = False
 ) -> PlanOptions:
     """``options`` or the options given as keywords: exactly one of the two.
+
+    With ``pairs`` (the lengths are (source, target) pairs) a ``pack_len`` among the keywords
+    is refused for the pairs first, before the options ask for what packing needs.
 
     >>> resolve_options(None, {"max_cost": 5, "order": "none"}, "f").order
     'none'
@@ -359,4 +363,6 @@ def resolve_options(
         raise InputError(
             f"{where} needs max_cost (the budget every batch fits), or options=PlanOptions(...)"
         )
+    if pairs and shortcuts.get("pack_len") is not None:  # NOTE [ planning pairs ]
+        raise packing_pairs_refused(where, f", got pack_len={shortcuts['pack_len']!r}")
     return PlanOptions(**shortcuts)

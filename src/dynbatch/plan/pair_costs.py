@@ -33,6 +33,7 @@ __all__ = [
     "is_number",
     "required_arguments",
     "resolve_pair_callable",
+    "signature_problem",
     "takes_pairs",
 ]
 
@@ -114,17 +115,62 @@ class PairCost:
         return np.multiply(n, per_sample)
 
 
-def required_arguments(fn: Any) -> int | None:
-    """How many positional arguments ``fn`` requires; None where its signature cannot be read
-    or it takes ``*args``."""
+def _arguments(fn: Any) -> tuple[int, float, list[str]] | None:
+    """``(required, most, keyword_only)``: the positional arguments ``fn`` requires and takes
+    at most (inf with ``*args``), and the keyword-only ones it requires; None where its
+    signature cannot be read. A ufunc (``np.frompyfunc(f, 3, 1)``) takes exactly ``nin``."""
+    if isinstance(fn, np.ufunc):
+        return fn.nin, fn.nin, []
     try:
-        params = inspect.signature(fn).parameters.values()
+        params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return None
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+    positional = [
+        p
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    required = sum(1 for p in positional if p.default is inspect.Parameter.empty)
+    varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+    keyword = [
+        p.name
+        for p in params
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty
+    ]
+    return required, math.inf if varargs else len(positional), keyword
+
+
+def required_arguments(fn: Any) -> int | None:
+    """How many positional arguments ``fn`` requires (a ufunc: its inputs); None where its
+    signature cannot be read or it takes ``*args``.
+
+    >>> required_arguments(lambda n, Ls, Lt: n), required_arguments(lambda *a: 0)
+    (3, None)
+    """
+    found = _arguments(fn)
+    if found is None or math.isinf(found[1]):
         return None
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(1 for p in params if p.kind in positional and p.default is inspect.Parameter.empty)
+    return found[0]
+
+
+def signature_problem(fn: Any) -> str | None:
+    """Why ``fn`` cannot be called as ``cost(n, L)`` nor as ``cost(n, Ls, Lt)``, the two forms
+    of a cost; None where it can be, or its signature cannot be read.
+
+    >>> signature_problem(lambda n, L: 0), signature_problem(lambda n, Ls, Lt, x: 0)
+    (None, 'requires 4 positional arguments')
+    """
+    found = _arguments(fn)
+    if found is None:
+        return None
+    required, most, keyword = found
+    if keyword:
+        return f"requires the keyword-only argument(s) {', '.join(keyword)}"
+    if any(required <= k <= most for k in (2, 3)):
+        return None
+    if required > 3:
+        return f"requires {required} positional arguments"
+    return f"takes at most {int(most)} positional argument(s)"
 
 
 class PairCallable:

@@ -22,7 +22,10 @@ NOTE [ planning pairs ]
     shuffled, as for one length. A corpus too small to fill its cells
     (each cell holds a few samples) still gets batches that are compact on
     both sides, since the curve keeps neighbours in length together at
-    every scale.
+    every scale, but less so: ``like_fixed(pairs, 32)`` on pairs of
+    independent log-normal sides (σ = 1.0) pads each side 0.79 to 0.86 at
+    2,000 pairs, 0.92 at 20,000 and 0.96 at 100,000, where the benchmarks'
+    7,766 to 200,000 pairs of correlated sides pad 0.94 to 0.98.
 
     A batch is charged ``cost(n, Ls, Lt)`` at the longest source of its
     source buckets and the longest target of its target buckets (a
@@ -54,6 +57,7 @@ from numpy.typing import NDArray
 from .._checks import InputError, check_positive_number
 from .costs import PairCost, PairCostFn, capacity, charge, pair_form
 from .lengths import SIDES, reduce_batches, sample_tokens
+from .option_checks import packing_pairs_refused
 from .options import PlanOptions
 from .plans import Plan
 
@@ -91,11 +95,7 @@ def refuse_for_pairs(
     """:func:`check_pair_options` on the fields themselves, for a recipe not yet made into
     options."""
     if pack_len is not None:
-        raise InputError(
-            f"{where}: packing is refused for (source, target) pairs, got pack_len={pack_len}: "
-            "a packed row holds one sequence, and an encoder–decoder's pairs would need two "
-            "block masks and the cross-attention kept within each pair. Pass pack_len=None"
-        )
+        raise packing_pairs_refused(where, f", got pack_len={pack_len}")
     if update_unit == "tokens":
         raise InputError(
             f"{where}: update_unit='tokens' is not planned for (source, target) pairs yet "

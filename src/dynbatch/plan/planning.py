@@ -64,7 +64,7 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, check_int
 from .costs import Cost, LinearCost, MixedCost, QuadraticCost, capacity, one_length
-from .lengths import check_plan_lengths
+from .lengths import check_plan_lengths, is_pairs
 from .options import ORDERS, OVERSIZE, PlanOptions, resolve_options
 from .pairs import check_pair_options, pair_oversize, plan_pairs
 from .plans import Plan
@@ -335,7 +335,7 @@ def find_oversize(
     lens = check_plan_lengths(lengths)
     if max_cost is not None:
         shortcuts["max_cost"] = max_cost
-    opts = resolve_options(options, shortcuts, "find_oversize")
+    opts = resolve_options(options, shortcuts, "find_oversize", pairs=is_pairs(lens))
     if lens.ndim == 2:  # NOTE [ planning pairs ] in dynbatch.plan.pairs
         check_pair_options(opts, "find_oversize")
         return pair_oversize(lens, opts)
@@ -393,7 +393,7 @@ def plan_batches(
     lens = check_plan_lengths(lengths)
     if max_cost is not None:
         shortcuts["max_cost"] = max_cost
-    opts = resolve_options(options, shortcuts, "plan_batches")
+    opts = resolve_options(options, shortcuts, "plan_batches", pairs=is_pairs(lens))
     return plan_draw(lens, opts, check_int("epoch", epoch))
 
 

@@ -136,10 +136,12 @@ def like_fixed(
     than ``cost(B, L_max)``, the fixed batch's worst, so none needs more memory than it did.
 
     Lengths may be (source, target) pairs, an ``[N, 2]`` array: micro-batches are then
-    padding-free on both sides (bucketed on the source and on the target), and none costs
-    more than ``cost(B, Ls_max, Lt_max)``, ``B`` pairs of the longest source and the longest
-    target, by the cost of pairs (default ``PairCost()``: the study's rule on each side plus
-    the cross-attention term).
+    bucketed on the source and on the target, and none costs more than ``cost(B, Ls_max,
+    Lt_max)``, ``B`` pairs of the longest source and the longest target, by the cost of pairs
+    (default ``PairCost()``: the study's rule on each side plus the cross-attention term).
+    Each side pads as little as the corpus fills the grid of (source, target) cells: 0.94 to
+    0.98 on the benchmarks' 7,766 to 200,000 pairs, but 0.79 to 0.86 on 2,000 pairs of
+    independent log-normal sides (σ = 1.0), 0.92 at 20,000.
 
     With a ``time_model`` (the device's step time) the split follows it: each epoch the options
     plan both the padding-free split and the fixed batch's own updates cut at the least
@@ -171,6 +173,9 @@ def like_fixed(
             without a ``time_model``): the fixed batch's update count with
             almost no padding, at the price of updates that are not random
             draws ("On a GPU" in the docs, docs/gpu.md, has what that cost in accuracy).
+            Not for pairs: they are grouped on source + target, so the shorter side pads
+            heavily (the source 0.59 and the target 0.87 on sources in [5, 40) and targets
+            in [20, 200); the source 0.2 to 0.5 where targets are many times longer).
         pack_len: pack several samples into rows of this many tokens: the fixed batch's own
             updates (the same samples, as many an epoch), each micro-batch as many rows as fit
             the fixed batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (at most

@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_batches, check_int
 from .costs import charge
-from .lengths import check_plan_lengths, reduce_batches, sample_tokens
+from .lengths import check_plan_lengths, is_pairs, reduce_batches, sample_tokens
 from .options import PlanOptions, resolve_options
 from .planning import padded_lengths
 from .plans import Plan
@@ -322,7 +322,7 @@ def shard_plan(
     replicas = check_int("num_replicas", num_replicas, minimum=1)
     epoch = check_int("epoch", epoch)
     _check_tolerance(tolerance)
-    opts = resolve_options(options, shortcuts, "shard_plan")
+    opts = resolve_options(options, shortcuts, "shard_plan", pairs=is_pairs(lens))
     if not isinstance(plan, Plan):
         plan = _checked_plan(plan, len(lens))
     if num_batches is not None:

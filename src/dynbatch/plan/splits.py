@@ -54,7 +54,10 @@ NOTE [ the multiple and the fixed batch's step ]
     they are drawn as Hugging Face's sampler draws them instead (mega-batches
     of :data:`MEGA_BATCH` updates sorted by length, cut, in random order):
     near-equal lengths in each, so almost no padding, at the price of
-    updates that are no longer random draws.
+    updates that are no longer random draws. Pairs are grouped on their
+    tokens, source + target: near-equal sums, not sides, so there the
+    shorter side pads heavily (NOTE [ lengths of pairs ] in
+    :mod:`dynbatch.plan.lengths`).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from .._checks import (
     check_lengths,
     check_positive_number,
 )
-from .costs import CostLike, resolve_cost
+from .costs import CostLike, one_length, resolve_cost
 from .epochs import plan_epoch
 from .lengths import SIDES, check_plan_lengths, reduce_batches
 from .options import ORDERS, PlanOptions
@@ -88,6 +88,8 @@ def batch_table(
     """
     lens = check_plan_lengths(lengths)
     fn = resolve_cost(cost)
+    if lens.ndim == 1:  # a cost of pairs is refused by name, as plan_batches refuses it
+        fn = one_length(fn)
     pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
     if isinstance(batches, Plan) and len(batches) and batches.sizes.min() > 0:
         plan = batches
