@@ -193,7 +193,7 @@ SAMPLER_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         "pairs-pack_len",
         lambda: sampler(lengths=np.stack([LENS, LENS], axis=1), pack_len=64),
         VALUE,
-        r"pack_len=64 .*\(source, target\) pairs are refused with pack_len",
+        r"DynamicBatchSampler: packing is refused for \(source, target\) pairs, got pack_len=64",
     ),
 ]
 for label, call, error, match in SAMPLER_CASES:

@@ -115,6 +115,14 @@ case(
     VALUE,
     r"length_fn raised TypeError.*on the sample at record 0 of the stream \(epoch 0\)",
 )
+case(  # it was refused as not a whole number, naming no pairs
+    "length_fn-returns-a-pair",
+    lambda: list(stream(length_fn=lambda s: (len(s), 2))),
+    VALUE,
+    r"length_fn returned a \(source, target\) pair, \(3, 2\), for the sample at record 0 of "
+    r"the stream \(epoch 0\): a stream plans one length per sample; pairs are not supported "
+    r"there yet",
+)
 case(
     "every-sample-over-budget",
     lambda: list(stream(max_cost=1, oversize="skip")),

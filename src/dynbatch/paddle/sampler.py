@@ -211,7 +211,9 @@ class _Cursor:
             )
             shortcuts = {}
         self._fixed_batch = None if batch_size is None else int(batch_size)  # like_fixed checked it
-        self.options = opts = resolve_options(options, shortcuts, type(self).__name__)
+        self.options = opts = resolve_options(
+            options, shortcuts, type(self).__name__, pairs=is_pairs(self.lengths)
+        )
         self._epochs = Epochs(self.lengths, opts, self.num_replicas, loss_tokens=self.loss_tokens)
         # the options under the names paddle code reads (never assigned again)
         self.max_cost, self.cost, self.seed, self.order = (

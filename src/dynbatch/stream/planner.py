@@ -302,6 +302,13 @@ class StreamPlanner:
         if ok and arr.ndim == 1 and arr.size and (arr > 0).all() and (arr < 2**53).all():
             return arr.astype(np.int64)
         for value, position in zip(values, positions, strict=True):
+            if isinstance(value, (tuple, list, np.ndarray)) and np.shape(value) == (2,):
+                raise InputError(  # NOTE [ lengths of pairs ] in dynbatch.plan.lengths
+                    f"length_fn returned a (source, target) pair, {value!r}, for the sample at "
+                    f"{self._where(position, epoch, slot, slots)}: a stream plans one length "
+                    "per sample; pairs are not supported there yet (DynamicBatchSampler plans "
+                    "them, from lengths=[N, 2] or a length_fn returning pairs)"
+                )
             try:
                 check_lengths([value], "length")
             except InputError:
