@@ -88,8 +88,8 @@ _FORMATS = ("save_checkpoint_format", "load_checkpoint_format")
 
 def fix_args(args: Any) -> Any:
     """``args`` (the Trainer's copy) with each ``"flex_checkpoint"`` format set to None,
-    ``save_to_hf`` and ``amp_master_grad`` off, each change logged (NOTE [ PaddleFormers'
-    defaults ])."""
+    ``save_to_hf`` and ``amp_master_grad`` off, each change logged
+    (NOTE [ PaddleFormers' defaults ])."""
     flex = [name for name in _FORMATS if getattr(args, name) == FLEX]
     if flex:
         for name in flex:
