@@ -1,4 +1,5 @@
-"""The budget checks a plan shares for one length and for (source, target) pairs; numpy only.
+"""What a plan of one length and a plan of (source, target) pairs share: the random draw,
+the budget checks and the last steps; numpy only.
 
 NOTE [ one budget check for both forms ]
     A sample over ``max_cost`` even alone, and a planned batch over it (a
@@ -20,8 +21,15 @@ from numpy.typing import NDArray
 
 from .._checks import InputError
 from .lengths import reduce_batches, sample_tokens
+from .options import PlanOptions
+from .plans import Plan
 
-__all__ = ["check_budget", "report_oversize"]
+__all__ = ["check_budget", "finish_plan", "plan_rng", "report_oversize"]
+
+
+def plan_rng(opts: PlanOptions, epoch: int, draw: int) -> np.random.Generator:
+    """The random numbers of ``epoch``'s plan; ``draw > 0`` draws them anew."""
+    return np.random.default_rng([opts.seed, epoch] if draw == 0 else [opts.seed, epoch, draw])
 
 
 def _cost(fn: Any, n: Any, longest: NDArray[Any], pairs: bool) -> Any:
@@ -117,3 +125,32 @@ def check_budget(
             f"cost {fn!r} is not nondecreasing in {form}: a batch of {sizes[k]} {what} "
             f"costs {costs[k]:g} > max_cost={max_cost:g} although every smaller step fit"
         )
+
+
+def finish_plan(
+    fn: Any,
+    plens: NDArray[Any],
+    seq: NDArray[Any],
+    bounds: list[int],
+    partial: bool,
+    opts: PlanOptions,
+    rng: np.random.Generator,
+    *,
+    shuffle_batches: bool,
+    named: bool,
+) -> Plan:
+    """The plan of the packed samples ``seq``, cut at ``bounds``: the batch that ended because
+    samples ran out dropped if ``drop_last``, every batch checked against the budget unless the
+    cost is a ``named`` one (monotone by construction), then the batches put in ``opts.order``.
+    """
+    if opts.drop_last and partial:
+        bounds.pop()
+        seq = seq[: bounds[-1] if bounds else 0]
+    if not named:
+        check_budget(fn, plens[seq], bounds, opts.max_cost, opts.oversize == "alone")
+    plan = Plan(seq, np.asarray([0, *bounds], dtype=np.int64))
+    if opts.order == "bucket" and shuffle_batches:
+        plan = plan.take(rng.permutation(len(plan)))
+    elif opts.order == "descending":
+        plan = plan.take(np.arange(len(plan))[::-1])
+    return plan

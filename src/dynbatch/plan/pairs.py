@@ -54,7 +54,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, check_positive_number
-from .budget import check_budget, report_oversize
+from .budget import finish_plan, plan_rng, report_oversize
 from .costs import PairCost, PairCostFn, capacity, charge, pair_form
 from .lengths import SIDES, reduce_batches, sample_tokens
 from .option_checks import packing_pairs_refused
@@ -146,24 +146,17 @@ def plan_pairs(
         report_oversize(fn, lens, plens, ~fits, opts.max_cost, opts.oversize, stacklevel=5)
     keep = fits if opts.oversize == "skip" else np.ones(fits.size, dtype=bool)
     upper = len(lens) + 1 if opts.max_batch_size is None else opts.max_batch_size
-    rng = np.random.default_rng([opts.seed, epoch] if draw == 0 else [opts.seed, epoch, draw])
+    rng = plan_rng(opts, epoch, draw)
     if opts.order == "bucket":
         seq, bounds, partial = _pack_bucketed(plens, fits, keep, fn, opts, upper, rng)
     else:
         seq = _sequence(plens, opts.order, rng)
         seq = seq[keep[seq]]
         bounds, partial = _pack_sequence(plens[seq], fn, opts.max_cost, upper, opts)
-    if opts.drop_last and partial:
-        bounds.pop()
-        seq = seq[: bounds[-1] if bounds else 0]
-    if not isinstance(fn, PairCost):
-        check_budget(fn, plens[seq], bounds, opts.max_cost, opts.oversize == "alone")
-    plan = Plan(seq, np.asarray([0, *bounds], dtype=np.int64))
-    if opts.order == "bucket" and shuffle_batches:
-        plan = plan.take(rng.permutation(len(plan)))
-    elif opts.order == "descending":
-        plan = plan.take(np.arange(len(plan))[::-1])
-    return plan
+    named = isinstance(fn, PairCost)
+    return finish_plan(
+        fn, plens, seq, bounds, partial, opts, rng, shuffle_batches=shuffle_batches, named=named
+    )
 
 
 def _sequence(plens: NDArray[Any], order: str, rng: np.random.Generator) -> NDArray[Any]:

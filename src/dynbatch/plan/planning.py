@@ -62,7 +62,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import check_int
-from .budget import check_budget, report_oversize
+from .budget import finish_plan, plan_rng, report_oversize
 from .costs import Cost, LinearCost, MixedCost, QuadraticCost, capacity, one_length
 from .lengths import check_plan_lengths, is_pairs
 from .options import ORDERS, OVERSIZE, PlanOptions, resolve_options
@@ -422,7 +422,7 @@ def plan_draw(
     if caps_by_len[-1] == 0:  # the longest is over budget alone
         too_big = dist.take(caps_by_len) == 0
         report_oversize(fn, lens, plens, too_big, opts.max_cost, opts.oversize, stacklevel=4)
-    rng = np.random.default_rng([opts.seed, epoch] if draw == 0 else [opts.seed, epoch, draw])
+    rng = plan_rng(opts, epoch, draw)
     skip = opts.oversize == "skip"
     if opts.order in ("none", "shuffle"):
         seq = np.arange(lens.size) if opts.order == "none" else _permutation(rng, lens.size)
@@ -438,17 +438,10 @@ def plan_draw(
     seq, bounds, partial = _honour_multiple(
         seq, bounds, plens, dist, caps_by_len, multiple, partial
     )
-    if opts.drop_last and partial:
-        bounds.pop()
-        seq = seq[: bounds[-1] if bounds else 0]
-    if not isinstance(fn, (QuadraticCost, LinearCost, MixedCost)):
-        check_budget(fn, plens[seq], bounds, opts.max_cost, opts.oversize == "alone")
-    plan = Plan(seq, np.asarray([0, *bounds], dtype=np.int64))
-    if opts.order == "bucket" and shuffle_batches:
-        plan = plan.take(rng.permutation(len(plan)))
-    elif opts.order == "descending":
-        plan = plan.take(np.arange(len(plan))[::-1])
-    return plan
+    named = isinstance(fn, (QuadraticCost, LinearCost, MixedCost))
+    return finish_plan(
+        fn, plens, seq, bounds, partial, opts, rng, shuffle_batches=shuffle_batches, named=named
+    )
 
 
 def _runs(
