@@ -1045,6 +1045,14 @@ case(
     r"max_cost=500; 2 sample\(s\) are over budget",
 )
 case(
+    # names the pair of fewest tokens, as one length names the shortest
+    "plan_batches-pairs-all-oversize-skip",
+    lambda: plan_batches(PAIRS, 1, oversize="skip"),
+    VALUE,
+    r"all 8 samples are over max_cost=1 even alone \(the shortest, sample 6 of \(source, target\) "
+    r"lengths \(2, 2\), costs 12\); oversize='skip' would leave nothing",
+)
+case(
     "plan_epoch-pairs-loss_tokens-over-target",
     lambda: plan_epoch(PAIRS, options_with(), 0, loss_tokens=[8, 0, 0, 0, 0, 0, 0, 0]),
     VALUE,

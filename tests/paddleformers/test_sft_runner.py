@@ -13,14 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from example_runs import EXAMPLES, run_example
+from example_runs import EXAMPLES, check_shifted_labels_give_token_loss_mean, run_example
 
 pytest.importorskip("paddleformers.trainer", reason="paddleformers is not installed")
 import paddle
-
-import dynbatch
 
 #: 96 training pairs in updates of 16 (6 an epoch), for 2 epochs, of at most 64 tokens
 TRAIN, BATCH, EPOCHS = 96, 16, 2
@@ -82,21 +79,9 @@ def test_the_stock_trainers_shifted_labels_give_token_losss_mean() -> None:
         import sft_mode
     finally:
         sys.path.remove(str(EXAMPLES))
-    paddle.seed(0)
-    meta = {"vocab_size": 50, "pad_id": 0, "bos_id": 2, "eos_id": 3}
-    with paddle.utils.unique_name.guard():
-        model = sft_mode.build_model(meta, 32, "paddleformers")
-    rng = np.random.default_rng(0)
-    samples: list[dict[str, Any]] = []
-    for n in (7, 12, 20):
-        ids = rng.integers(4, 50, n)
-        samples.append({"input_ids": ids, "labels": np.where(np.arange(n) < n - 3, -100, ids)})
-    plain = sft_mode.collate_records(samples, 0, shift=False)
-    shifted = sft_mode.collate_records(samples, 0, shift=True)
-    ids = paddle.to_tensor(plain["input_ids"])
-    loss_sum, count = dynbatch.token_loss(
-        model(input_ids=ids)[0], paddle.to_tensor(plain["labels"])
-    )
-    own = model(input_ids=ids, labels=paddle.to_tensor(shifted["labels"]))[0]
-    assert int(count) == 9, "3 loss tokens a pair"
-    assert float(own) == pytest.approx(float(loss_sum) / int(count), rel=1e-5)
+
+    def build_model(meta: dict[str, int], hidden: int) -> Any:
+        with paddle.utils.unique_name.guard():
+            return sft_mode.build_model(meta, hidden, "paddleformers")
+
+    check_shifted_labels_give_token_loss_mean(sft_mode, build_model)

@@ -48,6 +48,7 @@ from .pair_costs import (
     PairCost,
     PairCostFn,
     is_number,
+    probe_grid,
     required_arguments,
     resolve_pair_callable,
     signature_problem,
@@ -382,33 +383,8 @@ def _check_grows(cost: Cost, resolved: Cost) -> None:
         a cost that misbehaves between the points is still caught by the
         planner wherever a planned batch goes over budget.
     """
-    n_grid, l_grid = np.meshgrid(PROBE_N, PROBE_L, indexing="ij")
-    ok = np.ones(n_grid.shape, dtype=bool)
-    try:
-        values = np.asarray(resolved(n_grid, l_grid), dtype=np.float64)
-        if values.shape != n_grid.shape:
-            raise ValueError("not elementwise")
-    except Exception:  # some points raise, or the function does not broadcast: one by one
-        values = np.zeros(n_grid.shape, dtype=np.float64)
-        for idx in np.ndindex(n_grid.shape):
-            try:
-                out = cost(int(n_grid[idx]), int(l_grid[idx]))
-            except Exception:
-                ok[idx] = False
-                continue
-            if not is_number(out):
-                raise InputTypeError(
-                    f"cost must return a number for every (n, L), got {out!r} from "
-                    f"cost({n_grid[idx]}, {l_grid[idx]}) (cost={cost!r})"
-                ) from None
-            values[idx] = float(np.asarray(out).reshape(-1)[0])
-    bad = ok & ~(values >= 0)  # negative or NaN
-    if bad.any():
-        i, j = np.argwhere(bad)[0]
-        raise InputError(
-            f"cost must return a number >= 0 for every (n, L), but cost({PROBE_N[i]}, "
-            f"{PROBE_L[j]})={values[i, j]!r} (cost={cost!r})"
-        )
+    grid = np.meshgrid(PROBE_N, PROBE_L, indexing="ij")
+    values, ok = probe_grid(cost, resolved, grid, "(n, L)")
     for axis, name, why in ((0, "n", "more samples"), (1, "L", "longer samples")):
         _check_axis(cost, values, ok, axis, name, why)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_nonnegative_number
 
@@ -31,6 +32,7 @@ __all__ = [
     "PairCost",
     "PairCostFn",
     "is_number",
+    "probe_grid",
     "required_arguments",
     "resolve_pair_callable",
     "signature_problem",
@@ -240,32 +242,7 @@ def _check_pair_grows(cost: Callable[..., Any], resolved: PairCallable) -> None:
     points of :data:`PROBE_N` by :data:`PROBE_L` by :data:`PROBE_L` (points where it raises
     are left out, as for one length)."""
     grid = np.meshgrid(PROBE_N, PROBE_L, PROBE_L, indexing="ij")
-    ok = np.ones(grid[0].shape, dtype=bool)
-    try:
-        values = np.asarray(resolved(*grid), dtype=np.float64)
-        if values.shape != grid[0].shape:
-            raise ValueError("not elementwise")
-    except Exception:  # some points raise: one by one, leaving those out
-        values = np.zeros(grid[0].shape, dtype=np.float64)
-        for idx in np.ndindex(values.shape):
-            try:
-                out = cost(*(int(g[idx]) for g in grid))
-            except Exception:
-                ok[idx] = False
-                continue
-            if not is_number(out):
-                raise InputTypeError(
-                    f"cost must return a number for every (n, Ls, Lt), got {out!r} from "
-                    f"cost{tuple(int(g[idx]) for g in grid)} (cost={cost!r})"
-                ) from None
-            values[idx] = float(np.asarray(out).reshape(-1)[0])
-    bad = ok & ~(values >= 0)  # negative or NaN
-    if bad.any():
-        at = tuple(int(g[tuple(np.argwhere(bad)[0])]) for g in grid)
-        raise InputError(
-            f"cost must return a number >= 0 for every (n, Ls, Lt), but cost{at}="
-            f"{values[tuple(np.argwhere(bad)[0])]!r} (cost={cost!r})"
-        )
+    values, ok = probe_grid(cost, resolved, grid, "(n, Ls, Lt)")
     for axis, name in ((0, "n"), (1, "Ls"), (2, "Lt")):
         step = [slice(None)] * 3
         step[axis] = slice(1, None)
@@ -281,6 +258,52 @@ def _check_pair_grows(cost: Callable[..., Any], resolved: PairCallable) -> None:
                 f"cost must be nondecreasing in {name} (more or longer samples never cost less), "
                 f"but cost{low}={before[k]:g} > cost{high}={after[k]:g} (cost={cost!r})"
             )
+
+
+def probe_grid(
+    cost: Callable[..., Any], resolved: Callable[..., Any], grid: list[Any], form: str
+) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """``cost`` at every point of ``grid`` (``np.meshgrid(..., indexing="ij")``), and which
+    points it did not raise at, for one length and for pairs alike
+    (NOTE [ probing a callable cost ] in :mod:`dynbatch.plan.costs`).
+
+    ``resolved`` is tried on the whole grid at once; where it raises or does not broadcast,
+    ``cost`` is called point by point and the points where it raises are left out. A value
+    that is not a number, or one below 0 or NaN, is refused, naming ``form`` (``"(n, L)"``
+    or ``"(n, Ls, Lt)"``) and the point.
+
+    >>> values, ok = probe_grid(max, max, np.meshgrid([1, 2], [3], indexing="ij"), "(n, L)")
+    >>> values.tolist(), ok.tolist()
+    ([[3.0], [3.0]], [[True], [True]])
+    """
+    ok = np.ones(grid[0].shape, dtype=bool)
+    try:
+        values = np.asarray(resolved(*grid), dtype=np.float64)
+        if values.shape != grid[0].shape:
+            raise ValueError("not elementwise")
+    except Exception:  # some points raise, or the function does not broadcast: one by one
+        values = np.zeros(grid[0].shape, dtype=np.float64)
+        for idx in np.ndindex(values.shape):
+            point = tuple(int(g[idx]) for g in grid)
+            try:
+                out = cost(*point)
+            except Exception:
+                ok[idx] = False
+                continue
+            if not is_number(out):
+                raise InputTypeError(
+                    f"cost must return a number for every {form}, got {out!r} from "
+                    f"cost{point} (cost={cost!r})"
+                ) from None
+            values[idx] = float(np.asarray(out).reshape(-1)[0])
+    bad = ok & ~(values >= 0)  # negative or NaN
+    if bad.any():
+        at = tuple(np.argwhere(bad)[0])
+        raise InputError(
+            f"cost must return a number >= 0 for every {form}, but "
+            f"cost{tuple(int(g[at]) for g in grid)}={values[at]!r} (cost={cost!r})"
+        )
+    return values, ok
 
 
 def takes_pairs(cost: Any) -> bool:

@@ -48,13 +48,13 @@ NOTE [ planning pairs ]
 from __future__ import annotations
 
 import itertools
-import warnings
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, check_positive_number
+from .budget import finish_plan, plan_rng, report_oversize
 from .costs import PairCost, PairCostFn, capacity, charge, pair_form
 from .lengths import SIDES, reduce_batches, sample_tokens
 from .option_checks import packing_pairs_refused
@@ -143,27 +143,20 @@ def plan_pairs(
     plens = _padded(lens, opts.pad_to_multiple_of)
     fits = _alone(fn, plens, opts.max_cost)
     if not fits.all():
-        _report_oversize(fn, lens, plens, ~fits, opts)
+        report_oversize(fn, lens, plens, ~fits, opts.max_cost, opts.oversize, stacklevel=5)
     keep = fits if opts.oversize == "skip" else np.ones(fits.size, dtype=bool)
     upper = len(lens) + 1 if opts.max_batch_size is None else opts.max_batch_size
-    rng = np.random.default_rng([opts.seed, epoch] if draw == 0 else [opts.seed, epoch, draw])
+    rng = plan_rng(opts, epoch, draw)
     if opts.order == "bucket":
         seq, bounds, partial = _pack_bucketed(plens, fits, keep, fn, opts, upper, rng)
     else:
         seq = _sequence(plens, opts.order, rng)
         seq = seq[keep[seq]]
         bounds, partial = _pack_sequence(plens[seq], fn, opts.max_cost, upper, opts)
-    if opts.drop_last and partial:
-        bounds.pop()
-        seq = seq[: bounds[-1] if bounds else 0]
-    if not isinstance(fn, PairCost):
-        _check_budget(fn, plens[seq], bounds, opts.max_cost, opts.oversize == "alone")
-    plan = Plan(seq, np.asarray([0, *bounds], dtype=np.int64))
-    if opts.order == "bucket" and shuffle_batches:
-        plan = plan.take(rng.permutation(len(plan)))
-    elif opts.order == "descending":
-        plan = plan.take(np.arange(len(plan))[::-1])
-    return plan
+    named = isinstance(fn, PairCost)
+    return finish_plan(
+        fn, plens, seq, bounds, partial, opts, rng, shuffle_batches=shuffle_batches, named=named
+    )
 
 
 def _sequence(plens: NDArray[Any], order: str, rng: np.random.Generator) -> NDArray[Any]:
@@ -453,59 +446,6 @@ def _gallop(plens: NDArray[Any], fn: PairCostFn, max_cost: float, upper: int, st
         if start + width >= plens.shape[0] or width >= upper:
             return int(window.shape[0])
         width *= 2
-
-
-def _report_oversize(
-    fn: PairCostFn,
-    lens: NDArray[Any],
-    plens: NDArray[Any],
-    too_big: NDArray[Any],
-    opts: PlanOptions,
-) -> None:
-    """Raise or warn for the pairs over budget alone, as ``oversize`` says."""
-    where = np.flatnonzero(too_big)
-    i = int(where[0])
-    alone = float(np.asarray(fn(1, plens[i, 0], plens[i, 1])))
-    pair = f"(source, target) lengths ({lens[i, 0]}, {lens[i, 1]})"
-    if opts.oversize == "error":
-        raise InputError(
-            f"sample {i} has {pair} (padded ({plens[i, 0]}, {plens[i, 1]})) and costs "
-            f"{alone:g} alone, over max_cost={opts.max_cost:g}; {where.size} sample(s) are over "
-            "budget. Raise max_cost, truncate them, or pass oversize='skip' or 'alone'"
-        )
-    if opts.oversize == "skip":
-        if where.size == lens.shape[0]:
-            raise InputError(
-                f"all {lens.shape[0]} samples are over max_cost={opts.max_cost:g} even alone "
-                f"(sample {i}, {pair}, costs {alone:g}); oversize='skip' would leave nothing "
-                "to train on"
-            )
-        warnings.warn(
-            f"skipping {where.size} sample(s) over max_cost={opts.max_cost:g} even alone "
-            f"(first: index {i}, {pair})",
-            stacklevel=5,
-        )
-
-
-def _check_budget(
-    fn: PairCostFn, seq_lens: NDArray[Any], bounds: list[int], max_cost: float, alone_ok: bool
-) -> None:
-    """Every batch fits, else the user's cost is not monotone (NOTE [ planning pairs ])."""
-    if not bounds:
-        return
-    starts = np.array([0, *bounds[:-1]], dtype=np.int64)
-    sizes = np.diff(np.append(starts, seq_lens.shape[0]))
-    longest = reduce_batches(np.maximum, seq_lens, None, starts)
-    costs = np.asarray(fn(sizes, longest[:, 0], longest[:, 1]), dtype=np.float64)
-    over = ~(costs <= max_cost)  # NaN is over
-    if alone_ok:
-        over &= sizes > 1
-    if over.any():
-        k = int(np.argmax(over))
-        raise InputError(
-            f"cost {fn!r} is not nondecreasing in (n, Ls, Lt): a batch of {sizes[k]} pairs "
-            f"costs {costs[k]:g} > max_cost={max_cost:g} although every smaller step fit"
-        )
 
 
 # -- statistics of a plan of pairs ----------------------------------------------------------

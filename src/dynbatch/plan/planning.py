@@ -55,14 +55,14 @@ NOTE [ batch_size_multiple ]
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, check_int
+from .._checks import check_int
+from .budget import finish_plan, plan_rng, report_oversize
 from .costs import Cost, LinearCost, MixedCost, QuadraticCost, capacity, one_length
 from .lengths import check_plan_lengths, is_pairs
 from .options import ORDERS, OVERSIZE, PlanOptions, resolve_options
@@ -420,8 +420,9 @@ def plan_draw(
     upper = lens.size + 1 if opts.max_batch_size is None else opts.max_batch_size
     caps_by_len = _capacity(fn, dist.uniq, opts.max_cost, upper, multiple)
     if caps_by_len[-1] == 0:  # the longest is over budget alone
-        _report_oversize(fn, lens, plens, dist.take(caps_by_len) == 0, opts)
-    rng = np.random.default_rng([opts.seed, epoch] if draw == 0 else [opts.seed, epoch, draw])
+        too_big = dist.take(caps_by_len) == 0
+        report_oversize(fn, lens, plens, too_big, opts.max_cost, opts.oversize, stacklevel=4)
+    rng = plan_rng(opts, epoch, draw)
     skip = opts.oversize == "skip"
     if opts.order in ("none", "shuffle"):
         seq = np.arange(lens.size) if opts.order == "none" else _permutation(rng, lens.size)
@@ -437,17 +438,10 @@ def plan_draw(
     seq, bounds, partial = _honour_multiple(
         seq, bounds, plens, dist, caps_by_len, multiple, partial
     )
-    if opts.drop_last and partial:
-        bounds.pop()
-        seq = seq[: bounds[-1] if bounds else 0]
-    if not isinstance(fn, (QuadraticCost, LinearCost, MixedCost)):
-        _check_budget(fn, plens[seq], bounds, opts.max_cost, opts.oversize == "alone")
-    plan = Plan(seq, np.asarray([0, *bounds], dtype=np.int64))
-    if opts.order == "bucket" and shuffle_batches:
-        plan = plan.take(rng.permutation(len(plan)))
-    elif opts.order == "descending":
-        plan = plan.take(np.arange(len(plan))[::-1])
-    return plan
+    named = isinstance(fn, (QuadraticCost, LinearCost, MixedCost))
+    return finish_plan(
+        fn, plens, seq, bounds, partial, opts, rng, shuffle_batches=shuffle_batches, named=named
+    )
 
 
 def _runs(
@@ -514,49 +508,3 @@ def _permutation(rng: np.random.Generator, n: int) -> NDArray[Any]:
     perm = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
     rng.shuffle(perm)
     return perm
-
-
-def _report_oversize(
-    fn: Cost, lens: NDArray[Any], plens: NDArray[Any], too_big: NDArray[Any], opts: PlanOptions
-) -> None:
-    where = np.flatnonzero(too_big)
-    i = int(where[0])
-    alone = float(fn(1, plens[i]))
-    if opts.oversize == "error":
-        raise InputError(
-            f"sample {i} has length {lens[i]} (padded {plens[i]}) and costs {alone:g} alone, "
-            f"over max_cost={opts.max_cost:g}; {where.size} sample(s) are over budget. "
-            "Raise max_cost, truncate them, or pass oversize='skip' or 'alone'"
-        )
-    if opts.oversize == "skip":
-        if where.size == lens.size:
-            raise InputError(
-                f"all {lens.size} samples are over max_cost={opts.max_cost:g} even alone "
-                f"(the shortest, sample {int(np.argmin(lens))} of length {lens.min()}, costs "
-                f"{float(fn(1, plens.min())):g}); oversize='skip' would leave nothing to train on"
-            )
-        warnings.warn(
-            f"skipping {where.size} sample(s) over max_cost={opts.max_cost:g} even alone "
-            f"(first: index {i}, length {lens[i]})",
-            stacklevel=4,
-        )
-
-
-def _check_budget(
-    fn: Cost, seq_lens: NDArray[Any], bounds: list[int], max_cost: float, alone_ok: bool
-) -> None:
-    """Every batch fits, else the user's cost is not monotone (NOTE [ packing by capacity ])."""
-    if not bounds:
-        return
-    starts = np.array([0, *bounds[:-1]], dtype=np.int64)
-    sizes = np.diff(np.append(starts, seq_lens.size))
-    costs = np.asarray(fn(sizes, np.maximum.reduceat(seq_lens, starts)), dtype=np.float64)
-    over = ~(costs <= max_cost)  # NaN is over
-    if alone_ok:
-        over &= sizes > 1
-    if over.any():
-        k = int(np.argmax(over))
-        raise InputError(
-            f"cost {fn!r} is not nondecreasing in (n, L): a batch of {sizes[k]} samples "
-            f"costs {costs[k]:g} > max_cost={max_cost:g} although every smaller step fit"
-        )
