@@ -378,3 +378,17 @@ def test_trainer_does_not_apply_a_window_without_loss_tokens(tmp_path: Path) -> 
     after = {n: p.numpy() for n, p in trainer.model.state_dict().items()}
     moved = max(float(np.abs(after[n] - rec.weights[1][n]).max()) for n in after)
     assert moved == 0.0, f"a window without loss tokens moved the weights by {moved}"
+
+
+def test_a_causal_lm_without_a_loss_fn_trains_on_its_token_loss(tmp_path: Path) -> None:
+    """An outside tester's finding: a ``...ForCausalLM`` given no ``loss_fn`` got the
+    classifier's per-sample loss and failed at the first step inside paddle (``input_dims3,
+    label_dims1``); packed, the same model already defaulted to the token loss."""
+    from dynbatch.integrations.paddlenlp import token_cross_entropy
+
+    ds = Pairs(24, seed=2)
+    trainer = lm_trainer(tmp_path, ds, loss_fn=None, args={"max_steps": 2})
+    assert trainer.loss_fn.func is token_cross_entropy, "a causal LM's default loss"
+    assert trainer.loss_fn.keywords == {"label_key": "labels"}
+    trainer.train()
+    assert int(trainer.state.global_step) == 2

@@ -226,6 +226,13 @@ BAD: list[tuple[str, dict[str, Any], type, str]] = [
         r"LlamaForCausalLM's config._attn_implementation='sdpa' ignores "
         r"attn_mask_startend_row_indices .* set config._attn_implementation to 'eager'",
     ),
+    (  # an outside tester's: accepted, it failed at the first step (FLAGS_cudnn_deterministic)
+        "flashmask on a CPU",
+        {"model": lambda: tiny_llama(attention="flashmask"), "pack_len": 40},
+        InputError,
+        r"_attn_implementation='flashmask' runs FlashMask's CUDA kernel, which this paddle "
+        r"\(cpu\) has not: set config._attn_implementation to 'eager'",
+    ),
 ]
 
 

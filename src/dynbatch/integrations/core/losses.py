@@ -254,15 +254,20 @@ def _check_trainable(losses: Any) -> None:
         )
 
 
-def loss_fn_for(loss_fn: Any, criterion: Any) -> Callable[[str], Callable[..., Any]]:
+def loss_fn_for(
+    loss_fn: Any, criterion: Any, model: Any = None
+) -> Callable[[str], Callable[..., Any]]:
     """The loss to train with, given the label field: ``loss_fn``, a per-sample
-    ``criterion``, or :func:`per_sample_cross_entropy`."""
+    ``criterion``, or by default :func:`token_cross_entropy` for a causal LM (a
+    ``...ForCausalLM``: its logits are per token) and :func:`per_sample_cross_entropy` for
+    anything else."""
     if loss_fn is not None and not callable(loss_fn):
         raise InputTypeError(
             "loss_fn must be a callable (outputs, batch) -> per-sample losses, got "
             f"loss_fn={loss_fn!r}"
         )
-    default: Callable[..., Any] = per_sample_cross_entropy
+    causal = type(model).__name__.endswith("ForCausalLM")
+    default: Callable[..., Any] = token_cross_entropy if causal else per_sample_cross_entropy
     if criterion is not None:
         if loss_fn is not None:
             raise InputError("give loss_fn or criterion, not both")

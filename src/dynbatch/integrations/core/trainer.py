@@ -95,7 +95,8 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
             under ``accumulate="tokens"`` weighs each sample by its length (its
             ``loss_tokens`` when given). Default:
             :func:`~dynbatch.integrations.core.losses.per_sample_cross_entropy`
-            (sequence classification), or ``criterion`` if given: a loss layer with a
+            (sequence classification), its ``token_cross_entropy`` for a
+            ``...ForCausalLM``, or ``criterion`` if given: a loss layer with a
             ``reduction`` (such as ``paddle.nn.CrossEntropyLoss()``), called on
             ``(logits, labels)`` with ``reduction="none"`` on a copy of it.
         labels_to_model: also pass the label fields to the model, for models
@@ -167,7 +168,7 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
         host = self.host
         trainer_kwargs = split_keywords(kwargs, host)
         criterion = trainer_kwargs.pop("criterion", None)
-        loss_for = loss_fn_for(loss_fn, criterion)
+        loss_for = loss_fn_for(loss_fn, criterion, model)
         self.accumulate = check_choice("accumulate", accumulate, UNITS)
         self.labels_to_model = check_bool("labels_to_model", labels_to_model)
         self.accumulate_target = (

@@ -61,6 +61,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import paddle
 from paddleformers.trainer import Trainer  # the host's, subclassed
 from paddleformers.transformers.model_utils import PretrainedModel
 from paddleformers.utils.log import logger
@@ -136,14 +137,22 @@ def mask_honoured(model: Any, pack_len: int) -> None:
     """Refuse packing where ``model``'s attention backend would ignore the packed mask
     (NOTE [ PaddleFormers' attention and the packed mask ])."""
     backend = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    where = f"pack_len={pack_len}: {type(model).__name__}'s config._attn_implementation={backend!r}"
+    choices = (
+        "set config._attn_implementation to 'eager' (any device) or 'flashmask' (a GPU, fp16 or "
+        "bf16) before the model is built, or pass pack_len=None"
+    )
     if backend not in HONOURED:
+        why = " (sdpa runs paddle's scaled_dot_product_attention with is_causal=True)"
         raise InputError(
-            f"pack_len={pack_len}: {type(model).__name__}'s config._attn_implementation="
-            f"{backend!r} ignores attn_mask_startend_row_indices in PaddleFormers 1.2 (sdpa runs "
-            "paddle's scaled_dot_product_attention with is_causal=True), so each token of a "
-            "packed row would attend to the samples before it: set config._attn_implementation "
-            "to 'eager' (any device) or 'flashmask' (a GPU, fp16 or bf16) before the model is "
-            "built, or pass pack_len=None"
+            f"{where} ignores attn_mask_startend_row_indices in PaddleFormers 1.2"
+            f"{why if backend == 'sdpa' else ''}, so each token of a packed row would attend to "
+            f"the samples before it: {choices}"
+        )
+    if backend == "flashmask" and not paddle.device.is_compiled_with_cuda():
+        raise InputError(  # its kernel is CUDA's: on a CPU it fails at the first step
+            f"{where} runs FlashMask's CUDA kernel, which this paddle "
+            f"({paddle.device.get_device()}) has not: {choices}"
         )
 
 
