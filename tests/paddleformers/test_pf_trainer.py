@@ -289,6 +289,16 @@ def test_a_checkpoint_whose_two_states_disagree_names_paddleformers_state_file(
         match=(f"the checkpoint's trainer_state.bin says global_step=2, its {STATE_FILE} says 1"),
     ):
         run(resume_from_checkpoint=True)
+    state.write_text(json.dumps(saved))
+    (tmp_path / "checkpoint-2" / "trainer_state.bin").unlink()  # an outside tester's case
+    with pytest.raises(
+        dynbatch.InputError,
+        match=(
+            "the checkpoint's trainer_state.bin is missing or says global_step=0, its "
+            f"{STATE_FILE} says 2"
+        ),
+    ):
+        run(resume_from_checkpoint=True)
 
 
 def test_a_llama_run_resumes_from_its_checkpoint_with_paddleformers_default_save_to_hf(

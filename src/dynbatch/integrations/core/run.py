@@ -394,10 +394,13 @@ class RealEpochs(HostBase):  # type: ignore[misc]
         trainer = self.trainer
         expected = trainer.resumed_step
         if expected is not None and state.global_step != expected:
+            name = trainer.host.trainer_state_file
+            said = f"says global_step={state.global_step}"
+            if state.global_step == 0:  # the Trainer starts afresh where the file is missing
+                said = f"is missing or {said}"
             raise InputError(
-                f"the checkpoint's {trainer.host.trainer_state_file} says global_step="
-                f"{state.global_step}, its "
-                f"{STATE_FILE} says {expected}: the checkpoint folder is inconsistent"
+                f"the checkpoint's {name} {said}, its {STATE_FILE} says {expected}: the "
+                "checkpoint folder is inconsistent"
             )
         if trainer.num_epochs is not None:
             state.num_train_epochs = trainer.num_epochs
