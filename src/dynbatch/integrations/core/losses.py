@@ -171,7 +171,9 @@ def token_cross_entropy(
         fields = sorted(batch) if isinstance(batch, Mapping) else type(batch).__name__
         raise InputError(
             f"token_cross_entropy needs the token labels {label_key!r} in every batch, got "
-            f"{fields}; name the label field in TrainingArguments(label_names=[...])"
+            f"{fields}; the Trainer's default reads TrainingArguments(label_names=[...])'s "
+            "first, and a loss_fn of yours names its field: "
+            "functools.partial(token_cross_entropy, label_key=...)"
         )
     return token_loss(_logits(outputs), batch[label_key], ignore_index=ignore_index, shift=shift)
 
