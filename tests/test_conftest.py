@@ -172,7 +172,9 @@ def test_tests_paddleformers_are_collected_only_where_paddleformers_is(
         [sys.executable, "-m", "pytest", *argv, *others, f"--ignore={TESTS / 'scripts'}"],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": path},
+        # a local run's collection: under CI a module's skip there fails by design (the
+        # empty stand-in has no Trainer), which is not what this test is about
+        env={**os.environ, "PYTHONPATH": path, "CI": "false"},
         cwd=TESTS.parent,
     )
     assert run.returncode in (0, 5), run.stdout[-3000:]  # 5: nothing collected
