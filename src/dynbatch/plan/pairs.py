@@ -83,25 +83,16 @@ def check_pair_options(options: PlanOptions, where: str) -> None:
     refuse_for_pairs(
         where,
         pack_len=options.pack_len,
-        update_unit=options.update_unit,
         time_model=options.time_model,
         group_by_length=options.group_by_length,
     )
 
 
-def refuse_for_pairs(
-    where: str, *, pack_len: Any, update_unit: str, time_model: Any, group_by_length: bool
-) -> None:
+def refuse_for_pairs(where: str, *, pack_len: Any, time_model: Any, group_by_length: bool) -> None:
     """:func:`check_pair_options` on the fields themselves, for a recipe not yet made into
     options."""
     if pack_len is not None:
         raise packing_pairs_refused(where, f", got pack_len={pack_len}")
-    if update_unit == "tokens":
-        raise InputError(
-            f"{where}: update_unit='tokens' is not planned for (source, target) pairs yet "
-            "(an update of a pair's target tokens, the tokens its loss is over): pass "
-            "update_unit='samples'"
-        )
     flat = getattr(time_model, "a", None) == 0 and getattr(time_model, "b", None) == 0
     if time_model is not None and not (group_by_length and flat):
         raise InputError(

@@ -18,7 +18,8 @@ NOTE [ the fixed batch's recipe ]
 
     * updates of ``B * accumulation_steps * num_replicas`` samples
       (``update_size``; in ``"tokens"``, that many samples' mean real
-      length), so an epoch has as many updates as the fixed batch's;
+      length, for pairs their mean target length), so an epoch has as many
+      updates as the fixed batch's;
     * each made of ``micro_batches`` micro-batches or more, each of
       near-equal lengths (the bucket order: no padding), drawn from
       different length strata (NOTE [ mixed updates ] in
@@ -92,9 +93,16 @@ from .costs import (
     WithinBudgets,
     charge,
     cost_spec,
+    pair_form,
     resolve_cost,
 )
-from .lengths import check_pair_loss_tokens, check_plan_lengths, is_pairs
+from .lengths import (
+    check_pair_loss_tokens,
+    check_plan_lengths,
+    is_pairs,
+    sample_tokens,
+    update_tokens,
+)
 from .options import FIELDS, UNITS, PlanOptions
 from .pairs import refuse_for_pairs
 from .planning import batch_capacity, padded_lengths
@@ -162,7 +170,10 @@ def like_fixed(
         micro_batches: micro-batches per update, at the least (more: more mixed); default
             :data:`MICRO_BATCHES`. Refused with ``pack_len``: a packed update is as few
             micro-batches as its rows need within the budget.
-        update_unit: ``"samples"`` (one loss per sample) or ``"tokens"``.
+        update_unit: ``"samples"`` (one loss per sample) or ``"tokens"``: updates of as many
+            tokens as ``B`` samples hold on average; for (source, target) pairs, target tokens,
+            the tokens a sequence-to-sequence loss is over (micro-batches are capped by the
+            padded tokens of both sides).
         loss_tokens: per sample, the tokens that carry a loss (a masked prompt
             carries none): updates in ``"tokens"`` are as many loss tokens as
             ``B`` samples hold on average, so each update averages over about the
@@ -201,7 +212,6 @@ def like_fixed(
         refuse_for_pairs(
             "like_fixed",
             pack_len=pack_len,
-            update_unit=update_unit,
             time_model=time_model,
             group_by_length=grouped,
         )
@@ -221,15 +231,20 @@ def like_fixed(
         padded = padded_lengths(lens, int(fields.get("pad_to_multiple_of", 1)))
         trained = np.asarray(charge(fn, 1, padded), dtype=np.float64) <= budget
         trained = trained if trained.any() else ~trained
-    updates = _updates((lens if counted is None else counted)[trained], samples, update_unit)
+    counts = update_tokens(lens) if counted is None else counted  # a pair's: its target's
+    updates = _updates(counts[trained], samples, update_unit)
     if pack_len is not None:  # rows of pack_len within the fixed batch's worst cost
         if max_cost is None:  # never over the fixed batch's worst: refused, by name
             _check_one_row(fn, pack_len, budget, batch, longest)
         values = {"order": "shuffle", **updates, **fields, "pack_len": pack_len}
         return PlanOptions(max_cost=budget, cost=fn, time_model=time_model, **values)
     if update_unit == "tokens":  # micro-batches of about equal (full) tokens, as updates are
-        tokens = max(samples * float(lens[trained].mean()) / (parts * replicas), float(longest))
-        fn, budget = WithinBudgets(((fn, budget), (LinearCost(), tokens))), 1.0
+        full = sample_tokens(lens)[trained]  # a pair's: both sides, as its padding is
+        tokens = max(samples * float(full.mean()) / (parts * replicas), float(np.sum(longest)))
+        linear: Any = LinearCost()
+        if is_pairs(lens):  # both parts of pairs, each priced at (n, Ls, Lt)
+            fn, linear = pair_form(fn), pair_form(linear)
+        fn, budget = WithinBudgets(((fn, budget), (linear, tokens))), 1.0
     values = {"order": "bucket", "max_batch_size": cap, **updates, **fields}
     options = PlanOptions(max_cost=budget, cost=fn, **values)
     model = check_time_model(time_model)
