@@ -55,7 +55,7 @@ from dynbatch import (
     resolve_cost,
     shard_plan,
 )
-from dynbatch.plan.costs import LinearCost, PairCost, WithinBudgets
+from dynbatch.plan.costs import PairCost
 from dynbatch.plan.splits import epoch_seconds, plan_split_updates, split_update
 from dynbatch.plan.stats import batch_table, compare_orders
 from dynbatch.plan.steptime import FLAT_STEP, StepTimeModel, StepTimeTable, check_time_model
@@ -1133,12 +1133,6 @@ for label, call, match in [
         lambda: options_with(pack_len=64),
         r"give update_size .*got update_size=None \(packing takes one length per sample: "
         r"\(source, target\) pairs are refused with pack_len\)",
-    ),
-    (
-        "WithinBudgets-one-length-and-pairs",
-        lambda: WithinBudgets(((PairCost(), 1.0), (LinearCost(), 2.0))),
-        r"WithinBudgets parts must all take one length, \(n, L\), or all \(source, target\) "
-        r"pairs.*parts\[1\] cost LinearCost\(\) differ",
     ),
     (
         "like_fixed-time_model",

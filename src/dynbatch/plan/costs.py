@@ -237,7 +237,7 @@ def resolve_cost(cost: CostLike) -> AnyCost:
         )
     if isinstance(cost, (QuadraticCost, LinearCost, PolynomialCost, _Elementwise)):
         return cost
-    if isinstance(cost, (PairCost, PairCallable, WithinBudgets)):  # its parts are resolved
+    if isinstance(cost, (PairCost, PairCallable)):
         return cost
     problem = signature_problem(cost)
     if problem is not None:
@@ -414,14 +414,10 @@ class WithinBudgets:
 
     Plan with ``max_cost=1``. It is how a batch is held to two limits at once,
     e.g. a memory target and the knee of the step time (:func:`~dynbatch.fill_device`).
-    Costs of (source, target) pairs make one of pairs, ``(n, Ls, Lt)``: its parts all take
-    one length, or all take pairs.
 
     >>> both = WithinBudgets(((LinearCost(), 100.0), (QuadraticCost(), 1000.0)))
     >>> float(both(2, 20)), float(both(4, 10))
     (0.8, 0.4)
-    >>> float(WithinBudgets(((PairCost(), 100.0),))(1, 3, 4))  # 3**2 + 4**2 + 3*4 = 37
-    0.37
 
     Args:
         parts: ``(cost, budget)`` pairs, each cost as :func:`resolve_cost` takes it and each
@@ -452,25 +448,10 @@ class WithinBudgets:
                     f"got {budget!r}"
                 )
             parts.append((resolve_cost(fn), float(budget)))
-        kinds = [takes_pairs(fn) for fn, _ in parts]
-        if any(kinds) and not all(kinds):
-            i = kinds.index(not kinds[0])
-            raise InputError(
-                "WithinBudgets parts must all take one length, (n, L), or all (source, target) "
-                f"pairs, (n, Ls, Lt); parts[0] cost {parts[0][0]!r} and parts[{i}] cost "
-                f"{parts[i][0]!r} differ"
-            )
         object.__setattr__(self, "parts", tuple(parts))
 
-    @property
-    def takes_pairs(self) -> bool:
-        """Whether its parts price (source, target) pairs, ``(n, Ls, Lt)``."""
-        return takes_pairs(self.parts[0][0])
-
-    def __call__(self, n: Any, *lengths: Any) -> Any:
-        ratios = [
-            np.asarray(fn(n, *lengths), dtype=np.float64) / budget for fn, budget in self.parts
-        ]
+    def __call__(self, n: Any, length: Any) -> Any:
+        ratios = [np.asarray(fn(n, length), dtype=np.float64) / budget for fn, budget in self.parts]
         return functools.reduce(np.maximum, ratios)
 
     def spec(self) -> str:

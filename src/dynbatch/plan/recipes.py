@@ -93,7 +93,6 @@ from .costs import (
     WithinBudgets,
     charge,
     cost_spec,
-    pair_form,
     resolve_cost,
 )
 from .lengths import (
@@ -104,9 +103,10 @@ from .lengths import (
     update_tokens,
 )
 from .options import FIELDS, UNITS, PlanOptions
-from .pairs import refuse_for_pairs
+from .pair_steptime import PAIR_FLAT_STEP, check_step_time, refuse_time_model_for
+from .pairs import TokensWithin, refuse_for_pairs
 from .planning import batch_capacity, padded_lengths
-from .steptime import FLAT_STEP, check_time_model
+from .steptime import FLAT_STEP
 
 __all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
 
@@ -196,7 +196,10 @@ def like_fixed(
             fastest, or the epoch the fixed batch's own updates where that is faster.
         time_model: the step's seconds, ``c + n·L·(a + b·L)``: an object with
             ``c``, ``a``, ``b`` (``MemoryCost.time_model``,
-            :meth:`~dynbatch.plan.steptime.StepTimeTable.fit`) or ``"c,a,b"``.
+            :meth:`~dynbatch.plan.steptime.StepTimeTable.fit`) or ``"c,a,b"``; for
+            (source, target) pairs a step time of two lengths,
+            :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` (or
+            ``"c,a_s,a_t,b_s,b_t,cross"``): one of one length is refused by name there.
         **fields: other options (``seed=...``, ``drop_last=...``, ...).
 
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)
@@ -215,6 +218,8 @@ def like_fixed(
             time_model=time_model,
             group_by_length=grouped,
         )
+    else:  # NOTE [ a step time of two lengths ] in dynbatch.plan.pair_steptime
+        refuse_time_model_for(check_step_time(time_model), False, "like_fixed")
     counted = check_pair_loss_tokens(loss_tokens, lens)
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
     replicas = check_int("num_replicas", num_replicas, minimum=1, maximum=MAX_LENGTH)
@@ -241,13 +246,13 @@ def like_fixed(
     if update_unit == "tokens":  # micro-batches of about equal (full) tokens, as updates are
         full = sample_tokens(lens)[trained]  # a pair's: both sides, as its padding is
         tokens = max(samples * float(full.mean()) / (parts * replicas), float(np.sum(longest)))
-        linear: Any = LinearCost()
-        if is_pairs(lens):  # both parts of pairs, each priced at (n, Ls, Lt)
-            fn, linear = pair_form(fn), pair_form(linear)
-        fn, budget = WithinBudgets(((fn, budget), (linear, tokens))), 1.0
+        if is_pairs(lens):  # the padded tokens of both sides, as a pair's padding is
+            fn, budget = TokensWithin(fn, budget, tokens), 1.0
+        else:
+            fn, budget = WithinBudgets(((fn, budget), (LinearCost(), tokens))), 1.0
     values = {"order": "bucket", "max_batch_size": cap, **updates, **fields}
     options = PlanOptions(max_cost=budget, cost=fn, **values)
-    model = check_time_model(time_model)
+    model = check_step_time(time_model)
     if model is not None and (update_unit != "samples" or not options.random_order):
         # NOTE [ the fixed batch's recipe ]: dropped, the split ran 4-6x the fixed batch's steps
         raise InputError(
@@ -260,7 +265,8 @@ def like_fixed(
     # be cut): NOTE [ the multiple and the fixed batch's step ] in dynbatch.plan.splits
     whole = {"order": "shuffle", "max_batch_size": batch, **fields}
     if grouped:  # Hugging Face's grouping, split at the step time (a flat one: each whole)
-        return options.replace(**whole, time_model=model or FLAT_STEP, group_by_length=True)
+        flat = PAIR_FLAT_STEP if is_pairs(lens) else FLAT_STEP
+        return options.replace(**whole, time_model=model or flat, group_by_length=True)
     if model is None:
         return options
     # each epoch keeps the faster of the two (NOTE [ the faster plan of each epoch ]); the time
