@@ -107,7 +107,7 @@ def test_pairs_of_one_source_length_count_updates_as_their_targets_do(
     assert update_ends(alone, one).size == min(alone.num_steps, whole)
 
 
-def test_plan_batches_cuts_updates_of_target_tokens() -> None:
+def test_plan_batches_takes_updates_in_tokens_of_pairs_and_the_recipe_counts_targets() -> None:
     pairs = lognormal_pairs(2000, 0.7, seed=3)
     size = 32 * float(pairs[:, 1].mean())
     plan = plan_batches(pairs, 4e6, update_size=size, update_unit="tokens", seed=1)
@@ -143,3 +143,31 @@ def test_samplers_in_target_tokens_give_every_rank_the_same_steps(replicas: int)
     assert all(s.steps_for_epochs(range(2)) == steps for s in samplers), "every rank counts so"
     per_epoch = math.ceil(pairs[:, 1].sum() / samplers[0].options.update_size - 1e-9)
     assert steps == 2 * per_epoch, "the fixed batch's updates, counted in target tokens"
+
+
+def test_the_accumulator_cuts_a_token_target_on_target_tokens() -> None:
+    """``GradientAccumulator(target=..., unit="tokens")`` on a sampler of pairs closes a window
+    where its target tokens (not both sides') reach the target."""
+    import paddle
+
+    from dynbatch import DynamicBatchSampler, GradientAccumulator
+    from dynbatch.plan.windows import accumulation_windows
+
+    pairs = lognormal_pairs(800, 0.6, seed=7)
+    pairs[:, 0] *= 3  # sources three times the targets: counting both sides would differ
+    sampler = DynamicBatchSampler(lengths=pairs, max_cost=2000, cost="linear", seed=3)
+    net = paddle.nn.Linear(2, 2)
+    optimizer = paddle.optimizer.SGD(parameters=net.parameters())
+    target = 400
+    accumulator = GradientAccumulator(net, optimizer, sampler=sampler, target=target, unit="tokens")
+    plan = sampler.epoch_plan(0)
+    targets = accumulation_windows(micro_step_counts(plan, pairs[:, 1], "tokens"), target)
+    both = accumulation_windows(micro_step_counts(plan, pairs.sum(axis=1), "tokens"), target)
+    assert targets.size != both.size, "precondition: the two counts cut differently"
+    assert (
+        accumulator.steps_for_epochs(range(2))
+        == targets.size
+        + accumulation_windows(
+            micro_step_counts(sampler.epoch_plan(1), pairs[:, 1], "tokens"), target
+        ).size
+    )
