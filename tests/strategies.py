@@ -195,13 +195,11 @@ def compatible(combo: dict[str, Any], update_size: int) -> dict[str, Any]:
     time model, a budget's time model with an ``update_size``, a multiple within the batch, a
     stream without ``drop_last`` or a sorted order, packing with what it takes (updates, a
     random order, no grouping, ``drop_last`` or ``batch_size_multiple``; ``pad_to_multiple_of``
-    goes with it; a time model chooses per update; pairs without packing, updates in tokens or
-    a step time of one length: a flat one only, grouped by length)."""
+    goes with it; a time model chooses per update; pairs without packing, their step time of
+    two lengths)."""
     combo = dict(combo)
     if combo.get("pairs"):  # what pairs refuse by name (NOTE [ planning pairs ])
-        combo.update(pack_len=None, update_unit="samples")
-        if combo["time_model"] is not None:
-            combo.update(time_model="flat", group_by_length=True)
+        combo.update(pack_len=None)
     if combo.get("pack_len") is not None:
         combo.update(group_by_length=False, drop_last=False, batch_size_multiple=1)
         if combo["order"] not in ("bucket", "shuffle"):

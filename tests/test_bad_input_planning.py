@@ -1135,11 +1135,6 @@ for label, call, match in [
         r"\(source, target\) pairs are refused with pack_len\)",
     ),
     (
-        "like_fixed-update_unit-tokens",
-        lambda: like_fixed(PAIRS, 4, update_unit="tokens"),
-        r"update_unit='tokens' is not planned for \(source, target\) pairs yet",
-    ),
-    (
         "like_fixed-time_model",
         lambda: like_fixed(PAIRS, 4, time_model=StepTimeModel(c=1e-3, a=1e-5, b=0.0)),
         r"like_fixed: time_model=StepTimeModel\(.*\) is a step time of one length, \(n, L\)",

@@ -34,6 +34,7 @@ from dynbatch.plan.costs import charge
 from dynbatch.plan.lengths import loss_token_bound, sample_tokens
 from dynbatch.plan.packs import PackLayout, packed_epoch_seconds
 from dynbatch.plan.packs.layout import packed_rows
+from dynbatch.plan.pair_steptime import PairStepTimeModel
 from dynbatch.plan.planning import find_oversize, padded_lengths
 from dynbatch.plan.sharding import ShardedPlan
 from dynbatch.plan.splits import epoch_seconds, shuffled
@@ -50,14 +51,30 @@ def h100() -> StepTimeModel:
     return StepTimeTable.load(shared_file("h100_bert_base_step_times.json")).fit()
 
 
-def time_model(name: str | None) -> StepTimeModel | None:
+def time_model(name: str | None, pairs: bool = False) -> Any:
+    """The step time a combination names: of one length, or for (source, target) pairs of two
+    (the H100's fit on each side, the cross term as a side's attention)."""
     models = {
         None: lambda: None,
         "flat": lambda: FLAT_STEP,
         "linear": lambda: StepTimeModel(c=1e-3, a=1e-5, b=0.0),
         "h100": h100,
     }
-    return models[name]()
+    model = models[name]()
+    if not pairs or model is None:
+        return model
+    return PairStepTimeModel(
+        c=model.c, a_s=model.a, a_t=model.a, b_s=model.b, b_t=model.b, cross=model.b,
+        error=model.error,
+    )  # fmt: skip
+
+
+def priced(model: Any, per_rank: int, rows: np.ndarray) -> float:
+    """A step of ``per_rank`` samples a rank at the longest of ``rows`` (padded lengths): both
+    sides' for a step time of pairs, else the longest length (a pair's: its tokens)."""
+    if isinstance(model, PairStepTimeModel):
+        return float(np.asarray(model(per_rank, *rows.max(axis=0))))
+    return float(np.asarray(model(per_rank, int(sample_tokens(rows).max()))))
 
 
 # -- making a combination -------------------------------------------------------------------------
@@ -86,7 +103,7 @@ def _option_kwargs(combo: dict[str, Any], lengths: np.ndarray) -> dict[str, Any]
         "update_unit": combo["update_unit"],
     }
     if combo["time_model"] is not None:
-        kwargs["time_model"] = time_model(combo["time_model"])
+        kwargs["time_model"] = time_model(combo["time_model"], combo["pairs"])
     if combo["group_by_length"]:
         kwargs["group_by_length"] = True
     if combo["pack_len"] is not None:
@@ -364,8 +381,7 @@ def fixed_seconds(plan: ShardedPlan, lengths: np.ndarray, model: Any, pad: int =
         if not members:
             continue
         per_rank = -(-sum(m.size for m in members) // plan.num_replicas)
-        longest = -(-max(int(sample_tokens(lengths)[m].max()) for m in members) // pad) * pad
-        total += float(np.asarray(model(per_rank, longest)))
+        total += priced(model, per_rank, padded_lengths(lengths[np.concatenate(members)], pad))
     return total
 
 
@@ -374,7 +390,7 @@ def the_fixed_batch_seconds(b: Built, epoch: int, model: Any) -> float:
     fixed batch of ``batch_size`` makes) cut into updates of ``batch_size`` x ranks, each one
     step of ``ceil(n / ranks)`` samples a rank padded to its longest (paddle's deal)."""
     opts, combo = b.options, b.combo
-    plens = sample_tokens(padded_lengths(b.lengths, opts.pad_to_multiple_of))
+    plens = padded_lengths(b.lengths, opts.pad_to_multiple_of)
     keep = np.ones(len(b.lengths), dtype=bool)
     if opts.oversize == "skip":
         keep[find_oversize(b.lengths, options=opts)] = False
@@ -386,14 +402,14 @@ def the_fixed_batch_seconds(b: Built, epoch: int, model: Any) -> float:
     for start in range(0, order.size, update):
         members = order[start : start + update]
         per_rank = -(-members.size // combo["ranks"])
-        total += float(np.asarray(model(per_rank, int(plens[members].max()))))
+        total += priced(model, per_rank, plens[members])
     return total
 
 
 def never_slower_than_fixed(b: Built, data: st.DataObject) -> None:
     if b.combo["time_model"] is None or b.combo["source"] == "stream":
         return
-    model = time_model(b.combo["time_model"])
+    model = time_model(b.combo["time_model"], b.combo["pairs"])
     assert b.options.time_model == model, "a time model given is followed, never dropped"
     if b.combo["batch_size"] is None:
         return  # under a budget of its own the fixed batch may not fit: nothing to compare
@@ -406,8 +422,9 @@ def never_slower_than_fixed(b: Built, data: st.DataObject) -> None:
         if b.options.pack_len is not None:  # each micro-batch as the collator lays it out
             predicted = packed_epoch_seconds(plan, b.lengths, b.options)
         else:
-            tokens = sample_tokens(b.lengths)  # a pair's step time: of its tokens (a flat one)
-            predicted = epoch_seconds(plan, tokens, model, b.options.pad_to_multiple_of)
+            two = isinstance(model, PairStepTimeModel)  # else of a pair's tokens (a flat one)
+            lengths = b.lengths if two else sample_tokens(b.lengths)
+            predicted = epoch_seconds(plan, lengths, model, b.options.pad_to_multiple_of)
         assert predicted <= fixed * (1 + 1e-9) + 1e-12, (
             f"epoch {epoch}: predicted {predicted:.6g}s, the fixed batch {fixed:.6g}s"
         )

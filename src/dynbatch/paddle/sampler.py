@@ -47,6 +47,7 @@ from ..plan.contract import Pass
 from ..plan.epochs import Epochs
 from ..plan.lengths import check_pair_loss_tokens, check_plan_lengths, compute_lengths, is_pairs
 from ..plan.options import PlanOptions, resolve_options
+from ..plan.pair_steptime import PAIR_FLAT_STEP, PairStepTimeModel
 from ..plan.plans import Plan
 from ..plan.recipes import like_fixed
 from ..plan.sharding import ShardedPlan
@@ -121,8 +122,9 @@ def resolve_rank(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
     return replicas, index
 
 
-def default_time_model(where: str) -> StepTimeModel | None:
-    """None on a CPU; on an accelerator, :data:`~dynbatch.plan.steptime.FLAT_STEP` and a warning.
+def default_time_model(where: str, pairs: bool = False) -> StepTimeModel | PairStepTimeModel | None:
+    """None on a CPU; on an accelerator, :data:`~dynbatch.plan.steptime.FLAT_STEP` (for
+    (source, target) pairs :data:`~dynbatch.plan.pair_steptime.PAIR_FLAT_STEP`) and a warning.
 
     NOTE [ no time model on an accelerator ]
         The recipe's padding-free split pays on a CPU, where a step costs
@@ -137,6 +139,17 @@ def default_time_model(where: str) -> StepTimeModel | None:
         updates where that is faster. Updates in ``"tokens"``, or a sorted
         order, keep the recipe's split (:func:`~dynbatch.like_fixed` refuses a
         step time there), so there it assumes nothing and says nothing.
+        Pairs get the same default, a flat step of two lengths (a step time
+        of one length is refused for pairs:
+        NOTE [ a step time of two lengths ] in :mod:`dynbatch.plan.pair_steptime`).
+        What makes a step
+        flat below the knee, a fixed cost a step (kernel launches, the
+        optimizer), holds for an encoder–decoder's two sides as for one
+        length; no encoder–decoder's step times were measured here, so this
+        is the same cautious assumption, never slower than the fixed batch,
+        not a measurement. Each update whole is the fixed batch's own step,
+        ``cost(B, Ls, Lt)`` at the update's longest source and target at
+        most, so it never needs more memory than the fixed batch did.
     """
     device = str(paddle.device.get_device())
     if device.startswith("cpu"):
@@ -149,7 +162,7 @@ def default_time_model(where: str) -> StepTimeModel | None:
         "options=dynbatch.like_fixed(lengths, batch_size) for the CPU's split",
         stacklevel=4,
     )
-    return FLAT_STEP
+    return PAIR_FLAT_STEP if pairs else FLAT_STEP
 
 
 class _Cursor:
@@ -197,11 +210,11 @@ class _Cursor:
             unit, order = shortcuts.get("update_unit", "samples"), shortcuts.get("order", "bucket")
             # NOTE [ no time model on an accelerator ]: where like_fixed follows a step time
             follows = unit == "samples" and order in ("bucket", "shuffle")
-            # packing as asked: rows, chosen per update only by a time model given; pairs
-            # have no step time of two lengths yet (NOTE [ planning pairs ]): the split
-            follows = follows and shortcuts.get("pack_len") is None and not is_pairs(self.lengths)
+            # packing as asked: rows, chosen per update only by a time model given
+            follows = follows and shortcuts.get("pack_len") is None
             if shortcuts.get("time_model") is None and follows:
-                shortcuts = {**shortcuts, "time_model": default_time_model(type(self).__name__)}
+                flat = default_time_model(type(self).__name__, is_pairs(self.lengths))
+                shortcuts = {**shortcuts, "time_model": flat}
             options = like_fixed(
                 self.lengths,
                 batch_size,
@@ -357,8 +370,10 @@ _SAMPLER_DOC = """
         cache_path: store measured lengths here (``.npz``) keyed by a dataset
             fingerprint; a later run with the same dataset loads them.
         options: a :class:`~dynbatch.PlanOptions`; or give its fields as keywords
-            (``**shortcuts``), not both. With ``pack_len`` each batch is a packed
-            micro-batch: a list of sample indices, row after row, for
+            (``**shortcuts``), not both. For pairs, a ``time_model`` is a step time of two
+            lengths, :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel`. With
+            ``pack_len`` each batch is a packed micro-batch: a list of sample indices, row
+            after row, for
             :class:`~dynbatch.PackCollator` (the fixed batch's own updates, packed, so an epoch
             has the same updates); with ``pack_len`` and ``time_model`` each update runs packed,
             split or whole, whichever the step time predicts fastest: collate with
@@ -383,6 +398,11 @@ _SAMPLER_DOC = """
 
 class DynamicBatchSampler(_Cursor, BatchSampler):
     """A ``paddle.io.BatchSampler`` whose batches fit a cost budget instead of a fixed size.
+
+    It takes one length per sample, ``[N]``, or an ``[N, 2]`` array of (source, target)
+    lengths of an encoder–decoder's pairs, each batch then padding-free on both sides, its
+    cost ``cost(n, Ls, Lt)`` and updates in ``"tokens"`` counting target tokens, the tokens
+    their loss is over.
 
     ``len(sampler)`` is exact before the first iteration, and
     ``len_for_epochs(range(E))`` over a whole run; call ``set_epoch(e)`` each

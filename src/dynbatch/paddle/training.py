@@ -123,8 +123,8 @@ class GradientAccumulator:
             (``update_size``, as :func:`~dynbatch.like_fixed` and a sampler given
             ``batch_size=`` do: lengths mixed in each); otherwise **each micro-batch is an
             update of its own**.
-        unit: ``"samples"`` or ``"tokens"``: what ``target`` counts (tokens are real, unpadded
-            lengths). Default: the plan's ``update_unit``.
+        unit: ``"samples"`` or ``"tokens"``: what ``target`` counts (real, unpadded lengths;
+            of pairs, target tokens). Default: the plan's ``update_unit``.
         scaler: a ``paddle.amp.GradScaler`` (or anything with its ``scale``, ``unscale_``,
             ``step`` and ``update``) for mixed precision.
         lr_scheduler: stepped after every applied optimizer step.

@@ -50,6 +50,7 @@ from .contract import Pass
 from .lengths import check_pair_loss_tokens, check_plan_lengths, is_pairs
 from .options import UNDESCRIBED, PlanOptions
 from .packs import plan_packed
+from .pair_steptime import refuse_time_model_for
 from .pairs import check_pair_options
 from .planning import find_oversize, plan_draw
 from .plans import Plan
@@ -214,6 +215,8 @@ def plan_epoch(
         raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
     if is_pairs(lengths):  # NOTE [ planning pairs ] in dynbatch.plan.pairs
         check_pair_options(options, "plan_epoch")
+    else:  # NOTE [ a step time of two lengths ] in dynbatch.plan.pair_steptime
+        refuse_time_model_for(options.time_model, False, "plan_epoch")
     loss_tokens = check_pair_loss_tokens(loss_tokens, lengths)
     epoch = check_int("epoch", epoch)
     num_replicas = check_int("num_replicas", num_replicas, minimum=1)

@@ -13,10 +13,12 @@ NOTE [ lengths of pairs ]
     target, and is charged ``cost(n, Ls, Lt)`` (NOTE [ costs of pairs ] in
     :mod:`dynbatch.plan.pair_costs`). Where the planner needs one number per
     sample (the sorted orders, ``group_by_length``, the length strata of mixed
-    updates, the tokens an update in ``"tokens"`` counts) a pair's is its
-    tokens, source plus target (:func:`sample_tokens`): both sides are computed,
-    so both count. Its loss tokens are its target's (:func:`loss_token_bound`):
-    an encoder–decoder's loss is over the target. ``group_by_length`` is the
+    updates) a pair's is its tokens, source plus target (:func:`sample_tokens`):
+    both sides are computed, so both count. Its loss tokens are its target's
+    (:func:`loss_token_bound`): an encoder–decoder's loss is over the target,
+    so an update in ``"tokens"`` counts target tokens (:func:`update_tokens`),
+    the tokens a sequence-to-sequence loss averages over, or the ``loss_tokens``
+    given (each at most its target). ``group_by_length`` is the
     one place this costs padding: updates of near-equal sums hold sides of
     many lengths, so the shorter side pads heavily (the source 0.59, the target
     0.87, on 20,000 pairs of sources in [5, 40) and targets in [20, 200);
@@ -62,6 +64,7 @@ __all__ = [
     "measure_failed",
     "reduce_batches",
     "sample_tokens",
+    "update_tokens",
 ]
 
 #: the sides of a pair, by column
@@ -158,6 +161,20 @@ def sample_tokens(lengths: NDArray[np.int64]) -> NDArray[np.int64]:
     """
     if isinstance(lengths, np.ndarray) and lengths.ndim == 2 and lengths.shape[1] == 2:
         return np.asarray(lengths[:, 0] + lengths[:, 1])  # sum(axis=1) is ~10x slower
+    return lengths
+
+
+def update_tokens(lengths: NDArray[np.int64]) -> NDArray[np.int64]:
+    """What an update in ``"tokens"`` counts per sample: its length, or a pair's target length,
+    the tokens its loss is over (NOTE [ lengths of pairs ]).
+
+    Anything but an ``[N, 2]`` array is returned as it is, for the caller's own check.
+
+    >>> update_tokens(np.array([[3, 5], [1, 2]])).tolist(), update_tokens(np.array([4])).tolist()
+    ([5, 2], [4])
+    """
+    if isinstance(lengths, np.ndarray) and lengths.ndim == 2 and lengths.shape[1] == 2:
+        return np.ascontiguousarray(lengths[:, 1])
     return lengths
 
 

@@ -25,7 +25,7 @@ from .._checks import (
     check_positive_number,
 )
 from .costs import Cost, cost_spec, resolve_cost, takes_pairs
-from .steptime import check_time_model
+from .pair_steptime import check_step_time
 
 __all__ = [
     "BALANCE",
@@ -85,7 +85,7 @@ def check_fields(values: Mapping[str, Any]) -> dict[str, Any]:
         v["update_size"] = check_positive_number("update_size", v["update_size"])
     check_choice("update_unit", v["update_unit"], UNITS)
     v["group_by_length"] = check_bool("group_by_length", v["group_by_length"])
-    v["time_model"] = check_time_model(v["time_model"])
+    v["time_model"] = check_step_time(v["time_model"])  # of one length, or of pairs
     v["fixed_step_size"] = check_int(
         "fixed_step_size", v["fixed_step_size"], minimum=1, allow_none=True
     )

@@ -41,6 +41,7 @@ from .option_checks import (
     padded_row,
     rows_within,
 )
+from .pair_steptime import PairStepTimeModel
 
 __all__ = [
     "BALANCE",
@@ -113,7 +114,10 @@ class PlanOptions:
             ``group_by_length``) instead of random draws: faster, but each update is then a
             biased draw of the corpus.
         time_model: a step's seconds, ``c + n·L·(a + b·L)`` (an object with
-            ``c``, ``a``, ``b``, or ``"c,a,b"``). With it, updates are the
+            ``c``, ``a``, ``b``, or ``"c,a,b"``); for (source, target) pairs a
+            :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` (or
+            ``"c,a_s,a_t,b_s,b_t,cross"``), seconds of ``n`` pairs at their longest
+            source and longest target. With it, updates are the
             fixed batch's own (random draws of ``update_size`` samples) and
             each is cut into micro-batches at the least predicted time within
             the budget (finely on a CPU, where padding dominates; not at all on a
@@ -266,6 +270,8 @@ class PlanOptions:
             value = getattr(self, f.name)
             if f.name in ("cost", "balance") and not isinstance(value, str):
                 value = cost_spec(value) or UNDESCRIBED
+            elif isinstance(value, PairStepTimeModel):
+                value = value.fingerprint()
             elif f.name == "time_model" and value is not None:
                 value = [value.c, value.a, value.b, value.error]
             out[f.name] = value

@@ -48,21 +48,24 @@ NOTE [ planning pairs ]
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, check_positive_number
+from .._checks import check_positive_number
 from .budget import finish_plan, plan_rng, report_oversize
-from .costs import PairCost, PairCostFn, capacity, charge, pair_form
+from .costs import PairCost, PairCostFn, capacity, charge, cost_spec, pair_form, resolve_cost
 from .lengths import SIDES, reduce_batches, sample_tokens
 from .option_checks import packing_pairs_refused
 from .options import PlanOptions
+from .pair_steptime import refuse_time_model_for
 from .plans import Plan
 
 __all__ = [
     "MAX_CHARGE_BUCKETS",
+    "TokensWithin",
     "check_pair_options",
     "hilbert_index",
     "pair_oversize",
@@ -83,33 +86,65 @@ def check_pair_options(options: PlanOptions, where: str) -> None:
     refuse_for_pairs(
         where,
         pack_len=options.pack_len,
-        update_unit=options.update_unit,
         time_model=options.time_model,
         group_by_length=options.group_by_length,
     )
 
 
 def refuse_for_pairs(
-    where: str, *, pack_len: Any, update_unit: str, time_model: Any, group_by_length: bool
+    where: str,
+    *,
+    pack_len: Any,
+    time_model: Any,
+    group_by_length: bool,
+    update_unit: str = "samples",
 ) -> None:
     """:func:`check_pair_options` on the fields themselves, for a recipe not yet made into
-    options."""
+    options. ``update_unit`` is taken and never refused: updates in ``"tokens"`` count a
+    pair's target tokens (NOTE [ lengths of pairs ] in :mod:`dynbatch.plan.lengths`)."""
     if pack_len is not None:
         raise packing_pairs_refused(where, f", got pack_len={pack_len}")
-    if update_unit == "tokens":
-        raise InputError(
-            f"{where}: update_unit='tokens' is not planned for (source, target) pairs yet "
-            "(an update of a pair's target tokens, the tokens its loss is over): pass "
-            "update_unit='samples'"
-        )
-    flat = getattr(time_model, "a", None) == 0 and getattr(time_model, "b", None) == 0
-    if time_model is not None and not (group_by_length and flat):
-        raise InputError(
-            f"{where}: time_model={time_model!r} is a step time of one length, (n, L), and the "
-            "lengths are (source, target) pairs: a step time of two lengths is not there yet. "
-            "Leave time_model out (the padding-free split), or pass group_by_length=True "
-            "(each update whole)"
-        )
+    # NOTE [ a step time of two lengths ] in dynbatch.plan.pair_steptime
+    refuse_time_model_for(time_model, True, where, flat_ok=group_by_length)
+
+
+@dataclass(frozen=True)
+class TokensWithin:
+    """``max(cost(n, Ls, Lt) / budget, n*(Ls + Lt) / tokens)``: a batch of pairs within a
+    budget and within ``tokens`` padded tokens of both sides (at most 1 when within both).
+
+    :func:`~dynbatch.like_fixed`'s micro-batches of pairs in updates of ``"tokens"``: about an
+    update's share of tokens each, as for one length, within the fixed batch's worst.
+
+    >>> float(TokensWithin(PairCost(), 1000.0, 40.0)(2, 3, 7))  # 2*(9+49+21)/1000, 2*10/40
+    0.5
+
+    Args:
+        cost: a cost of pairs, ``cost(n, Ls, Lt)``, or a named one (in its form of pairs).
+        budget: what ``cost`` may reach.
+        tokens: the padded tokens of both sides a batch may hold.
+    """
+
+    cost: Any
+    budget: float
+    tokens: float
+    #: it prices two lengths, (source, target): :func:`~dynbatch.plan.costs.takes_pairs`
+    takes_pairs: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cost", pair_form(resolve_cost(self.cost)))
+        for name in ("budget", "tokens"):
+            value = check_positive_number(name, getattr(self, name))
+            object.__setattr__(self, name, value)
+
+    def __call__(self, n: Any, source: Any, target: Any) -> Any:
+        within = np.asarray(self.cost(n, source, target), dtype=np.float64) / self.budget
+        padded = np.multiply(n, np.add(source, target)) / self.tokens
+        return np.maximum(within, padded)
+
+    def spec(self) -> str:
+        """The cost's spec and both budgets (the resume fingerprint)."""
+        return f"{cost_spec(self.cost) or '<callable>'}<={self.budget!r};tokens<={self.tokens!r}"
 
 
 def _padded(lens: NDArray[np.int64], multiple: int) -> NDArray[np.int64]:

@@ -18,7 +18,8 @@ NOTE [ the fixed batch's recipe ]
 
     * updates of ``B * accumulation_steps * num_replicas`` samples
       (``update_size``; in ``"tokens"``, that many samples' mean real
-      length), so an epoch has as many updates as the fixed batch's;
+      length, for pairs their mean target length), so an epoch has as many
+      updates as the fixed batch's;
     * each made of ``micro_batches`` micro-batches or more, each of
       near-equal lengths (the bucket order: no padding), drawn from
       different length strata (NOTE [ mixed updates ] in
@@ -94,11 +95,18 @@ from .costs import (
     cost_spec,
     resolve_cost,
 )
-from .lengths import check_pair_loss_tokens, check_plan_lengths, is_pairs
+from .lengths import (
+    check_pair_loss_tokens,
+    check_plan_lengths,
+    is_pairs,
+    sample_tokens,
+    update_tokens,
+)
 from .options import FIELDS, UNITS, PlanOptions
-from .pairs import refuse_for_pairs
+from .pair_steptime import PAIR_FLAT_STEP, check_step_time, refuse_time_model_for
+from .pairs import TokensWithin, refuse_for_pairs
 from .planning import batch_capacity, padded_lengths
-from .steptime import FLAT_STEP, check_time_model
+from .steptime import FLAT_STEP
 
 __all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
 
@@ -162,7 +170,10 @@ def like_fixed(
         micro_batches: micro-batches per update, at the least (more: more mixed); default
             :data:`MICRO_BATCHES`. Refused with ``pack_len``: a packed update is as few
             micro-batches as its rows need within the budget.
-        update_unit: ``"samples"`` (one loss per sample) or ``"tokens"``.
+        update_unit: ``"samples"`` (one loss per sample) or ``"tokens"``: updates of as many
+            tokens as ``B`` samples hold on average; for (source, target) pairs, target tokens,
+            the tokens a sequence-to-sequence loss is over (micro-batches are capped by the
+            padded tokens of both sides).
         loss_tokens: per sample, the tokens that carry a loss (a masked prompt
             carries none): updates in ``"tokens"`` are as many loss tokens as
             ``B`` samples hold on average, so each update averages over about the
@@ -185,7 +196,10 @@ def like_fixed(
             fastest, or the epoch the fixed batch's own updates where that is faster.
         time_model: the step's seconds, ``c + n·L·(a + b·L)``: an object with
             ``c``, ``a``, ``b`` (``MemoryCost.time_model``,
-            :meth:`~dynbatch.plan.steptime.StepTimeTable.fit`) or ``"c,a,b"``.
+            :meth:`~dynbatch.plan.steptime.StepTimeTable.fit`) or ``"c,a,b"``; for
+            (source, target) pairs a step time of two lengths,
+            :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` (or
+            ``"c,a_s,a_t,b_s,b_t,cross"``): one of one length is refused by name there.
         **fields: other options (``seed=...``, ``drop_last=...``, ...).
 
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)
@@ -201,10 +215,11 @@ def like_fixed(
         refuse_for_pairs(
             "like_fixed",
             pack_len=pack_len,
-            update_unit=update_unit,
             time_model=time_model,
             group_by_length=grouped,
         )
+    else:  # NOTE [ a step time of two lengths ] in dynbatch.plan.pair_steptime
+        refuse_time_model_for(check_step_time(time_model), False, "like_fixed")
     counted = check_pair_loss_tokens(loss_tokens, lens)
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
     replicas = check_int("num_replicas", num_replicas, minimum=1, maximum=MAX_LENGTH)
@@ -221,18 +236,23 @@ def like_fixed(
         padded = padded_lengths(lens, int(fields.get("pad_to_multiple_of", 1)))
         trained = np.asarray(charge(fn, 1, padded), dtype=np.float64) <= budget
         trained = trained if trained.any() else ~trained
-    updates = _updates((lens if counted is None else counted)[trained], samples, update_unit)
+    counts = update_tokens(lens) if counted is None else counted  # a pair's: its target's
+    updates = _updates(counts[trained], samples, update_unit)
     if pack_len is not None:  # rows of pack_len within the fixed batch's worst cost
         if max_cost is None:  # never over the fixed batch's worst: refused, by name
             _check_one_row(fn, pack_len, budget, batch, longest)
         values = {"order": "shuffle", **updates, **fields, "pack_len": pack_len}
         return PlanOptions(max_cost=budget, cost=fn, time_model=time_model, **values)
     if update_unit == "tokens":  # micro-batches of about equal (full) tokens, as updates are
-        tokens = max(samples * float(lens[trained].mean()) / (parts * replicas), float(longest))
-        fn, budget = WithinBudgets(((fn, budget), (LinearCost(), tokens))), 1.0
+        full = sample_tokens(lens)[trained]  # a pair's: both sides, as its padding is
+        tokens = max(samples * float(full.mean()) / (parts * replicas), float(np.sum(longest)))
+        if is_pairs(lens):  # the padded tokens of both sides, as a pair's padding is
+            fn, budget = TokensWithin(fn, budget, tokens), 1.0
+        else:
+            fn, budget = WithinBudgets(((fn, budget), (LinearCost(), tokens))), 1.0
     values = {"order": "bucket", "max_batch_size": cap, **updates, **fields}
     options = PlanOptions(max_cost=budget, cost=fn, **values)
-    model = check_time_model(time_model)
+    model = check_step_time(time_model)
     if model is not None and (update_unit != "samples" or not options.random_order):
         # NOTE [ the fixed batch's recipe ]: dropped, the split ran 4-6x the fixed batch's steps
         raise InputError(
@@ -245,7 +265,8 @@ def like_fixed(
     # be cut): NOTE [ the multiple and the fixed batch's step ] in dynbatch.plan.splits
     whole = {"order": "shuffle", "max_batch_size": batch, **fields}
     if grouped:  # Hugging Face's grouping, split at the step time (a flat one: each whole)
-        return options.replace(**whole, time_model=model or FLAT_STEP, group_by_length=True)
+        flat = PAIR_FLAT_STEP if is_pairs(lens) else FLAT_STEP
+        return options.replace(**whole, time_model=model or flat, group_by_length=True)
     if model is None:
         return options
     # each epoch keeps the faster of the two (NOTE [ the faster plan of each epoch ]); the time

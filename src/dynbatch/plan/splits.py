@@ -58,6 +58,24 @@ NOTE [ the multiple and the fixed batch's step ]
     tokens, source + target: near-equal sums, not sides, so there the
     shorter side pads heavily (NOTE [ lengths of pairs ] in
     :mod:`dynbatch.plan.lengths`).
+
+NOTE [ splitting updates of pairs ]
+    With a step time of two lengths (NOTE [ a step time of two lengths ] in
+    :mod:`dynbatch.plan.pair_steptime`) the updates are the fixed batch's,
+    drawn as for one length, and each is sorted by its pairs' tokens, source
+    + target, and cut by the same program. Two lengths have no order in which
+    some best cut is contiguous, so the program's cut is the best of those
+    contiguous in that order, not of all cuts. A micro-step is charged, in
+    memory and in time, at the longest source and the longest target of the
+    update's pairs up to its end: at least its own (both grow with either
+    side), so no micro-batch is over the budget, and the whole update as one
+    step is charged at its own longest source and target, exactly the fixed
+    batch's step of it priced at its longest pair of each side: a cut is
+    taken only where it is predicted faster than that (with the model's
+    ``error`` to spare), so an epoch of updates of one step a rank is never
+    predicted slower than the fixed batch. Which pairs an update holds, and
+    how many updates an epoch has, are the fixed batch's whatever the step
+    time: the split is a speed option (STYLE 28; tests/test_pair_steptime.py).
 """
 
 from __future__ import annotations
@@ -68,13 +86,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError, check_int, check_lengths
-from .lengths import check_plan_lengths, sample_tokens
+from .._checks import InputError, InputTypeError, check_int
+from .lengths import check_plan_lengths, is_pairs, sample_tokens
 from .options import PlanOptions
+from .pair_steptime import (
+    PairStepTimeModel,
+    check_step_time,
+    refuse_time_model_for,
+    step_seconds,
+)
 from .pairs import check_pair_options
 from .planning import Plan, batch_capacity, find_oversize, padded_lengths
 from .sharding import ShardedPlan
-from .steptime import check_time_model
 
 __all__ = [
     "MEGA_BATCH",
@@ -106,6 +129,11 @@ def split_update(
 ) -> NDArray[np.bool_]:
     """Where to cut updates, rows of ascending padded ``lengths``, at the least predicted time.
 
+    For a step time of (source, target) pairs (a
+    :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel`) each row holds ``[U, 2]``: per
+    sample, the longest source and longest target of the update's samples up to it, each
+    side ascending; a micro-step is charged at its last sample's.
+
     ``capacity[u, j]`` is the most samples one rank's batch of length
     ``lengths[u, j]`` may hold (0: over budget even alone; it goes alone).
     A micro-step of fewer samples than ranks leaves some ranks a repeat.
@@ -132,7 +160,7 @@ def split_update(
     lengths, capacity, model, replicas, unit, step = _checked_update(
         lengths, capacity, time_model, num_replicas, multiple, fixed
     )
-    rows, size = lengths.shape
+    rows, size = lengths.shape[:2]
     if size == 0:
         return np.zeros((rows, 0), dtype=bool)
     block = -(-size // MAX_CUT_POINTS)
@@ -143,8 +171,8 @@ def split_update(
     per_rank = -(-count // replicas)
     longest = lengths[:, ends - 1].astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        steps = np.asarray(model(per_rank[None, :], longest), dtype=np.float64)
-        own = np.broadcast_to(steps, longest.shape).sum(axis=1)
+        steps = np.asarray(step_seconds(model, per_rank[None, :], longest), dtype=np.float64)
+        own = np.broadcast_to(steps, (rows, ends.size)).sum(axis=1)
     own_fits = (per_rank[None, :] <= np.maximum(capacity[:, ends - 1], 1)).all(axis=1)
     trusted = best < own * (1.0 - float(getattr(model, "error", 0.0)))
     keep_own = own_fits & ~trusted  # a cut the model cannot tell from the fixed batch's: its own
@@ -186,19 +214,23 @@ def _checked_update(
             f"or a vectorised callable; got time_model={time_model!r}"
         )
     lens = np.asarray(lengths)
-    if lens.ndim != 2 or lens.dtype.kind not in "iu" or (lens.size and lens.min() < 1):
+    pairs = isinstance(time_model, PairStepTimeModel)
+    ndim, what = (3, "a 3-d array [updates, U, 2]") if pairs else (2, "a 2-d array")
+    shaped = lens.ndim == ndim and (not pairs or lens.shape[2] == 2)
+    if not shaped or lens.dtype.kind not in "iu" or (lens.size and lens.min() < 1):
         raise InputError(
-            "lengths must be a 2-d array of integer lengths >= 1, one row of ascending padded "
-            f"lengths per update; got lengths with shape {lens.shape} and dtype {lens.dtype}"
+            f"lengths must be {what} of integer lengths >= 1, one row of ascending padded "
+            f"lengths per update (for a step time of pairs, each side's longest up to each "
+            f"sample); got lengths with shape {lens.shape} and dtype {lens.dtype}"
         )
     if lens.shape[1] > 1 and (np.diff(lens, axis=1) < 0).any():
         raise InputError("lengths must be ascending along each row (an update's sorted samples)")
     cap = np.asarray(capacity)
-    if cap.shape != lens.shape or cap.dtype.kind not in "iu":
+    if cap.shape != lens.shape[:2] or cap.dtype.kind not in "iu":
         raise InputError(
-            f"capacity must be an integer array of the shape of lengths {lens.shape} (the most "
-            f"samples a rank's batch of each length holds); got shape {cap.shape} and dtype "
-            f"{cap.dtype}"
+            f"capacity must be an integer array of the shape of lengths {lens.shape[:2]} (the "
+            f"most samples a rank's batch ending at each sample holds); got shape {cap.shape} "
+            f"and dtype {cap.dtype}"
         )
     replicas = check_int("num_replicas", num_replicas, minimum=1)
     times = check_int("multiple", multiple, minimum=1)
@@ -215,7 +247,7 @@ def _cut(
 ) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
     """:func:`split_update`'s least cut with cut points every ``block`` samples, and its
     predicted seconds per row (inf: no cut fits)."""
-    rows, size = lengths.shape
+    rows, size = lengths.shape[:2]
     points = np.append(np.arange(block, size, block), size)  # allowed cut positions (ends)
     starts = np.concatenate([[0], points])
     best = np.zeros((rows, starts.size), dtype=np.float64)
@@ -226,7 +258,8 @@ def _cut(
         per_rank = -(-count // replicas)
         longest = lengths[:, end - 1].astype(np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
-            step = np.asarray(time_model(per_rank[None, :], longest[:, None]), dtype=np.float64)
+            step = step_seconds(time_model, per_rank[None, :], longest[:, None])
+            step = np.asarray(step, dtype=np.float64)
         cap = capacity[:, end - 1][:, None]
         fits = per_rank[None, :] <= np.maximum(cap, 1)  # over budget alone: alone it goes
         with np.errstate(over="ignore", invalid="ignore"):
@@ -256,14 +289,13 @@ def plan_split_updates(
     micro-steps dealt across the ranks; a rank with no sample in a micro-step
     (an update of fewer samples than ranks) repeats one, flagged as padding.
 
-    Lengths of pairs (with a flat step time: ``group_by_length``, each update whole where its
-    budget allows) are sorted and grouped by their tokens, source + target, and a cut's
-    micro-step is charged at the longest source and longest target of the update's samples up
-    to its end (NOTE [ lengths of pairs ] in :mod:`dynbatch.plan.lengths`).
+    Lengths of pairs are sorted and grouped by their tokens, source + target, and a cut's
+    micro-step is charged, in memory and in time, at the longest source and longest target of
+    the update's samples up to its end (NOTE [ splitting updates of pairs ]).
     """
     if not isinstance(options, PlanOptions):
         raise InputTypeError(f"options must be a dynbatch.PlanOptions, got options={options!r}")
-    model = check_time_model(options.time_model)
+    model = check_step_time(options.time_model)
     if model is None or options.update_size is None or options.update_unit != "samples":
         raise InputError(
             "splitting updates at the step time needs options with time_model and update_size "
@@ -272,18 +304,22 @@ def plan_split_updates(
         )
     replicas = check_int("num_replicas", num_replicas, minimum=1)
     lengths = check_plan_lengths(lengths)
-    if lengths.ndim == 2:
+    if is_pairs(lengths):
         check_pair_options(options, "plan_split_updates")
+    else:
+        refuse_time_model_for(model, False, "plan_split_updates")
     epoch = check_int("epoch", epoch)
     pairs = padded_lengths(lengths, options.pad_to_multiple_of)
     plens = sample_tokens(pairs)  # what updates are sorted by (the lengths themselves: 1-D)
+    two = isinstance(model, PairStepTimeModel)  # a step time of pairs: charged at both sides
     size = max(1, round(float(options.update_size)))
+    longest = pairs.max(axis=0) if two else plens.max()
     with np.errstate(over="ignore"):  # the worst step: the cost grows with n and L
-        worst = float(model(-(-size // replicas), float(plens.max())))
+        worst = float(np.asarray(step_seconds(model, -(-size // replicas), longest)))
     if not math.isfinite(worst):
         raise InputError(
             f"time_model={options.time_model!r} predicts {worst} seconds for a step of "
-            f"{-(-size // replicas)} samples of length {int(plens.max())}: a step's seconds must "
+            f"{-(-size // replicas)} samples of {_longest_text(longest)}: a step's seconds must "
             "be finite (are the coefficients in seconds?)"
         )
     if not math.isfinite(worst * size):  # the program sums an update's steps: at most U of them
@@ -336,7 +372,8 @@ def plan_split_updates(
         if members.size == 0:  # the full updates at once, then the short last one
             continue
         members = np.take_along_axis(members, np.argsort(plens[members], axis=1), axis=1)
-        sorted_lengths = plens[members]
+        # each side's longest up to each sample, for a step time of pairs (its capacity's too)
+        sorted_lengths = np.maximum.accumulate(pairs[members], axis=1) if two else plens[members]
         capacity = _capacities(pairs, members, whole)
         cuts = split_update(
             sorted_lengths, capacity, model, replicas, options.batch_size_multiple, fixed
@@ -354,6 +391,13 @@ def plan_split_updates(
     return ShardedPlan(
         plan, np.arange(len(plan)), np.asarray(padding, dtype=bool), replicas, np.asarray(ends)
     )
+
+
+def _longest_text(longest: Any) -> str:
+    """``length L``, or for pairs ``longest source and target (Ls, Lt)``, as a message says it."""
+    if np.ndim(longest):
+        return f"longest source and target {tuple(int(v) for v in longest)}"
+    return f"length {int(longest)}"
 
 
 def _length_of(lengths: NDArray[Any], i: int) -> str:
@@ -408,25 +452,28 @@ def epoch_seconds(
             f"a vectorised function), got {name}={step_time!r}"
         )
     pad = check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
-    lens = check_lengths(lengths)
+    lens = check_plan_lengths(lengths)
+    refuse_time_model_for(step_time, is_pairs(lens), "epoch_seconds", flat_ok=True, name=name)
     needed = int(sharded.plan.indices.max()) + 1 if sharded.plan.indices.size else 0
-    if lens.size < needed:
+    if len(lens) < needed:
         raise InputError(
             f"lengths must hold one length per sample, {needed} or more (the plan holds sample "
-            f"{needed - 1}), got {lens.size}"
+            f"{needed - 1}), got {len(lens)}"
         )
     if sharded.num_steps == 0:
         return 0.0
+    if is_pairs(lens) and not isinstance(step_time, PairStepTimeModel):
+        lens = sample_tokens(lens)  # a flat step time of one length: no length is read
     longest = padded_lengths(sharded.longest(lens), pad)
     with np.errstate(over="ignore", invalid="ignore"):
-        seconds = np.asarray(step_time(sharded.sizes, longest), dtype=np.float64)
+        seconds = np.asarray(step_seconds(step_time, sharded.sizes, longest), dtype=np.float64)
         seconds = np.broadcast_to(seconds, sharded.sizes.shape)
     if (seconds < 0).any():
         i = int(np.argmax(seconds < 0))
         raise InputError(
             f"{name}={step_time!r} predicts {seconds[i]:g} seconds for a step of "
-            f"{int(sharded.sizes[i])} samples of length {int(longest[i])}: a step's seconds must "
-            "be >= 0"
+            f"{int(sharded.sizes[i])} samples of {_longest_text(longest[i])}: a step's seconds "
+            "must be >= 0"
         )
     with np.errstate(over="ignore", invalid="ignore"):
         total = float(seconds.reshape(-1, sharded.num_replicas).max(axis=1).sum())

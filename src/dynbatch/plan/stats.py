@@ -29,13 +29,14 @@ from .._checks import (
     check_lengths,
     check_positive_number,
 )
+from .bounds import lower_bound_batches
 from .costs import CostLike, one_length, resolve_cost
 from .epochs import plan_epoch
 from .lengths import SIDES, check_plan_lengths, reduce_batches
 from .options import ORDERS, PlanOptions
 from .packs import PackLayout, plan_packed, plan_timed_packs
 from .pairs import pair_table
-from .planning import batch_capacity, find_oversize, padded_lengths
+from .planning import find_oversize, padded_lengths
 from .plans import Plan
 from .recipes import like_fixed
 from .splits import shuffled
@@ -198,74 +199,6 @@ class StepStats:
             "samples_per_sec": self.samples / seconds,
             "tokens_per_sec": self.tokens / seconds,
         }
-
-
-def lower_bound_batches(
-    lengths: Any,
-    max_cost: float,
-    *,
-    cost: CostLike = "quadratic",
-    pad_to_multiple_of: int = 1,
-    max_batch_size: int | None = None,
-) -> int:
-    """The fewest batches any plan within ``max_cost`` can have, for any nondecreasing cost.
-
-    NOTE [ the fewest batches ]
-        Sort the (padded) lengths longest first and fill batches in that order,
-        each up to the capacity of its first, longest sample: ``cap(L)``, the
-        most samples a batch of padded length ``L`` may hold (``cost(n, L) <=
-        max_cost``, at most ``max_batch_size``). No plan has fewer batches, for
-        any cost nondecreasing in ``n`` and in ``L`` (so ``cap`` is
-        nonincreasing in ``L``), a per-batch constant (``MemoryCost``'s ``c``
-        and floor) included. Proof: rank the samples longest first and let
-        ``g_k`` be how many the first ``k`` greedy batches hold. Order any
-        plan's batches by the rank ``r_j`` of their longest member. Claim:
-        ``r_{k+1} <= g_k + 1``. For ``k = 0``, the longest sample leads its
-        batch. If it holds up to ``k``, plan batch ``j <= k`` holds at most
-        ``cap(L_{r_j}) <= cap(L of greedy batch j's first)``, as ``r_j`` is no
-        earlier than that first sample and ``cap`` grows along the ranks; so
-        the first ``k`` plan batches hold at most ``g_k`` samples, one of the
-        ``g_k + 1`` longest is in a later batch, and that batch's longest
-        ranks at most ``g_k + 1``. Hence while greedy has samples left after
-        ``k`` batches, so does the plan: it has at least as many batches.
-        The bound is met by the greedy packing itself, so it is the true
-        minimum (``batch_size_multiple`` only lowers what plans can do, and
-        is left out). A sample over budget even alone is counted as a batch
-        of its own.
-
-    The former bound, ``ceil(sum(cost(1, L_i)) / max_cost)``, held only for
-    costs of the form ``n * f(L)``; a cost charged once per batch made it
-    exceed every plan.
-
-    >>> lower_bound_batches([4, 4, 8], 16, cost="linear")
-    2
-    >>> lower_bound_batches([4, 4, 8], 30, cost=lambda n, L: 10 + n * L)
-    2
-    """
-    lens = check_lengths(lengths)
-    options = PlanOptions(
-        max_cost=max_cost,
-        cost=cost,
-        pad_to_multiple_of=pad_to_multiple_of,
-        max_batch_size=max_batch_size,
-    )
-    plens = padded_lengths(lens, options.pad_to_multiple_of)
-    values, counts = np.unique(plens, return_counts=True)  # ascending: capacities descending
-    caps = batch_capacity(values, options, lens.size)
-    batches = 0
-    room = 0  # what the open batch, led by a longer sample, can still take
-    for count, capacity in zip(counts[::-1].tolist(), caps[::-1].tolist(), strict=True):
-        if capacity == 0:  # over budget alone: a batch each
-            batches += count
-            continue
-        taken = min(room, count)
-        room -= taken
-        count -= taken
-        if count:
-            full, rest = divmod(count, capacity)
-            batches += full + (rest > 0)
-            room = capacity - rest if rest else 0
-    return batches
 
 
 @dataclass(frozen=True)

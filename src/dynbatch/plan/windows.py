@@ -56,7 +56,7 @@ from .._checks import (
     check_lengths,
     check_positive_number,
 )
-from .lengths import sample_tokens
+from .lengths import sample_tokens, update_tokens
 from .options import UNITS, PlanOptions
 from .sharding import ShardedPlan
 
@@ -159,8 +159,9 @@ def micro_step_counts(sharded: ShardedPlan, lengths: Any, unit: str) -> NDArray[
     """Samples (or real tokens) of each micro-step of a sharded plan, summed over ranks.
 
     The tokens are those of ``lengths`` (per-sample loss tokens count only
-    the tokens with a loss: pass those; a pair's are its source's and its target's). Batches
-    flagged as padding (repeats that only even out step counts) count 0.
+    the tokens with a loss: pass those; the ``[N, 2]`` lengths of pairs count their targets',
+    the tokens a sequence-to-sequence loss is over). Batches flagged as padding (repeats that
+    only even out step counts) count 0.
     """
     check_choice("unit", unit, UNITS)
     if sharded.num_steps == 0:
@@ -168,7 +169,7 @@ def micro_step_counts(sharded: ShardedPlan, lengths: Any, unit: str) -> NDArray[
     if unit == "samples":
         per_batch = sharded.sizes.astype(np.float64)
     else:
-        tokens = check_lengths(sample_tokens(lengths), zero=True)
+        tokens = check_lengths(update_tokens(np.asarray(lengths)), zero=True)
         per_batch = sharded.real_tokens(tokens).astype(np.float64)
     per_batch[sharded.is_padding] = 0.0
     return np.asarray(per_batch.reshape(-1, sharded.num_replicas).sum(axis=1), dtype=np.float64)
@@ -217,7 +218,7 @@ class EpochWindows:
     Args:
         sharded: the epoch's plan, every rank's batches.
         counted: per sample, what updates in ``"tokens"`` count (lengths or loss tokens; the
-            ``[N, 2]`` lengths of pairs count both sides).
+            ``[N, 2]`` lengths of pairs count their targets, the tokens their loss is over).
         epoch: the epoch's number.
         target: close a window when its count reaches this (NOTE [ accumulating to a budget ]);
             default: the plan's own updates, or one per step.
@@ -250,7 +251,7 @@ class EpochWindows:
                 "sharded must be an epoch's plan (a ShardedPlan, e.g. plan_epoch(...)), got "
                 f"sharded={sharded!r}"
             )
-        counted = sample_tokens(counted)  # lengths of pairs: their tokens
+        counted = update_tokens(counted)  # lengths of pairs: their targets
         counts = np.asarray(counted)
         needed = int(sharded.plan.indices.max()) + 1 if sharded.plan.indices.size else 0
         if counts.ndim != 1 or counts.size < needed:
@@ -320,8 +321,9 @@ def mix_updates(
     """``sharded`` with its steps grouped into updates of ``options.update_size``, lengths mixed.
 
     See NOTE [ mixed updates ]. Updates in ``"tokens"`` count ``loss_tokens``
-    when given (the tokens with a loss), else the lengths. The strata of pairs are by their
-    tokens, source + target (NOTE [ lengths of pairs ] in :mod:`dynbatch.plan.lengths`). Two
+    when given (the tokens with a loss), else the lengths, for pairs their targets'. The
+    strata of pairs are by their tokens, source + target (NOTE [ lengths of pairs ] in
+    :mod:`dynbatch.plan.lengths`). Two
     updates of two steps each, every update one step of short samples and one of long:
 
     >>> from dynbatch.plan.epochs import plan_epoch
@@ -335,8 +337,8 @@ def mix_updates(
     [True, True]
     """
     target = float(options.update_size or 0.0)
+    counted = update_tokens(lengths) if loss_tokens is None else loss_tokens
     lengths = sample_tokens(lengths)
-    counted = lengths if loss_tokens is None else loss_tokens
     counts = micro_step_counts(sharded, counted, options.update_unit)
     steps = counts.size
     if steps == 0:
