@@ -47,8 +47,9 @@ from .counters import MIB, Counter, DeviceCounter
 
 __all__ = ["Restorable", "Run", "Step", "check_restore", "check_step", "measure"]
 
-#: ``step(n, L)``: one training step on a random batch of ``n`` samples padded to ``L``.
-Step = Callable[[int, int], object]
+#: ``step(n, L)``: one training step on a random batch of ``n`` samples padded to ``L``; for
+#: (source, target) pairs ``step(n, Ls, Lt)``, its sources padded to ``Ls``, targets to ``Lt``.
+Step = Callable[..., object]
 
 
 class Restorable(Protocol):
@@ -69,22 +70,44 @@ class Run:
     seconds: float
 
 
-def check_step(step: Any) -> Step:
-    """``step`` if it can be called as ``step(n, L)``."""
-    wrong = not callable(step)
-    if not wrong:
-        try:
-            inspect.signature(step).bind(1, 1)
-        except TypeError:
-            wrong = True
-        except ValueError:  # builtins without a signature: trust them
-            pass
-    if wrong:
+def check_step(step: Any, pairs: bool = False) -> Step:
+    """``step`` if it can be called as ``step(n, L)``, or for pairs as ``step(n, Ls, Lt)``; a
+    step of the other arity is refused by name."""
+    form = "step(n, Ls, Lt)" if pairs else "step(n, L)"
+    what = (
+        "n (source, target) pairs, sources padded to Ls and targets to Lt"
+        if pairs
+        else "n samples padded to length L"
+    )
+    if not _binds(step, 3 if pairs else 2):
+        other = (
+            ""
+            if not _binds(step, 2 if pairs else 3)
+            else (
+                " (it takes step(n, L): the lengths are one per sample, so max_len must be an int)"
+                if pairs
+                else " (it takes step(n, Ls, Lt), a step of (source, target) pairs: give the "
+                "lengths as pairs, e.g. max_len=(Ls, Lt))"
+            )
+        )
         raise InputTypeError(
-            f"step must be a callable step(n, L) that runs one training step on n samples "
-            f"padded to length L, got step={step!r}"
+            f"step must be a callable {form} that runs one training step on {what}, got "
+            f"step={step!r}{other}"
         )
     return step  # type: ignore[no-any-return]
+
+
+def _binds(step: Any, arity: int) -> bool:
+    """Whether ``step`` can be called with ``arity`` positional arguments."""
+    if not callable(step):
+        return False
+    try:
+        inspect.signature(step).bind(*[1] * arity)
+    except TypeError:
+        return False
+    except ValueError:  # builtins without a signature: trust them
+        pass
+    return True
 
 
 def check_restore(restore: Any) -> list[Restorable]:
@@ -107,13 +130,14 @@ def check_restore(restore: Any) -> list[Restorable]:
 
 def measure(
     step: Step,
-    shapes: Sequence[tuple[int, int]],
+    shapes: Sequence[tuple[int, ...]],
     *,
     counter: Counter,
     restore: list[Restorable],
-    warmup: tuple[int, int],
+    warmup: tuple[int, ...],
 ) -> list[Run]:
-    """Run ``step(*warmup)``, then ``step(n, L)`` for each shape, reading ``counter``.
+    """Run ``step(*warmup)``, then ``step(*shape)`` for each shape (``(n, L)``, or ``(n, Ls,
+    Lt)`` for pairs), reading ``counter``.
 
     The state of the ``restore`` objects is snapshot first and put back at the
     end, also when a step fails (NOTE [ restoring state ]). A step that runs out
@@ -125,7 +149,7 @@ def measure(
         grown = _grown(restore, snapshot)
         if grown:
             raise _grown_error(restore, grown)
-        return [_run(step, n, length, counter) for n, length in shapes]
+        return [_run(step, shape, counter) for shape in shapes]
     finally:
         skip = {i for i, _ in _grown(restore, snapshot)}
         for i, (obj, snap) in enumerate(zip(restore, snapshot, strict=True)):
@@ -133,13 +157,13 @@ def measure(
                 obj.set_state_dict(_from_host(snap))
 
 
-def _run(step: Step, n: int, length: int, counter: Counter) -> Run:
+def _run(step: Step, shape: tuple[int, ...], counter: Counter) -> Run:
     gc.collect()
     counter.reset_peak()
     resident = _mib(counter.current_bytes(), "current_bytes")
     start = time.perf_counter()
     try:
-        step(n, length)
+        step(*shape)
     except Exception as exc:
         if not _is_oom(exc):
             raise
