@@ -427,12 +427,11 @@ def test_preflight_counts_out_of_memory_as_not_fitting() -> None:
         ({"batches": [[0, 9]]}, ValueError, "outside"),
         ({"lengths": [3, 0]}, ValueError, "lengths must be positive"),
         ({"cost": "cubic"}, ValueError, "cost must be 'quadratic'"),
-        (  # refused as "a 1-D array", naming no pairs
+        (  # pairs run as step(n, Ls, Lt): tests/test_memory_pairs.py
             {"lengths": [[3, 5], [4, 6]]},
-            ValueError,
-            r"preflight: lengths are \(source, target\) pairs, got an array of shape \(2, 2\): "
-            r"preflight runs step\(n, L\), a batch of one length; pairs are not supported there "
-            r"yet",
+            TypeError,
+            r"step must be a callable step\(n, Ls, Lt\) .* \(it takes step\(n, L\), a batch of "
+            r"one length, but the lengths are \(source, target\) pairs, of shape \(2, 2\)\)",
         ),
     ],
 )

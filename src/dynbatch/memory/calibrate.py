@@ -103,7 +103,8 @@ def calibrate(
     (512, 0, True)
     """  # NOTE [ the probe grid ], NOTE [ what calibrate measures ], NOTE [ restoring state ]
     pairs = is_pair_length(max_len)
-    step = check_step(step, pairs=pairs)
+    how = "an int max_len for a step of one length" if pairs else "max_len=(Ls, Lt) for pairs"
+    step = check_step(step, pairs=pairs, hint=f", max_len={max_len!r}: give {how}")
     given = {"max_len": max_len, "max_batch_size": max_batch_size, "min_len": min_len}
     grid: ProbeGrid | PairProbeGrid
     if pairs:  # NOTE [ the fit of pairs ]
