@@ -69,15 +69,28 @@ def calibrate(
     ``max(floor, c + a*n*L + b*n*L**2)`` with non-negative coefficients and checks it on
     held-out shapes. A probe that runs out of memory is recorded as not fitting and left out.
 
+    For (source, target) pairs give ``max_len=(Ls, Lt)`` and a step of three arguments,
+    ``step(n, Ls, Lt)``: it is probed on a grid of source by target lengths (every source with
+    every target) and fitted to ``max(floor, c + n*(a_s*Ls + a_t*Lt + b_s*Ls**2 + b_t*Lt**2 +
+    cross*Ls*Lt))``, one coefficient for each side's tokens and self-attention and one for the
+    cross-attention, checked on held-out shapes as for one length: a
+    :class:`~dynbatch.PairMemoryCost`, a cost of pairs for the planner. No step time of two
+    lengths is fitted yet, so its ``time_model`` is None. A step of the other arity is refused
+    by name.
+
     Args:
         step: ``step(n, L)`` runs one full training step (forward, backward,
-            optimizer update) on a random batch of ``n`` samples padded to ``L``.
-        max_len: the longest padded length training will see.
+            optimizer update) on a random batch of ``n`` samples padded to ``L``;
+            for pairs ``step(n, Ls, Lt)``, sources padded to ``Ls``, targets to ``Lt``.
+        max_len: the longest padded length training will see; for pairs ``(Ls, Lt)``, the
+            longest source and the longest target.
         max_batch_size: the most samples a batch will hold; probes stay within it.
-        min_len: the shortest probed length (default ``max_len // 32``, at least 1).
-        max_tokens: tokens (``n * L``) of the largest probe; default ``16 * max_len``
-            clamped to 4,096..32,768.
-        num_lengths: how many lengths are fitted (held-out ones lie between them).
+        min_len: the shortest probed length (default ``max_len // 32``, at least 1); for
+            pairs one int for both sides or a pair (default each side's ``// 32``).
+        max_tokens: tokens (``n * L``; for pairs ``n * (Ls + Lt)``) of the largest probe;
+            default 16 times the longest (``Ls + Lt`` for pairs) clamped to 4,096..32,768.
+        num_lengths: how many lengths are fitted (held-out ones lie between them); default
+            5, for pairs 3 a side (every source with every target: 18 fitted probes).
         tolerance: the largest relative error allowed on held-out probes whose
             peak is at least a fifth of the largest.
         restore: a model and/or optimizer whose state is put back afterwards (the probes
@@ -102,12 +115,13 @@ def calibrate(
     >>> round(cost.a * 2**20), round(cost.b * 2**20), cost.report.held_out_error < 0.01
     (512, 0, True)
     """  # NOTE [ the probe grid ], NOTE [ what calibrate measures ], NOTE [ restoring state ]
+    # NOTE [ the fit of pairs ], NOTE [ the probe grid of pairs ] in dynbatch.memory.pair_fit
     pairs = is_pair_length(max_len)
     how = "an int max_len for a step of one length" if pairs else "max_len=(Ls, Lt) for pairs"
     step = check_step(step, pairs=pairs, hint=f", max_len={max_len!r}: give {how}")
     given = {"max_len": max_len, "max_batch_size": max_batch_size, "min_len": min_len}
     grid: ProbeGrid | PairProbeGrid
-    if pairs:  # NOTE [ the fit of pairs ]
+    if pairs:
         grid = PairProbeGrid.of(**given, max_tokens=max_tokens, num_lengths=num_lengths)
         shapes: list[tuple[int, ...]] = [(s.n, s.source, s.target) for s in grid.shapes()]
         warmup: tuple[int, ...] = (1, *grid.min_len)

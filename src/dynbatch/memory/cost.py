@@ -170,7 +170,7 @@ class CalibrationReport:
                 f"{error:>7} {p.seconds:>7.3f}"
             )
         timed = (
-            "no step-time model of two lengths is fitted (NOTE [ the probe grid of pairs ])"
+            "no step-time model of two lengths is fitted yet (the steps' seconds are above)"
             if self.pairs
             else f"of the step-time model on the held-out probes: {self.time_held_out_error:.1%} "
             "(its predicted seconds against the measured; timings are noisy on a busy CPU, and "
@@ -269,8 +269,9 @@ class PairMemoryCost(PairPolynomialCost, _Saved):
     """Predicted peak memory (MiB) of a training step on (source, target) pairs.
 
     ``max(floor, c + n*(a_s*Ls + a_t*Lt + b_s*Ls**2 + b_t*Lt**2 + cross*Ls*Lt))`` for ``n``
-    pairs, sources padded to ``Ls`` and targets to ``Lt`` (NOTE [ the fit of pairs ] in
-    :mod:`dynbatch.memory.pair_fit`): a cost of pairs, ``cost=`` of the planner, the samplers
+    pairs, sources padded to ``Ls`` and targets to ``Lt``: each side's tokens and
+    self-attention, and the cross-attention (:mod:`dynbatch.memory.pair_fit` says why these
+    five terms). A cost of pairs, ``cost=`` of the planner, the samplers
     and :func:`~dynbatch.fill_device` on ``[N, 2]`` lengths, so ``max_cost`` is MiB. Made by
     :func:`~dynbatch.calibrate` given ``max_len=(Ls, Lt)``, which attaches what it measured
     (``report``); ``time_model`` stays None there (no step time of two lengths is fitted yet).

@@ -17,7 +17,7 @@ NOTE [ the fit of pairs ]
     The sides get their own coefficients because they differ: on a tiny
     paddlenlp BART (d_model 32, one layer each side, vocabulary 100, AdamW,
     CPU allocator) 32 pairs of (64, 8) peak at 8.4 MiB and 32 of (8, 64) at
-    10.2 MiB. Tying them as :class:`~dynbatch.PairCost` does (``a`` and
+    10.2 MiB. Tying them as :class:`~dynbatch.plan.costs.PairCost` does (``a`` and
     ``b`` shared by both sides) cannot say which side costs more, and a
     model of one length on ``Ls + Lt`` has no cross term; the five terms
     are what the architecture allocates, and on that BART the fit misses
