@@ -182,7 +182,7 @@ def _accepted(fitted: Fit, report: CalibrationReport) -> MemoryCost | PairMemory
             report,
         )
     kind = PairMemoryCost if report.pairs else MemoryCost
-    values = {name: getattr(memory, name) for name in kind._KEYS}
+    values = {name: getattr(memory, name) for name in kind.COEFFICIENTS}
     cost = kind(**values, report=report, time_model=fitted.time_model)
     if max(report.fit_error, report.held_out_error) > tolerance:
         raise CalibrationError(

@@ -184,10 +184,11 @@ class CalibrationReport:
 
 
 class _Saved:
-    """Saving and loading a calibrated cost as JSON: its coefficients (``_KEYS``), its report
+    """Saving and loading a calibrated cost as JSON: its coefficients (``COEFFICIENTS``), its report
     and time model, under the format ``dynbatch.<class name>``."""
 
-    _KEYS: ClassVar[tuple[str, ...]]
+    #: the names of the cost's coefficients, in its order: what is saved
+    COEFFICIENTS: ClassVar[tuple[str, ...]]
     report: CalibrationReport | None
     time_model: StepTimeModel | None
 
@@ -200,7 +201,7 @@ class _Saved:
         data = {
             "format": f"dynbatch.{type(self).__name__}",
             "version": _FORMAT_VERSION,
-            **{key: getattr(self, key) for key in self._KEYS},
+            **{key: getattr(self, key) for key in self.COEFFICIENTS},
             "time_model": None if self.time_model is None else _init_fields(self.time_model),
             "report": None if self.report is None else _report_json(self.report),
         }
@@ -214,11 +215,11 @@ class _Saved:
             path: the JSON file :meth:`save` wrote.
         """
         path = Path(path)
-        data = _read_json(path, cls.__name__, cls._KEYS)
+        data = _read_json(path, cls.__name__, cls.COEFFICIENTS)
         try:
             time_model, report = data.get("time_model"), data.get("report")
             return cls(  # type: ignore[call-arg]  # the dataclass under the mixin takes them
-                **{key: data[key] for key in cls._KEYS},
+                **{key: data[key] for key in cls.COEFFICIENTS},
                 time_model=None if time_model is None else _record(StepTimeModel, time_model),
                 report=None if report is None else _report_from_json(report),
             )
@@ -257,7 +258,7 @@ class MemoryCost(PolynomialCost, _Saved):
     floor: float = 0.0
     report: CalibrationReport | None = field(default=None, compare=False, repr=False)
     time_model: StepTimeModel | None = field(default=None, compare=False, repr=False)
-    _KEYS: ClassVar[tuple[str, ...]] = ("c", "a", "b", "floor")
+    COEFFICIENTS: ClassVar[tuple[str, ...]] = ("c", "a", "b", "floor")
 
     def spec(self) -> str:
         """The coefficients as stable text (for resume fingerprints): what decides the values."""
@@ -295,11 +296,11 @@ class PairMemoryCost(PairPolynomialCost, _Saved):
 
     report: CalibrationReport | None = field(default=None, compare=False, repr=False)
     time_model: StepTimeModel | None = field(default=None, compare=False, repr=False)
-    _KEYS: ClassVar[tuple[str, ...]] = ("c", *PAIR_TERMS, "floor")
+    COEFFICIENTS: ClassVar[tuple[str, ...]] = ("c", *PAIR_TERMS, "floor")
 
     def spec(self) -> str:
         """The coefficients as stable text (for resume fingerprints): what decides the values."""
-        values = ", ".join(f"{key}={getattr(self, key)!r}" for key in self._KEYS)
+        values = ", ".join(f"{key}={getattr(self, key)!r}" for key in self.COEFFICIENTS)
         return f"PairMemoryCost({values})"
 
 

@@ -64,7 +64,6 @@ __all__ = [
     "MixedCost",
     "PairCost",
     "PairCostFn",
-    "PairWithinBudgets",
     "PolynomialCost",
     "QuadraticCost",
     "WithinBudgets",
@@ -239,7 +238,7 @@ def resolve_cost(cost: CostLike) -> AnyCost:
         )
     if isinstance(cost, (QuadraticCost, LinearCost, PolynomialCost, _Elementwise)):
         return cost
-    if isinstance(cost, (PairCost, PairCallable, PairPolynomialCost, PairWithinBudgets)):
+    if isinstance(cost, (PairCost, PairCallable, PairPolynomialCost)):
         return cost
     problem = signature_problem(cost)
     if problem is not None:
@@ -459,41 +458,6 @@ class WithinBudgets:
     def spec(self) -> str:
         """Each part's spec and budget; a plain callable is ``<callable>`` (the plan decides)."""
         return ";".join(f"{cost_spec(fn) or '<callable>'}<={budget!r}" for fn, budget in self.parts)
-
-
-@dataclass(frozen=True)
-class PairWithinBudgets(WithinBudgets):
-    """:class:`WithinBudgets` for (source, target) pairs: ``max(cost_i(n, Ls, Lt) / budget_i)``.
-
-    Each part is taken in its form of two lengths (:func:`pair_form`: a named cost prices both
-    sides, a cost of one length is refused by name), e.g. a :class:`~dynbatch.PairMemoryCost`
-    within a memory target (:func:`~dynbatch.fill_device` on pairs).
-
-    >>> both = PairWithinBudgets((("linear", 100.0), (PairCost(), 1000.0)))
-    >>> float(both(2, 10, 20))  # linear: 2 * (10 + 20) = 60; PairCost: 2 * (100 + 400 + 200)
-    1.4
-
-    Args:
-        parts: ``(cost, budget)`` pairs, each cost as :func:`resolve_cost` takes it and each
-            budget a positive number.
-    """
-
-    #: it prices two lengths, (source, target): :func:`takes_pairs`
-    takes_pairs: ClassVar[bool] = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        parts = tuple(
-            (pair_form(fn, f"parts[{i}] cost"), budget) for i, (fn, budget) in enumerate(self.parts)
-        )
-        object.__setattr__(self, "parts", parts)
-
-    def __call__(self, n: Any, source: Any, target: Any) -> Any:  # type: ignore[override]
-        ratios = [
-            np.asarray(fn(n, source, target), dtype=np.float64) / budget
-            for fn, budget in self.parts
-        ]
-        return functools.reduce(np.maximum, ratios)
 
 
 def cost_spec(cost: Any) -> str | None:

@@ -99,7 +99,6 @@ from .costs import (
     LinearCost,
     MixedCost,
     PairCost,
-    PairWithinBudgets,
     WithinBudgets,
     charge,
     cost_spec,
@@ -390,18 +389,19 @@ def fill_device(
         values = {**_updates(counts, batch * replicas, update_unit), **values}
     if growing is None:  # a step costs the same at any size: no knee below the memory target
         return PlanOptions(max_cost=target, cost=memory, **values)
-    one = float(np.asarray(charge(growing, 1, np.asarray([longest])))[0])
-    knee = max(c * fraction / (1.0 - fraction), one)
-    within = PairWithinBudgets if pairs else WithinBudgets
-    return PlanOptions(max_cost=1.0, cost=within(((growing, knee), (memory, target))), **values)
+    knee = max(c * fraction / (1.0 - fraction), float(growing(1, longest)))
+    return PlanOptions(
+        max_cost=1.0, cost=WithinBudgets(((growing, knee), (memory, target))), **values
+    )
 
 
-def _step_growth(time_model: Any, pairs: bool) -> tuple[float, Any]:
+def _step_growth(time_model: Any, pairs: bool) -> tuple[float, MixedCost | None]:
     """The fixed part ``c`` of the step time and the part that grows with the batch (None: no
-    part grows, so no knee), of one length or, for pairs, of two (NOTE [ filling the device ]).
+    part grows, so no knee) (NOTE [ filling the device ]).
 
     A step time of two lengths is not there yet: for pairs ``time_model`` is None (no knee),
-    or one of one length that does not grow; one that grows is refused by name.
+    or one of one length that does not grow; one that grows is refused by name. A step time of
+    two lengths plugs in here, its growing part held with the memory as one length's is.
     """
     if pairs and time_model is None:
         return 0.0, None
