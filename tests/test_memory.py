@@ -7,6 +7,7 @@ MemoryError. Memory on the CPU allocator is exact bytes, so the fits below are t
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -229,6 +230,24 @@ def test_other_errors_of_the_step_propagate_after_restoring() -> None:
     with pytest.raises(RuntimeError, match="a bug in the step"):
         calibrate(step, max_len=32, max_tokens=512, restore=[model, opt])
     assert np.array_equal(model.embed.weight.numpy(), weights)
+    assert gc.get_freeze_count() == 0, "the heap frozen for the probes is thawed on an error too"
+
+
+def test_what_a_probe_leaves_in_reference_cycles_is_freed_before_the_next() -> None:
+    """The heap is frozen after the warm-up (NOTE [ collecting between probes ]): garbage the
+    probes make is still collected before each probe, so it is never measured as resident."""
+
+    class Cycle:
+        def __init__(self, size: int) -> None:
+            self.me, self.held = self, paddle.ones([size])
+
+    def step(n: int, length: int) -> None:
+        Cycle(n * length * 256)  # 1 KiB a token, garbage in a cycle once the step returns
+
+    cost = calibrate(step, max_len=64, max_tokens=1024)
+    resident = [p.resident_mib for p in cost.report.probes]  # type: ignore[union-attr]
+    assert max(resident) - min(resident) < 0.01, resident
+    assert gc.get_freeze_count() == 0
 
 
 def test_memory_the_form_cannot_follow_is_rejected_with_the_numbers() -> None:
