@@ -199,6 +199,12 @@ def test_pair_memory_cost_plans_batches_within_the_memory_budget() -> None:
     table = batch_table(pairs, plan, cost=COST)
     assert table["cost"].max() <= 6.0, "every batch within the MiB budget"
     assert sorted(np.concatenate(plan).tolist()) == list(range(len(pairs))), "exactly once"
+    derived = dynbatch.like_fixed(pairs, cost=COST, max_cost=6.0)
+    longest = pairs.max(axis=0)
+    batch = int(derived.update_size or 0)
+    assert COST(batch, *longest) <= 6.0 < COST(batch + 1, *longest), (
+        "without batch_size, the fixed batch is the most pairs of the longest sides in the MiB"
+    )
 
 
 def test_fill_device_of_pairs_fills_to_the_memory_target() -> None:
