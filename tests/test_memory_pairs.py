@@ -27,7 +27,8 @@ from dynbatch import (
     plan_batches,
     preflight,
 )
-from dynbatch.memory import peak_memory_mib, reset_peak_memory
+from dynbatch.cli import main
+from dynbatch.memory import load_cost, peak_memory_mib, reset_peak_memory
 from dynbatch.memory.pair_fit import PairProbeGrid, fit_pairs
 from dynbatch.memory.probe import Run
 from dynbatch.plan.costs import PairCost
@@ -163,6 +164,19 @@ def test_pair_memory_cost_json_round_trip_is_exact(exact: PairMemoryCost, tmp_pa
     assert json.loads((tmp_path / "pairs.json").read_text())["format"] == "dynbatch.PairMemoryCost"
     with pytest.raises(InputError, match=r"is not a saved MemoryCost"):
         MemoryCost.load(tmp_path / "pairs.json")
+
+
+def test_a_saved_cost_of_pairs_is_loaded_as_such_and_the_stats_cli_takes_it(
+    exact: PairMemoryCost, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exact.save(tmp_path / "pairs.json")
+    MemoryCost(c=1.0, a=0.5, b=0.0).save(tmp_path / "one.json")
+    assert load_cost(tmp_path / "pairs.json") == exact
+    assert load_cost(tmp_path / "one.json") == MemoryCost(c=1.0, a=0.5, b=0.0)
+    np.save(tmp_path / "lens.npy", np.array([3, 5, 9]))
+    argv = ["stats", str(tmp_path / "lens.npy"), "--max-cost", "100"]
+    assert main([*argv, "--cost-file", str(tmp_path / "pairs.json")]) == 2, "one length"
+    assert re.search(r"cost=PairMemoryCost\(.*\) takes two lengths", capsys.readouterr().err)
 
 
 def test_the_time_seam_fits_a_step_time_of_pairs_when_given_one() -> None:

@@ -31,7 +31,7 @@ planner work without it, and so do ``calibrate``/``preflight`` given a ``counter
 from __future__ import annotations
 
 from .calibrate import calibrate
-from .cost import CalibrationError, CalibrationReport, MemoryCost, PairMemoryCost
+from .cost import CalibrationError, CalibrationReport, MemoryCost, PairMemoryCost, load_cost
 from .counters import (
     AllocatorStatsUnavailable,
     Counter,
@@ -54,6 +54,7 @@ __all__ = [
     "PreflightReport",
     "calibrate",
     "current_memory_mib",
+    "load_cost",
     "memory_source",
     "memory_target",
     "peak_memory_mib",

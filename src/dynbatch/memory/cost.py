@@ -42,6 +42,7 @@ __all__ = [
     "Probe",
     "StepTimeModel",
     "check_time_model",
+    "load_cost",
 ]
 
 _FORMAT_VERSION = 1
@@ -302,6 +303,21 @@ class PairMemoryCost(PairPolynomialCost, _Saved):
         """The coefficients as stable text (for resume fingerprints): what decides the values."""
         values = ", ".join(f"{key}={getattr(self, key)!r}" for key in self.COEFFICIENTS)
         return f"PairMemoryCost({values})"
+
+
+def load_cost(path: str | Path) -> MemoryCost | PairMemoryCost:
+    """A cost :func:`~dynbatch.calibrate` saved, of one length or of pairs, whichever the file
+    holds (``dynbatch stats --cost-file``).
+
+    Args:
+        path: the JSON file :meth:`MemoryCost.save` or :meth:`PairMemoryCost.save` wrote.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        data = None  # MemoryCost.load names what is wrong with the file
+    pairs = isinstance(data, dict) and data.get("format") == "dynbatch.PairMemoryCost"
+    return PairMemoryCost.load(path) if pairs else MemoryCost.load(path)
 
 
 def _read_json(path: Path, name: str, keys: tuple[str, ...]) -> dict[str, Any]:
