@@ -1146,8 +1146,10 @@ for label, call, match in [
     ),
     (
         "fill_device",
-        lambda: fill_device(PAIRS, FLAT_STEP, max_cost=BUDGET, cost="linear"),
-        r"fill_device: lengths are \(source, target\) pairs",
+        lambda: fill_device(
+            PAIRS, StepTimeModel(c=1e-3, a=1e-5, b=0.0), max_cost=BUDGET, cost="linear"
+        ),
+        r"fill_device: time_model=StepTimeModel\(.*\) is a step time of one length",
     ),
 ]:
     case(f"{label}-pairs", call, VALUE, match)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .._checks import MAX_LENGTH, InputError
-from ..memory import MemoryCost
+from ..memory import load_cost
 from ..plan.costs import resolve_cost
 from ..plan.options import FIELDS, PlanOptions
 from ..plan.steptime import StepTimeTable, check_time_model
@@ -65,7 +65,7 @@ def parser() -> argparse.ArgumentParser:
     # the sampler's defaults, oversize="error" included (NOTE [ stats agrees with the sampler ])
     PlanOptions.add_arguments(st, exclude=EXCLUDED, defaults={"cost": None})
     st.add_argument(
-        "--cost-file", help="a MemoryCost saved by dynbatch.calibrate (JSON): --max-cost in MiB"
+        "--cost-file", help="a cost saved by dynbatch.calibrate (JSON): --max-cost in MiB"
     )
     st.add_argument(
         "--time-table",
@@ -152,7 +152,7 @@ def check_flags(args: argparse.Namespace) -> None:
                 f"{args.cost_file}"
             )
         try:
-            args.cost = MemoryCost.load(args.cost_file)
+            args.cost = load_cost(args.cost_file)  # a MemoryCost, or a PairMemoryCost
         except (OSError, ValueError) as exc:
             raise UsageError(f"--cost-file: {exc}") from None
     elif args.cost is None:

@@ -19,7 +19,8 @@ One job per module, the pure part apart from the part that measures:
 - :mod:`.probe`: running steps around the counters: warm-up, snapshot and
   restore, out of memory (NOTE [ what calibrate measures ], NOTE [ restoring state ]).
 - :mod:`.fit`: the probe grid and the fit (NOTE [ the floor ], NOTE [ the probe grid ]);
-  numpy only.
+  numpy only. :mod:`.pair_fit`: the same for a step of (source, target) pairs, a
+  :class:`PairMemoryCost` (NOTE [ the fit of pairs ]).
 - :mod:`.cost`: :class:`MemoryCost`, its report and step-time model, JSON; numpy only.
 - :mod:`.calibrate`, :mod:`.preflight`: the two entry points.
 
@@ -30,7 +31,7 @@ planner work without it, and so do ``calibrate``/``preflight`` given a ``counter
 from __future__ import annotations
 
 from .calibrate import calibrate
-from .cost import CalibrationError, CalibrationReport, MemoryCost
+from .cost import CalibrationError, CalibrationReport, MemoryCost, PairMemoryCost, load_cost
 from .counters import (
     AllocatorStatsUnavailable,
     Counter,
@@ -49,9 +50,11 @@ __all__ = [
     "Counter",
     "MemoryBudgetError",
     "MemoryCost",
+    "PairMemoryCost",
     "PreflightReport",
     "calibrate",
     "current_memory_mib",
+    "load_cost",
     "memory_source",
     "memory_target",
     "peak_memory_mib",

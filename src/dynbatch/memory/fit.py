@@ -52,12 +52,24 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, check_int
-from ..plan.costs import PolynomialCost, fit_polynomial
+from ..plan.costs import PolynomialCost, fit_polynomial, nnls
+from ..plan.pair_costs import PairPolynomialCost
 from ..plan.steptime import StepTimeModel
 from .cost import CalibrationError, Probe
 from .probe import Run
 
-__all__ = ["Fit", "ProbeGrid", "Shape", "fit"]
+__all__ = [
+    "CHECKED_FRACTION",
+    "FLOOR_BAND",
+    "Fit",
+    "ProbeGrid",
+    "Shape",
+    "fit",
+    "fit_errors",
+    "fit_relative",
+    "peak_floor",
+    "run_arrays",
+]
 
 #: held-out probes under this fraction of the largest probed peak are not held to tolerance
 CHECKED_FRACTION = 0.2
@@ -149,16 +161,17 @@ class Fit:
     ``memory`` holds ``c, a, b, floor`` of the peak in MiB; ``fit_error`` and
     ``held_out_error`` are the largest relative errors on fitted and held-out
     probes whose peak is at least a fifth of the largest (``held_out_checked``:
-    there was one); ``time_held_out_error`` is the same for ``time_model``.
+    there was one); ``time_held_out_error`` is the same for ``time_model`` (None: none was
+    fitted, as for pairs, NOTE [ the probe grid of pairs ] in :mod:`.pair_fit`).
     """
 
-    memory: PolynomialCost
-    time_model: StepTimeModel
+    memory: PolynomialCost | PairPolynomialCost
+    time_model: StepTimeModel | None
     probes: tuple[Probe, ...]
     fit_error: float
     held_out_error: float
-    time_held_out_error: float
     held_out_checked: bool
+    time_held_out_error: float
 
 
 def fit(grid: ProbeGrid, runs: Sequence[Run]) -> Fit:
@@ -175,15 +188,8 @@ def fit(grid: ProbeGrid, runs: Sequence[Run]) -> Fit:
     n = np.array([s.n for s in shapes], dtype=np.float64)
     length = np.array([s.length for s in shapes], dtype=np.float64)
     role = np.array([s.role for s in shapes])
-    ok = np.array([r.peak_mib is not None for r in runs])
-    peak = np.array([np.nan if r.peak_mib is None else r.peak_mib for r in runs])
-    secs = np.array([r.seconds for r in runs], dtype=np.float64)
-    if not ok[role == "floor"].all():
-        raise CalibrationError(
-            f"even the smallest probe (1 sample of {grid.min_len}) ran out of memory"
-        )
-    floor = float(peak[role == "floor"][0])
-    above = ok & (role == "fit") & (peak > floor + FLOOR_BAND * (np.nanmax(peak) - floor))
+    ok, peak, secs = run_arrays(runs)
+    floor, above = peak_floor(role, ok, peak, f"1 sample of {grid.min_len}")
     if np.unique(length[role == "fit"]).size < 2:
         raise CalibrationError(
             f"the probes cover one length only (min_len={grid.min_len}, max_len={grid.max_len}): "
@@ -193,8 +199,7 @@ def fit(grid: ProbeGrid, runs: Sequence[Run]) -> Fit:
         raise CalibrationError(
             f"only {int(above.sum())} probe(s) peaked above the step's fixed peak of "
             f"{floor:.1f} MiB, at {np.unique(length[above]).size} length(s); the fit needs 3 at 2 "
-            f"lengths. Raise max_tokens (now {grid.max_tokens}) or max_batch_size (now "
-            f"{grid.max_batch_size}) so the batch's memory shows above it"
+            f"lengths. {_RAISE.format(grid=grid)}"
         )
     memory = _Peak(*fit_polynomial(n[above], length[above], peak[above]), floor=floor)
     timed = ok & (role == "fit")
@@ -206,20 +211,75 @@ def fit(grid: ProbeGrid, runs: Sequence[Run]) -> Fit:
     timed_error = np.nan_to_num(timed_error, nan=0.0)  # 0 s predicted for 0 s timed: exact
     time_model = StepTimeModel(*coefficients, error=min(float(np.mean(timed_error)), 0.99))
     pred = np.asarray(memory(n, length), dtype=np.float64)
-    checked = ok & (peak >= CHECKED_FRACTION * np.nanmax(peak))
-    held = role == "held-out"
     probes = tuple(
         Probe(s.n, s.length, s.role, r.peak_mib, r.resident_mib, r.seconds, float(p))
         for s, r, p in zip(shapes, runs, pred, strict=True)
     )
     return Fit(
-        memory=memory,
-        time_model=time_model,
-        probes=probes,
-        fit_error=_max_error(pred, peak, checked & (role == "fit")),
-        held_out_error=_max_error(pred, peak, checked & held),
-        time_held_out_error=_max_error(np.asarray(time_model(n, length)), secs, ok & held),
-        held_out_checked=bool((checked & held).any()),
+        memory,
+        time_model,
+        probes,
+        *fit_errors(pred, peak, ok, role),
+        time_held_out_error=_max_error(
+            np.asarray(time_model(n, length)), secs, ok & (role == "held-out")
+        ),
+    )
+
+
+#: what to do when too few probes peak above the floor (``grid``: the probe grid)
+_RAISE = (
+    "Raise max_tokens (now {grid.max_tokens}) or max_batch_size (now {grid.max_batch_size}) so "
+    "the batch's memory shows above it"
+)
+
+
+def run_arrays(
+    runs: Sequence[Run],
+) -> tuple[NDArray[np.bool_], NDArray[np.float64], NDArray[np.float64]]:
+    """Which runs fitted in memory, their peaks (NaN: out of memory) and their seconds."""
+    ok = np.array([r.peak_mib is not None for r in runs])
+    peak = np.array([np.nan if r.peak_mib is None else r.peak_mib for r in runs])
+    return ok, peak, np.array([r.seconds for r in runs], dtype=np.float64)
+
+
+def peak_floor(
+    role: NDArray[Any], ok: NDArray[np.bool_], peak: NDArray[np.float64], smallest: str
+) -> tuple[float, NDArray[np.bool_]]:
+    """The floor (the peak of the ``"floor"`` probe, ``smallest`` its batch in words) and the
+    fitted probes that peaked above it (NOTE [ the floor ])."""
+    if not ok[role == "floor"].all():
+        raise CalibrationError(f"even the smallest probe ({smallest}) ran out of memory")
+    floor = float(peak[role == "floor"][0])
+    above = ok & (role == "fit") & (peak > floor + FLOOR_BAND * (np.nanmax(peak) - floor))
+    return floor, above
+
+
+def fit_relative(columns: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Non-negative weights of ``columns`` (one per column) minimising the relative squared
+    error to ``y``, as :func:`~dynbatch.plan.costs.fit_polynomial` does for its three.
+
+    >>> x = np.array([[1.0, 2.0], [1.0, 4.0], [1.0, 8.0]])
+    >>> [round(float(v), 9) for v in fit_relative(x, 3.0 + 0.5 * x[:, 1])]
+    [3.0, 0.5]
+    """
+    weight = 1.0 / np.maximum(y, 1e-12)
+    x = columns * weight[:, None]
+    scale = np.abs(x).max(axis=0)
+    scale[scale == 0] = 1.0
+    return np.asarray(nnls(x / scale, y * weight) / scale, dtype=np.float64)
+
+
+def fit_errors(
+    pred: NDArray[np.float64], peak: NDArray[np.float64], ok: NDArray[np.bool_], role: NDArray[Any]
+) -> tuple[float, float, bool]:
+    """``fit_error``, ``held_out_error`` and ``held_out_checked`` of :class:`Fit`: the largest
+    relative errors on the probes that peaked at least :data:`CHECKED_FRACTION` of the largest."""
+    checked = ok & (peak >= CHECKED_FRACTION * np.nanmax(peak))
+    held = checked & (role == "held-out")
+    return (
+        _max_error(pred, peak, checked & (role == "fit")),
+        _max_error(pred, peak, held),
+        bool(held.any()),
     )
 
 

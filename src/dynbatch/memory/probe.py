@@ -27,6 +27,17 @@ NOTE [ restoring state ]
     of being left half-restored: make the optimizer after calibrating, or
     calibrate with a throwaway optimizer of the same kind and pass
     ``restore=[model]``.
+
+NOTE [ collecting between probes ]
+    Each probe starts with ``gc.collect()``, so that tensors the last step
+    left in reference cycles are freed before the peak is reset, not counted
+    as resident. A full collection walks every object of the process, and
+    with paddlenlp imported that is 0.56 s a probe on the CPU here, most of
+    a tiny model's calibration. So after the warm-up step one full
+    collection runs and ``gc.freeze()`` sets every object alive then aside:
+    the collection before each probe then walks only what the probes made,
+    which is all a probe can leave behind. ``gc.unfreeze()`` returns them
+    after the last probe.
 """
 
 from __future__ import annotations
@@ -47,8 +58,9 @@ from .counters import MIB, Counter, DeviceCounter
 
 __all__ = ["Restorable", "Run", "Step", "check_restore", "check_step", "measure"]
 
-#: ``step(n, L)``: one training step on a random batch of ``n`` samples padded to ``L``.
-Step = Callable[[int, int], object]
+#: ``step(n, L)``: one training step on a random batch of ``n`` samples padded to ``L``; for
+#: (source, target) pairs ``step(n, Ls, Lt)``, its sources padded to ``Ls``, targets to ``Lt``.
+Step = Callable[..., object]
 
 
 class Restorable(Protocol):
@@ -69,22 +81,45 @@ class Run:
     seconds: float
 
 
-def check_step(step: Any) -> Step:
-    """``step`` if it can be called as ``step(n, L)``."""
-    wrong = not callable(step)
-    if not wrong:
-        try:
-            inspect.signature(step).bind(1, 1)
-        except TypeError:
-            wrong = True
-        except ValueError:  # builtins without a signature: trust them
-            pass
-    if wrong:
+def check_step(step: Any, pairs: bool = False, hint: str = "") -> Step:
+    """``step`` if it can be called as ``step(n, L)``, or for pairs as ``step(n, Ls, Lt)``; a
+    step of the other arity is refused by name, ``hint`` saying how to give pairs."""
+    form = "step(n, Ls, Lt)" if pairs else "step(n, L)"
+    what = (
+        "n (source, target) pairs, sources padded to Ls and targets to Lt"
+        if pairs
+        else "n samples padded to length L"
+    )
+    if not _binds(step, 3 if pairs else 2):
+        other = ""
+        if pairs and _binds(step, 2):
+            other = (
+                " (it takes step(n, L), a batch of one length, but the lengths are (source, "
+                f"target) pairs{hint})"
+            )
+        elif not pairs and _binds(step, 3):
+            other = (
+                " (it takes step(n, Ls, Lt), a batch of (source, target) pairs, but the "
+                f"lengths are one per sample{hint})"
+            )
         raise InputTypeError(
-            f"step must be a callable step(n, L) that runs one training step on n samples "
-            f"padded to length L, got step={step!r}"
+            f"step must be a callable {form} that runs one training step on {what}, got "
+            f"step={step!r}{other}"
         )
     return step  # type: ignore[no-any-return]
+
+
+def _binds(step: Any, arity: int) -> bool:
+    """Whether ``step`` can be called with ``arity`` positional arguments."""
+    if not callable(step):
+        return False
+    try:
+        inspect.signature(step).bind(*[1] * arity)
+    except TypeError:
+        return False
+    except ValueError:  # builtins without a signature: trust them
+        pass
+    return True
 
 
 def check_restore(restore: Any) -> list[Restorable]:
@@ -107,13 +142,14 @@ def check_restore(restore: Any) -> list[Restorable]:
 
 def measure(
     step: Step,
-    shapes: Sequence[tuple[int, int]],
+    shapes: Sequence[tuple[int, ...]],
     *,
     counter: Counter,
     restore: list[Restorable],
-    warmup: tuple[int, int],
+    warmup: tuple[int, ...],
 ) -> list[Run]:
-    """Run ``step(*warmup)``, then ``step(n, L)`` for each shape, reading ``counter``.
+    """Run ``step(*warmup)``, then ``step(*shape)`` for each shape (``(n, L)``, or ``(n, Ls,
+    Lt)`` for pairs), reading ``counter``.
 
     The state of the ``restore`` objects is snapshot first and put back at the
     end, also when a step fails (NOTE [ restoring state ]). A step that runs out
@@ -125,7 +161,12 @@ def measure(
         grown = _grown(restore, snapshot)
         if grown:
             raise _grown_error(restore, grown)
-        return [_run(step, n, length, counter) for n, length in shapes]
+        gc.collect()  # NOTE [ collecting between probes ]
+        gc.freeze()
+        try:
+            return [_run(step, shape, counter) for shape in shapes]
+        finally:
+            gc.unfreeze()
     finally:
         skip = {i for i, _ in _grown(restore, snapshot)}
         for i, (obj, snap) in enumerate(zip(restore, snapshot, strict=True)):
@@ -133,13 +174,13 @@ def measure(
                 obj.set_state_dict(_from_host(snap))
 
 
-def _run(step: Step, n: int, length: int, counter: Counter) -> Run:
-    gc.collect()
+def _run(step: Step, shape: tuple[int, ...], counter: Counter) -> Run:
+    gc.collect()  # NOTE [ collecting between probes ]
     counter.reset_peak()
     resident = _mib(counter.current_bytes(), "current_bytes")
     start = time.perf_counter()
     try:
-        step(n, length)
+        step(*shape)
     except Exception as exc:
         if not _is_oom(exc):
             raise

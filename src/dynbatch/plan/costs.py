@@ -47,6 +47,7 @@ from .pair_costs import (
     PairCallable,
     PairCost,
     PairCostFn,
+    PairPolynomialCost,
     is_number,
     probe_grid,
     required_arguments,
@@ -237,7 +238,7 @@ def resolve_cost(cost: CostLike) -> AnyCost:
         )
     if isinstance(cost, (QuadraticCost, LinearCost, PolynomialCost, _Elementwise)):
         return cost
-    if isinstance(cost, (PairCost, PairCallable)):
+    if isinstance(cost, (PairCost, PairCallable, PairPolynomialCost)):
         return cost
     problem = signature_problem(cost)
     if problem is not None:

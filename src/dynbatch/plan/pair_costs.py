@@ -26,11 +26,13 @@ from numpy.typing import NDArray
 from .._checks import InputError, InputTypeError, check_nonnegative_number
 
 __all__ = [
+    "PAIR_TERMS",
     "PROBE_L",
     "PROBE_N",
     "PairCallable",
     "PairCost",
     "PairCostFn",
+    "PairPolynomialCost",
     "is_number",
     "probe_grid",
     "required_arguments",
@@ -115,6 +117,63 @@ class PairCost:
         if self.a:
             per_sample = per_sample + self.a * (ls + lt)
         return np.multiply(n, per_sample)
+
+
+@dataclass(frozen=True)
+class PairPolynomialCost:
+    """The fitted formula of two lengths: ``max(floor, c + n*(a_s*Ls + a_t*Lt + b_s*Ls**2 +
+    b_t*Lt**2 + cross*Ls*Lt))``.
+
+    The form of :class:`PairCost` (NOTE [ costs of pairs ]) with a coefficient per side and
+    the constant and floor of :class:`~dynbatch.plan.costs.PolynomialCost`: an encoder and a
+    decoder differ (the decoder's output layer grows with the target only), so each side has
+    its own. :class:`~dynbatch.PairMemoryCost` (MiB) is this formula. Every coefficient is a
+    finite number >= 0 and one of the growing ones is > 0, so the cost is nondecreasing in
+    ``n``, ``Ls`` and ``Lt``, and grows with the batch.
+
+    >>> float(PairPolynomialCost(c=1, a_s=0, a_t=1, b_s=0, b_t=0, cross=0.5)(2, 4, 3))
+    19.0
+    """
+
+    c: float
+    a_s: float
+    a_t: float
+    b_s: float
+    b_t: float
+    cross: float
+    floor: float = 0.0
+    #: it prices two lengths, (source, target): :func:`takes_pairs`
+    takes_pairs: ClassVar[bool] = True
+    #: a cost that must grow with the batch (one of :data:`PAIR_TERMS` > 0)
+    grows: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        for name in ("c", *PAIR_TERMS, "floor"):
+            value = check_nonnegative_number(name, getattr(self, name), owner=owner)
+            object.__setattr__(self, name, value)
+        if self.grows and not any(getattr(self, name) for name in PAIR_TERMS):
+            raise InputError(
+                f"{owner} needs one of {', '.join(PAIR_TERMS)} > 0 (a cost that grows with the "
+                "batch), got all 0"
+            )
+
+    def __call__(self, n: Any, source: Any, target: Any) -> Any:
+        ls = np.asarray(source, dtype=np.float64)
+        lt = np.asarray(target, dtype=np.float64)
+        per_sample = (
+            self.a_s * ls
+            + self.a_t * lt
+            + self.b_s * ls * ls
+            + self.b_t * lt * lt
+            + self.cross * ls * lt
+        )
+        value = self.c + np.multiply(n, per_sample)
+        return np.maximum(self.floor, value) if self.floor else value
+
+
+#: The coefficients of :class:`PairPolynomialCost` that grow with the batch, in its order.
+PAIR_TERMS = ("a_s", "a_t", "b_s", "b_t", "cross")
 
 
 def _arguments(fn: Any) -> tuple[int, float, list[str]] | None:

@@ -67,6 +67,16 @@ NOTE [ filling the device ]
     a micro-batch larger than that is an update alone.
     Larger micro-batches mean fewer updates an epoch: docs/gpu.md shows
     what that costs in accuracy.
+
+    For (source, target) pairs the memory target is a cost of pairs (a
+    :class:`~dynbatch.PairMemoryCost` that :func:`~dynbatch.calibrate` fits
+    from ``step(n, Ls, Lt)``; a named cost in its two-length form), charged
+    at each micro-batch's longest source and longest target, and filled as
+    for one length. Its knee needs a step time of two lengths, which is not
+    there yet: a step time of one length that grows with the batch is refused
+    by name (its ``L`` is neither side), and without one (``time_model=None``,
+    or one that does not grow) the memory target alone decides.
+    :func:`_step_growth` is where a step time of two lengths plugs in.
 """
 
 from __future__ import annotations
@@ -93,6 +103,7 @@ from .costs import (
     WithinBudgets,
     charge,
     cost_spec,
+    pair_form,
     resolve_cost,
 )
 from .lengths import (
@@ -335,12 +346,20 @@ def fill_device(
     micro-batch larger than that is an update alone. Larger micro-batches mean fewer updates an
     epoch: docs/gpu.md shows what that costs in accuracy.
 
+    Lengths may be (source, target) pairs, an ``[N, 2]`` array, with a memory cost of pairs
+    (e.g. the :class:`~dynbatch.PairMemoryCost` of :func:`~dynbatch.calibrate` with
+    ``max_len=(Ls, Lt)``): each micro-batch is then the largest that fits ``max_cost`` at its
+    longest source and longest target. A step time of two lengths is not there yet, so for
+    pairs ``time_model`` is None (or one that does not grow with the batch) and the memory
+    target alone decides; one of one length that grows is refused by name.
+
     Args:
-        lengths: the per-sample lengths the plan will be made from.
+        lengths: the per-sample lengths the plan will be made from (or ``[N, 2]`` pairs).
         time_model: seconds of a step, with coefficients ``c``, ``a``, ``b``
-            (e.g. ``MemoryCost.time_model``).
+            (e.g. ``MemoryCost.time_model``); for pairs None.
         max_cost: the memory target under ``cost`` (e.g. MiB with a ``MemoryCost``).
-        cost: the memory cost model.
+        cost: the memory cost model (for pairs a cost of two lengths, ``cost(n, Ls, Lt)``,
+            or a named one).
         fraction: of the best tokens per second, in (0, 1).
         batch_size: the fixed batch whose update size to keep (per rank), or None
             (every micro-batch is an update).
@@ -357,14 +376,17 @@ def fill_device(
     (True, None)
     """  # NOTE [ filling the device ]
     lens, longest = _lengths(lengths, fields, "fill_device")
-    if is_pairs(lens):
-        raise InputError(
-            "fill_device: lengths are (source, target) pairs, and its step time is of one "
-            "length, (n, L): a step time of two lengths is not there yet. Use "
-            "like_fixed(lengths, batch_size) for pairs"
+    pairs = is_pairs(lens)
+    if pairs:  # NOTE [ planning pairs ] in dynbatch.plan.pairs
+        refuse_for_pairs(
+            "fill_device",
+            pack_len=None,
+            update_unit=update_unit,
+            time_model=None,
+            group_by_length=False,
         )
     counted = check_pair_loss_tokens(loss_tokens, lens)
-    c, a, b = (_coefficient(time_model, name) for name in ("c", "a", "b"))
+    c, growing = _step_growth(time_model, pairs)
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
         raise InputTypeError(f"fraction must be a number in (0, 1), got fraction={fraction!r}")
     if not 0 < fraction < 1:
@@ -372,11 +394,12 @@ def fill_device(
             f"fraction must be a number in (0, 1) (of the best tokens per second), "
             f"got fraction={fraction!r}"
         )
-    memory = resolve_cost(cost)
+    memory = pair_form(resolve_cost(cost)) if pairs else resolve_cost(cost)
     target = check_positive_number("max_cost", max_cost)
-    if not float(memory(1, longest)) <= target:
+    if not float(np.asarray(charge(memory, 1, np.asarray([longest])))[0]) <= target:
+        what = f"lengths {tuple(longest.tolist())}" if pairs else f"length {longest}"
         raise InputError(
-            f"max_cost={max_cost!r} does not fit one sample of the longest length {longest} "
+            f"max_cost={max_cost!r} does not fit one sample of the longest {what} "
             f"under cost {cost_spec(memory) or memory!r}"
         )
     replicas = check_int("num_replicas", num_replicas, minimum=1, maximum=MAX_LENGTH)
@@ -385,13 +408,34 @@ def fill_device(
         batch = check_int("batch_size", batch_size, minimum=1)
         counts = lens if counted is None else counted
         values = {**_updates(counts, batch * replicas, update_unit), **values}
-    if a == b == 0:  # a step costs the same at any size: no knee below the memory target
+    if growing is None:  # a step costs the same at any size: no knee below the memory target
         return PlanOptions(max_cost=target, cost=memory, **values)
-    growing = MixedCost(a, b)
     knee = max(c * fraction / (1.0 - fraction), float(growing(1, longest)))
     return PlanOptions(
         max_cost=1.0, cost=WithinBudgets(((growing, knee), (memory, target))), **values
     )
+
+
+def _step_growth(time_model: Any, pairs: bool) -> tuple[float, MixedCost | None]:
+    """The fixed part ``c`` of the step time and the part that grows with the batch (None: no
+    part grows, so no knee) (NOTE [ filling the device ]).
+
+    A step time of two lengths is not there yet: for pairs ``time_model`` is None (no knee),
+    or one of one length that does not grow; one that grows is refused by name. A step time of
+    two lengths plugs in here, its growing part held with the memory as one length's is.
+    """
+    if pairs and time_model is None:
+        return 0.0, None
+    c, a, b = (_coefficient(time_model, name) for name in ("c", "a", "b"))
+    if a == b == 0:
+        return c, None
+    if pairs:
+        raise InputError(
+            f"fill_device: time_model={time_model!r} is a step time of one length, (n, L), and "
+            "the lengths are (source, target) pairs: a step time of two lengths is not there "
+            "yet. Pass time_model=None: the memory target under cost decides each micro-batch"
+        )
+    return c, MixedCost(a, b)
 
 
 def _micro_cap(batch: int, share: int, fields: dict[str, Any]) -> int:
