@@ -1,6 +1,6 @@
 """Seq2SeqCollator: both sides padded to their own longest, the decoder's inputs shifted right,
 labels ``ignore_index`` on padding; the same arrays as a ``Dict`` of ``Pad`` s given the
-shifted targets by hand (NOTE [ one collator for pairs ])."""
+shifted targets by hand (NOTE [ one collator for pairs ] in collate.py)."""
 
 from __future__ import annotations
 

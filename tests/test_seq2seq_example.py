@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -60,19 +61,19 @@ def test_the_plan_keeps_the_fixed_batchs_updates_and_pads_little_on_both_sides(
     assert fixed.source_padding_efficiency < 0.8 and fixed.target_padding_efficiency < 0.8
 
 
-def check_same_updates(rows: dict[str, dict[str, object]], pairs: int, batch: int) -> None:
+def check_same_updates(rows: dict[str, dict[str, Any]], pairs: int, batch: int) -> None:
     fixed, dynamic = rows["fixed"], rows["dynamic"]
     per_epoch = math.ceil(pairs / batch)
     assert fixed["steps"] == dynamic["steps"] == 2 * per_epoch, "ceil(N / B) updates an epoch"
     assert sorted(fixed["update_pairs"]) == sorted(dynamic["update_pairs"]), "B pairs each"
-    assert sum(dynamic["update_pairs"]) == 2 * pairs, "every pair once an epoch"  # type: ignore[call-overload]
-    assert dynamic["micro_batches"] > dynamic["steps"], "updates cut into micro-batches"  # type: ignore[operator]
+    assert sum(dynamic["update_pairs"]) == 2 * pairs, "every pair once an epoch"
+    assert dynamic["micro_batches"] > dynamic["steps"], "updates cut into micro-batches"
     for side in ("source", "target"):
         key = f"{side}_padding_efficiency"
-        assert dynamic[key] > fixed[key], f"{side}: dynamic pads less"  # type: ignore[operator]
+        assert dynamic[key] > fixed[key], f"{side}: dynamic pads less"
     for row in (fixed, dynamic):
-        assert 0.0 <= row["eval_accuracy"] <= 1.0 and np.isfinite(row["eval_loss"])  # type: ignore[operator,call-overload]
-        assert row["peak_memory_mb"] > 0 and row["real_tokens_per_sec"] > 0  # type: ignore[operator]
+        assert 0.0 <= row["eval_accuracy"] <= 1.0 and np.isfinite(row["eval_loss"])
+        assert row["peak_memory_mb"] > 0 and row["real_tokens_per_sec"] > 0
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ is given where paddlenlp always returns int32.
        [3, 0]]), array([0, 1]))
 
 ``Seq2SeqCollator`` batches (source, target) pairs for an encoder-decoder, each side padded to
-its own longest (NOTE [ one collator for pairs ]).
+its own longest.
 """
 
 from __future__ import annotations
@@ -310,6 +310,14 @@ class Dict:
         return tuple(ret)
 
 
+# NOTE [ one collator for pairs ]
+#     ``Dict({"src": Pad(pad_id, ret_mask=True), "tgt": Pad(-100)})`` pads both sides, but
+#     the decoder's inputs come from the same target field as the labels, shifted, and a
+#     ``Dict`` applies one function per field: the dataset would have to store each target
+#     twice, shifted by hand, and the batch would be a tuple whose order is the reader's to
+#     remember. One class with the four names a model takes is the smaller API: one
+#     object to construct, no per-sample shifting, and a target that already holds
+#     ``ignore_index`` (which would reach the decoder's embedding as an id) refused by name.
 class Seq2SeqCollator:
     """Batch (source, target) pairs for an encoder-decoder: each side padded to its own longest.
 
@@ -332,14 +340,9 @@ class Seq2SeqCollator:
         target: the samples' field of target ids (without the start token; end it with
             an end token if the model should learn to stop).
 
-    NOTE [ one collator for pairs ]
-        ``Dict({"src": Pad(pad_id, ret_mask=True), "tgt": Pad(-100)})`` pads both sides, but
-        the decoder's inputs come from the same target field as the labels, shifted, and a
-        ``Dict`` applies one function per field: the dataset would have to store each target
-        twice, shifted by hand, and the batch would be a tuple whose order is the reader's to
-        remember. One class with the four names a model takes is the smaller API: one
-        object to construct, no per-sample shifting, and a target that already holds
-        ``ignore_index`` (which would reach the decoder's embedding as an id) refused by name.
+    Why one class rather than a ``Dict`` of ``Pad`` s: the decoder's inputs and the labels
+    both come from the target, and a ``Dict`` applies one function per field, so the dataset
+    would store every target twice, shifted by hand.
 
     >>> collate = Seq2SeqCollator(pad_id=0, decoder_start_id=2)
     >>> batch = collate([{"source": [5, 6, 7], "target": [8, 9, 3]},
