@@ -160,7 +160,7 @@ def prepare(args: argparse.Namespace) -> tuple[Pairs, Pairs, dict[str, Any]]:
         "data": where,
         "src_vocab": len(src),
         "tgt_vocab": len(tgt),
-        "max_len": max(args.max_chars, args.max_chars + 1),
+        "max_len": args.max_chars + 1,  # the longest side: a target of max_chars syllables + </s>
     }
     return Pairs(train, src, tgt, args.max_chars), Pairs(dev, src, tgt, args.max_chars), meta
 
