@@ -62,6 +62,9 @@ def test_the_plan_keeps_the_fixed_batchs_updates_and_pads_little_on_both_sides(
 
 
 def check_same_updates(rows: dict[str, dict[str, Any]], pairs: int, batch: int) -> None:
+    """Both modes' updates, padding and measures; ``pairs`` a multiple of ``batch``, so every
+    update holds ``batch`` pairs (else the plan spreads the remainder over an epoch's last
+    updates, where the fixed batch leaves it to its last)."""
     fixed, dynamic = rows["fixed"], rows["dynamic"]
     per_epoch = math.ceil(pairs / batch)
     assert fixed["steps"] == dynamic["steps"] == 2 * per_epoch, "ceil(N / B) updates an epoch"
@@ -81,13 +84,13 @@ def test_fixed_and_dynamic_train_the_same_updates(tmp_path: Path, chnsenticorp_c
     done = run_example(
         "seq2seq_pinyin.py",
         *("--data-file", str(chnsenticorp_csv), "--seeds", "0", "--epochs", "2"),
-        *("--max-train-samples", "120", "--dev-samples", "20", "--max-chars", "60"),
+        *("--max-train-samples", "128", "--dev-samples", "20", "--max-chars", "60"),
         *("--batch-size", "16", "--d-model", "16", "--output-dir", str(tmp_path)),
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {r["mode"]: r for r in json.loads((tmp_path / "results.json").read_text())}
-    check_same_updates(rows, 120, 16)
+    check_same_updates(rows, 128, 16)
     assert "dynamic vs fixed over seeds 0: real tokens/s x" in done.stdout, "the summary"
 
 
