@@ -39,6 +39,7 @@ def test_a_target_is_the_syllables_of_the_sources_chinese_characters(example: Mo
     assert pairs[0]["target"].tolist() == [tgt["fang"], example.UNK, example.UNK, example.EOS]
 
 
+@pytest.mark.slow  # pypinyin over every review: half a minute
 def test_the_plan_keeps_the_fixed_batchs_updates_and_pads_little_on_both_sides(
     example: ModuleType, chnsenticorp_csv: Path
 ) -> None:
