@@ -1,4 +1,4 @@
-"""Bad input to the collators (Pad, Stack, Tuple, Dict) is a named error.
+"""Bad input to the collators (Pad, Stack, Tuple, Dict, Seq2SeqCollator) is a named error.
 
 One part of the bad-input table (tests/bad_input.py says how it works): the collators, at
 construction and on a batch.
@@ -22,7 +22,16 @@ from bad_input import (
     raises_as_the_table_says,
 )
 
-from dynbatch import Dict, InputError, PackCollator, Pad, PlanOptions, Stack, Tuple
+from dynbatch import (
+    Dict,
+    InputError,
+    PackCollator,
+    Pad,
+    PlanOptions,
+    Seq2SeqCollator,
+    Stack,
+    Tuple,
+)
 from dynbatch.plan.packs import PackLayout
 
 CASES = Cases()
@@ -186,6 +195,85 @@ COLLATE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         r"Dict: sample 0 must be a dict with field 'ids', got \[1, 2\]",
     ),
     ("Dict-empty-batch", lambda: Dict({"ids": Pad()})([]), VALUE, r"Dict got an empty batch"),
+    (
+        "Seq2SeqCollator-pad_id-negative",
+        lambda: Seq2SeqCollator(pad_id=-1),
+        VALUE,
+        r"pad_id must be an integer >= 0, got pad_id=-1",
+    ),
+    (
+        "Seq2SeqCollator-decoder_start_id-bool",
+        lambda: Seq2SeqCollator(decoder_start_id=True),
+        TYPE,
+        r"decoder_start_id must be an integer >= 0, got decoder_start_id=True",
+    ),
+    (
+        "Seq2SeqCollator-ignore_index-float",
+        lambda: Seq2SeqCollator(ignore_index=-100.0),
+        TYPE,
+        r"ignore_index must be an integer \(the label of padding, usually -100\), "
+        r"got ignore_index=-100.0",
+    ),
+    (
+        "Seq2SeqCollator-field-not-str",
+        lambda: Seq2SeqCollator(source=0),
+        TYPE,
+        r"source must be a non-empty str \(the samples' field of source ids\), got source=0",
+    ),
+    (
+        "Seq2SeqCollator-same-fields",
+        lambda: Seq2SeqCollator(source="ids", target="ids"),
+        VALUE,
+        r"source and target must name two fields, got source='ids' and target='ids'",
+    ),
+    (
+        "Seq2SeqCollator-empty-batch",
+        lambda: Seq2SeqCollator()([]),
+        VALUE,
+        r"Seq2SeqCollator got an empty batch",
+    ),
+    (
+        "Seq2SeqCollator-sample-not-mapping",
+        lambda: Seq2SeqCollator()([([1], [2])]),
+        TYPE,
+        r"Seq2SeqCollator: sample 0 must be a dict with fields 'source' and 'target'",
+    ),
+    (
+        "Seq2SeqCollator-missing-target",
+        lambda: Seq2SeqCollator()([{"source": [1]}]),
+        VALUE,
+        r"Seq2SeqCollator: sample 0 has no field 'target' \(its fields: \['source'\]\)",
+    ),
+    (
+        "Seq2SeqCollator-empty-target",
+        lambda: Seq2SeqCollator()([{"source": [1], "target": [2]}, {"source": [1], "target": []}]),
+        VALUE,
+        r"Seq2SeqCollator: sample 1's target=\[\] must be a non-empty 1-D sequence of integer",
+    ),
+    (
+        "Seq2SeqCollator-2d-source",
+        lambda: Seq2SeqCollator()([{"source": [[1, 2]], "target": [2]}]),
+        VALUE,
+        r"Seq2SeqCollator: sample 0's source=\[\[1, 2\]\] must be a non-empty 1-D",
+    ),
+    (
+        "Seq2SeqCollator-float-ids",
+        lambda: Seq2SeqCollator()([{"source": [1.5], "target": [2]}]),
+        VALUE,
+        r"sample 0's source=\[1.5\] must be a non-empty 1-D sequence of integer token ids",
+    ),
+    (
+        "Seq2SeqCollator-text",
+        lambda: Seq2SeqCollator()([{"source": "你好", "target": [2]}]),
+        TYPE,
+        r"Seq2SeqCollator \(source\): data\[0\]='你好' is text",
+    ),
+    (
+        "Seq2SeqCollator-target-holds-ignore_index",
+        lambda: Seq2SeqCollator()([{"source": [1], "target": [5, -100]}]),
+        VALUE,
+        r"sample 0's target holds ignore_index=-100: give the target's token ids",
+    ),
     (
         "Pad-pad_val-str",
         lambda: Pad(pad_val="x")([[1, 2, 3], [4]]),

@@ -21,7 +21,7 @@ from .memory import (
     memory_target,
     preflight,
 )
-from .paddle.collate import Dict, Pad, Stack, Tuple
+from .paddle.collate import Dict, Pad, Seq2SeqCollator, Stack, Tuple
 from .paddle.losses import loss_token_counts, token_loss
 from .paddle.pack_collate import PackCollator
 from .paddle.safe_collate import safe_collate
@@ -77,6 +77,7 @@ __all__ = [
     "PlanSource",
     "PlanStats",
     "QuadraticCost",
+    "Seq2SeqCollator",
     "ShardedPlan",
     "Stack",
     "StepTimeModel",

@@ -13,6 +13,9 @@ is given where paddlenlp always returns int32.
 >>> Tuple(Pad(), Stack())([([1, 2], 0), ([3], 1)])
 (array([[1, 2],
        [3, 0]]), array([0, 1]))
+
+``Seq2SeqCollator`` batches (source, target) pairs for an encoder-decoder, each side padded to
+its own longest.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_bool, check_int
 
-__all__ = ["Dict", "Pad", "Stack", "Tuple"]
+__all__ = ["Dict", "Pad", "Seq2SeqCollator", "Stack", "Tuple"]
 
 Batchify = Callable[[Sequence[Any]], Any]
 
@@ -305,3 +308,122 @@ class Dict:
         for key, fn in self._fn.items():
             _extend(ret, fn([sample[key] for sample in data]))
         return tuple(ret)
+
+
+# NOTE [ one collator for pairs ]
+#     ``Dict({"src": Pad(pad_id, ret_mask=True), "tgt": Pad(-100)})`` pads both sides, but
+#     the decoder's inputs come from the same target field as the labels, shifted, and a
+#     ``Dict`` applies one function per field: the dataset would have to store each target
+#     twice, shifted by hand, and the batch would be a tuple whose order is the reader's to
+#     remember. One class with the four names a model takes is the smaller API: one
+#     object to construct, no per-sample shifting, and a target that already holds
+#     ``ignore_index`` (which would reach the decoder's embedding as an id) refused by name.
+class Seq2SeqCollator:
+    """Batch (source, target) pairs for an encoder-decoder: each side padded to its own longest.
+
+    Every sample is a dict holding the source's token ids under ``source`` and the target's
+    under ``target``. A batch is a dict of four int64 arrays, the names paddlenlp's and Hugging
+    Face's encoder-decoders take:
+
+    - ``input_ids`` ``[b, Ls]``: the sources, ``pad_id`` after each;
+    - ``attention_mask`` ``[b, Ls]``: 1 on a source's tokens, 0 on its padding;
+    - ``decoder_input_ids`` ``[b, Lt]``: each target shifted right, ``decoder_start_id``
+      first and its last token dropped, ``pad_id`` after;
+    - ``labels`` ``[b, Lt]``: the targets, ``ignore_index`` on padding, so
+      ``token_loss(logits, labels, shift=False)`` sums over the targets' tokens only.
+
+    Args:
+        pad_id: the padding token of both sides' ids.
+        decoder_start_id: the decoder's first input (BART's ``</s>``, T5's pad, a ``<s>``).
+        ignore_index: the label of padding (``token_loss``'s ``ignore_index``).
+        source: the samples' field of source ids.
+        target: the samples' field of target ids (without the start token; end it with
+            an end token if the model should learn to stop).
+
+    Why one class rather than a ``Dict`` of ``Pad`` s: the decoder's inputs and the labels
+    both come from the target, and a ``Dict`` applies one function per field, so the dataset
+    would store every target twice, shifted by hand.
+
+    >>> collate = Seq2SeqCollator(pad_id=0, decoder_start_id=2)
+    >>> batch = collate([{"source": [5, 6, 7], "target": [8, 9, 3]},
+    ...                  {"source": [4], "target": [7, 3]}])
+    >>> {k: v.tolist() for k, v in batch.items()}  # doctest: +NORMALIZE_WHITESPACE
+    {'input_ids': [[5, 6, 7], [4, 0, 0]], 'attention_mask': [[1, 1, 1], [1, 0, 0]],
+     'decoder_input_ids': [[2, 8, 9], [2, 7, 0]], 'labels': [[8, 9, 3], [7, 3, -100]]}
+    """
+
+    def __init__(
+        self,
+        pad_id: int = 0,
+        decoder_start_id: int = 0,
+        ignore_index: int = -100,
+        source: str = "source",
+        target: str = "target",
+    ) -> None:
+        self.pad_id = check_int("pad_id", pad_id)
+        self.decoder_start_id = check_int("decoder_start_id", decoder_start_id)
+        if isinstance(ignore_index, (bool, np.bool_)) or not isinstance(
+            ignore_index, (int, np.integer)
+        ):
+            raise InputTypeError(
+                f"ignore_index must be an integer (the label of padding, usually -100), got "
+                f"ignore_index={ignore_index!r}"
+            )
+        self.ignore_index = int(ignore_index)
+        for name, field in (("source", source), ("target", target)):
+            if not isinstance(field, str) or not field:
+                raise InputTypeError(
+                    f"{name} must be a non-empty str (the samples' field of {name} ids), got "
+                    f"{name}={field!r}"
+                )
+        if source == target:
+            raise InputError(
+                f"source and target must name two fields, got source={source!r} and "
+                f"target={target!r}"
+            )
+        self.source, self.target = source, target
+
+    def _side(self, data: Sequence[Any], field: str) -> list[NDArray[Any]]:
+        who = f"Seq2SeqCollator ({field})"
+        arrs = [_numbers(sample[field], who, i) for i, sample in enumerate(data)]
+        for i, arr in enumerate(arrs):
+            if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
+                raise InputError(
+                    f"Seq2SeqCollator: sample {i}'s {field}={arr.tolist()!r:.80} must be a "
+                    "non-empty 1-D sequence of integer token ids"
+                )
+        return arrs
+
+    def __call__(self, data: Sequence[Mapping[str, Any]]) -> dict[str, NDArray[np.int64]]:
+        _non_empty(data, "Seq2SeqCollator")
+        for i, sample in enumerate(data):
+            if not isinstance(sample, Mapping):
+                raise InputTypeError(
+                    f"Seq2SeqCollator: sample {i} must be a dict with fields {self.source!r} "
+                    f"and {self.target!r}, got {sample!r:.80}"
+                )
+            missing = [k for k in (self.source, self.target) if k not in sample]
+            if missing:
+                raise InputError(
+                    f"Seq2SeqCollator: sample {i} has no field {missing[0]!r} (its fields: "
+                    f"{list(sample)})"
+                )
+        sources = self._side(data, self.source)
+        targets = self._side(data, self.target)
+        for i, arr in enumerate(targets):
+            if (arr == self.ignore_index).any():
+                raise InputError(
+                    f"Seq2SeqCollator: sample {i}'s {self.target} holds "
+                    f"ignore_index={self.ignore_index}: give the target's token ids, the "
+                    "collator writes ignore_index on padding itself"
+                )
+        input_ids, attention_mask = Pad(self.pad_id, dtype="int64", ret_mask=True)(sources)
+        starts = [
+            np.concatenate([[self.decoder_start_id], arr[:-1]]).astype(np.int64) for arr in targets
+        ]
+        return {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "decoder_input_ids": Pad(self.pad_id, dtype="int64")(starts),
+            "labels": Pad(self.ignore_index, dtype="int64")(targets),
+        }
