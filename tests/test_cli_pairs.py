@@ -162,3 +162,16 @@ def test_help_explains_each_sides_column(
     epilog = capsys.readouterr().out.split("columns:", 1)[1]
     for column in ("src eff", "tgt eff"):
         assert column in head and re.search(rf"^\s+{column}\s{{2,}}\S", epilog, re.M), column
+
+
+def test_skip_empty_leaves_out_a_pair_with_an_empty_side(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "pairs.jsonl"
+    rows = [("abc", "hello"), ("de", ""), ("", "xyz"), ("fg", "hi")]
+    path.write_text("".join(json.dumps({"s": s, "t": t}) + "\n" for s, t in rows))
+    argv = [str(path), "--field", "s", "--field", "t", "--max-cost", "1e6", "--skip-empty"]
+    out = run_json(capsys, *argv)
+    assert out["samples"] == 2 and out["source_length_max"] == 3, "lines 2 and 3 left out"
+    out = run_json(capsys, *argv[:-1], "--add", "2")  # --add makes an empty side 2 long
+    assert out["samples"] == 4 and out["target_length_min"] == 2
