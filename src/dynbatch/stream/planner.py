@@ -115,16 +115,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import check_int, check_lengths, first_bool
+from .._checks import check_int
 from ..errors import InputError, InputTypeError
 from ..plan.costs import pair_form
-from ..plan.lengths import SIDES, measure_failed
+from ..plan.lengths import measure_failed
 from ..plan.options import PlanOptions
-from ..plan.pairs import check_pair_options
 from ..plan.planning import find_oversize, padded_lengths
 from ..plan.sharding import ShardedPlan
 from ..plan.windows import micro_step_counts
 from .blocks import BUFFER_SIZE, block_key, check_stream_options, plan_block
+from .measure import LengthKind
 from .sources import Source
 
 __all__ = [
@@ -269,8 +269,7 @@ class StreamPlanner:
         self.buffer_size = check_int("buffer_size", buffer_size, minimum=1)
         self.num_replicas = check_int("num_replicas", num_replicas, minimum=1)
         # the kind of the lengths, set by the first block measured (NOTE [ a stream of pairs ])
-        self._pairs: bool | None = None
-        self._first: tuple[Any, str] = (None, "")
+        self._kind = LengthKind(self.options)
 
     def slots(self, workers: int) -> int:
         """Reading slots for ``workers`` DataLoader workers (0: the main process)."""
@@ -301,75 +300,23 @@ class StreamPlanner:
                     raise measure_failed("length_fn", exc, sample, where) from exc
                 pending = next(records, None)
             end = pending[0] if pending is not None else _after(positions[-1])
-            lengths = self._checked(values, positions, epoch, slot, slots)
+            places = self._places(positions, epoch, slot, slots)
+            lengths = self._kind.checked(values, places)
             block = Block(index, start, end, pending is None, samples, lengths)
             yield self._without_oversize(block, positions, epoch, slot, slots)
             index, start = index + 1, end
+
+    def _places(
+        self, positions: list[tuple[int, int]], epoch: int, slot: int, slots: int
+    ) -> Callable[[int], str]:
+        """Where the ``i``-th of ``positions`` is in the stream, as :meth:`_where` says it."""
+        return lambda i: self._where(positions[i], epoch, slot, slots)
 
     def _where(self, position: tuple[int, int], epoch: int, slot: int, slots: int) -> str:
         shard, record = position
         if self.source.sharded:
             return f"record {record} of shard {self.source.shards(epoch, slot, slots)[shard]}"
         return f"record {record} of the stream (epoch {epoch})"
-
-    def _checked(
-        self,
-        values: list[Any],
-        positions: list[tuple[int, int]],
-        epoch: int,
-        slot: int,
-        slots: int,
-    ) -> NDArray[np.int64]:
-        """The measured lengths as int64 (one per sample, or ``[k, 2]`` for pairs), each bad one
-        named by where it is in the stream (NOTE [ a stream of pairs ])."""
-        try:
-            if first_bool(values) is not None or _bool_side(values):
-                raise TypeError("a bool is not a length")
-            arr = np.asarray(values)
-            ok = arr.dtype.kind in "iu" or (
-                arr.dtype.kind == "f" and bool(np.all(np.isfinite(arr) & (arr == np.round(arr))))
-            )
-        except (TypeError, ValueError):
-            ok = False
-        shaped = ok and (arr.ndim == 1 or (arr.ndim == 2 and arr.shape[1] == 2))
-        if shaped and arr.size and (arr > 0).all() and (arr < 2**53).all():
-            where = self._where(positions[0], epoch, slot, slots)
-            return self._one_kind(arr.astype(np.int64), values[0], where)
-        if self._pairs is not None:
-            first, (before, before_where) = self._pairs, self._first
-        else:
-            first, before = _is_pair(values[0]), values[0]
-            before_where = self._where(positions[0], epoch, slot, slots)
-        for value, position in zip(values, positions, strict=True):
-            where = self._where(position, epoch, slot, slots)
-            pair = _is_pair(value)
-            if pair != first and (pair or _is_number(value)):
-                raise InputError(_mixed(value, where, before, before_where))
-            sides = list(zip(SIDES, value, strict=True)) if pair else [("", value)]
-            for side, length in sides:
-                try:
-                    check_lengths([length], "length")
-                except InputError:
-                    what = f" (its {side})" if side else ""
-                    raise (InputTypeError if not _is_number(length) else InputError)(
-                        f"length_fn must return a whole number >= 1 (below 2**53) for every "
-                        f"sample, or a (source, target) pair of them, got {value!r}{what} for "
-                        f"the sample at {where}"
-                    ) from None
-        raise InputError(f"length_fn returned lengths that cannot be counted: {values[:5]!r}")
-
-    def _one_kind(self, lengths: NDArray[np.int64], value: Any, where: str) -> NDArray[np.int64]:
-        """``lengths``, of the kind (one length, or pairs) of the stream's first block; the
-        options a stream of pairs cannot plan refused when the first block is of pairs."""
-        pairs = lengths.ndim == 2
-        if self._pairs is None:
-            if pairs:  # NOTE [ a stream of pairs ]
-                check_pair_options(self.options, "DynamicBatchIterable")
-                pair_form(self.options.cost)
-            self._pairs, self._first = pairs, (value, where)
-        elif pairs != self._pairs:
-            raise InputError(_mixed(value, where, *self._first))
-        return lengths
 
     def _without_oversize(
         self,
@@ -540,31 +487,3 @@ def empty_epoch(what: str, epoch: int, options: PlanOptions | None = None) -> st
 
 def _after(position: tuple[int, int]) -> tuple[int, int]:
     return (position[0], position[1] + 1)
-
-
-def _mixed(value: Any, where: str, before: Any, before_where: str) -> str:
-    """Why a stream's one length for a sample and a pair for another are refused."""
-    if _is_pair(value):  # name the one length first, then the pair
-        value, where, before, before_where = before, before_where, value, where
-    return (
-        f"length_fn returned one length for the sample at {where} ({value!r}) and two, a "
-        f"(source, target) pair, for the sample at {before_where} ({before!r}): it must return "
-        "one length for every sample of the stream, or a pair for every sample"
-    )
-
-
-def _is_pair(value: Any) -> bool:
-    return isinstance(value, (tuple, list, np.ndarray)) and np.shape(value) == (2,)
-
-
-def _bool_side(values: list[Any]) -> bool:
-    """Whether a pair among ``values`` has a ``bool`` side (``np.asarray`` reads it as 0 or 1)."""
-    return any(
-        isinstance(x, (bool, np.bool_)) for v in values if isinstance(v, (tuple, list)) for x in v
-    )
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    )
