@@ -16,9 +16,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import lengths, named_costs, pair_lengths
+from strategies import lengths, lognormal_pairs, named_costs, pair_lengths
 
-from dynbatch import InputError, InputTypeError, PlanOptions, plan_batches, plan_stats, read_jsonl
+from dynbatch import (
+    InputError,
+    InputTypeError,
+    PairCost,
+    PlanOptions,
+    plan_batches,
+    plan_stats,
+    read_jsonl,
+)
 from dynbatch.plan.costs import charge
 from dynbatch.plan.planning import padded_lengths
 from dynbatch.stream.planner import StreamPlanner
@@ -233,6 +241,25 @@ def test_blocks_pad_like_the_in_memory_planner() -> None:
     stream = sum(map(sum, batches)) / sum(len(b) * max(b) for b in batches)
     memory = plan_stats(lens, plan_batches(lens, 20 * 512, cost="linear"), cost="linear")
     assert stream >= 0.95 * memory.padding_efficiency, (stream, memory.padding_efficiency)
+
+
+def test_blocks_of_pairs_pad_each_side_like_the_in_memory_planner() -> None:
+    """NOTE [ a stream of pairs ]: a block is the in-memory planner's plan of its pairs, its
+    batches padded below 1 - 4 * bucket_width on a side cut: each side pads as in memory, for
+    few more batches where a block holds the corpus (measured 1.06-1.11x at 10,000 pairs)."""
+    pairs = lognormal_pairs(10_000, 0.7, seed=1, max_len=400)
+    opts = {"cost": PairCost(), "max_cost": float(PairCost()(32, 40, 40)), "oversize": "alone"}
+    memory = plan_batches(pairs, **opts)
+    expected = plan_stats(pairs, memory)
+    for buffer_size in (2_500, 10_000):
+        p = planner(pairs, buffer_size=buffer_size, **opts)
+        batches = [ids(b) for b in p.sequence(0)]
+        got = plan_stats(pairs, batches)
+        for side in ("source", "target"):
+            key = f"{side}_padding_efficiency"
+            assert getattr(got, key) >= 0.97 * getattr(expected, key), (buffer_size, side)
+        if buffer_size == 10_000:
+            assert len(batches) <= 1.2 * len(memory), "a block of the whole corpus"
 
 
 def test_consecutive_steps_mix_lengths() -> None:
