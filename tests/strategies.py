@@ -168,7 +168,7 @@ OPTION_ROWS = (
     OptionRow("buffer_size", st.integers(1, 80)),  # streams only
     # rows of this fraction of the longest sample (below 1: oversize samples); None: no packing
     OptionRow("pack_len", st.sampled_from([None] * 5 + [0.6, 1.0, 2.5])),
-    # (source, target) lengths instead of one length a sample (in memory: a stream takes one)
+    # (source, target) lengths instead of one length a sample
     OptionRow("pairs", st.sampled_from([False, False, False, True])),
 )
 
@@ -182,8 +182,7 @@ def option_combinations(draw: st.DrawFn, pairs: bool | None = None) -> dict[str,
         combo["pairs"] = pairs
     if draw(st.integers(0, 9), label="as drawn") < 9:  # options that go together, mostly
         combo = compatible(combo, draw(st.integers(1, 64), label="update_size"))
-    if combo["pairs"]:  # a stream's length_fn gives one length: pairs are planned in memory
-        combo["source"] = "memory"
+    if combo["pairs"]:  # in memory or a stream whose length_fn returns pairs
         return {"combo": combo, "lengths": draw(pair_lengths(max_size=120, max_len=200))}
     return {"combo": combo, "lengths": draw(lengths(max_size=120, max_len=200))}
 

@@ -25,7 +25,9 @@ CLI_FILES: dict[str, Any] = {
     "datetime.npy": np.array(["2020-01-01"], dtype="datetime64[D]"),
     "bool.npy": np.array([True, False]),
     "empty.npy": np.array([], dtype=np.int64),
-    "2d.npy": np.array([[3, 4]]),
+    "2d.npy": np.array([[3, 4, 5]]),
+    "pairs.npy": np.array([[3, 4], [5, 0], [2, 2]]),
+    "pairs-fraction.npy": np.array([[3.0, 4.0], [5.0, 2.5]]),
     "scalar.npy": np.array(7),
     "negative.npy": np.array([3, -2, 5]),
     "zero.npy": np.array([3, 0, 5]),
@@ -53,6 +55,8 @@ CLI_FILES: dict[str, Any] = {
     "missing.jsonl": b'{"body": "a"}\n',
     "empty-text.jsonl": b'{"text": ""}\n',
     "pairs.jsonl": b'{"src": "abc", "tgt": "hello"}\n{"src": "de", "tgt": "x"}\n',
+    "pairs-empty-target.jsonl": b'{"src": "abc", "tgt": "hello"}\n{"src": "de", "tgt": ""}\n',
+    "pairs.csv": b"review,pinyin\nabc,abcdef\nde,\n",
     "reviews.txt": b"good\nbad\n",
     "empty-line.txt": b"good\n\nbad\n",
     "empty.txt": b"",
@@ -173,8 +177,17 @@ for name, match in [
     ("datetime.npy", r"datetime.npy must hold integer lengths, got dtype datetime64\[D\]"),
     ("bool.npy", r"bool.npy must hold integer lengths, got dtype bool"),
     ("empty.npy", r"empty.npy holds no lengths \(an empty array\)"),
-    ("2d.npy", r"2d.npy must hold a 1-D array of lengths, got shape \(1, 2\)"),
-    ("scalar.npy", r"scalar.npy must hold a 1-D array of lengths, got shape \(\)"),
+    (
+        "2d.npy",
+        r"2d.npy must hold a 1-D array of lengths, or an \[N, 2\] array of \(source, target\) "
+        r"lengths, got shape \(1, 3\)",
+    ),
+    ("pairs.npy", r"pairs.npy\[1, 1\]=.*0 \(the target of sample 1\): a length must be >= 1"),
+    (
+        "pairs-fraction.npy",
+        r"pairs-fraction.npy\[1, 1\]=.*2.5 \(the target of sample 1\): a length must be a whole",
+    ),
+    ("scalar.npy", r"scalar.npy must hold a 1-D array of lengths, or an .*got shape \(\)"),
     ("negative.npy", r"negative.npy\[1\]=-2: a length must be >= 1"),
     ("zero.npy", r"zero.npy\[1\]=0: a length must be >= 1 \(pass --skip-empty"),
     ("nan.npy", r"nan.npy\[1\]=nan: a length must be a whole number"),
@@ -294,19 +307,58 @@ for name, extra, match in [
     ("ok.npy", ["--vocab", "{dir}/vocab.txt"], r"--vocab measures text; .*ok.npy is a .npy"),
     ("ok.npy", ["--column", "review"], r"--column measures text; .*ok.npy is a .npy"),
     ("ok.npy", ["--field", "text"], r"--field measures text; .*ok.npy is a .npy"),
-    # argparse kept the last of two, silently: the source was dropped (NOTE [ lengths of pairs ])
+    # two are a pair's source and target (NOTE [ stats of pairs ]); argparse kept the last of
+    # three, silently
     (
         "pairs.jsonl",
-        ["--field", "src", "--field", "tgt"],
-        r"--field given twice \(src, tgt\): dynbatch stats reads one length per sample; "
-        r"\(source, target\) pairs are planned in code \(docs/loop.md, .Two lengths",
+        ["--field", "src", "--field", "tgt", "--field", "src"],
+        r"--field given 3 times \(src, tgt, src\): give one \(a length per sample\) or two, "
+        r"the source's and the target's",
     ),
     (
-        "reviews.csv",
-        ["--column", "label", "--column", "review"],
-        r"--column given twice \(label, review\): dynbatch stats reads one length per sample",
+        "pairs.jsonl",
+        ["--field", "src", "--field", "body"],
+        r"--field 'body' is missing on line 1 of .*pairs.jsonl",
     ),
-    ("reviews.csv", ["--column", "review", "--column", "review"], r"--column given twice"),
+    (
+        "pairs-empty-target.jsonl",
+        ["--field", "src", "--field", "tgt"],
+        r"line 2 of .*pairs-empty-target.jsonl has an empty target \(--field 'tgt'\) "
+        r"\(0 characters\)",
+    ),
+    (
+        "pairs.csv",
+        ["--column", "review", "--column", "pinyin"],
+        r"line 3 of .*pairs.csv has an empty target \(--column 'pinyin'\)",
+    ),
+    (
+        "pairs.csv",
+        ["--column", "review", "--column", "hanzi"],
+        r"--column 'hanzi' is not in .*pairs.csv; columns: \['review', 'pinyin'\]",
+    ),
+    (
+        "pairs.jsonl",
+        ["--field", "src", "--field", "tgt", "--pack-len", "8"],
+        r"--pack-len=8: .*pairs.jsonl holds \(source, target\) pairs, and packing is refused",
+    ),
+    (
+        "pairs.jsonl",
+        ["--field", "src", "--field", "tgt", "--time-model", "1,0,0"],
+        r"--time-model 1,0,0: .*pairs.jsonl holds \(source, target\) pairs, and its step time "
+        r"\(or memory model\) is of one length",
+    ),
+    (
+        "pairs.jsonl",
+        ["--field", "src", "--field", "tgt", "--update-unit", "tokens", "--update-size", "4"],
+        r"--update-unit='tokens' is not planned for \(source, target\) pairs yet",
+    ),
+    (  # a pair over budget alone: named by its line, both lengths and its pair cost
+        "pairs.jsonl",
+        ["--field", "src", "--field", "tgt", "--cost", "linear", "--max-cost", "7"],
+        r"1 sample\(s\) are over --max-cost=7 even alone; the first is line 1 of .*pairs.jsonl "
+        r"\(\(source, target\) lengths \(3, 5\), costs 8 alone\)",
+    ),
+    ("reviews.csv", ["--column", "review", "--column", "review", "--column", "label"], r"3 times"),
 ]:
     label = " ".join(x.replace("{dir}/", "") for x in extra)
     cli(f"stats-{name} {label}".strip(), ["{dir}/" + name, "--max-cost", "1000", *extra], match)

@@ -43,6 +43,7 @@ from bad_input import (
 from dynbatch import (
     InputError,
     MixedCost,
+    PlanOptions,
     choose_packing,
     compute_lengths,
     fill_device,
@@ -959,6 +960,19 @@ case(
     VALUE,
     r"length_fn=.* returned one length for sample 0 \(2\) and two, a \(source, target\) "
     r"pair, for sample 1 \(\(3, 1\)\): it must return one length for every sample, or a pair",
+)
+case(  # compare_orders (dynbatch stats' rows) takes pairs; a step time of one length cannot
+    "compare_orders-pairs-step_time-of-one-length",
+    lambda: compare_orders(PAIRS, PlanOptions(max_cost=BUDGET), step_time=lambda n, L: 1.0),
+    VALUE,
+    r"compare_orders: step_time=<function .*> is a step time of one length, \(n, L\), and the "
+    r"lengths are \(source, target\) pairs",
+)
+case(
+    "compare_orders-pairs-three-columns",
+    lambda: compare_orders(np.array([[3, 4, 5]]), PlanOptions(max_cost=BUDGET)),
+    VALUE,
+    r"got an array of shape \(1, 3\): give one length per sample, or an \[N, 2\] array",
 )
 case(
     "plan_batches-pairs-cost-of-one-length",

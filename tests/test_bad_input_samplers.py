@@ -195,6 +195,36 @@ SAMPLER_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         VALUE,
         r"DynamicBatchSampler: packing is refused for \(source, target\) pairs, got pack_len=64",
     ),
+    # (source, target) pairs, each bad part named (NOTE [ lengths of pairs ])
+    (
+        "pairs-cost-of-one-length",
+        lambda: sampler(lengths=np.stack([LENS, LENS], axis=1), cost=lambda n, L: n * L),
+        VALUE,
+        r"cost=<function .*> takes one length, \(n, L\), but the lengths are \(source, target\) "
+        r"pairs: give cost as a cost of two lengths, \(n, Ls, Lt\)",
+    ),
+    (
+        "pairs-target-zero",
+        lambda: sampler(lengths=np.array([[3, 4], [5, 0]])),
+        VALUE,
+        r"lengths must be positive; lengths\[1, 1\]=0 \(the target of sample 1\)",
+    ),
+    (
+        "pairs-three-columns",
+        lambda: sampler(lengths=np.array([[3, 4, 5], [5, 1, 1]])),
+        VALUE,
+        r"got an array of shape \(2, 3\): give one length per sample, or an \[N, 2\] array of "
+        r"\(source, target\) lengths",
+    ),
+    (
+        "length_fn-one-length-and-a-pair",
+        lambda: DynamicBatchSampler(
+            ["ab", "cde"], length_fn=lambda s: (len(s), 1) if len(s) > 2 else 2, max_cost=BUDGET
+        ),
+        VALUE,
+        r"returned one length for sample 0 \(2\) and two, a \(source, target\) pair, for "
+        r"sample 1 \(\(3, 1\)\)",
+    ),
 ]
 for label, call, error, match in SAMPLER_CASES:
     case(f"DynamicBatchSampler-{label}", call, error, match)

@@ -115,13 +115,73 @@ case(
     VALUE,
     r"length_fn raised TypeError.*on the sample at record 0 of the stream \(epoch 0\)",
 )
-case(  # it was refused as not a whole number, naming no pairs
-    "length_fn-returns-a-pair",
-    lambda: list(stream(length_fn=lambda s: (len(s), 2))),
+
+
+# (source, target) pairs (NOTE [ a stream of pairs ]): what a stream of pairs refuses, named
+def pairs(**kw: object) -> object:
+    return list(stream(**{"length_fn": lambda s: (len(s), 2), **kw}))
+
+
+case(
+    "length_fn-one-length-then-a-pair",
+    lambda: pairs(length_fn=lambda s: (len(s), 2) if len(s) > 3 else len(s)),
     VALUE,
-    r"length_fn returned a \(source, target\) pair, \(3, 2\), for the sample at record 0 of "
-    r"the stream \(epoch 0\): a stream plans one length per sample; pairs are not supported "
-    r"there yet",
+    r"length_fn returned one length for the sample at record 0 of the stream \(epoch 0\) "
+    r"\(3\) and two, a \(source, target\) pair, for the sample at record 1 .* \(\(5, 2\)\): "
+    r"it must return one length for every sample of the stream, or a pair for every sample",
+)
+case(  # a block of pairs after a block of one length: named with the first block's sample
+    "length_fn-one-length-then-a-block-of-pairs",
+    lambda: pairs(length_fn=lambda s: (len(s), 2) if len(s) != 3 else 3, buffer_size=1),
+    VALUE,
+    r"one length for the sample at record 0 .* \(3\) and two, a \(source, target\) pair, for "
+    r"the sample at record 1 .* \(\(5, 2\)\)",
+)
+case(
+    "length_fn-pair-target-zero",
+    lambda: pairs(length_fn=lambda s: (len(s), 0 if len(s) == 2 else 4)),
+    VALUE,
+    r"length_fn must return a whole number >= 1 .* or a \(source, target\) pair of them, got "
+    r"\(2, 0\) \(its target\) for the sample at record 2 of the stream",
+)
+case(
+    "length_fn-pair-source-negative",
+    lambda: pairs(length_fn=lambda s: (-len(s), 4)),
+    VALUE,
+    r"got \(-3, 4\) \(its source\) for the sample at record 0",
+)
+case(
+    "length_fn-pair-bool-side",
+    lambda: pairs(length_fn=lambda s: (len(s), True)),
+    TYPE,
+    r"got \(3, True\) \(its target\) for the sample at record 0",
+)
+case(
+    "length_fn-three-lengths",
+    lambda: pairs(length_fn=lambda s: (len(s), 2, 1)),
+    TYPE,
+    r"length_fn must return a whole number >= 1 .* or a \(source, target\) pair of them, got "
+    r"\(3, 2, 1\) for the sample at record 0",
+)
+case(
+    "pairs-cost-of-one-length",
+    lambda: pairs(cost=lambda n, L: n * L),
+    VALUE,
+    r"cost=<function .*> takes one length, \(n, L\), but the lengths are \(source, target\) "
+    r"pairs: give cost as a cost of two lengths",
+)
+case(
+    "pairs-pack_len",
+    lambda: pairs(pack_len=16, update_size=4),
+    VALUE,
+    r"DynamicBatchIterable: packing is refused for \(source, target\) pairs, got pack_len=16",
+)
+case(
+    "pairs-over-budget",
+    lambda: pairs(length_fn=lambda s: (len(s), 95 if len(s) == 7 else 2)),
+    VALUE,
+    r"the sample at record 3 of the stream \(epoch 0\) has \(source, target\) lengths "
+    r"\(7, 95\) \(padded \(7, 95\)\) and costs 102 alone, over max_cost=100",
 )
 case(
     "every-sample-over-budget",

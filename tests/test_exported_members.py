@@ -162,3 +162,11 @@ def test_without_paddle_the_samplers_say_how_to_install_it() -> None:
     )
     assert "pip install paddlepaddle" in out.stdout, "a command that works before PyPI has dynbatch"
     assert "dynbatch[" not in out.stdout and "needs paddle" not in out.stdout
+
+
+def test_the_cost_of_pairs_is_public() -> None:
+    """``PairCost`` prices (source, target) pairs where the named costs price one length."""
+    from dynbatch.plan.costs import PairCost
+
+    assert "PairCost" in dynbatch.__all__ and dynbatch.PairCost is PairCost
+    assert dynbatch.PairCost()(2, 3, 4) == 2 * (3**2 + 4**2 + 3 * 4), "n (Ls² + Lt² + Ls Lt)"

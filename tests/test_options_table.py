@@ -162,10 +162,12 @@ def build_memory(combo: dict[str, Any], lengths: np.ndarray) -> Built:
 def stream_planner(combo: dict[str, Any], lengths: np.ndarray) -> StreamPlanner:
     kwargs = _option_kwargs(combo, lengths)
     if combo["batch_size"] is not None:  # a stream has no lengths to size like_fixed by
-        single = float(np.asarray(dynbatch.resolve_cost("linear")(1, int(lengths.max()))))
-        kwargs.update(cost="linear", max_cost=single * combo["budget"])
+        kwargs.update(cost="linear", max_cost=_longest_alone(lengths) * combo["budget"])
         kwargs["update_size"] = combo["batch_size"] * combo["ranks"]
-    source = open_source([(i, int(n)) for i, n in enumerate(lengths)])
+    # a pair's length_fn returns (source, target) (NOTE [ a stream of pairs ])
+    source = open_source(
+        [(i, tuple(n.tolist()) if n.ndim else int(n)) for i, n in enumerate(lengths)]
+    )
     options = PlanOptions(**kwargs)
     return StreamPlanner(source, lambda s: s[1], options, combo["buffer_size"], combo["ranks"])
 
@@ -500,10 +502,11 @@ def test_the_table_is_not_vacuous(data: Any) -> None:
         for invariant in INVARIANTS:
             invariant.check(built, data)
     pairs = lognormal_pairs(97, 0.7, seed=0, max_len=200)  # and of (source, target) pairs
-    for grouped in ({}, {"group_by_length": True, "time_model": "flat"}):
-        built = build({**combo, **grouped, "pairs": True}, pairs)
-        for invariant in INVARIANTS:
-            invariant.check(built, data)
+    for source in ("memory", "stream"):
+        for grouped in ({}, {"group_by_length": True, "time_model": "flat"}):
+            built = build({**combo, **grouped, "pairs": True, "source": source}, pairs)
+            for invariant in INVARIANTS:
+                invariant.check(built, data)
 
 
 @pytest.mark.parametrize("time_model", [None, "linear", "h100"])

@@ -401,3 +401,58 @@ def test_shards_whose_every_sample_is_skipped_over_budget_say_so(tmp_path: Path)
     it = stream(write_shards(tmp_path, 2), reader=dynbatch.read_jsonl, max_cost=1, oversize="skip")
     with pytest.raises(InputError, match=r"yielded no batch in epoch 0: .*oversize='skip' skipped"):
         next(iter(it.loader(collate, num_workers=2)))
+
+
+# -- a stream of (source, target) pairs (NOTE [ a stream of pairs ]) -----------------------------
+TARGETS = np.minimum(np.ceil(LENS * np.random.default_rng(1).uniform(0.5, 2.0, N)), 200)
+PAIRS = [{**s, "labels": list(range(1, int(t) + 1))} for s, t in zip(SAMPLES, TARGETS, strict=True)]
+
+
+def pair_length(sample: dict) -> tuple[int, int]:
+    return len(sample["ids"]), len(sample["labels"])
+
+
+def pair_collate(samples: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    pad = dynbatch.Pad(pad_val=0)
+    source = pad([np.asarray(s["ids"], dtype="int64") for s in samples])
+    target = pad([np.asarray(s["labels"], dtype="int64") for s in samples])
+    return source, target, np.asarray([s["id"] for s in samples], dtype="int64")
+
+
+def pair_ids(loader: object) -> list[list[int]]:
+    return [index.numpy().tolist() for _, _, index in loader]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stream_of_pairs_under_ranks_workers_and_a_resume(tmp_path: Path, workers: int) -> None:
+    """Each pair once over two ranks in equal steps, each batch within the budget of both
+    sides, and a resume mid-epoch yields exactly the rest, under a real DataLoader."""
+    paths = []
+    for k, part in enumerate(np.array_split(np.arange(N), 4)):
+        paths.append(tmp_path / f"pairs{k}.jsonl")
+        paths[-1].write_text("".join(json.dumps(PAIRS[i]) + "\n" for i in part))
+    kw = {"length_fn": pair_length, "cost": dynbatch.PairCost(), "max_cost": 3e5}
+    kw.update(reader=dynbatch.read_jsonl, buffer_size=150, seed=4)
+    ranks = []
+    for r in range(2):
+        it = stream(paths, num_replicas=2, rank=r, **kw)
+        ranks.append([b for b in it.loader(pair_collate, num_workers=workers)])
+    assert len(ranks[0]) == len(ranks[1]) > 0, "the same number of steps on both ranks"
+    seen = [i for rank in ranks for _, _, index in rank for i in index.numpy().tolist()]
+    assert len(seen) >= N and set(seen) == set(range(N)), "every pair, repeats only to even"
+    for rank in ranks:
+        for source, target, _ in rank:
+            n, ls = source.shape
+            assert dynbatch.PairCost()(n, ls, target.shape[1]) <= 3e5 or n == 1, "within budget"
+    first = stream(paths, num_replicas=1, rank=0, **kw)
+    whole = pair_ids(first.loader(pair_collate, num_workers=workers))
+    taken = []
+    for k, (_, _, index) in enumerate(first.loader(pair_collate, num_workers=workers)):
+        taken.append(index.numpy().tolist())
+        if k == 4:
+            state = first.state_dict()
+            break
+    again = stream(paths, num_replicas=1, rank=0, **kw)
+    again.load_state_dict(json.loads(json.dumps(state)))
+    rest = pair_ids(again.loader(pair_collate, num_workers=workers))
+    assert taken + rest == whole, "the same remaining batches as the uninterrupted run"

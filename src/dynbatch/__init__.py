@@ -27,7 +27,14 @@ from .paddle.pack_collate import PackCollator
 from .paddle.safe_collate import safe_collate
 from .paddle.training import GradientAccumulator, scale_lr
 from .plan.contract import Pass, PlanSource
-from .plan.costs import LinearCost, MixedCost, QuadraticCost, WithinBudgets, resolve_cost
+from .plan.costs import (
+    LinearCost,
+    MixedCost,
+    PairCost,
+    QuadraticCost,
+    WithinBudgets,
+    resolve_cost,
+)
 from .plan.epochs import plan_epoch
 from .plan.lengths import compute_lengths
 from .plan.options import PlanOptions
@@ -70,6 +77,7 @@ __all__ = [
     "PackCollator",
     "PackPlan",
     "Pad",
+    "PairCost",
     "PairMemoryCost",
     "Pass",
     "Plan",

@@ -21,6 +21,22 @@ NOTE [ stats agrees with the sampler ]
     the options the packing sampler would hold (``--pad-to-multiple-of``,
     ``--update-unit`` included), and a flag the sampler refuses with
     ``pack_len`` is refused with ``--pack-len``, never left out of the row.
+
+NOTE [ stats of pairs ]
+    Two ``--column``s (``--field``s) are a sample's source and target, read
+    from the same row; a ``.npy`` of ``[N, 2]`` is pairs too. Both sides are
+    measured alike (characters, or ``--vocab``'s WordPiece tokens; ``--add``
+    and ``--truncate`` apply to each side), and every row is planned as the
+    samplers plan ``[N, 2]`` lengths and priced on both sides: ``pad eff`` is
+    both sides' real tokens over both sides' padded tokens, ``src eff`` and
+    ``tgt eff`` each side's alone, the costs the cost's two-length form
+    (``--cost quadratic`` is ``n·(Ls² + Lt² + Ls·Lt)``). What the samplers do
+    not plan for pairs is refused by name: ``--pack-len``, and a step time of
+    one length (``--time-model``, ``--time-table``, a ``--cost-file``, whose
+    memory model is of one length). The lower bound on batches is left out
+    (null in JSON): its proof (NOTE [ the fewest batches ] in
+    :mod:`dynbatch.plan.stats`) orders the samples by one length, and pairs
+    have no such order.
 """
 
 from __future__ import annotations
@@ -60,6 +76,8 @@ def _stats(args: argparse.Namespace) -> None:
         progress=not (args.json or args.no_progress),
     )
     lengths = corpus.lengths
+    if corpus.pairs:
+        _refuse_for_pairs(args, corpus)
     over = find_oversize(lengths, options=options)
     note = oversize_line(corpus, over, options) if over.size else None
     if note is not None and options.oversize == "error":
@@ -84,7 +102,7 @@ def _stats(args: argparse.Namespace) -> None:
                 rows["packed"] = _packed(args, corpus, options)
         except InputError as exc:
             raise UsageError(as_flags(str(exc))) from None
-    bound = lower_bound(lengths, over, options)
+    bound = None if corpus.pairs else lower_bound(lengths, over, options)
     if args.json:
         print_json(lengths, options, args.cost, over, rows, bound)
     else:
@@ -100,6 +118,28 @@ def _stats(args: argparse.Namespace) -> None:
         )
         if not args.json:
             print(f"wrote {args.plot}")
+
+
+def _refuse_for_pairs(args: argparse.Namespace, corpus: Corpus) -> None:
+    """The flags the samplers do not plan for (source, target) pairs, refused by name
+    (NOTE [ stats of pairs ])."""
+    what = f"{corpus.path} holds (source, target) pairs"
+    if args.pack_len is not None:
+        raise UsageError(
+            f"--pack-len={args.pack_len}: {what}, and packing is refused for pairs (a packed "
+            "row would hold two lengths a sample): leave --pack-len out"
+        )
+    for flag, value in (
+        ("--time-model", args.time_model),
+        ("--time-table", args.time_table),
+        ("--cost-file", args.cost_file),
+    ):
+        if value is not None:
+            raise UsageError(
+                f"{flag} {value}: {what}, and its step time (or memory model) is of one length, "
+                "(n, L): one of two lengths is not there yet. Leave it out; --cost prices both "
+                "sides"
+            )
 
 
 def _packed(args: argparse.Namespace, corpus: Corpus, options: PlanOptions) -> PlanStats:

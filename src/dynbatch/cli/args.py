@@ -61,7 +61,11 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    st.add_argument("input", help=".npy of lengths, text file (a sample a line), CSV/TSV, or JSONL")
+    st.add_argument(
+        "input",
+        help=".npy of lengths (or [N, 2] (source, target) lengths), text file (a sample a line), "
+        "CSV/TSV, or JSONL",
+    )
     # the sampler's defaults, oversize="error" included (NOTE [ stats agrees with the sampler ])
     PlanOptions.add_arguments(st, exclude=EXCLUDED, defaults={"cost": None})
     st.add_argument(
@@ -94,12 +98,18 @@ def parser() -> argparse.ArgumentParser:
         "--fixed-batch-size samples run packed, split or whole as the step time predicts "
         "fastest; its micro-batches counted as laid out",
     )
-    # appended, so that a second one is refused by name (check_flags), not kept silently
-    st.add_argument("--column", action="append", help="text column of a CSV/TSV (one)")
+    # appended: two are a pair's source and target, a third is refused by name (check_flags)
+    st.add_argument(
+        "--column",
+        action="append",
+        help="text column of a CSV/TSV; given twice, the source's and the target's of "
+        "(source, target) pairs",
+    )
     st.add_argument(
         "--field",
         action="append",
-        help="text field of a JSONL file (text, or a list of tokens; one)",
+        help="text field of a JSONL file (text, or a list of tokens); given twice, the source's "
+        "and the target's of (source, target) pairs",
     )
     st.add_argument("--add", type=int, default=0, help="special tokens added to each sample")
     st.add_argument("--truncate", type=int, default=None, help="cap lengths at this")
@@ -142,7 +152,7 @@ def check_flags(args: argparse.Namespace) -> None:
     """Check the flags that need no file; set ``args.cost`` (a loaded ``--cost-file`` or the
     default) and ``args.options`` (the :class:`~dynbatch.PlanOptions` they make)."""
     for flag in ("column", "field"):
-        setattr(args, flag, _one_text(args, flag))
+        setattr(args, flag, _texts(args, flag))
     if args.max_cost is None:
         raise UsageError("--max-cost is required: the budget every batch fits")
     if args.cost_file is not None:
@@ -218,26 +228,21 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UsageError(as_flags(str(exc))) from None
 
 
-#: where the docs show (source, target) pairs planned in code
-PAIRS_DOCS = 'docs/loop.md, "Two lengths: (source, target) pairs"'
-
-
-def _one_text(args: argparse.Namespace, name: str) -> str | None:
-    """The one ``--column`` or ``--field`` given (None if none); a second is refused by name.
-
-    argparse keeps the last of two, which dropped a pair's source silently; two columns, a
-    (source, target) pair, are planned in code, not by ``dynbatch stats``.
-    """
+def _texts(args: argparse.Namespace, name: str) -> str | tuple[str, str] | None:
+    """The ``--column`` or ``--field`` given: one (a length per sample), two (a (source,
+    target) pair per sample: NOTE [ stats of pairs ] in :mod:`dynbatch.cli`), or None; a
+    third is refused by name (argparse would keep the last, silently)."""
     given: list[str] | None = getattr(args, name)
     if not given:
         return None
-    if len(given) > 1:
+    if len(given) == 1:
+        return given[0]
+    if len(given) > 2:
         raise UsageError(
-            f"--{name} given {'twice' if len(given) == 2 else f'{len(given)} times'} "
-            f"({', '.join(given)}): dynbatch stats reads one length per sample; (source, "
-            f"target) pairs are planned in code ({PAIRS_DOCS})"
+            f"--{name} given {len(given)} times ({', '.join(given)}): give one (a length per "
+            f"sample) or two, the source's and the target's (a (source, target) pair per sample)"
         )
-    return given[0]
+    return given[0], given[1]
 
 
 def _check_packed(args: argparse.Namespace) -> None:

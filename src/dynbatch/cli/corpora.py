@@ -2,8 +2,10 @@
 
 Inputs: a ``.npy`` of lengths, a text file (a sample a line), a CSV/TSV (``--column``) or
 JSON lines (``--field``: text, or a list of tokens). Text is measured in characters, or in
-BERT WordPiece tokens with ``--vocab``. Every bad input is a :class:`UsageError` naming the
-flag, or the file's line (the ``.npy`` index) and the value.
+BERT WordPiece tokens with ``--vocab``. Two columns (fields), or a ``.npy`` of ``[N, 2]``, are
+(source, target) pairs, each side measured alike (NOTE [ stats of pairs ] in
+:mod:`dynbatch.cli`). Every bad input is a :class:`UsageError` naming the flag, or the file's
+line (the ``.npy`` index) and the value.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm import tqdm
 
-from .._checks import MAX_LENGTH, check_int, check_lengths
+from .._checks import MAX_LENGTH, check_int
+from ..plan.lengths import SIDES, check_plan_lengths
 from .args import UsageError
 
 __all__ = ["CSV_FIELD_LIMIT", "Corpus", "read_corpus", "read_lengths"]
@@ -36,7 +39,8 @@ class Corpus:
 
     Args:
         path: the input file.
-        lengths: one positive length per sample.
+        lengths: one positive length per sample, or an ``[N, 2]`` array of (source, target)
+            lengths.
         rows: per sample, its 1-based line number in a text input, or its
             index in a ``.npy``: what a person looks for in the file.
         by_line: True for text inputs (``rows`` are line numbers).
@@ -57,17 +61,31 @@ class Corpus:
         row = int(self.rows[i])
         return f"line {row} of {self.path}" if self.by_line else f"{self.path}[{row}]"
 
+    @property
+    def pairs(self) -> bool:
+        """Whether the samples are (source, target) pairs."""
+        return self.lengths.ndim == 2
 
-Record = tuple[int, str | list[Any]]  # (line number, text or a list of tokens)
+
+#: (line number, per column or field its text or list of tokens)
+Record = tuple[int, list[str | list[Any]]]
+#: the column (field) read, or the source's and the target's of a pair
+Texts = str | tuple[str, str]
 
 
-def _csv_records(path: Path, column: str, delimiter: str) -> Iterator[Record]:
+def _names(texts: Texts) -> tuple[str, ...]:
+    return (texts,) if isinstance(texts, str) else texts
+
+
+def _csv_records(path: Path, columns: Texts, delimiter: str) -> Iterator[Record]:
+    names = _names(columns)
     old = csv.field_size_limit(CSV_FIELD_LIMIT)
     try:
         with open(path, encoding="utf-8-sig", newline="") as fh:
             reader = csv.reader(fh, delimiter=delimiter)
             header: list[str] | None = None
-            where = at = 0
+            where = 0
+            at: list[int] = []
             try:
                 for row in reader:
                     line, where = where + 1, reader.line_num
@@ -75,18 +93,20 @@ def _csv_records(path: Path, column: str, delimiter: str) -> Iterator[Record]:
                         continue
                     if header is None:
                         header = row
-                        if column not in header:
-                            raise UsageError(
-                                f"--column {column!r} is not in {path}; columns: {header}"
-                            )
-                        at = header.index(column)
+                        for column in names:
+                            if column not in header:
+                                raise UsageError(
+                                    f"--column {column!r} is not in {path}; columns: {header}"
+                                )
+                        at = [header.index(column) for column in names]
                         continue
-                    if at >= len(row):
+                    if max(at) >= len(row):
+                        k = next(k for k, i in enumerate(at) if i >= len(row))
                         raise UsageError(
                             f"line {line} of {path} has {len(row)} field(s) and no "
-                            f"{column!r} (column {at + 1} of the header)"
+                            f"{names[k]!r} (column {at[k] + 1} of the header)"
                         )
-                    yield line, row[at]
+                    yield line, [row[i] for i in at]
             except csv.Error as exc:
                 raise UsageError(
                     f"line {reader.line_num} of {path} is not valid CSV: {exc}"
@@ -94,10 +114,11 @@ def _csv_records(path: Path, column: str, delimiter: str) -> Iterator[Record]:
     finally:
         csv.field_size_limit(old)
     if header is None:
-        raise UsageError(f"{path} is empty: no header row with a {column!r} column")
+        raise UsageError(f"{path} is empty: no header row with a {names[0]!r} column")
 
 
-def _jsonl_records(path: Path, field: str) -> Iterator[Record]:
+def _jsonl_records(path: Path, fields: Texts) -> Iterator[Record]:
+    names = _names(fields)
     with open(path, encoding="utf-8-sig") as fh:
         for number, line in enumerate(fh, 1):
             if not line.strip():
@@ -112,29 +133,32 @@ def _jsonl_records(path: Path, field: str) -> Iterator[Record]:
             if not isinstance(record, dict):
                 raise UsageError(
                     f"line {number} of {path} is a JSON {type(record).__name__}, not an object "
-                    f"with a {field!r} field: {line.strip()[:60]}"
+                    f"with a {names[0]!r} field: {line.strip()[:60]}"
                 )
-            if field not in record:
-                raise UsageError(  # the fields it has, as a CSV's columns are listed
-                    f"--field {field!r} is missing on line {number} of {path}; "
-                    f"fields: {list(record)}"
-                )
-            value = record[field]
-            if not isinstance(value, (str, list)):
-                raise UsageError(
-                    f"--field {field!r} on line {number} of {path} must be text (a string) or "
-                    f"tokens (a list), got {json.dumps(value)[:60]}"
-                )
-            yield number, value
+            values: list[str | list[Any]] = []
+            for field in names:
+                if field not in record:
+                    raise UsageError(  # the fields it has, as a CSV's columns are listed
+                        f"--field {field!r} is missing on line {number} of {path}; "
+                        f"fields: {list(record)}"
+                    )
+                value = record[field]
+                if not isinstance(value, (str, list)):
+                    raise UsageError(
+                        f"--field {field!r} on line {number} of {path} must be text (a string) "
+                        f"or tokens (a list), got {json.dumps(value)[:60]}"
+                    )
+                values.append(value)
+            yield number, values
 
 
 def _text_records(path: Path) -> Iterator[Record]:
     with open(path, encoding="utf-8-sig") as fh:
         for number, line in enumerate(fh, 1):
-            yield number, line.rstrip("\n")
+            yield number, [line.rstrip("\n")]
 
 
-def _records(path: Path, column: str | None, field: str | None) -> Iterator[Record]:
+def _records(path: Path, column: Texts | None, field: Texts | None) -> Iterator[Record]:
     suffix = path.suffix.lower()
     if suffix in (".csv", ".tsv"):
         if field is not None:
@@ -165,38 +189,54 @@ def _load_npy(path: Path, skip_empty: bool) -> tuple[NDArray[Any], NDArray[np.in
         raise UsageError(f"{path} is not a readable .npy array of lengths: {exc}") from None
     if not isinstance(raw, np.ndarray):
         raise UsageError(f"{path} is not a single .npy array (an .npz archive?)")
-    if raw.ndim != 1:
-        raise UsageError(f"{path} must hold a 1-D array of lengths, got shape {raw.shape}")
+    if raw.ndim != 1 and (raw.ndim != 2 or raw.shape[1] != 2):
+        raise UsageError(
+            f"{path} must hold a 1-D array of lengths, or an [N, 2] array of (source, target) "
+            f"lengths, got shape {raw.shape}"
+        )
     if raw.size == 0:
         raise UsageError(f"{path} holds no lengths (an empty array): there is nothing to batch")
     if raw.dtype == np.bool_ or raw.dtype.kind not in "iuf":
         raise UsageError(
             f"{path} must hold integer lengths, got dtype {raw.dtype} (first value {raw[0]!r})"
         )
-    index = np.arange(raw.size, dtype=np.int64)
+    index = np.arange(len(raw), dtype=np.int64)
     if skip_empty:
-        keep = raw != 0
+        keep = raw != 0 if raw.ndim == 1 else (raw != 0).all(axis=1)
         raw, index = raw[keep], index[keep]
         if raw.size == 0:
             raise UsageError(f"{path} holds only zeros: nothing is left after --skip-empty")
-    checks = [
-        (~np.isfinite(raw) | (raw != np.round(raw)), "a length must be a whole number"),
-        (raw < 0, "a length must be >= 1"),
-        (raw == 0, "a length must be >= 1 (pass --skip-empty to leave zero lengths out)"),
-        (raw >= MAX_LENGTH, "a length must be below 2**53"),
-    ]
-    for bad, what in checks:
+    if raw.ndim == 2:  # NOTE [ stats of pairs ]: an entry named by its row and side
+        for bad, what in _npy_checks(raw):
+            if bad.any():
+                row, side = divmod(int(np.argmax(bad)), 2)
+                raise UsageError(
+                    f"{path}[{int(index[row])}, {side}]={raw[row, side]!r} (the {SIDES[side]} of "
+                    f"sample {int(index[row])}): {what}"
+                )
+        return raw.astype(np.int64), index
+    for bad, what in _npy_checks(raw):
         if bad.any():
             k = int(np.argmax(bad))
             raise UsageError(f"{path}[{int(index[k])}]={raw[k]!r}: {what}")
     return raw.astype(np.int64), index
 
 
+def _npy_checks(raw: NDArray[Any]) -> list[tuple[NDArray[np.bool_], str]]:
+    """Each check of a ``.npy``'s lengths: where it fails, and what a length must be."""
+    return [
+        (~np.isfinite(raw) | (raw != np.round(raw)), "a length must be a whole number"),
+        (raw < 0, "a length must be >= 1"),
+        (raw == 0, "a length must be >= 1 (pass --skip-empty to leave zero lengths out)"),
+        (raw >= MAX_LENGTH, "a length must be below 2**53"),
+    ]
+
+
 def read_corpus(
     path: str | Path,
     *,
-    column: str | None = None,
-    field: str | None = None,
+    column: Texts | None = None,
+    field: Texts | None = None,
     vocab: str | Path | None = None,
     add: int = 0,
     truncate: int | None = None,
@@ -208,13 +248,14 @@ def read_corpus(
     Args:
         path: a ``.npy`` of lengths, a text file (a sample a line), a CSV/TSV
             (``column``) or JSON lines (``field``: text, or a list of tokens).
-        column: the text column of a CSV/TSV.
-        field: the text field of a JSONL file.
+        column: the text column of a CSV/TSV, or the source's and the target's columns of
+            (source, target) pairs.
+        field: the text field of a JSONL file, or the source's and the target's fields.
         vocab: count BERT WordPiece tokens with this vocabulary instead of
             characters (:func:`dynbatch.plan.text.wordpiece_counter`: paddlenlp's
             count, no paddle import).
-        add: added to every length (``2`` for ``[CLS]`` and ``[SEP]``).
-        truncate: lengths are cut at this.
+        add: added to every length (``2`` for ``[CLS]`` and ``[SEP]``; both sides of a pair).
+        truncate: lengths are cut at this (both sides of a pair).
         skip_empty: leave out samples of length 0 (empty rows) instead of
             refusing them.
         progress: show a progress bar (tqdm, on stderr) while reading text, when
@@ -256,8 +297,8 @@ def read_corpus(
 
 def _read_text(
     path: Path,
-    column: str | None,
-    field: str | None,
+    column: Texts | None,
+    field: Texts | None,
     vocab: str | Path | None,
     add: int,
     skip_empty: bool,
@@ -287,21 +328,28 @@ def _read_text(
         disable=None if progress else True,
         dynamic_ncols=True,
     )
-    lengths: list[int] = []
+    lengths: list[list[int]] = []
     rows: list[int] = []
     line = 0
+    texts = column if column is not None else field
     try:
-        for line, value in _records(path, column, field):
-            n = measure(value) if isinstance(value, str) else len(value)
-            if n == 0 and skip_empty:
+        for line, values in _records(path, column, field):
+            ns = [measure(v) if isinstance(v, str) else len(v) for v in values]
+            if 0 in ns and skip_empty:
                 continue
-            if n == 0 and not add:
+            if 0 in ns and not add:
+                what = "is empty"
+                if len(ns) == 2:  # a pair: its empty side, by its column
+                    k = ns.index(0)
+                    flag = "--column" if column is not None else "--field"
+                    name = _names(texts)[k] if texts is not None else ""
+                    what = f"has an empty {SIDES[k]} ({flag} {name!r})"
                 raise UsageError(
-                    f"line {line} of {path} is empty (0 {unit}); every sample needs a length "
+                    f"line {line} of {path} {what} (0 {unit}); every sample needs a length "
                     ">= 1: pass --add N (e.g. --add 2 for [CLS] and [SEP]) or --skip-empty "
                     "to leave empty rows out"
                 )
-            lengths.append(n)
+            lengths.append(ns)
             rows.append(line)
             bar.update()
     except UnicodeDecodeError as exc:
@@ -313,9 +361,10 @@ def _read_text(
     if not lengths:
         what = "no non-empty samples" if skip_empty else "no samples"
         raise UsageError(f"{path} holds {what}: there is nothing to batch")
+    array = np.asarray(lengths, dtype=np.int64)
     return Corpus(
         path,
-        np.asarray(lengths, dtype=np.int64),
+        array[:, 0] if array.shape[1] == 1 else array,
         np.asarray(rows, dtype=np.int64),
         by_line=True,
     )
@@ -324,16 +373,17 @@ def _read_text(
 def _adjusted(corpus: Corpus, add: int, truncate: int | None) -> Corpus:
     """``--add`` then ``--truncate``, in Python ints where they could overflow int64."""
     lengths = corpus.lengths
-    longest = int(np.argmax(lengths))
-    if int(lengths[longest]) + add >= MAX_LENGTH:
+    tops = lengths if lengths.ndim == 1 else lengths.max(axis=1)  # a pair's: its longer side
+    longest = int(np.argmax(tops))
+    if int(tops[longest]) + add >= MAX_LENGTH:
         raise UsageError(
-            f"--add={add} makes {corpus.where(longest)} {int(lengths[longest]) + add} long, "
+            f"--add={add} makes {corpus.where(longest)} {int(tops[longest]) + add} long, "
             "over the largest length 2**53 - 1"
         )
     lengths = lengths + add  # below 2**54: no int64 overflow
     if truncate is not None:
         lengths = np.minimum(lengths, truncate)
-    lengths = check_lengths(lengths, name=str(corpus.path))
+    lengths = check_plan_lengths(lengths, name=str(corpus.path))
     return Corpus(corpus.path, lengths, corpus.rows, corpus.by_line)
 
 

@@ -42,11 +42,16 @@ columns:
   order         the plan the row describes (see rows)
   batches       micro-batches (forward and backward passes) in the epoch
   updates       optimizer updates in the epoch: --update-size's groups, else one per batch
-  pad eff       padding efficiency: real tokens / padded tokens (1 = no padding)
+  pad eff       padding efficiency: real tokens / padded tokens (1 = no padding); of
+                (source, target) pairs, both sides' tokens
+  src eff       of pairs (two --column or --field, or an [N, 2] .npy): the sources' real
+                tokens / their padded tokens, each batch padded to its longest source
+  tgt eff       of pairs: the same of the targets
   bs min        the fewest samples in a batch
   bs med        the median samples in a batch
   bs max        the most samples in a batch
-  cost max      the largest batch cost, cost(n, L) with L the batch's padded length: at most
+  cost max      the largest batch cost, cost(n, L) with L the batch's padded length (of
+                pairs cost(n, Ls, Lt), the cost's two-length form, printed above): at most
                 --max-cost in every row but fixed (the memory high-water mark), but for a
                 sample over it even alone under --oversize alone
   cost mean     the mean batch cost

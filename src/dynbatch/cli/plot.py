@@ -109,7 +109,18 @@ def figure(
     tables = _tables(lengths, options, fixed_batch_size, step_time, pack_len)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.8), layout="constrained")
     ax = axes[0]
-    ax.hist(lengths, bins=60, color="tab:gray")
+    if lengths.ndim == 2:  # (source, target) pairs: each side's lengths
+        ax.hist(
+            [lengths[:, 0], lengths[:, 1]],
+            bins=60,
+            color=["tab:gray", "tab:olive"],
+            label=["source", "target"],
+            histtype="stepfilled",
+            alpha=0.6,
+        )
+        _legend_below(ax)
+    else:
+        ax.hist(lengths, bins=60, color="tab:gray")
     ax.set(title="sample lengths", xlabel="length", ylabel="samples")
     _counts(ax)
     ax = axes[1]

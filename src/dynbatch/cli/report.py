@@ -10,13 +10,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..plan.costs import cost_spec
+from ..plan.costs import charge, cost_spec, pair_form, resolve_cost
+from ..plan.lengths import SIDES
 from ..plan.options import PlanOptions
-from ..plan.stats import PlanStats, lower_bound_batches
+from ..plan.pair_costs import PairCost
+from ..plan.stats import PairPlanStats, PlanStats, lower_bound_batches
 from .corpora import Corpus
 
 __all__ = [
     "COLUMNS",
+    "PAIR_COLUMNS",
+    "columns",
     "cost_text",
     "format_table",
     "lower_bound",
@@ -37,6 +41,19 @@ COLUMNS = [
     ("cost_cv", "cost cv", "{:.3f}"),
     ("utilization", "util", "{:.3f}"),
 ]
+#: each side's padding of (source, target) pairs, after ``pad eff`` (NOTE [ stats of pairs ])
+PAIR_COLUMNS = [
+    ("source_padding_efficiency", "src eff", "{:.3f}"),
+    ("target_padding_efficiency", "tgt eff", "{:.3f}"),
+]
+
+
+def columns(rows: dict[str, PlanStats]) -> list[tuple[str, str, str]]:
+    """The table's columns: :data:`COLUMNS`, with each side's padding for pairs."""
+    if not any(isinstance(row, PairPlanStats) for row in rows.values()):
+        return COLUMNS
+    at = [key for key, _, _ in COLUMNS].index("padding_efficiency") + 1
+    return [*COLUMNS[:at], *PAIR_COLUMNS, *COLUMNS[at:]]
 
 
 def format_table(rows: dict[str, PlanStats]) -> str:
@@ -66,9 +83,10 @@ def format_table(rows: dict[str, PlanStats]) -> str:
       the same training run faster (fixed's learning rate and schedule were tuned for its own
       updates). Unmarked rows make fixed's 4 updates: the same training, faster above 1.00x.
     """
-    head = ["order", *(title for _, title, _ in COLUMNS)]
+    shown = columns(rows)
+    head = ["order", *(title for _, title, _ in shown)]
     body = [
-        [name, *(fmt.format(getattr(row, key)) for key, _, fmt in COLUMNS)]
+        [name, *(fmt.format(getattr(row, key)) for key, _, fmt in shown)]
         for name, row in rows.items()
     ]
     other: list[str] = []  # rows at other updates than the fixed batch's
@@ -103,25 +121,39 @@ def format_table(rows: dict[str, PlanStats]) -> str:
     return "\n".join(lines)
 
 
-def cost_text(cost: Any) -> str:
-    """The cost as given (``quadratic``), or a loaded cost file's formula.
+def cost_text(cost: Any, pairs: bool = False) -> str:
+    """The cost as given (``quadratic``), or a loaded cost file's formula; for pairs, with the
+    two-length form it prices a batch by.
 
-    >>> cost_text("linear")
-    'linear'
+    >>> cost_text("linear"), cost_text("mixed:1,2", pairs=True)
+    ('linear', 'mixed:1,2 (for pairs: n·(Ls + Lt + 2·(Ls² + Lt²) + 2·Ls·Lt))')
     """
-    return cost if isinstance(cost, str) else cost_spec(cost) or repr(cost)
+    text = cost if isinstance(cost, str) else cost_spec(cost) or repr(cost)
+    form = pair_form(resolve_cost(cost)) if pairs else None
+    if isinstance(form, PairCost):
+        terms = [
+            (form.a, "(Ls + Lt)"),
+            (form.b, "(Ls² + Lt²)"),
+            (form.cross, "Ls·Lt"),
+        ]
+        shown = " + ".join(t.strip("()") if w == 1 else f"{w:g}·{t}" for w, t in terms if w)
+        text += f" (for pairs: n·({shown}))"
+    return text
 
 
 def oversize_line(corpus: Corpus, over: NDArray[Any], options: PlanOptions) -> str:
     """What the sampler does with the samples over budget alone (NOTE [ stats agrees ... ])."""
     first = int(over[0])
-    length = int(corpus.lengths[first])
-    alone = float(
-        options.cost(1, -(-length // options.pad_to_multiple_of) * options.pad_to_multiple_of)
-    )
+    pad = options.pad_to_multiple_of
+    padded = -(-corpus.lengths[first : first + 1] // pad) * pad
+    alone = float(np.asarray(charge(options.cost, 1, padded))[0])
+    length: Any = int(corpus.lengths[first]) if not corpus.pairs else None
+    what = f"length {length}"
+    if corpus.pairs:  # NOTE [ stats of pairs ]
+        what = f"(source, target) lengths {tuple(corpus.lengths[first].tolist())}"
     head = (
         f"{over.size} sample(s) are over --max-cost={options.max_cost:g} even alone; the first "
-        f"is {corpus.where(first)} (length {length}, costs {alone:g} alone)"
+        f"is {corpus.where(first)} ({what}, costs {alone:g} alone)"
     )
     if options.oversize == "error":
         return (
@@ -157,25 +189,37 @@ def print_json(
     cost: Any,
     over: NDArray[Any],
     rows: dict[str, PlanStats],
-    bound: int,
+    bound: int | None,
 ) -> None:
-    """One JSON object on stdout: the corpus, the budget, and a row per plan."""
+    """One JSON object on stdout: the corpus, the budget, and a row per plan; for (source,
+    target) pairs (``"pairs": true``) each side's lengths and, per row, each side's padding."""
+    pairs = lengths.ndim == 2
+    corpus: dict[str, Any] = {"samples": len(lengths), "pairs": pairs}
+    for name, side in (
+        [("length", lengths)]
+        if not pairs
+        else [(f"{s}_length", lengths[:, k]) for k, s in enumerate(SIDES)]
+    ):
+        corpus.update(
+            {
+                f"{name}_min": int(side.min()),
+                f"{name}_median": float(np.median(side)),
+                f"{name}_max": int(side.max()),
+            }
+        )
     print(
         json.dumps(
             {
-                "samples": int(lengths.size),
-                "length_min": int(lengths.min()),
-                "length_median": float(np.median(lengths)),
-                "length_max": int(lengths.max()),
+                **corpus,
                 "max_cost": options.max_cost,
-                "cost": cost_text(cost),
+                "cost": cost_text(cost, pairs),
                 "oversize": int(over.size),
                 "oversize_policy": options.oversize,
                 "lower_bound_batches": bound,
                 "rows": [
                     {
                         "name": name,
-                        **{k: getattr(r, k) for k, _, _ in COLUMNS},
+                        **{k: getattr(r, k) for k, _, _ in columns(rows)},
                         "seconds": r.seconds,
                     }
                     for name, r in rows.items()
@@ -191,18 +235,30 @@ def print_text(
     cost: Any,
     over: NDArray[Any],
     rows: dict[str, PlanStats],
-    bound: int,
+    bound: int | None,
     note: str | None,
 ) -> None:
-    """The corpus in a line, the oversize note, the table and the lower bound."""
-    print(
-        f"{lengths.size} samples, lengths {lengths.min()}..{lengths.max()} "
-        f"(median {np.median(lengths):g}); max_cost={options.max_cost:g}, "
-        f"cost={cost_text(cost)}"
-    )
+    """The corpus in a line, the oversize note, the table and the lower bound (none for
+    pairs: NOTE [ stats of pairs ] in :mod:`dynbatch.cli`)."""
+    if lengths.ndim == 2:
+        sides = ", ".join(
+            f"{side}s {lengths[:, k].min()}..{lengths[:, k].max()} "
+            f"(median {np.median(lengths[:, k]):g})"
+            for k, side in enumerate(SIDES)
+        )
+        print(f"{len(lengths)} (source, target) pairs, {sides}")
+        print(f"max_cost={options.max_cost:g}, cost={cost_text(cost, pairs=True)}")
+    else:
+        print(
+            f"{lengths.size} samples, lengths {lengths.min()}..{lengths.max()} "
+            f"(median {np.median(lengths):g}); max_cost={options.max_cost:g}, "
+            f"cost={cost_text(cost)}"
+        )
     if note is not None:
         print(note)
     print(format_table(rows))
+    if bound is None:
+        return
     alone = " + one per sample over budget" if over.size and options.oversize == "alone" else ""
     print(
         "lower bound on batches (no plan has fewer: longest first, each batch filled to "

@@ -62,8 +62,11 @@ class DynamicBatchIterable(IterableDataset):  # type: ignore[type-arg]
         source: a re-iterable of samples, a callable ``source(epoch)``
             returning one, or a list of shard paths read by ``reader``
             (:mod:`dynbatch.stream.sources`).
-        length_fn: ``length_fn(sample) -> int``, the length the cost charges.
-        max_cost: the budget every batch fits: ``cost(n, L) <= max_cost``.
+        length_fn: ``length_fn(sample) -> int``, the length the cost charges, or a
+            ``(source, target)`` pair of an encoder–decoder's sample, each side bucketed as the
+            samplers bucket ``[N, 2]`` lengths.
+        max_cost: the budget every batch fits: ``cost(n, L) <= max_cost`` (for pairs
+            ``cost(n, Ls, Lt)``).
         options: a :class:`~dynbatch.PlanOptions`, instead of ``max_cost`` and
             ``**shortcuts``.
         **shortcuts: the other :class:`~dynbatch.PlanOptions` fields as keywords (``cost=...,

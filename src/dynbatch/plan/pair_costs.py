@@ -9,6 +9,28 @@ arguments with :func:`resolve_pair_callable`.
 
 >>> PairCost()(2, 3, 4)  # 2 * (3**2 + 4**2 + 3*4)
 74.0
+
+NOTE [ costs of pairs ]
+    An encoder–decoder's batch has two padded lengths, its longest source
+    ``Ls`` and its longest target ``Lt``, and its memory and time grow with
+    both: each term is one part of the model, charged on the padded batch
+    as the one-length costs are.
+
+    * ``a`` per token on either side, ``n·(Ls + Lt)``: embeddings and the
+      feed-forward layers, the padded tokens of both sides;
+    * ``b`` per pair of tokens within one side: the encoder's
+      self-attention ``n·Ls²`` and the decoder's ``n·Lt²``;
+    * ``cross`` per target token and source token: the decoder's
+      cross-attention, ``n·Ls·Lt``.
+
+    The default, ``a=0, b=1, cross=1``, is the study's rule ``n·L²`` on each
+    side plus the cross term, as :class:`QuadraticCost` is for one length.
+    Every named cost has this form for pairs (:func:`~dynbatch.plan.costs.pair_form`):
+    ``"quadratic"`` is the default, ``"linear"`` the padded tokens of both
+    sides (``a=1``), ``"mixed:A,B"`` ``a=A, b=cross=B``. Every coefficient
+    is >= 0, so the cost never decreases in ``n``, ``Ls`` or ``Lt``, which is
+    what lets the planner charge a batch by its longest source and its
+    longest target.
 """
 
 from __future__ import annotations
@@ -61,27 +83,11 @@ def is_number(value: Any) -> bool:
 class PairCost:
     """``n * (a*(Ls + Lt) + b*(Ls**2 + Lt**2) + cross*Ls*Lt)``: a batch of (source, target) pairs.
 
-    NOTE [ costs of pairs ]
-        An encoder–decoder's batch has two padded lengths, its longest source
-        ``Ls`` and its longest target ``Lt``, and its memory and time grow with
-        both: each term is one part of the model, charged on the padded batch
-        as the one-length costs are.
-
-        * ``a`` per token on either side, ``n·(Ls + Lt)``: embeddings and the
-          feed-forward layers, the padded tokens of both sides;
-        * ``b`` per pair of tokens within one side: the encoder's
-          self-attention ``n·Ls²`` and the decoder's ``n·Lt²``;
-        * ``cross`` per target token and source token: the decoder's
-          cross-attention, ``n·Ls·Lt``.
-
-        The default, ``a=0, b=1, cross=1``, is the study's rule ``n·L²`` on each
-        side plus the cross term, as :class:`QuadraticCost` is for one length.
-        Every named cost has this form for pairs (:func:`~dynbatch.plan.costs.pair_form`):
-        ``"quadratic"`` is the default, ``"linear"`` the padded tokens of both
-        sides (``a=1``), ``"mixed:A,B"`` ``a=A, b=cross=B``. Every coefficient
-        is >= 0, so the cost never decreases in ``n``, ``Ls`` or ``Lt``, which is
-        what lets the planner charge a batch by its longest source and its
-        longest target.
+    An encoder–decoder's batch has two padded lengths, its longest source ``Ls`` and its
+    longest target ``Lt``: ``a`` weighs the tokens of both sides (embeddings, feed-forward),
+    ``b`` each side's self-attention (``Ls²``, ``Lt²``) and ``cross`` the decoder's
+    cross-attention (``Ls·Lt``). The default is the study's rule ``n·L²`` on each side plus the
+    cross term; ``"linear"`` is ``a=1, b=cross=0`` and ``"mixed:A,B"`` is ``a=A, b=cross=B``.
 
     Args:
         a: weight of the per-token terms (both sides).

@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import (
+    InputError,
     InputTypeError,
     check_batches,
     check_bool,
@@ -30,7 +31,7 @@ from .._checks import (
     check_positive_number,
 )
 from .bounds import lower_bound_batches
-from .costs import CostLike, one_length, resolve_cost
+from .costs import CostLike, charge, one_length, resolve_cost
 from .epochs import plan_epoch
 from .lengths import SIDES, check_plan_lengths, reduce_batches
 from .options import ORDERS, PlanOptions
@@ -347,9 +348,9 @@ def baseline_batches(lengths: Any, options: PlanOptions, batch_size: int) -> lis
     ...     cost="linear", oversize="skip"), 2)]
     [[0, 2]]
     """
-    lens = check_lengths(lengths)
+    lens = check_plan_lengths(lengths)
     batch_size = check_int("fixed_batch_size", batch_size, minimum=1)
-    keep = np.arange(lens.size)
+    keep = np.arange(len(lens))
     if options.oversize == "skip":
         keep = np.setdiff1d(keep, find_oversize(lens, options=options))
     order = shuffled(keep, options.seed, 0)
@@ -394,8 +395,12 @@ def compare_orders(
     and keep within ``options.max_cost`` as every other planned row does: their
     micro-batches fit ``min(max_cost, cost(fixed_batch_size, L_max))``, the
     lower of the budget and the fixed batch's worst batch.
+
+    ``lengths`` may be ``[N, 2]`` (source, target) pairs: every row is then priced on both
+    sides (:class:`PairPlanStats`, the cost's two-length form), and a step time, of one
+    length, is refused by name.
     """
-    lens = check_lengths(lengths)
+    lens = check_plan_lengths(lengths)
     if not isinstance(options, PlanOptions):
         raise InputTypeError(
             f"compare_orders: options must be a dynbatch.PlanOptions, got options={options!r}; "
@@ -405,6 +410,12 @@ def compare_orders(
     if options.time_model is not None:  # it prices the orders; it would replace each by its split
         step_time = options.time_model if step_time is None else step_time
         options = options.replace(time_model=None, group_by_length=False, fixed_step_size=None)
+    if lens.ndim == 2 and step_time is not None:  # NOTE [ planning pairs ] in dynbatch.plan.pairs
+        raise InputError(
+            f"compare_orders: step_time={step_time!r} is a step time of one length, (n, L), and "
+            "the lengths are (source, target) pairs: a step time of two lengths is not there "
+            "yet. Leave step_time and time_model out"
+        )
 
     def summary(batches: Sequence[Any]) -> PlanStats:
         return plan_stats(
@@ -457,10 +468,11 @@ def like_fixed_options(
     >>> like_fixed_options([4, 8, 2], PlanOptions(max_cost=100, cost="linear"), 2).max_cost
     16.0
     """
-    lens = check_lengths(lengths)
+    lens = check_plan_lengths(lengths)
     fit = getattr(step_time, "fit", None)
-    longest = int(padded_lengths(lens, options.pad_to_multiple_of).max())
-    worst = float(options.cost(fixed_batch_size, longest))  # the fixed batch's worst batch
+    longest = padded_lengths(lens, options.pad_to_multiple_of).max(axis=0)  # pairs: per side
+    # the fixed batch's worst batch (pairs: at the longest source and the longest target)
+    worst = float(np.asarray(charge(options.cost, fixed_batch_size, longest[None]))[0])
     return like_fixed(
         lens,
         fixed_batch_size,

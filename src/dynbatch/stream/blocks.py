@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import InputError, InputTypeError
+from ..plan.lengths import reduce_batches, sample_tokens
 from ..plan.options import PlanOptions
 from ..plan.packs import plan_packed
 from ..plan.planning import Plan, padded_lengths, plan_draw
@@ -55,6 +56,7 @@ __all__ = [
     "interleave_steps",
     "plan_block",
     "tighten",
+    "tighten_pairs",
 ]
 
 #: The default block: 10,000 records, planned at once (NOTE [ a stream in blocks ]).
@@ -92,7 +94,8 @@ def interleave_steps(
     strata = min(STRATA, steps)
     if strata < 2:
         return sharded
-    longest = sharded.longest(lengths).reshape(-1, sharded.num_replicas).max(axis=1)
+    tokens = sample_tokens(lengths)  # a pair's: its source's and target's
+    longest = sharded.longest(tokens).reshape(-1, sharded.num_replicas).max(axis=1)
     by_length = np.lexsort((rng.random(steps), longest))
     groups = [rng.permutation(g) for g in np.array_split(by_length, strata)]
     order: list[int] = []
@@ -157,6 +160,58 @@ def tighten(plan: Plan, plens: NDArray[np.int64], least: float, multiple: int = 
     return Plan.from_batches(out)
 
 
+def tighten_pairs(plan: Plan, plens: NDArray[np.int64], least: float, multiple: int = 1) -> Plan:
+    """:func:`tighten` for ``[N, 2]`` lengths: a batch padded below ``least`` on either side is
+    cut in two, its members sorted by the source or by the target (then the other side),
+    whichever cut leaves the fewest padded tokens of both sides, and again while a part pads
+    below ``least`` on a side.
+
+    Both parts fit the budget as the batch did: fewer samples, neither side longer.
+
+    >>> plens = np.array([[2, 9], [2, 9], [2, 9], [2, 9], [16, 2], [16, 2]])
+    >>> [b.tolist() for b in tighten_pairs(Plan.from_batches([[0, 1, 2, 3, 4, 5]]), plens, 0.9)]
+    [[0, 1, 2, 3], [4, 5]]
+    """
+    if not len(plan):
+        return plan
+    starts = plan.offsets[:-1]
+    real = reduce_batches(np.add, plens, plan.indices, starts)
+    padded = plan.sizes[:, None] * reduce_batches(np.maximum, plens, plan.indices, starts)
+    low = np.flatnonzero((real < least * padded).any(axis=1))
+    if not low.size:
+        return plan
+    out: list[NDArray[np.int64]] = []
+    cut_these = set(low.tolist())
+    for k, batch in enumerate(plan):
+        if k not in cut_these:
+            out.append(batch)
+            continue
+        todo = [batch]
+        while todo:
+            part = todo.pop()
+            lens = plens[part]
+            n = part.size
+            cuts = np.arange(1, n)
+            if multiple > 1:
+                cuts = cuts[cuts % multiple == 0] if n >= 2 * multiple else cuts[:0]
+            worst = lens.sum(axis=0) / (n * lens.max(axis=0))
+            if not cuts.size or worst.min() >= least:
+                out.append(part)
+                continue
+            candidates = []
+            for side in (0, 1):  # members sorted by either side: the cut of fewest tokens
+                order = np.lexsort((lens[:, 1 - side], lens[:, side]))
+                by = lens[order]
+                head = np.maximum.accumulate(by, axis=0).sum(axis=1)  # longest of the first k+1
+                tail = np.maximum.accumulate(by[::-1], axis=0)[::-1].sum(axis=1)
+                cost = cuts * head[cuts - 1] + (n - cuts) * tail[cuts]
+                k = int(np.argmin(cost))
+                candidates.append((int(cost[k]), side, int(cuts[k]), part[order]))
+            _, _, cut, part = min(candidates, key=lambda c: c[:2])
+            todo += [part[cut:], part[:cut]]
+    return Plan.from_batches(out)
+
+
 def check_stream_options(options: PlanOptions) -> PlanOptions:
     """Refuse the options a stream cannot honour (NOTE [ a stream in blocks ])."""
     if not isinstance(options, PlanOptions):
@@ -193,7 +248,12 @@ def plan_block(
         return plan_split_updates(lengths, options, key, num_replicas)
     plan = plan_draw(lengths, options, key, shuffle_batches=False)  # sharding orders them
     plens = padded_lengths(lengths, options.pad_to_multiple_of)
-    plan = tighten(plan, plens, 1.0 - 2.0 * options.bucket_width, options.batch_size_multiple)
+    if lengths.ndim == 2:  # NOTE [ a stream of pairs ] in dynbatch.stream.planner
+        least = 1.0 - 4.0 * options.bucket_width
+        plan = tighten_pairs(plan, plens, least, options.batch_size_multiple)
+    else:
+        least = 1.0 - 2.0 * options.bucket_width
+        plan = tighten(plan, plens, least, options.batch_size_multiple)
     sharded = shard_checked(plan, lengths, num_replicas, key, None, TOLERANCE, options, True)
     if options.update_size is not None:
         return mix_updates(sharded, lengths, options, key)

@@ -138,7 +138,7 @@ def stream_stats(
     >>> s.batches, s.samples, s.updates
     (7, 8, 7)
     """
-    samples = list(range(lengths.size))
+    samples = list(range(len(lengths)))
     planner = StreamPlanner(open_source(samples), lengths.__getitem__, options, buffer_size)
     batches, ends = [], []
     for batch in planner.sequence(epoch):
