@@ -25,8 +25,9 @@ NOTE [ the Trainer on pairs ]
     Refused by name, not yet there for pairs: packing (a packed row holds one sequence;
     :func:`~dynbatch.plan.option_checks.packing_pairs_refused`), and a measured step time (the
     probe and the split it chooses follow one length). So ``time_model="auto"`` plans
-    without a step time on every device for pairs, as it does on a CPU (NOTE [ no probe on a
-    CPU ] in :mod:`.planner`), and ``"measure"`` is refused before any step runs. Updates cut
+    without a step time on every device for pairs, as it does on a CPU
+    (NOTE [ no probe on a CPU ] in :mod:`.planner`), and ``"measure"`` is refused before any
+    step runs. Updates cut
     on tokens (``accumulate="tokens"``) are the planner's to take or refuse
     (``update_unit="tokens"``).
 """
@@ -79,8 +80,8 @@ def refuse_packing(pack_len: int | None, model: Any, lengths: Any = None) -> Non
 
 def time_model_for(time_model: Any, lengths: Any, *, auto: bool, measure: bool) -> Any:
     """``time_model`` for ``lengths``: as given for one length; for pairs ``"auto"`` (``auto``)
-    is None on every device and ``"measure"`` (``measure``) refused (NOTE [ the Trainer on
-    pairs ])."""
+    is None on every device and ``"measure"`` (``measure``) refused
+    (NOTE [ the Trainer on pairs ])."""
     if not is_pairs(lengths):
         return time_model
     if auto:
