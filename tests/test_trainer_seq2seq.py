@@ -25,6 +25,7 @@ from seq2seq_toy import (
     grad_gap,
     reference_grads,
     s2s_trainer,
+    target_token_loss,
     tiny_bart,
 )
 from test_trainer import run_script
@@ -83,6 +84,20 @@ def test_each_update_is_the_mean_over_its_target_tokens(tmp_path: Path) -> None:
         assert grad_gap(rec.grads[step], expected) < 1e-5, (
             f"step {step}: the gradient of the mean over the step's target tokens"
         )
+
+
+@pytest.mark.parametrize("given", ["eval_lengths", "length_fn"])
+def test_evaluation_on_pairs_is_the_mean_over_the_target_tokens(tmp_path: Path, given: str) -> None:
+    """Dynamic eval batches of pairs, from eval_lengths of shape [N, 2] or the length_fn."""
+    ds, dev = Translations(40), Translations(23, seed=4)
+    known = {"eval_lengths": dev.lengths} if given == "eval_lengths" else {}
+    trainer = s2s_trainer(tmp_path, ds, eval_dataset=dev, args={"max_steps": 2}, **known)
+    trainer.train()
+    loader = trainer.get_eval_dataloader()
+    assert loader.batch_sampler.lengths.tolist() == dev.lengths.tolist(), "dynamic, on pairs"
+    assert len({b.size for b in loader.batch_sampler.batches()}) > 1, "precondition: unequal"
+    loss = trainer.evaluate()["eval_loss"]
+    assert loss == pytest.approx(target_token_loss(trainer.model, dev), abs=1e-5)
 
 
 @pytest.mark.slow

@@ -133,3 +133,16 @@ def grad_gap(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> flo
     """The largest difference between two sets of gradients, over every parameter."""
     assert set(got) == set(expected), "the same parameters have gradients"
     return max(float(np.abs(got[n] - g).max()) for n, g in expected.items())
+
+
+def target_token_loss(model: Any, ds: Translations) -> float:
+    """The mean cross entropy over every target token of ``ds``, in one batch, without grad."""
+    batch = {k: paddle.to_tensor(v) for k, v in collate([ds[i] for i in range(len(ds))]).items()}
+    model.eval()
+    with paddle.no_grad():
+        logits = model(input_ids=batch["input_ids"], decoder_input_ids=batch["decoder_input_ids"])
+        losses = paddle.nn.functional.cross_entropy(
+            logits, batch["labels"].unsqueeze(-1), ignore_index=IGNORE, reduction="sum"
+        )
+    model.train()
+    return float(losses) / int((batch["labels"] != IGNORE).sum())
