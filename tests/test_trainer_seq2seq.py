@@ -27,6 +27,7 @@ from seq2seq_toy import (
     s2s_trainer,
     target_token_loss,
     tiny_bart,
+    tiny_t5,
 )
 from test_trainer import run_script
 from trainer_toy import make_recorder
@@ -61,13 +62,16 @@ def test_pairs_train_in_exactly_the_fixed_batchs_planned_steps(tmp_path: Path) -
     assert any(w.stop - w.start > 1 for w in rec.windows), "precondition: updates split"
 
 
-def test_each_update_is_the_mean_over_its_target_tokens(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["bart", "t5"])
+def test_each_update_is_the_mean_over_its_target_tokens(tmp_path: Path, kind: str) -> None:
     """The default loss of a ...ForConditionalGeneration: cross entropy over its labels, not
     shifted, -100 ignored; each update's gradient that of the mean over all its target
-    tokens in one batch, whatever its micro-batches."""
-    ds = Translations(40, seed=1)
+    tokens in one batch, whatever its micro-batches (T5 told its source's padding by an
+    attention_mask, which BART reads from its pad id)."""
+    make = tiny_t5 if kind == "t5" else tiny_bart
+    ds = Translations(40, seed=1, attention_mask=kind == "t5")
     rec = make_recorder(grads=3)
-    s2s_trainer(tmp_path, ds, callbacks=[rec], args={"max_steps": 3}).train()
+    s2s_trainer(tmp_path, ds, model=make(), callbacks=[rec], args={"max_steps": 3}).train()
     assert len(rec.grads) == 3
     for step in range(3):
         window = rec.windows[step]
@@ -78,7 +82,7 @@ def test_each_update_is_the_mean_over_its_target_tokens(tmp_path: Path) -> None:
             "precondition: micro-batches of unequal target tokens per pair (a mean of their "
             "means would differ)"
         )
-        model = tiny_bart()
+        model = make()
         model.set_state_dict(rec.weights[step])
         expected = reference_grads(model, ds, np.concatenate(window.indices))
         assert grad_gap(rec.grads[step], expected) < 1e-5, (

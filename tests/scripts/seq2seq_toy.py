@@ -21,13 +21,35 @@ PAD = 0
 START = 2  # BART's decoder_start_token_id (its eos)
 IGNORE = -100
 FIELDS = ("input_ids", "decoder_input_ids", "labels")
-_PADS = dynbatch.Dict(
-    {
-        "input_ids": dynbatch.Pad(PAD),
-        "decoder_input_ids": dynbatch.Pad(PAD),
-        "labels": dynbatch.Pad(IGNORE),
-    }
-)
+#: T5 attends to the source's padding unless told: its samples carry an attention_mask too
+MASKED = ("input_ids", "attention_mask", "decoder_input_ids", "labels")
+_PADS = {
+    fields: dynbatch.Dict({k: dynbatch.Pad(IGNORE if k == "labels" else PAD) for k in fields})
+    for fields in (FIELDS, MASKED)
+}
+
+
+def tiny_t5(seed: int = 0, dropout: float = 0.0) -> Any:
+    """paddlenlp's T5ForConditionalGeneration, d_model 32, one layer each side: built."""
+    from paddlenlp.transformers import T5Config, T5ForConditionalGeneration
+
+    paddle.seed(seed)
+    config = T5Config(
+        vocab_size=VOCAB,
+        d_model=32,
+        d_kv=16,
+        d_ff=64,
+        num_layers=1,
+        num_decoder_layers=1,
+        num_heads=2,
+        relative_attention_num_buckets=8,
+        dropout_rate=dropout,
+        pad_token_id=PAD,
+        eos_token_id=1,
+        decoder_start_token_id=START,
+        feed_forward_proj="relu",
+    )
+    return T5ForConditionalGeneration(config)
 
 
 def tiny_bart(seed: int = 0, dropout: float = 0.0) -> Any:
@@ -60,8 +82,9 @@ class Translations(paddle.io.Dataset):  # type: ignore[misc]
     """``{"input_ids", "decoder_input_ids", "labels"}``: sources of 3..40 tokens, targets of
     about 0.5 to 1.5 times as many (2..48), random ids from 3 up."""
 
-    def __init__(self, n: int, seed: int = 0) -> None:
+    def __init__(self, n: int, seed: int = 0, *, attention_mask: bool = False) -> None:
         rng = np.random.default_rng(seed)
+        self.attention_mask = attention_mask
         src = np.clip(np.ceil(rng.lognormal(2.3, 0.6, n)), 3, 40).astype(np.int64)
         tgt = np.clip(np.ceil(src * rng.uniform(0.5, 1.5, n)), 2, 48).astype(np.int64)
         self.lengths = np.stack([src, tgt], axis=1)
@@ -70,11 +93,12 @@ class Translations(paddle.io.Dataset):  # type: ignore[misc]
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         target = self.targets[i]
-        return {
-            "input_ids": self.sources[i],
-            "decoder_input_ids": np.concatenate([[START], target[:-1]]).astype("int64"),
-            "labels": target,
-        }
+        sample = {"input_ids": self.sources[i]}
+        if self.attention_mask:
+            sample["attention_mask"] = np.ones(self.sources[i].size, dtype="int64")
+        sample["decoder_input_ids"] = np.concatenate([[START], target[:-1]]).astype("int64")
+        sample["labels"] = target
+        return sample
 
     def __len__(self) -> int:
         return len(self.sources)
@@ -86,8 +110,9 @@ def pair_lengths(sample: dict[str, Any]) -> tuple[int, int]:
 
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """Each field padded to its own longest: ids with 0, labels with -100."""
-    return dict(zip(FIELDS, _PADS(samples), strict=True))
+    """Each field padded to its own longest: ids (and the mask) with 0, labels with -100."""
+    fields = MASKED if "attention_mask" in samples[0] else FIELDS
+    return dict(zip(fields, _PADS[fields](samples), strict=True))
 
 
 def s2s_trainer(out: Any, ds: Translations, *, dropout: float = 0.0, **kw: Any) -> Any:
@@ -117,8 +142,9 @@ def reference_grads(model: Any, ds: Translations, indices: np.ndarray) -> dict[s
     (one batch padded to its longest source and target)."""
     batch = {k: paddle.to_tensor(v) for k, v in collate([ds[int(i)] for i in indices]).items()}
     model.clear_gradients()
-    logits = model(input_ids=batch["input_ids"], decoder_input_ids=batch["decoder_input_ids"])
-    labels = batch["labels"]
+    labels = batch.pop("labels")
+    outputs = model(**batch)
+    logits = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
     losses = paddle.nn.functional.cross_entropy(
         logits, labels.unsqueeze(-1), ignore_index=IGNORE, reduction="none"
     ).squeeze(-1)
