@@ -174,6 +174,23 @@ def test_a_measured_step_time_on_pairs_is_refused_before_any_step(tmp_path: Path
         s2s_trainer(tmp_path, Translations(20), time_model="measure")
 
 
+def test_on_an_accelerator_the_default_plans_pairs_without_a_step_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """time_model="auto" measures the step time on an accelerator, one of one length: on pairs
+    it plans without one, as on a CPU (NOTE [ the Trainer on pairs ])."""
+    from dynbatch.integrations.core import planner
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the step time of one length was measured on pairs")
+
+    monkeypatch.setattr(planner, "current_device", lambda: "gpu:0")
+    monkeypatch.setattr(planner, "measure_time_model", never)
+    trainer = s2s_trainer(tmp_path, Translations(20))
+    assert trainer.train_sampler is not None
+    assert trainer.train_sampler.options.time_model is None
+
+
 def test_a_batch_without_decoder_inputs_is_refused_by_name(tmp_path: Path) -> None:
     """paddlenlp's BART given no decoder_input_ids builds them from the source: it would train
     to copy the source, silently."""
