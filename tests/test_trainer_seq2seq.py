@@ -191,9 +191,20 @@ def test_on_an_accelerator_the_default_plans_pairs_without_a_step_time(
     assert trainer.train_sampler.options.time_model is None
 
 
-def test_a_batch_without_decoder_inputs_is_refused_by_name(tmp_path: Path) -> None:
+@pytest.mark.parametrize("wrapped", [False, True], ids=["model", "wrapped-model"])
+def test_a_batch_without_decoder_inputs_is_refused_by_name(tmp_path: Path, wrapped: bool) -> None:
     """paddlenlp's BART given no decoder_input_ids builds them from the source: it would train
-    to copy the source, silently."""
+    to copy the source, silently. Also when the Trainer steps a wrapper of it (DataParallel
+    on several ranks)."""
+    import paddle
+
+    class Wrapper(paddle.nn.Layer):  # type: ignore[misc]
+        def __init__(self, inner: object) -> None:
+            super().__init__()
+            self._layers = inner
+
+        def forward(self, **inputs: object) -> object:
+            return self._layers(**inputs)
 
     def no_decoder_inputs(samples: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         batch = collate(samples)
@@ -203,5 +214,7 @@ def test_a_batch_without_decoder_inputs_is_refused_by_name(tmp_path: Path) -> No
     trainer = s2s_trainer(
         tmp_path, Translations(20), data_collator=no_decoder_inputs, args={"max_steps": 1}
     )
+    if wrapped:
+        trainer._wrap_model = lambda model, training=True: Wrapper(model)
     with pytest.raises(InputError, match="given no 'decoder_input_ids'"):
         trainer.train()

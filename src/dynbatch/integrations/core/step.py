@@ -72,7 +72,7 @@ def train_window(trainer: Any, run: RunPlan, model: Any, inputs: Any) -> Any:
         batch, model_inputs = split_batch(
             batch, trainer.label_names, trainer.prepare_inputs, trainer.labels_to_model
         )
-        check_decoder_inputs(model, model_inputs)  # NOTE [ the Trainer on pairs ]
+        check_decoder_inputs(trainer.model, model_inputs)  # model: DataParallel on ranks
         with engine.micro_batch(last=k == len(micro) - 1):
             with trainer.autocast_smart_context_manager():
                 # no name for the outputs: the logits are freed before backward when the
