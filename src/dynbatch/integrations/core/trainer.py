@@ -56,7 +56,7 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
             is the number of *planned* micro-batches per optimizer step. The
             collator must return a dict (model inputs and label fields).
         lengths: per-sample lengths of ``train_dataset``, or ``[N, 2]`` (source, target) pairs
-            for an encoder–decoder (NOTE [ the Trainer on pairs ]); or a way to measure them:
+            for an encoder–decoder (each side padded to its own longest); or a way to measure them:
             ``length_fn`` or ``ref_index``.
         length_fn: ``length_fn(sample) -> int`` (or ``-> (source, target)``), called once per
             training sample (and per evaluation sample, without ``eval_lengths``).
