@@ -90,6 +90,27 @@ def test_each_update_is_the_mean_over_its_target_tokens(tmp_path: Path, kind: st
         )
 
 
+def test_updates_of_target_tokens_are_the_planners_to_take_or_refuse(tmp_path: Path) -> None:
+    """accumulate="tokens" on pairs passes through to the planner (update_unit="tokens"): it
+    refuses it by name, or cuts updates on target tokens, each the mean over them."""
+    ds = Translations(40, seed=1)
+    rec = make_recorder(grads=2)
+    try:
+        trainer = s2s_trainer(
+            tmp_path, ds, callbacks=[rec], accumulate="tokens", args={"max_steps": 2}
+        )
+    except InputError as exc:  # a planner without updates of target tokens
+        assert "update_unit='tokens'" in str(exc) and "pairs" in str(exc), str(exc)
+        return
+    trainer.train()
+    for step in range(2):
+        indices = np.concatenate(rec.windows[step].indices)
+        assert rec.windows[step].count == ds.lengths[indices, 1].sum(), "its target tokens"
+        model = tiny_bart()
+        model.set_state_dict(rec.weights[step])
+        assert grad_gap(rec.grads[step], reference_grads(model, ds, indices)) < 1e-5
+
+
 @pytest.mark.parametrize("given", ["eval_lengths", "length_fn"])
 def test_evaluation_on_pairs_is_the_mean_over_the_target_tokens(tmp_path: Path, given: str) -> None:
     """Dynamic eval batches of pairs, from eval_lengths of shape [N, 2] or the length_fn."""
