@@ -11,7 +11,9 @@ mean over them) or ``recipe`` (the tiny BERT with the Trainer's defaults: no pla
 step time probed on the model, as the default does on an accelerator, and kept in the output
 dir, 2 loader workers); ``packcls`` and
 ``packlm`` are ``cls`` and ``lm`` packed (``pack_len``, one row a micro-batch, no probe:
-NOTE [ the Trainer packs ]), the recipe's updates of 8 reviews or 16 pairs' loss tokens. Each run
+NOTE [ the Trainer packs ]), the recipe's updates of 8 reviews or 16 pairs' loss tokens; ``s2s``
+is the tiny BART of seq2seq_toy.py on (source, target) pairs with the Trainer's defaults (the
+recipe's updates of 4 pairs, the target tokens' mean, 2 loader workers). Each run
 that finishes writes OUT_DIR/<mode>.json (its batches, steps, loss, epoch) and OUT_DIR/<mode>.npz
 (final weights); ``cut`` writes its batches as it goes to cut.json. ``kill`` resumes from the
 newest checkpoint of OUT_DIR/cut when it has one, and writes kill-STEP.json (the step it
@@ -36,7 +38,7 @@ from trainer_toy import PLAN, Reviews, collate, make_args, make_recorder, tiny_b
 from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
 
 #: Where each kind saves: every SAVE_STEPS steps, so a cut at that step is mid-epoch.
-SAVE_STEPS = {"cls": 4, "lm": 3, "recipe": 3, "packcls": 4, "packlm": 3}
+SAVE_STEPS = {"cls": 4, "lm": 3, "recipe": 3, "packcls": 4, "packlm": 3, "s2s": 3}
 
 
 class ExitAfterSave(TrainerCallback):  # type: ignore[misc]
@@ -88,6 +90,13 @@ def make_trainer(kind: str, run_dir: Path, callbacks: list[Any]) -> DynamicBatch
         packed = {**pack, "pack_len": 64} if kind == "packlm" else {}
         return lm_trainer(
             run_dir, Pairs(64, seed=12), args=saves, callbacks=callbacks, dropout=0.1, **packed
+        )
+    if kind == "s2s":  # the tiny BART of seq2seq_toy.py on pairs, the Trainer's defaults
+        from seq2seq_toy import Translations, s2s_trainer
+
+        args = {"per_device_train_batch_size": 4, "dataloader_num_workers": 2, **saves}
+        return s2s_trainer(
+            run_dir, Translations(40, seed=3), args=args, callbacks=callbacks, dropout=0.1
         )
     ds = Reviews(60)
     if kind == "packcls":

@@ -40,6 +40,7 @@ each; read them one at a time:
 * :mod:`.evaluation`: NOTE [ evaluation with unequal batches ];
 * :mod:`.logs`: the plan's numbers in the Trainer's logs;
 * :mod:`.packing`: ``pack_len``'s rows for a causal LM or a classifier, NOTE [ the Trainer packs ];
+* :mod:`.seq2seq`: encoder–decoders on (source, target) pairs, NOTE [ the Trainer on pairs ];
 * :mod:`.losses`: per-sample losses, and per-token ones for language models
   (:func:`token_cross_entropy`); :mod:`.arguments`: ``TrainingArguments``;
 * :mod:`.host`: what differs between frameworks, NOTE [ one core, one host per adapter ];

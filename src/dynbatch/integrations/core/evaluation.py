@@ -20,8 +20,9 @@ import numpy as np
 import paddle
 from numpy.typing import NDArray
 
-from ..._checks import InputError, check_lengths
+from ..._checks import InputError
 from ...paddle.sampler import DistributedDynamicBatchSampler
+from ...plan.lengths import check_plan_lengths
 from ...plan.options import PlanOptions
 from .losses import loss_and_count
 from .run import split_batch
@@ -32,10 +33,10 @@ __all__ = ["EvalSamplers", "check_eval_lengths", "evaluate"]
 def _checked_eval_lengths(dataset: Any, lengths: Any, name: str | None) -> NDArray[np.int64]:
     """Eval lengths checked when the trainer is made, not after an epoch of training."""
     label = "eval_lengths" if name is None else f"eval_lengths[{name!r}]"
-    lens = check_lengths(lengths, name=label)
-    if hasattr(dataset, "__len__") and len(dataset) != lens.size:
+    lens = check_plan_lengths(lengths, name=label)  # (source, target) pairs too
+    if hasattr(dataset, "__len__") and len(dataset) != len(lens):
         raise InputError(
-            f"{label} has {lens.size} entries but the eval dataset has {len(dataset)} samples; "
+            f"{label} has {len(lens)} entries but the eval dataset has {len(dataset)} samples; "
             "they must match one to one"
         )
     return lens

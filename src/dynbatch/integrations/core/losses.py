@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from ..._checks import InputError, InputTypeError
 from ...paddle.losses import IGNORE_INDEX, token_loss
+from .seq2seq import is_encoder_decoder
 
 __all__ = [
     "MEAN_REFUSED",
@@ -261,15 +262,20 @@ def loss_fn_for(
 ) -> Callable[[str], Callable[..., Any]]:
     """The loss to train with, given the label field: ``loss_fn``, a per-sample
     ``criterion``, or by default :func:`token_cross_entropy` for a causal LM (a
-    ``...ForCausalLM``: its logits are per token) and :func:`per_sample_cross_entropy` for
-    anything else."""
+    ``...ForCausalLM``: its logits are per token), the same without a shift for an
+    encoder–decoder (a ``...ForConditionalGeneration``: its labels line up with its
+    logits, NOTE [ the Trainer on pairs ] in :mod:`.seq2seq`) and
+    :func:`per_sample_cross_entropy` for anything else."""
     if loss_fn is not None and not callable(loss_fn):
         raise InputTypeError(
             "loss_fn must be a callable (outputs, batch) -> per-sample losses, got "
             f"loss_fn={loss_fn!r}"
         )
-    causal = type(model).__name__.endswith("ForCausalLM")
-    default: Callable[..., Any] = token_cross_entropy if causal else per_sample_cross_entropy
+    default: Callable[..., Any] = per_sample_cross_entropy
+    if type(model).__name__.endswith("ForCausalLM"):
+        default = token_cross_entropy
+    elif is_encoder_decoder(model):
+        default = functools.partial(token_cross_entropy, shift=False)
     if criterion is not None:
         if loss_fn is not None:
             raise InputError("give loss_fn or criterion, not both")

@@ -80,6 +80,7 @@ from ...paddle.safe_collate import safe_collate
 from ._compat import call_as_forward
 from .host import CausalPacking
 from .losses import token_cross_entropy
+from .seq2seq import refuse_packing
 
 __all__ = [
     "CAUSAL_LM",
@@ -129,6 +130,7 @@ def _takes(fn: Any, *names: str) -> bool:
 def check_pack_len(pack_len: Any, model: Any) -> int | None:
     """``pack_len`` checked, and a model to pack for when it is given."""
     checked: int | None = check_int("pack_len", pack_len, minimum=1, allow_none=True)
+    refuse_packing(checked, model)  # NOTE [ the Trainer on pairs ]
     if checked is not None and model is None:  # NOTE [ the Trainer packs ]
         raise InputError(
             f"pack_len={checked} packs for the model given (a causal LM or a sequence "

@@ -42,6 +42,7 @@ from .arguments import train_sampler
 from .checkpoints import STATE_FILE
 from .packing import Packed, check_samples
 from .probe import kept_time_model, measure_time_model, split_reason
+from .seq2seq import refuse_packing, time_model_for
 
 __all__ = [
     "AUTO",
@@ -134,6 +135,10 @@ class TrainPlanner:
         self.trainer, self.args, self.dataset, self.lengths = trainer, args, dataset, lengths
         self.given = time_model
         self.loss_tokens, self.planned, self.keywords = loss_tokens, planned, keywords
+        refuse_packing(None if packed is None else packed.pack_len, None, lengths)
+        time_model = time_model_for(  # NOTE [ the Trainer on pairs ] in .seq2seq
+            time_model, lengths, auto=_auto(time_model), measure=measures(time_model)
+        )
         if _auto(time_model):  # NOTE [ no probe on a CPU ]
             time_model = None if current_device().startswith("cpu") else MEASURE
         self.time_model, self.packed = time_model, packed

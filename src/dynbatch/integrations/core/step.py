@@ -36,6 +36,7 @@ from ...paddle.update import ExactMeanUpdate
 from ...plan.contract import counted_tokens
 from .losses import loss_and_count
 from .run import RunPlan, Window, split_batch
+from .seq2seq import check_decoder_inputs
 
 __all__ = ["train_window"]
 
@@ -71,6 +72,7 @@ def train_window(trainer: Any, run: RunPlan, model: Any, inputs: Any) -> Any:
         batch, model_inputs = split_batch(
             batch, trainer.label_names, trainer.prepare_inputs, trainer.labels_to_model
         )
+        check_decoder_inputs(trainer.model, model_inputs)  # model: DataParallel on ranks
         with engine.micro_batch(last=k == len(micro) - 1):
             with trainer.autocast_smart_context_manager():
                 # no name for the outputs: the logits are freed before backward when the

@@ -55,10 +55,11 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
             epochs (or set ``args.max_steps``); ``args.gradient_accumulation_steps``
             is the number of *planned* micro-batches per optimizer step. The
             collator must return a dict (model inputs and label fields).
-        lengths: per-sample lengths of ``train_dataset``; or a way to measure them:
+        lengths: per-sample lengths of ``train_dataset``, or ``[N, 2]`` (source, target) pairs
+            for an encoder–decoder (each side padded to its own longest); or a way to measure them:
             ``length_fn`` or ``ref_index``.
-        length_fn: ``length_fn(sample) -> int``, called once per training sample (and per
-            evaluation sample, without ``eval_lengths``).
+        length_fn: ``length_fn(sample) -> int`` (or ``-> (source, target)``), called once per
+            training sample (and per evaluation sample, without ``eval_lengths``).
         ref_index: the field of each sample whose size is its length (a dict sample's key,
             such as ``"input_ids"``), instead of ``length_fn``.
         eval_lengths: lengths of ``eval_dataset`` (a dict of arrays for a dict
@@ -96,12 +97,13 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
             ``loss_tokens`` when given). Default:
             :func:`~dynbatch.integrations.core.losses.per_sample_cross_entropy`
             (sequence classification), its ``token_cross_entropy`` for a
-            ``...ForCausalLM``, or ``criterion`` if given: a loss layer with a
+            ``...ForCausalLM`` (without the shift for a ``...ForConditionalGeneration``: the
+            target tokens' mean), or ``criterion`` if given: a loss layer with a
             ``reduction`` (such as ``paddle.nn.CrossEntropyLoss()``), called on
             ``(logits, labels)`` with ``reduction="none"`` on a copy of it.
         labels_to_model: also pass the label fields to the model, for models
-            that need them (seq2seq decoders build their inputs from
-            ``labels``). The loss is still ``loss_fn``'s, from the logits: the
+            that need them (an encoder–decoder's decoder still reads the batch's
+            ``decoder_input_ids``). The loss is still ``loss_fn``'s, from the logits: the
             model's own loss, a mean, is not used.
         time_model: the device's step time, at which the recipe cuts each update into
             micro-batches (finely on a CPU, where padding costs; not on a GPU below its knee,

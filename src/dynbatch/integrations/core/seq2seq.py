@@ -1,0 +1,108 @@
+"""Encoder–decoders on (source, target) pairs: what the Trainer takes, and what it refuses.
+
+NOTE [ the Trainer on pairs ]
+    A pair's lengths are its source's and its target's: ``lengths`` of shape ``[N, 2]``, or a
+    ``length_fn`` returning ``(source, target)`` (for dict samples
+    ``lambda s: (len(s["input_ids"]), len(s["labels"]))``), measured once as one length
+    is. The plan then pads each side of a micro-batch to its own longest
+    (NOTE [ planning pairs ] in :mod:`dynbatch.plan.pairs`), and the fixed batch's recipe
+    makes ``ceil(N / B)`` updates of ``B`` pairs as it does of single samples; epochs,
+    ranks and resume follow the plan as they do for one length.
+
+    The loss is over the target. A ``...ForConditionalGeneration`` given no ``loss_fn`` trains
+    on :func:`~.losses.token_cross_entropy` over its labels *without* a shift: an
+    encoder–decoder's logits at ``t`` already predict ``labels[t]`` (the decoder reads the
+    target shifted right), and the labels are ``-100`` on padding. It returns
+    ``(loss_sum, count)`` with the count from the batch, so each update is the exact mean over
+    the target tokens of all its micro-batches on all ranks (NOTE [ one update, one mean ] in
+    :mod:`.step`), whatever the micro-batches' sizes.
+
+    The decoder's inputs come from the batch: ``decoder_input_ids``, the target shifted right
+    by the collator. Without them paddlenlp's BART builds its decoder's inputs from the
+    *source* (``shift_tokens_right(input_ids)``) and would silently learn to copy it, so a
+    batch without them is refused by name at the first step.
+
+    Refused by name, not yet there for pairs: packing (a packed row holds one sequence;
+    :func:`~dynbatch.plan.option_checks.packing_pairs_refused`), and a measured step time (the
+    probe and the split it chooses follow one length). So ``time_model="auto"`` plans
+    without a step time on every device for pairs, as it does on a CPU
+    (NOTE [ no probe on a CPU ] in :mod:`.planner`), and ``"measure"`` is refused before any
+    step runs. Updates cut
+    on tokens (``accumulate="tokens"``) are the planner's to take or refuse
+    (``update_unit="tokens"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..._checks import InputError
+from ...plan.lengths import is_pairs
+from ...plan.option_checks import packing_pairs_refused
+
+__all__ = [
+    "DECODER_INPUTS",
+    "check_decoder_inputs",
+    "is_encoder_decoder",
+    "refuse_packing",
+    "time_model_for",
+]
+
+#: The field that feeds an encoder–decoder's decoder (NOTE [ the Trainer on pairs ]).
+DECODER_INPUTS = "decoder_input_ids"
+
+_WHERE = "DynamicBatchTrainer"
+
+
+def is_encoder_decoder(model: Any) -> bool:
+    """Whether ``model`` is an encoder–decoder the Trainer knows: a ``...ForConditionalGeneration``.
+
+    >>> class BartForConditionalGeneration: ...
+    >>> is_encoder_decoder(BartForConditionalGeneration()), is_encoder_decoder(None)
+    (True, False)
+    """
+    return type(model).__name__.endswith("ForConditionalGeneration")
+
+
+def refuse_packing(pack_len: int | None, model: Any, lengths: Any = None) -> None:
+    """Refuse ``pack_len`` for an encoder–decoder or for lengths of pairs, by name."""
+    if pack_len is None:
+        return
+    if is_encoder_decoder(model):
+        name = type(model).__name__
+        raise packing_pairs_refused(_WHERE, f", got pack_len={pack_len} for model={name}")
+    if lengths is not None and is_pairs(lengths):
+        raise packing_pairs_refused(
+            _WHERE, f", got pack_len={pack_len} with lengths of shape {list(lengths.shape)}"
+        )
+
+
+def time_model_for(time_model: Any, lengths: Any, *, auto: bool, measure: bool) -> Any:
+    """``time_model`` for ``lengths``: as given for one length; for pairs ``"auto"`` (``auto``)
+    is None on every device and ``"measure"`` (``measure``) refused
+    (NOTE [ the Trainer on pairs ])."""
+    if not is_pairs(lengths):
+        return time_model
+    if auto:
+        return None
+    if measure:
+        raise InputError(
+            f"{_WHERE}: time_model={time_model!r} measures a step time of one length, (n, L), "
+            "and the lengths are (source, target) pairs: a step time of two lengths is not "
+            "measured yet. Leave time_model out (for pairs it plans without a step time on "
+            "every device), or pass time_model=None"
+        )
+    return time_model
+
+
+def check_decoder_inputs(model: Any, inputs: Mapping[str, Any]) -> None:
+    """Refuse a batch without the decoder's inputs for an encoder–decoder, by name."""
+    if DECODER_INPUTS in inputs or not is_encoder_decoder(model):
+        return
+    raise InputError(
+        f"{type(model).__name__} was given no {DECODER_INPUTS!r} (the batch's fields for the "
+        f"model: {sorted(inputs)}): the collator must put the target shifted right there "
+        "(paddlenlp's BART would build them from the source instead and learn to copy it; "
+        "model.prepare_decoder_input_ids_from_labels(labels) shifts them)"
+    )
