@@ -251,13 +251,28 @@ def test_fill_device_of_pairs_fills_to_the_memory_target() -> None:
             r"fill_device: time_model=StepTimeModel\(.*\) is a step time of one length",
         ),
         ({"max_cost": 1.2}, r"max_cost=1.2 does not fit one sample of the longest lengths"),
-        ({"update_unit": "tokens"}, r"fill_device: update_unit='tokens' is not planned"),
     ],
 )
 def test_fill_device_of_pairs_refuses_by_name(kwargs: dict[str, Any], match: str) -> None:
     args: dict[str, Any] = {"time_model": None, "max_cost": 6.0, "cost": COST, **kwargs}
     with pytest.raises(InputError, match=match):
         fill_device(corpus(), **args)
+
+
+def test_fill_device_of_pairs_counts_target_tokens_in_updates_of_tokens() -> None:
+    """Updates in "tokens" of pairs count each pair's target tokens, the tokens its loss is
+    over, as like_fixed's do (not both sides)."""
+    pairs = corpus()
+    opts = fill_device(pairs, None, max_cost=6.0, cost=COST, batch_size=64, update_unit="tokens")
+    assert opts.update_unit == "tokens"
+    assert opts.update_size == pytest.approx(64 * pairs[:, 1].mean()), "the target's tokens"
+    loss = np.maximum(pairs[:, 1] - 1, 0)  # e.g. labels shifted: one token fewer each
+    counted = fill_device(
+        pairs, None, max_cost=6.0, cost=COST, batch_size=64, update_unit="tokens", loss_tokens=loss
+    )
+    assert counted.update_size == pytest.approx(64 * loss.mean()), "loss_tokens as given"
+    plan = plan_epoch(pairs, opts, 0).plan
+    assert sorted(np.concatenate(list(plan)).tolist()) == list(range(len(pairs))), "each once"
 
 
 # -- preflight ---------------------------------------------------------------------------------

@@ -364,7 +364,8 @@ def fill_device(
         batch_size: the fixed batch whose update size to keep (per rank), or None
             (every micro-batch is an update).
         num_replicas: data-parallel ranks.
-        update_unit: ``"samples"`` or ``"tokens"``.
+        update_unit: ``"samples"`` or ``"tokens"``; for (source, target) pairs, target
+            tokens, the tokens a sequence-to-sequence loss is over (as for :func:`like_fixed`).
         loss_tokens: per sample, the tokens that carry a loss: what updates in
             ``"tokens"`` count (as for :func:`like_fixed`).
         **fields: other options.
@@ -406,7 +407,7 @@ def fill_device(
     values: dict[str, Any] = {"order": "bucket", **fields}
     if batch_size is not None:
         batch = check_int("batch_size", batch_size, minimum=1)
-        counts = lens if counted is None else counted
+        counts = update_tokens(lens) if counted is None else counted  # a pair's: its target's
         values = {**_updates(counts, batch * replicas, update_unit), **values}
     if growing is None:  # a step costs the same at any size: no knee below the memory target
         return PlanOptions(max_cost=target, cost=memory, **values)
