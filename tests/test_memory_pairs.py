@@ -28,11 +28,12 @@ from dynbatch import (
     preflight,
 )
 from dynbatch.cli import main
-from dynbatch.memory import load_cost, peak_memory_mib, reset_peak_memory
+from dynbatch.memory import load_cost, peak_memory_mib, probe, reset_peak_memory
 from dynbatch.memory.pair_fit import PairProbeGrid, fit_pairs
 from dynbatch.memory.probe import Run
 from dynbatch.plan.costs import PairCost
 from dynbatch.plan.epochs import plan_epoch
+from dynbatch.plan.pair_steptime import COEFFICIENTS, PairStepTimeModel
 from dynbatch.plan.stats import batch_table
 from dynbatch.plan.steptime import FLAT_STEP, StepTimeModel
 
@@ -83,7 +84,7 @@ def test_calibrate_of_pairs_recovers_each_side_and_the_cross_term(exact: PairMem
     held = {(p.length, p.target_length) for p in report.probes if p.role == "held-out"}
     fitted = {(p.length, p.target_length) for p in report.probes if p.role == "fit"}
     assert not held & fitted, "held-out shapes are shapes the fit did not see"
-    assert cost.time_model is None, "no step time of two lengths is fitted"
+    assert isinstance(cost.time_model, PairStepTimeModel), "a step time of two lengths"
     text = str(report)
     assert "max_len=(64, 32)" in text and re.search(r"role\s+n\s+Ls\s+Lt", text)
 
@@ -179,10 +180,44 @@ def test_a_saved_cost_of_pairs_is_loaded_as_such_and_the_stats_cli_takes_it(
     assert re.search(r"cost=PairMemoryCost\(.*\) takes two lengths", capsys.readouterr().err)
 
 
+#: a stand-in step's seconds on the fake clock: each side's tokens and attention, the cross term
+SECONDS = PairStepTimeModel(c=0.02, a_s=1e-4, a_t=3e-4, b_s=0.0, b_t=2e-6, cross=1e-6)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The probes' clock, advanced by the steps themselves: no test reads measured time."""
+    now = [0.0]
+    monkeypatch.setattr(probe, "time", type("Clock", (), {"perf_counter": lambda: now[0]}))
+    return now
+
+
+def test_calibrate_of_pairs_fits_a_step_time_of_two_lengths(
+    fake_clock: list[float], tmp_path: Path
+) -> None:
+    memory = pair_step(exact_bytes)
+
+    def step(n: int, source: int, target: int) -> None:
+        memory(n, source, target)
+        fake_clock[0] += float(SECONDS(n, source, target))
+
+    cost = calibrate(step, max_len=(64, 32), max_tokens=2048)
+    model = cost.time_model
+    assert isinstance(model, PairStepTimeModel), "a step time of (n, Ls, Lt)"
+    for name in COEFFICIENTS:
+        assert getattr(model, name) == pytest.approx(getattr(SECONDS, name), abs=1e-9), name
+    assert model.error < 1e-6, "its error: the mean miss on the probes it was fitted on"
+    assert cost.report is not None and cost.report.time_held_out_error < 1e-6, "held-out"
+    assert "of the step-time model on the held-out probes: 0.0%" in str(cost.report)
+    cost.save(tmp_path / "pairs.json")
+    again = PairMemoryCost.load(tmp_path / "pairs.json")
+    assert again.time_model == model, "saved and read back as a step time of pairs"
+
+
 def test_the_time_seam_fits_a_step_time_of_pairs_when_given_one() -> None:
-    """fit_pairs takes the step time's fit as an argument (NOTE [ the probe grid of pairs ]):
-    calibrate passes none today; a fit given is run on the fitted probes and checked on the
-    held-out ones."""
+    """fit_pairs takes the step time's fit as an argument (NOTE [ the probe grid of pairs ]),
+    by default the PairStepTimeModel's; a fit given is run on the fitted probes and checked on
+    the held-out ones; None fits none."""
     grid = PairProbeGrid.of(max_len=(64, 32), max_tokens=2048)
     shapes = grid.shapes()
     runs = [Run(exact_bytes(*s[:3]) / MIB, 0.0, 1e-3 * s.n * (s.source + s.target)) for s in shapes]
@@ -195,7 +230,10 @@ def test_the_time_seam_fits_a_step_time_of_pairs_when_given_one() -> None:
     fitted = fit_pairs(grid, runs, time_fit=time_fit)
     assert seen == [sum(s.role == "fit" for s in shapes)], "fitted on the fitted probes"
     assert fitted.time_held_out_error == pytest.approx(0.0, abs=1e-12)
-    assert fit_pairs(grid, runs).time_model is None
+    assert fit_pairs(grid, runs, time_fit=None).time_model is None
+    default = fit_pairs(grid, runs).time_model
+    assert isinstance(default, PairStepTimeModel)
+    assert default.a_s == pytest.approx(1e-3) and default.a_t == pytest.approx(1e-3)
 
 
 # -- the cost of pairs in the planner ----------------------------------------------------------
