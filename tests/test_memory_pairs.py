@@ -192,16 +192,21 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return now
 
 
-def test_calibrate_of_pairs_fits_a_step_time_of_two_lengths(
-    fake_clock: list[float], tmp_path: Path
-) -> None:
+def timed_pair_step(clock: list[float]) -> Callable[[int, int, int], None]:
+    """The stand-in step of exact bytes, taking :data:`SECONDS` on ``clock``."""
     memory = pair_step(exact_bytes)
 
     def step(n: int, source: int, target: int) -> None:
         memory(n, source, target)
-        fake_clock[0] += float(SECONDS(n, source, target))
+        clock[0] += float(SECONDS(n, source, target))
 
-    cost = calibrate(step, max_len=(64, 32), max_tokens=2048)
+    return step
+
+
+def test_calibrate_of_pairs_fits_a_step_time_of_two_lengths(
+    fake_clock: list[float], tmp_path: Path
+) -> None:
+    cost = calibrate(timed_pair_step(fake_clock), max_len=(64, 32), max_tokens=2048)
     model = cost.time_model
     assert isinstance(model, PairStepTimeModel), "a step time of (n, Ls, Lt)"
     for name in COEFFICIENTS:
@@ -273,6 +278,48 @@ def test_fill_device_of_pairs_fills_to_the_memory_target() -> None:
     assert grouped.update_size == 64, "with batch_size, updates of at least that many"
     named = fill_device(pairs, None, max_cost=32 * 90**2 * 3, cost="quadratic")
     assert named.cost(2, 3, 4) == PairCost()(2, 3, 4), "a named cost in its form of two lengths"
+
+
+def test_fill_device_of_pairs_stops_at_the_knee_of_a_step_time_of_two_lengths() -> None:
+    """As for one length: the part of the step time that grows with the batch stops at
+    c*f/(1-f), priced at each micro-batch's longest source and longest target, and never above
+    the memory target."""
+    pairs = corpus()
+    time = PairStepTimeModel(c=0.04, a_s=1e-6, a_t=2e-6, b_s=1e-8, b_t=1e-8, cross=2e-8)
+    knee = 0.04 * 0.8 / 0.2
+    opts = fill_device(pairs, time, max_cost=1e6, cost=COST, fraction=0.8)
+    table = batch_table(pairs, list(plan_epoch(pairs, opts, 0).plan), cost=COST)
+    grows = time(table["batch_size"], table["source_max_len"], table["target_max_len"]) - time.c
+    assert grows.max() <= knee * (1 + 1e-9), "never past the knee"
+    assert np.median(grows) > 0.9 * knee, "filled to it: the memory target is far above"
+    capped = fill_device(pairs, time, max_cost=6.0, cost=COST, fraction=0.8)
+    table = batch_table(pairs, list(plan_epoch(pairs, capped, 0).plan), cost=COST)
+    assert table["cost"].max() <= 6.0, "never above the memory target"
+    assert np.median(table["cost"][table["batch_size"] > 1]) > 0.9 * 6.0, "which decides here"
+    flat = fill_device(pairs, PairStepTimeModel(c=0.04), max_cost=6.0, cost=COST)
+    assert flat.cost == COST and flat.max_cost == 6.0, "a flat step time: no knee"
+
+
+def test_calibrate_then_fill_device_of_pairs(fake_clock: list[float]) -> None:
+    """calibrate's step time of pairs is what fill_device takes, as for one length."""
+    cost = calibrate(timed_pair_step(fake_clock), max_len=(64, 32), max_tokens=2048)
+    pairs = np.minimum(corpus(), [64, 32])
+    opts = fill_device(pairs, cost.time_model, max_cost=1e6, cost=cost, fraction=0.9)
+    table = batch_table(pairs, list(plan_epoch(pairs, opts, 0).plan), cost=cost)
+    sides = (table["source_max_len"], table["target_max_len"])
+    grows = SECONDS(table["batch_size"], *sides) - SECONDS.c
+    knee = 9 * SECONDS.c  # c * f / (1 - f)
+    assert grows.max() <= knee * (1 + 1e-6), "never past the knee of the fitted step time"
+    assert np.median(grows) > 0.9 * knee, "filled to it"
+
+
+def test_fill_device_refuses_a_step_time_of_pairs_for_one_length() -> None:
+    with pytest.raises(
+        InputError,
+        match=r"fill_device: time_model=PairStepTimeModel\(.*\) is "
+        r"a step time of \(source, target\) pairs",
+    ):
+        fill_device([10, 20], SECONDS, max_cost=1e6, cost="linear")
 
 
 @pytest.mark.parametrize(
