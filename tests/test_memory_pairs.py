@@ -28,11 +28,12 @@ from dynbatch import (
     preflight,
 )
 from dynbatch.cli import main
-from dynbatch.memory import load_cost, peak_memory_mib, reset_peak_memory
+from dynbatch.memory import load_cost, peak_memory_mib, probe, reset_peak_memory
 from dynbatch.memory.pair_fit import PairProbeGrid, fit_pairs
 from dynbatch.memory.probe import Run
 from dynbatch.plan.costs import PairCost
 from dynbatch.plan.epochs import plan_epoch
+from dynbatch.plan.pair_steptime import COEFFICIENTS, PairStepTimeModel
 from dynbatch.plan.stats import batch_table
 from dynbatch.plan.steptime import FLAT_STEP, StepTimeModel
 
@@ -83,7 +84,7 @@ def test_calibrate_of_pairs_recovers_each_side_and_the_cross_term(exact: PairMem
     held = {(p.length, p.target_length) for p in report.probes if p.role == "held-out"}
     fitted = {(p.length, p.target_length) for p in report.probes if p.role == "fit"}
     assert not held & fitted, "held-out shapes are shapes the fit did not see"
-    assert cost.time_model is None, "no step time of two lengths is fitted"
+    assert isinstance(cost.time_model, PairStepTimeModel), "a step time of two lengths"
     text = str(report)
     assert "max_len=(64, 32)" in text and re.search(r"role\s+n\s+Ls\s+Lt", text)
 
@@ -179,10 +180,49 @@ def test_a_saved_cost_of_pairs_is_loaded_as_such_and_the_stats_cli_takes_it(
     assert re.search(r"cost=PairMemoryCost\(.*\) takes two lengths", capsys.readouterr().err)
 
 
+#: a stand-in step's seconds on the fake clock: each side's tokens and attention, the cross term
+SECONDS = PairStepTimeModel(c=0.02, a_s=1e-4, a_t=3e-4, b_s=0.0, b_t=2e-6, cross=1e-6)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The probes' clock, advanced by the steps themselves: no test reads measured time."""
+    now = [0.0]
+    monkeypatch.setattr(probe, "time", type("Clock", (), {"perf_counter": lambda: now[0]}))
+    return now
+
+
+def timed_pair_step(clock: list[float]) -> Callable[[int, int, int], None]:
+    """The stand-in step of exact bytes, taking :data:`SECONDS` on ``clock``."""
+    memory = pair_step(exact_bytes)
+
+    def step(n: int, source: int, target: int) -> None:
+        memory(n, source, target)
+        clock[0] += float(SECONDS(n, source, target))
+
+    return step
+
+
+def test_calibrate_of_pairs_fits_a_step_time_of_two_lengths(
+    fake_clock: list[float], tmp_path: Path
+) -> None:
+    cost = calibrate(timed_pair_step(fake_clock), max_len=(64, 32), max_tokens=2048)
+    model = cost.time_model
+    assert isinstance(model, PairStepTimeModel), "a step time of (n, Ls, Lt)"
+    for name in COEFFICIENTS:
+        assert getattr(model, name) == pytest.approx(getattr(SECONDS, name), abs=1e-9), name
+    assert model.error < 1e-6, "its error: the mean miss on the probes it was fitted on"
+    assert cost.report is not None and cost.report.time_held_out_error < 1e-6, "held-out"
+    assert "of the step-time model on the held-out probes: 0.0%" in str(cost.report)
+    cost.save(tmp_path / "pairs.json")
+    again = PairMemoryCost.load(tmp_path / "pairs.json")
+    assert again.time_model == model, "saved and read back as a step time of pairs"
+
+
 def test_the_time_seam_fits_a_step_time_of_pairs_when_given_one() -> None:
-    """fit_pairs takes the step time's fit as an argument (NOTE [ the probe grid of pairs ]):
-    calibrate passes none today; a fit given is run on the fitted probes and checked on the
-    held-out ones."""
+    """fit_pairs takes the step time's fit as an argument (NOTE [ the probe grid of pairs ]),
+    by default the PairStepTimeModel's; a fit given is run on the fitted probes and checked on
+    the held-out ones; None fits none."""
     grid = PairProbeGrid.of(max_len=(64, 32), max_tokens=2048)
     shapes = grid.shapes()
     runs = [Run(exact_bytes(*s[:3]) / MIB, 0.0, 1e-3 * s.n * (s.source + s.target)) for s in shapes]
@@ -195,7 +235,10 @@ def test_the_time_seam_fits_a_step_time_of_pairs_when_given_one() -> None:
     fitted = fit_pairs(grid, runs, time_fit=time_fit)
     assert seen == [sum(s.role == "fit" for s in shapes)], "fitted on the fitted probes"
     assert fitted.time_held_out_error == pytest.approx(0.0, abs=1e-12)
-    assert fit_pairs(grid, runs).time_model is None
+    assert fit_pairs(grid, runs, time_fit=None).time_model is None
+    default = fit_pairs(grid, runs).time_model
+    assert isinstance(default, PairStepTimeModel)
+    assert default.a_s == pytest.approx(1e-3) and default.a_t == pytest.approx(1e-3)
 
 
 # -- the cost of pairs in the planner ----------------------------------------------------------
@@ -237,6 +280,48 @@ def test_fill_device_of_pairs_fills_to_the_memory_target() -> None:
     assert named.cost(2, 3, 4) == PairCost()(2, 3, 4), "a named cost in its form of two lengths"
 
 
+def test_fill_device_of_pairs_stops_at_the_knee_of_a_step_time_of_two_lengths() -> None:
+    """As for one length: the part of the step time that grows with the batch stops at
+    c*f/(1-f), priced at each micro-batch's longest source and longest target, and never above
+    the memory target."""
+    pairs = corpus()
+    time = PairStepTimeModel(c=0.04, a_s=1e-6, a_t=2e-6, b_s=1e-8, b_t=1e-8, cross=2e-8)
+    knee = 0.04 * 0.8 / 0.2
+    opts = fill_device(pairs, time, max_cost=1e6, cost=COST, fraction=0.8)
+    table = batch_table(pairs, list(plan_epoch(pairs, opts, 0).plan), cost=COST)
+    grows = time(table["batch_size"], table["source_max_len"], table["target_max_len"]) - time.c
+    assert grows.max() <= knee * (1 + 1e-9), "never past the knee"
+    assert np.median(grows) > 0.9 * knee, "filled to it: the memory target is far above"
+    capped = fill_device(pairs, time, max_cost=6.0, cost=COST, fraction=0.8)
+    table = batch_table(pairs, list(plan_epoch(pairs, capped, 0).plan), cost=COST)
+    assert table["cost"].max() <= 6.0, "never above the memory target"
+    assert np.median(table["cost"][table["batch_size"] > 1]) > 0.9 * 6.0, "which decides here"
+    flat = fill_device(pairs, PairStepTimeModel(c=0.04), max_cost=6.0, cost=COST)
+    assert flat.cost == COST and flat.max_cost == 6.0, "a flat step time: no knee"
+
+
+def test_calibrate_then_fill_device_of_pairs(fake_clock: list[float]) -> None:
+    """calibrate's step time of pairs is what fill_device takes, as for one length."""
+    cost = calibrate(timed_pair_step(fake_clock), max_len=(64, 32), max_tokens=2048)
+    pairs = np.minimum(corpus(), [64, 32])
+    opts = fill_device(pairs, cost.time_model, max_cost=1e6, cost=cost, fraction=0.9)
+    table = batch_table(pairs, list(plan_epoch(pairs, opts, 0).plan), cost=cost)
+    sides = (table["source_max_len"], table["target_max_len"])
+    grows = SECONDS(table["batch_size"], *sides) - SECONDS.c
+    knee = 9 * SECONDS.c  # c * f / (1 - f)
+    assert grows.max() <= knee * (1 + 1e-6), "never past the knee of the fitted step time"
+    assert np.median(grows) > 0.9 * knee, "filled to it"
+
+
+def test_fill_device_refuses_a_step_time_of_pairs_for_one_length() -> None:
+    with pytest.raises(
+        InputError,
+        match=r"fill_device: time_model=PairStepTimeModel\(.*\) is "
+        r"a step time of \(source, target\) pairs",
+    ):
+        fill_device([10, 20], SECONDS, max_cost=1e6, cost="linear")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -251,13 +336,28 @@ def test_fill_device_of_pairs_fills_to_the_memory_target() -> None:
             r"fill_device: time_model=StepTimeModel\(.*\) is a step time of one length",
         ),
         ({"max_cost": 1.2}, r"max_cost=1.2 does not fit one sample of the longest lengths"),
-        ({"update_unit": "tokens"}, r"fill_device: update_unit='tokens' is not planned"),
     ],
 )
 def test_fill_device_of_pairs_refuses_by_name(kwargs: dict[str, Any], match: str) -> None:
     args: dict[str, Any] = {"time_model": None, "max_cost": 6.0, "cost": COST, **kwargs}
     with pytest.raises(InputError, match=match):
         fill_device(corpus(), **args)
+
+
+def test_fill_device_of_pairs_counts_target_tokens_in_updates_of_tokens() -> None:
+    """Updates in "tokens" of pairs count each pair's target tokens, the tokens its loss is
+    over, as like_fixed's do (not both sides)."""
+    pairs = corpus()
+    opts = fill_device(pairs, None, max_cost=6.0, cost=COST, batch_size=64, update_unit="tokens")
+    assert opts.update_unit == "tokens"
+    assert opts.update_size == pytest.approx(64 * pairs[:, 1].mean()), "the target's tokens"
+    loss = np.maximum(pairs[:, 1] - 1, 0)  # e.g. labels shifted: one token fewer each
+    counted = fill_device(
+        pairs, None, max_cost=6.0, cost=COST, batch_size=64, update_unit="tokens", loss_tokens=loss
+    )
+    assert counted.update_size == pytest.approx(64 * loss.mean()), "loss_tokens as given"
+    plan = plan_epoch(pairs, opts, 0).plan
+    assert sorted(np.concatenate(list(plan)).tolist()) == list(range(len(pairs))), "each once"
 
 
 # -- preflight ---------------------------------------------------------------------------------

@@ -74,9 +74,10 @@ def calibrate(
     every target) and fitted to ``max(floor, c + n*(a_s*Ls + a_t*Lt + b_s*Ls**2 + b_t*Lt**2 +
     cross*Ls*Lt))``, one coefficient for each side's tokens and self-attention and one for the
     cross-attention, checked on held-out shapes as for one length: a
-    :class:`~dynbatch.PairMemoryCost`, a cost of pairs for the planner. No step time of two
-    lengths is fitted yet, so its ``time_model`` is None. A step of the other arity is refused
-    by name.
+    :class:`~dynbatch.PairMemoryCost`, a cost of pairs for the planner. Its ``time_model`` is
+    the step time of two lengths fitted on the same probes' seconds, a
+    :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` of the same six terms. A step of
+    the other arity is refused by name.
 
     Args:
         step: ``step(n, L)`` runs one full training step (forward, backward,
@@ -102,7 +103,7 @@ def calibrate(
     Returns:
         The cost, with ``report`` (every probe, the errors, device, paddle
         version) and ``time_model`` (seconds per step, fitted on the same probes); for pairs a
-        :class:`~dynbatch.PairMemoryCost`, ``time_model`` None.
+        :class:`~dynbatch.PairMemoryCost`, its ``time_model`` a ``PairStepTimeModel``.
 
     Raises:
         CalibrationError: held-out error over ``tolerance``, or too few probes to fit.
@@ -183,7 +184,8 @@ def _accepted(fitted: Fit, report: CalibrationReport) -> MemoryCost | PairMemory
         )
     kind = PairMemoryCost if report.pairs else MemoryCost
     values = {name: getattr(memory, name) for name in kind.COEFFICIENTS}
-    cost = kind(**values, report=report, time_model=fitted.time_model)
+    # fit's step time is of one length, fit_pairs' of pairs: each the kind's TIME_MODEL
+    cost = kind(**values, report=report, time_model=fitted.time_model)  # type: ignore[arg-type]
     if max(report.fit_error, report.held_out_error) > tolerance:
         raise CalibrationError(
             f"the fitted memory model misses the probes it was fitted on by up to "

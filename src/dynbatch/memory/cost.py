@@ -31,6 +31,7 @@ from .._checks import (
 from .._files import write_text_atomic
 from ..plan.costs import PolynomialCost
 from ..plan.pair_costs import PAIR_TERMS, PairPolynomialCost
+from ..plan.pair_steptime import PairStepTimeModel
 from ..plan.steptime import StepTimeModel, check_time_model
 
 __all__ = [
@@ -171,9 +172,7 @@ class CalibrationReport:
                 f"{error:>7} {p.seconds:>7.3f}"
             )
         timed = (
-            "no step-time model of two lengths is fitted yet (the steps' seconds are above)"
-            if self.pairs
-            else f"of the step-time model on the held-out probes: {self.time_held_out_error:.1%} "
+            f"of the step-time model on the held-out probes: {self.time_held_out_error:.1%} "
             "(its predicted seconds against the measured; timings are noisy on a busy CPU, and "
             "the memory model does not depend on them)"
         )
@@ -190,8 +189,10 @@ class _Saved:
 
     #: the names of the cost's coefficients, in its order: what is saved
     COEFFICIENTS: ClassVar[tuple[str, ...]]
+    #: the class of its step time, of one length or of pairs: what ``time_model`` is read as
+    TIME_MODEL: ClassVar[type[StepTimeModel] | type[PairStepTimeModel]]
     report: CalibrationReport | None
-    time_model: StepTimeModel | None
+    time_model: StepTimeModel | PairStepTimeModel | None
 
     def save(self, path: str | Path) -> None:
         """Write the cost, its calibration report and time model as JSON (exact round trip).
@@ -221,7 +222,7 @@ class _Saved:
             time_model, report = data.get("time_model"), data.get("report")
             return cls(  # type: ignore[call-arg]  # the dataclass under the mixin takes them
                 **{key: data[key] for key in cls.COEFFICIENTS},
-                time_model=None if time_model is None else _record(StepTimeModel, time_model),
+                time_model=None if time_model is None else _record(cls.TIME_MODEL, time_model),
                 report=None if report is None else _report_from_json(report),
             )
         except InputError as exc:
@@ -260,6 +261,7 @@ class MemoryCost(PolynomialCost, _Saved):
     report: CalibrationReport | None = field(default=None, compare=False, repr=False)
     time_model: StepTimeModel | None = field(default=None, compare=False, repr=False)
     COEFFICIENTS: ClassVar[tuple[str, ...]] = ("c", "a", "b", "floor")
+    TIME_MODEL: ClassVar[type[StepTimeModel]] = StepTimeModel
 
     def spec(self) -> str:
         """The coefficients as stable text (for resume fingerprints): what decides the values."""
@@ -276,7 +278,7 @@ class PairMemoryCost(PairPolynomialCost, _Saved):
     five terms). A cost of pairs, ``cost=`` of the planner, the samplers
     and :func:`~dynbatch.fill_device` on ``[N, 2]`` lengths, so ``max_cost`` is MiB. Made by
     :func:`~dynbatch.calibrate` given ``max_len=(Ls, Lt)``, which attaches what it measured
-    (``report``); ``time_model`` stays None there (no step time of two lengths is fitted yet).
+    (``report``) and the step time of two lengths fitted on the same steps (``time_model``).
     Equality, hashing, ``repr`` and :meth:`spec` depend on the seven coefficients only.
 
     Args:
@@ -288,7 +290,10 @@ class PairMemoryCost(PairPolynomialCost, _Saved):
         cross: MiB per (source token, target token) pair (``n * Ls * Lt``: cross-attention).
         floor: the step's peak that does not grow with the batch (MiB).
         report: what :func:`~dynbatch.calibrate` measured (None: not calibrated here).
-        time_model: a step time fitted on the same steps (None: not measured).
+        time_model: the step time of two lengths :func:`~dynbatch.calibrate` fitted on the
+            same steps (seconds), a
+            :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` for ``time_model=`` of
+            the samplers and :func:`~dynbatch.fill_device` on pairs (None: not measured).
 
     >>> cost = PairMemoryCost(c=40.0, a_s=0.5, a_t=1.0, b_s=0.0, b_t=0.0, cross=0.0)
     >>> float(cost(2, 8, 4))  # 40 + 2 * (0.5*8 + 1.0*4)
@@ -296,8 +301,9 @@ class PairMemoryCost(PairPolynomialCost, _Saved):
     """  # NOTE [ the fit of pairs ] in dynbatch.memory.pair_fit
 
     report: CalibrationReport | None = field(default=None, compare=False, repr=False)
-    time_model: StepTimeModel | None = field(default=None, compare=False, repr=False)
+    time_model: PairStepTimeModel | None = field(default=None, compare=False, repr=False)
     COEFFICIENTS: ClassVar[tuple[str, ...]] = ("c", *PAIR_TERMS, "floor")
+    TIME_MODEL: ClassVar[type[PairStepTimeModel]] = PairStepTimeModel
 
     def spec(self) -> str:
         """The coefficients as stable text (for resume fingerprints): what decides the values."""

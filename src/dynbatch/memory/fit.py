@@ -54,6 +54,7 @@ from numpy.typing import NDArray
 from .._checks import InputError, check_int
 from ..plan.costs import PolynomialCost, fit_polynomial, nnls
 from ..plan.pair_costs import PairPolynomialCost
+from ..plan.pair_steptime import PairStepTimeModel
 from ..plan.steptime import StepTimeModel
 from .cost import CalibrationError, Probe
 from .probe import Run
@@ -67,8 +68,10 @@ __all__ = [
     "fit",
     "fit_errors",
     "fit_relative",
+    "max_error",
     "peak_floor",
     "run_arrays",
+    "time_error",
 ]
 
 #: held-out probes under this fraction of the largest probed peak are not held to tolerance
@@ -161,12 +164,12 @@ class Fit:
     ``memory`` holds ``c, a, b, floor`` of the peak in MiB; ``fit_error`` and
     ``held_out_error`` are the largest relative errors on fitted and held-out
     probes whose peak is at least a fifth of the largest (``held_out_checked``:
-    there was one); ``time_held_out_error`` is the same for ``time_model`` (None: none was
-    fitted, as for pairs, NOTE [ the probe grid of pairs ] in :mod:`.pair_fit`).
+    there was one); ``time_held_out_error`` is the same for ``time_model`` (for pairs a
+    :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel`; None: none was fitted).
     """
 
     memory: PolynomialCost | PairPolynomialCost
-    time_model: StepTimeModel | None
+    time_model: StepTimeModel | PairStepTimeModel | None
     probes: tuple[Probe, ...]
     fit_error: float
     held_out_error: float
@@ -204,12 +207,8 @@ def fit(grid: ProbeGrid, runs: Sequence[Run]) -> Fit:
     memory = _Peak(*fit_polynomial(n[above], length[above], peak[above]), floor=floor)
     timed = ok & (role == "fit")
     coefficients = fit_polynomial(n[timed], length[timed], secs[timed])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        timed_error = np.abs(
-            StepTimeModel(*coefficients)(n[timed], length[timed]) / secs[timed] - 1
-        )
-    timed_error = np.nan_to_num(timed_error, nan=0.0)  # 0 s predicted for 0 s timed: exact
-    time_model = StepTimeModel(*coefficients, error=min(float(np.mean(timed_error)), 0.99))
+    exact = StepTimeModel(*coefficients)(n[timed], length[timed])
+    time_model = StepTimeModel(*coefficients, error=time_error(exact, secs[timed]))
     pred = np.asarray(memory(n, length), dtype=np.float64)
     probes = tuple(
         Probe(s.n, s.length, s.role, r.peak_mib, r.resident_mib, r.seconds, float(p))
@@ -220,7 +219,7 @@ def fit(grid: ProbeGrid, runs: Sequence[Run]) -> Fit:
         time_model,
         probes,
         *fit_errors(pred, peak, ok, role),
-        time_held_out_error=_max_error(
+        time_held_out_error=max_error(
             np.asarray(time_model(n, length)), secs, ok & (role == "held-out")
         ),
     )
@@ -277,13 +276,25 @@ def fit_errors(
     checked = ok & (peak >= CHECKED_FRACTION * np.nanmax(peak))
     held = checked & (role == "held-out")
     return (
-        _max_error(pred, peak, checked & (role == "fit")),
-        _max_error(pred, peak, held),
+        max_error(pred, peak, checked & (role == "fit")),
+        max_error(pred, peak, held),
         bool(held.any()),
     )
 
 
-def _max_error(pred: NDArray[Any], measured: NDArray[Any], checked: NDArray[Any]) -> float:
+def time_error(predicted: Any, seconds: NDArray[np.float64]) -> float:
+    """A fitted step time's ``error``: its mean relative error on the steps it was fitted on
+    (a step predicted at 0 s and timed at 0 s is exact), at most 0.99 (an ``error`` is < 1).
+
+    >>> round(time_error(np.array([1.1, 0.9, 0.0]), np.array([1.0, 1.0, 0.0])), 6)
+    0.066667
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        miss = np.abs(np.asarray(predicted, dtype=np.float64) / seconds - 1)
+    return min(float(np.mean(np.nan_to_num(miss, nan=0.0))), 0.99)
+
+
+def max_error(pred: NDArray[Any], measured: NDArray[Any], checked: NDArray[Any]) -> float:
     """The largest ``|pred - measured| / measured`` where ``checked``; a measured 0 is off by
     0 if predicted so, else infinitely (a step timed at 0 s)."""
     if not checked.any():

@@ -36,12 +36,15 @@ NOTE [ the probe grid of pairs ]
     and one a quarter of that. The held-out probes sit at the geometric
     midpoints of both sides with half the tokens. The default is 3 lengths a
     side: 18 fitted probes for 6 coefficients, 4 held out, 23 steps in all
-    with the floor (5 a side would be 67). The probes' seconds are kept in
-    the report, but no step time is fitted: a step time of two lengths
-    belongs with the planner's (:mod:`dynbatch.plan.steptime`), and until
-    it exists :func:`fit_pairs` takes its fit as ``time_fit``, the one seam
-    where it plugs in; :func:`~dynbatch.calibrate` passes none, so its
-    ``time_model`` is None for pairs.
+    with the floor (5 a side would be 67). The same probes' seconds fit the
+    step time of two lengths, the planner's
+    :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel`, whose terms are
+    the memory's (NOTE [ a step time of two lengths ]): so the grid that pins
+    the six memory coefficients apart pins the six of time apart too, as the
+    one-length grid does for ``c + a·n·L + b·n·L²``. It is fitted as the
+    one-length step time is (:func:`~.fit.fit`): relative non-negative least
+    squares on the fitted probes (no floor: a step's time has none), its
+    ``error`` the mean miss on them, checked on the held-out ones.
 """
 
 from __future__ import annotations
@@ -57,17 +60,52 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_int
 from ..plan.pair_costs import PAIR_TERMS, PairPolynomialCost
+from ..plan.pair_steptime import COEFFICIENTS, PairStepTimeModel
 from .cost import CalibrationError, Probe
-from .fit import Fit, fit_errors, fit_relative, peak_floor, run_arrays
+from .fit import Fit, fit_errors, fit_relative, max_error, peak_floor, run_arrays, time_error
 from .probe import Run
 
-__all__ = ["PairProbeGrid", "PairShape", "TimeFit", "fit_pairs", "is_pair_length"]
+__all__ = [
+    "PairProbeGrid",
+    "PairShape",
+    "TimeFit",
+    "fit_pairs",
+    "fit_step_time_of_pairs",
+    "is_pair_length",
+]
 
 #: lengths per side a calibration of pairs probes by default (NOTE [ the probe grid of pairs ])
 NUM_LENGTHS = 3
 
 #: ``time_fit(n, Ls, Lt, seconds)``: a step-time model fitted on the probes, or None
 TimeFit = Callable[[Any, Any, Any, Any], Any]
+
+
+def fit_step_time_of_pairs(n: Any, source: Any, target: Any, seconds: Any) -> PairStepTimeModel:
+    """The :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` nearest measured steps in
+    relative error, ``error`` its mean relative error on them (NOTE [ the probe grid of pairs ]).
+
+    >>> n, s = np.array([1, 8, 2, 8, 4, 1, 3]), np.array([4, 4, 32, 32, 8, 64, 16])
+    >>> t = np.array([8, 2, 8, 32, 16, 4, 64])
+    >>> true = PairStepTimeModel(c=0.01, a_s=1e-4, a_t=3e-4, cross=1e-6)
+    >>> model = fit_step_time_of_pairs(n, s, t, true(n, s, t))
+    >>> [round(getattr(model, k), 9) for k in ("c", "a_s", "a_t", "b_s", "b_t", "cross")]
+    [0.01, 0.0001, 0.0003, 0.0, 0.0, 1e-06]
+
+    Args:
+        n: each step's pairs.
+        source: each step's padded source length.
+        target: each step's padded target length.
+        seconds: each step's measured seconds.
+    """
+    n, source, target, seconds = (
+        np.asarray(v, dtype=np.float64) for v in (n, source, target, seconds)
+    )
+    coefficients = dict(
+        zip(COEFFICIENTS, fit_relative(_columns(n, source, target), seconds), strict=True)
+    )
+    exact = PairStepTimeModel(**coefficients)
+    return PairStepTimeModel(**coefficients, error=time_error(exact(n, source, target), seconds))
 
 
 class PairShape(NamedTuple):
@@ -176,15 +214,18 @@ class _PairPeak(PairPolynomialCost):
     grows = False
 
 
-def fit_pairs(grid: PairProbeGrid, runs: Sequence[Run], time_fit: TimeFit | None = None) -> Fit:
+def fit_pairs(
+    grid: PairProbeGrid, runs: Sequence[Run], time_fit: TimeFit | None = fit_step_time_of_pairs
+) -> Fit:
     """Fit ``max(floor, c + n*(a_s*Ls + a_t*Lt + b_s*Ls**2 + b_t*Lt**2 + cross*Ls*Lt))`` (MiB)
-    to the runs of ``grid.shapes()``, one run per shape (NOTE [ the fit of pairs ]).
+    to the runs of ``grid.shapes()``, one run per shape (NOTE [ the fit of pairs ]), and the
+    step time of pairs to their seconds (NOTE [ the probe grid of pairs ]).
 
     Args:
         grid: where the runs were probed.
         runs: one run per shape of ``grid.shapes()``.
-        time_fit: fits the step time of pairs on the fitted probes, ``time_fit(n, Ls, Lt,
-            seconds)`` (arrays); None: no ``time_model`` (NOTE [ the probe grid of pairs ]).
+        time_fit: fits the step time on the fitted probes, ``time_fit(n, Ls, Lt, seconds)``
+            (arrays); default :func:`fit_step_time_of_pairs`; None: no ``time_model``.
 
     Raises:
         CalibrationError: the floor probe ran out of memory, or too few probes peaked above
@@ -225,9 +266,8 @@ def fit_pairs(grid: PairProbeGrid, runs: Sequence[Run], time_fit: TimeFit | None
     )
     held_time = 0.0
     if time_model is not None:
-        held = ok & (role == "held-out")
-        miss = np.abs(np.asarray(time_model(n, source, target)) - secs)[held]
-        held_time = float(np.max(miss / np.maximum(secs[held], 1e-12), initial=0.0))
+        predicted = np.asarray(time_model(n, source, target), dtype=np.float64)
+        held_time = max_error(predicted, secs, ok & (role == "held-out"))
     return Fit(memory, time_model, probes, *fit_errors(pred, peak, ok, role), held_time)
 
 

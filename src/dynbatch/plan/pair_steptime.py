@@ -36,11 +36,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._checks import InputError, InputTypeError
+from .._checks import InputError, InputTypeError, check_positive_number
+from .costs import cost_spec, pair_form, resolve_cost
 from .steptime import StepTimeModel, check_time_model
 
 __all__ = [
     "PAIR_FLAT_STEP",
+    "KneeWithin",
     "PairStepTimeModel",
     "check_step_time",
     "refuse_time_model_for",
@@ -129,6 +131,53 @@ class PairStepTimeModel:
 #: A step of pairs that costs the same at any size: each update runs whole (a GPU below its
 #: knee); the pairs' :data:`~dynbatch.plan.steptime.FLAT_STEP`.
 PAIR_FLAT_STEP = PairStepTimeModel(c=1.0)
+
+
+@dataclass(frozen=True)
+class KneeWithin:
+    """``max(growth(n, Ls, Lt) / knee, memory(n, Ls, Lt) / target)``: a batch of pairs below
+    the knee of a step time of two lengths and within a memory target (at most 1 within both).
+    :func:`~dynbatch.fill_device`'s cost of pairs, the two-length form of its
+    ``WithinBudgets(((MixedCost(a, b), knee), (memory, target)))`` (NOTE [ filling the device ]
+    in :mod:`dynbatch.plan.recipes`).
+
+    >>> both = KneeWithin(PairStepTimeModel(c=0.0, a_s=0.1, a_t=0.2), 2.0, "linear", 100.0)
+    >>> float(both(2, 3, 4))  # the step grows by 2*(0.3 + 0.8) = 2.2 s; 14 tokens of 100
+    1.1
+
+    Args:
+        growth: the part of the step time that grows with the batch (``c`` 0).
+        knee: the seconds ``growth`` may reach.
+        memory: a cost of pairs, ``cost(n, Ls, Lt)``, or a named one (in its form of pairs).
+        target: what ``memory`` may reach.
+    """
+
+    growth: PairStepTimeModel
+    knee: float
+    memory: Any
+    target: float
+    #: it prices two lengths, (source, target): :func:`~dynbatch.plan.costs.takes_pairs`
+    takes_pairs: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.growth, PairStepTimeModel) or self.growth.c != 0:
+            raise InputTypeError(
+                "KneeWithin growth must be the growing part of a step time of pairs, a "
+                f"PairStepTimeModel with c=0, got growth={self.growth!r}"
+            )
+        object.__setattr__(self, "memory", pair_form(resolve_cost(self.memory), "memory"))
+        for name in ("knee", "target"):
+            object.__setattr__(self, name, check_positive_number(name, getattr(self, name)))
+
+    def __call__(self, n: Any, source: Any, target: Any) -> Any:
+        grows = np.asarray(self.growth(n, source, target), dtype=np.float64) / self.knee
+        within = np.asarray(self.memory(n, source, target), dtype=np.float64) / self.target
+        return np.maximum(grows, within)
+
+    def spec(self) -> str:
+        """The growth, the memory's spec and both budgets (the resume fingerprint)."""
+        memory = cost_spec(self.memory) or "<callable>"
+        return f"{self.growth!r}<={self.knee!r};{memory}<={self.target!r}"
 
 
 def check_step_time(

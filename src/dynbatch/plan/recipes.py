@@ -71,16 +71,22 @@ NOTE [ filling the device ]
     For (source, target) pairs the memory target is a cost of pairs (a
     :class:`~dynbatch.PairMemoryCost` that :func:`~dynbatch.calibrate` fits
     from ``step(n, Ls, Lt)``; a named cost in its two-length form), charged
-    at each micro-batch's longest source and longest target, and filled as
-    for one length. Its knee needs a step time of two lengths, which is not
-    there yet: a step time of one length that grows with the batch is refused
-    by name (its ``L`` is neither side), and without one (``time_model=None``,
-    or one that does not grow) the memory target alone decides.
-    :func:`_step_growth` is where a step time of two lengths plugs in.
+    at each micro-batch's longest source and longest target, and the step
+    time one of two lengths (the
+    :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` that calibrate
+    fits on the same probes): its part that grows with the batch, ``n·(a_s·Ls
+    + a_t·Lt + b_s·Ls² + b_t·Lt² + cross·Ls·Lt)``, stops at the same knee,
+    held with the memory target as one length's is
+    (:class:`~dynbatch.plan.pair_steptime.KneeWithin`). Without one
+    (``time_model=None``, or one that does not grow) the memory target alone
+    decides; one of one length that grows is refused by name (its ``L`` is
+    neither side), as one of pairs is for one length. Updates in ``"tokens"``
+    count a pair's target tokens, as :func:`like_fixed`'s do.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -114,7 +120,13 @@ from .lengths import (
     update_tokens,
 )
 from .options import FIELDS, UNITS, PlanOptions
-from .pair_steptime import PAIR_FLAT_STEP, check_step_time, refuse_time_model_for
+from .pair_steptime import (
+    PAIR_FLAT_STEP,
+    KneeWithin,
+    PairStepTimeModel,
+    check_step_time,
+    refuse_time_model_for,
+)
 from .pairs import TokensWithin, refuse_for_pairs
 from .planning import batch_capacity, padded_lengths
 from .steptime import FLAT_STEP
@@ -347,16 +359,18 @@ def fill_device(
     epoch: docs/gpu.md shows what that costs in accuracy.
 
     Lengths may be (source, target) pairs, an ``[N, 2]`` array, with a memory cost of pairs
-    (e.g. the :class:`~dynbatch.PairMemoryCost` of :func:`~dynbatch.calibrate` with
-    ``max_len=(Ls, Lt)``): each micro-batch is then the largest that fits ``max_cost`` at its
-    longest source and longest target. A step time of two lengths is not there yet, so for
-    pairs ``time_model`` is None (or one that does not grow with the batch) and the memory
-    target alone decides; one of one length that grows is refused by name.
+    and a step time of two lengths (e.g. the :class:`~dynbatch.PairMemoryCost` of
+    :func:`~dynbatch.calibrate` with ``max_len=(Ls, Lt)`` and its ``time_model``): each
+    micro-batch is then the largest below the knee and within ``max_cost``, both priced at its
+    longest source and longest target. Without a step time (None) the memory target alone
+    decides; one of one length that grows with the batch is refused by name there.
 
     Args:
         lengths: the per-sample lengths the plan will be made from (or ``[N, 2]`` pairs).
         time_model: seconds of a step, with coefficients ``c``, ``a``, ``b``
-            (e.g. ``MemoryCost.time_model``); for pairs None.
+            (e.g. ``MemoryCost.time_model``); for pairs a
+            :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` (e.g.
+            ``PairMemoryCost.time_model``) or None (no knee).
         max_cost: the memory target under ``cost`` (e.g. MiB with a ``MemoryCost``).
         cost: the memory cost model (for pairs a cost of two lengths, ``cost(n, Ls, Lt)``,
             or a named one).
@@ -364,7 +378,8 @@ def fill_device(
         batch_size: the fixed batch whose update size to keep (per rank), or None
             (every micro-batch is an update).
         num_replicas: data-parallel ranks.
-        update_unit: ``"samples"`` or ``"tokens"``.
+        update_unit: ``"samples"`` or ``"tokens"``; for (source, target) pairs, target
+            tokens, the tokens a sequence-to-sequence loss is over (as for :func:`like_fixed`).
         loss_tokens: per sample, the tokens that carry a loss: what updates in
             ``"tokens"`` count (as for :func:`like_fixed`).
         **fields: other options.
@@ -377,14 +392,8 @@ def fill_device(
     """  # NOTE [ filling the device ]
     lens, longest = _lengths(lengths, fields, "fill_device")
     pairs = is_pairs(lens)
-    if pairs:  # NOTE [ planning pairs ] in dynbatch.plan.pairs
-        refuse_for_pairs(
-            "fill_device",
-            pack_len=None,
-            update_unit=update_unit,
-            time_model=None,
-            group_by_length=False,
-        )
+    # NOTE [ a step time of two lengths ] in dynbatch.plan.pair_steptime; flat: no length read
+    refuse_time_model_for(time_model, pairs, "fill_device", flat_ok=True)
     counted = check_pair_loss_tokens(loss_tokens, lens)
     c, growing = _step_growth(time_model, pairs)
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
@@ -406,36 +415,36 @@ def fill_device(
     values: dict[str, Any] = {"order": "bucket", **fields}
     if batch_size is not None:
         batch = check_int("batch_size", batch_size, minimum=1)
-        counts = lens if counted is None else counted
+        counts = update_tokens(lens) if counted is None else counted  # a pair's: its target's
         values = {**_updates(counts, batch * replicas, update_unit), **values}
     if growing is None:  # a step costs the same at any size: no knee below the memory target
         return PlanOptions(max_cost=target, cost=memory, **values)
-    knee = max(c * fraction / (1.0 - fraction), float(growing(1, longest)))
+    one = float(np.asarray(charge(growing, 1, np.asarray([longest])))[0])  # at least one sample
+    knee = max(c * fraction / (1.0 - fraction), one)
+    if isinstance(growing, PairStepTimeModel):
+        return PlanOptions(max_cost=1.0, cost=KneeWithin(growing, knee, memory, target), **values)
     return PlanOptions(
         max_cost=1.0, cost=WithinBudgets(((growing, knee), (memory, target))), **values
     )
 
 
-def _step_growth(time_model: Any, pairs: bool) -> tuple[float, MixedCost | None]:
+def _step_growth(
+    time_model: Any, pairs: bool
+) -> tuple[float, MixedCost | PairStepTimeModel | None]:
     """The fixed part ``c`` of the step time and the part that grows with the batch (None: no
-    part grows, so no knee) (NOTE [ filling the device ]).
+    part grows, so no knee) (NOTE [ filling the device ]): for one length ``MixedCost(a, b)``,
+    for pairs the :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` with ``c`` 0.
 
-    A step time of two lengths is not there yet: for pairs ``time_model`` is None (no knee),
-    or one of one length that does not grow; one that grows is refused by name. A step time of
-    two lengths plugs in here, its growing part held with the memory as one length's is.
+    For pairs ``time_model`` is a step time of two lengths, None (no knee) or a flat one of one
+    length (no length read); one of one length that grows is refused by the caller.
     """
+    if isinstance(time_model, PairStepTimeModel):
+        growth = dataclasses.replace(time_model, c=0.0, error=0.0)
+        return time_model.c, (None if time_model.flat else growth)
     if pairs and time_model is None:
         return 0.0, None
     c, a, b = (_coefficient(time_model, name) for name in ("c", "a", "b"))
-    if a == b == 0:
-        return c, None
-    if pairs:
-        raise InputError(
-            f"fill_device: time_model={time_model!r} is a step time of one length, (n, L), and "
-            "the lengths are (source, target) pairs: a step time of two lengths is not there "
-            "yet. Pass time_model=None: the memory target under cost decides each micro-batch"
-        )
-    return c, MixedCost(a, b)
+    return c, (None if a == b == 0 else MixedCost(a, b))
 
 
 def _micro_cap(batch: int, share: int, fields: dict[str, Any]) -> int:
