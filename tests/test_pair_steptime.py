@@ -163,6 +163,36 @@ def test_a_step_time_of_pairs_as_text_and_in_the_fingerprint() -> None:
     assert float(model(2, 10, 20)) == pytest.approx(0.01 + 2 * (1e-4 + 4e-4 + 2e-6))
 
 
+def test_the_recipe_and_the_sampler_take_a_step_time_of_pairs_as_text() -> None:
+    # an outside tester's finding: like_fixed refused the text form its docs give, naming
+    # that very form, since it checked the kind before reading the text
+    pairs = np.stack([np.arange(1, 301)] * 2, 1)
+    text = "0.01,1e-5,2e-5,1e-7,1e-7,1e-7"
+    model = PairStepTimeModel(0.01, 1e-5, 2e-5, 1e-7, 1e-7, 1e-7)
+    assert like_fixed(pairs, 16, time_model=text) == like_fixed(pairs, 16, time_model=model)
+    sampler = dynbatch.DynamicBatchSampler(lengths=pairs, batch_size=16, time_model=text)
+    assert sampler.options.time_model == model
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("1,1,x,1,1,1", "six numbers"),
+        ("1,-1,1,1,1,1", "a_s"),
+        ("nan,1,1,1,1,1", "c"),
+        ("1,1,1,1,1", "three numbers 'c,a,b'.*or six"),
+    ],
+)
+def test_a_bad_step_time_of_pairs_as_text_is_named_for_what_is_wrong(
+    text: str, match: str
+) -> None:
+    pairs = np.stack([np.arange(1, 31)] * 2, 1)
+    with pytest.raises(dynbatch.InputError, match=match) as info:
+        like_fixed(pairs, 2, time_model=text)
+    assert "is a step time of one length" not in str(info.value)
+    assert repr(text) in str(info.value)
+
+
 @pytest.mark.parametrize("device", ["cpu", "gpu:0"])
 def test_the_samplers_default_for_pairs_on_an_accelerator_is_each_update_whole(
     monkeypatch: pytest.MonkeyPatch, device: str

@@ -194,6 +194,12 @@ def check_step_time(
     """
     if isinstance(value, PairStepTimeModel):
         return value
+    if isinstance(value, str) and value.count(",") not in (2, len(COEFFICIENTS) - 1):
+        raise InputError(
+            f"{name} as text must be three numbers 'c,a,b' (a step time of one length, "
+            "seconds = c + n*L*(a + b*L)) or six 'c,a_s,a_t,b_s,b_t,cross' (of (source, "
+            f"target) pairs), got {name}={value!r}"
+        )
     if isinstance(value, str) and value.count(",") == len(COEFFICIENTS) - 1:
         try:
             numbers_ = [float(p) for p in value.split(",")]
@@ -203,7 +209,10 @@ def check_step_time(
                 f"(seconds = c + n*(a_s*Ls + a_t*Lt + b_s*Ls^2 + b_t*Lt^2 + cross*Ls*Lt)), got "
                 f"{name}={value!r}"
             ) from None
-        return PairStepTimeModel(**dict(zip(COEFFICIENTS, numbers_, strict=True)))
+        try:
+            return PairStepTimeModel(**dict(zip(COEFFICIENTS, numbers_, strict=True)))
+        except InputError as exc:
+            raise InputError(f"{name}={value!r}: {exc}") from None
     return check_time_model(value, name)
 
 
@@ -215,14 +224,16 @@ def refuse_time_model_for(
     pairs for one length a sample (NOTE [ a step time of two lengths ])."""
     if time_model is None:
         return
-    if not pairs and isinstance(time_model, PairStepTimeModel):
+    # text is read first: its kind is its count (a callable step time stays as it is)
+    model = check_step_time(time_model, name) if isinstance(time_model, str) else time_model
+    if not pairs and isinstance(model, PairStepTimeModel):
         raise InputError(
             f"{where}: {name}={time_model!r} is a step time of (source, target) pairs, "
             "(n, Ls, Lt), and the lengths are one per sample: pass a StepTimeModel(c, a, b) "
             "(or 'c,a,b'), or give the lengths as an [N, 2] array of pairs"
         )
-    flat = getattr(time_model, "a", None) == 0 and getattr(time_model, "b", None) == 0
-    if pairs and not isinstance(time_model, PairStepTimeModel) and not (flat_ok and flat):
+    flat = getattr(model, "a", None) == 0 and getattr(model, "b", None) == 0
+    if pairs and not isinstance(model, PairStepTimeModel) and not (flat_ok and flat):
         raise InputError(
             f"{where}: {name}={time_model!r} is a step time of one length, (n, L), and the "
             "lengths are (source, target) pairs: pass a step time of two lengths, "

@@ -242,7 +242,7 @@ def like_fixed(
             group_by_length=grouped,
         )
     else:  # NOTE [ a step time of two lengths ] in dynbatch.plan.pair_steptime
-        refuse_time_model_for(check_step_time(time_model), False, "like_fixed")
+        refuse_time_model_for(time_model, False, "like_fixed")
     counted = check_pair_loss_tokens(loss_tokens, lens)
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
     replicas = check_int("num_replicas", num_replicas, minimum=1, maximum=MAX_LENGTH)
