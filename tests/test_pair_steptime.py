@@ -183,9 +183,7 @@ def test_the_recipe_and_the_sampler_take_a_step_time_of_pairs_as_text() -> None:
         ("1,1,1,1,1", "three numbers 'c,a,b'.*or six"),
     ],
 )
-def test_a_bad_step_time_of_pairs_as_text_is_named_for_what_is_wrong(
-    text: str, match: str
-) -> None:
+def test_a_bad_step_time_of_pairs_as_text_is_named_for_what_is_wrong(text: str, match: str) -> None:
     pairs = np.stack([np.arange(1, 31)] * 2, 1)
     with pytest.raises(dynbatch.InputError, match=match) as info:
         like_fixed(pairs, 2, time_model=text)
