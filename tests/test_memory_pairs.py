@@ -300,6 +300,21 @@ def test_fill_device_of_pairs_stops_at_the_knee_of_a_step_time_of_two_lengths() 
     assert flat.cost == COST and flat.max_cost == 6.0, "a flat step time: no knee"
 
 
+def test_fill_device_takes_a_step_time_as_text_for_pairs_and_for_one_length() -> None:
+    # an outside tester's finding: the text form the samplers take failed here on its
+    # coefficients (c=None on '0.04,...'), for one length and for pairs
+    pairs = corpus()
+    text = "0.04,1e-6,2e-6,1e-8,1e-8,2e-8"
+    model = PairStepTimeModel(c=0.04, a_s=1e-6, a_t=2e-6, b_s=1e-8, b_t=1e-8, cross=2e-8)
+    given = fill_device(pairs, text, max_cost=1e6, cost=COST, fraction=0.8)
+    same = fill_device(pairs, model, max_cost=1e6, cost=COST, fraction=0.8)
+    assert given.fingerprint() == same.fingerprint()
+    one = pairs.sum(axis=1)
+    given = fill_device(one, "0.04,1e-6,0", max_cost=1e9, cost="linear")
+    same = fill_device(one, StepTimeModel(0.04, 1e-6, 0.0), max_cost=1e9, cost="linear")
+    assert given.fingerprint() == same.fingerprint()
+
+
 def test_calibrate_then_fill_device_of_pairs(fake_clock: list[float]) -> None:
     """calibrate's step time of pairs is what fill_device takes, as for one length."""
     cost = calibrate(timed_pair_step(fake_clock), max_len=(64, 32), max_tokens=2048)

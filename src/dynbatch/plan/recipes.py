@@ -392,6 +392,8 @@ def fill_device(
     """  # NOTE [ filling the device ]
     lens, longest = _lengths(lengths, fields, "fill_device")
     pairs = is_pairs(lens)
+    if isinstance(time_model, str):  # as the samplers take it: "c,a,b", or six for pairs
+        time_model = check_step_time(time_model)
     # NOTE [ a step time of two lengths ] in dynbatch.plan.pair_steptime; flat: no length read
     refuse_time_model_for(time_model, pairs, "fill_device", flat_ok=True)
     counted = check_pair_loss_tokens(loss_tokens, lens)
