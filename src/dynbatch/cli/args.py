@@ -15,7 +15,8 @@ from .._checks import MAX_LENGTH, InputError
 from ..memory import load_cost
 from ..plan.costs import resolve_cost
 from ..plan.options import FIELDS, PlanOptions
-from ..plan.steptime import StepTimeTable, check_time_model
+from ..plan.pair_steptime import check_step_time
+from ..plan.steptime import StepTimeTable
 from .help import EPILOG
 
 __all__ = ["EXCLUDED", "PLOT_FORMATS", "UsageError", "as_flags", "check_flags", "parser"]
@@ -175,7 +176,9 @@ def check_flags(args: argparse.Namespace) -> None:
                 f"and --time-table {args.time_table}"
             )
         try:
-            args.step_time = check_time_model(args.time_model, "time_model")
+            # 'c,a,b' (one length) or 'c,a_s,a_t,b_s,b_t,cross' (pairs): which the corpus
+            # takes is checked once it is read (NOTE [ stats of pairs ] in dynbatch.cli)
+            args.step_time = check_step_time(args.time_model, "time_model")
         except InputError as exc:
             raise UsageError(as_flags(str(exc))) from None
     if args.time_table is not None:
