@@ -196,8 +196,9 @@ def test_a_step_time_of_pairs_plans_and_prices_every_row(
     """--time-model in the pair form prices each row at (n, Ls, Lt), and the split row is what
     the sampler given it as time_model plans (NOTE [ stats of pairs ] in dynbatch.cli)."""
     argv = [str(inputs["npy"]), "--max-cost", str(MAX_COST), "--time-model", STEP_TEXT]
-    out = run_json(capsys, *argv, "--update-size", "6")
+    out = run_json(capsys, *argv, "--update-size", "6", "--buffer-size", "5")
     rows = {r["name"]: r for r in out["rows"]}
+    assert rows["stream 5"]["seconds"] > 0, "the stream's row priced at (n, Ls, Lt) too"
     bucket = plan_batches(PAIRS, MAX_COST)
     assert rows["bucket"]["seconds"] == pytest.approx(epoch_seconds_of(bucket))
     assert rows["fixed"]["seconds"] == pytest.approx(float(STEP(12, 120, 200))), "one batch"
@@ -224,7 +225,7 @@ def test_the_lower_bound_of_pairs_is_the_larger_sides_and_never_above_a_plan(
                 assert bound <= row["batches"], (cost, row["name"])
         assert main(["stats", *argv, "--no-progress"]) == 0
         last = capsys.readouterr().out.splitlines()[-1]
-        assert last.endswith(f"the larger side's): {bound}"), last
+        assert last.endswith(f"filled to the budget): {bound}") and "larger side's" in last
 
 
 def test_a_saved_memory_cost_of_pairs_plans_the_pairs(

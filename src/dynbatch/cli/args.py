@@ -70,12 +70,15 @@ def parser() -> argparse.ArgumentParser:
     # the sampler's defaults, oversize="error" included (NOTE [ stats agrees with the sampler ])
     PlanOptions.add_arguments(st, exclude=EXCLUDED, defaults={"cost": None})
     st.add_argument(
-        "--cost-file", help="a cost saved by dynbatch.calibrate (JSON): --max-cost in MiB"
+        "--cost-file",
+        help="a cost saved by dynbatch.calibrate (JSON): --max-cost in MiB (a MemoryCost, or "
+        "for (source, target) pairs a PairMemoryCost)",
     )
     st.add_argument(
         "--time-table",
         help="a device's measured step times (JSON: columns n, L, step_s): each plan's epoch "
-        "time, and like fixed follows it (a --cost-file's time model does too)",
+        "time, and like fixed follows it (a --cost-file's time model does too); of one length, "
+        "refused for pairs (give --time-model c,a_s,a_t,b_s,b_t,cross)",
     )
     st.add_argument(
         "--fixed-batch-size",

@@ -264,5 +264,5 @@ def print_text(
     alone = " + one per sample over budget" if over.size and options.oversize == "alone" else ""
     how = "longest first, each batch filled to the budget"
     if lengths.ndim == 2:  # NOTE [ the fewest batches of pairs ] in dynbatch.plan.bounds
-        how = "each side's longest first, each batch filled to the budget: the larger side's"
+        how = "the larger side's, each longest first, filled to the budget"
     print(f"lower bound on batches (no plan has fewer: {how}{alone}): {bound}")
