@@ -15,12 +15,17 @@ from strategies import pinyin_letters
 from dynbatch import (
     DynamicBatchSampler,
     PairCost,
+    PlanOptions,
     like_fixed,
     plan_batches,
     plan_epoch,
     plan_stats,
 )
 from dynbatch.cli import main
+from dynbatch.memory import MemoryCost, PairMemoryCost
+from dynbatch.plan.bounds import lower_bound_batches
+from dynbatch.plan.pair_steptime import PairStepTimeModel
+from dynbatch.plan.steptime import StepTimeModel
 
 SOURCES = ["好" * n for n in (3, 40, 7, 120, 15, 15, 60, 2, 90, 33, 8, 21)]
 TARGETS = ["a" * n for n in (5, 70, 9, 200, 30, 12, 100, 4, 150, 60, 8, 40)]
@@ -86,7 +91,7 @@ def test_two_columns_are_source_and_target_and_every_row_is_priced_on_both_sides
     assert rows["fixed"]["cost_max"] == pytest.approx(float(PairCost()(12, 120, 200))), (
         "the fixed batch of 20: all 12 pairs in one batch, at the longest of each side"
     )
-    assert out["lower_bound_batches"] is None, "the bound is of one length"
+    assert out["lower_bound_batches"] == lower_bound_batches(PAIRS, MAX_COST), "the larger side's"
 
 
 def test_the_text_table_shows_each_sides_padding(
@@ -175,3 +180,127 @@ def test_skip_empty_leaves_out_a_pair_with_an_empty_side(
     assert out["samples"] == 2 and out["source_length_max"] == 3, "lines 2 and 3 left out"
     out = run_json(capsys, *argv[:-1], "--add", "2")  # --add makes an empty side 2 long
     assert out["samples"] == 4 and out["target_length_min"] == 2
+
+
+#: a step time of pairs: the encoder's and decoder's tokens, each side's attention, the cross
+STEP = PairStepTimeModel(c=0.05, a_s=1e-4, a_t=2e-4, b_s=1e-6, b_t=2e-6, cross=1e-6)
+STEP_TEXT = "0.05,1e-4,2e-4,1e-6,2e-6,1e-6"
+
+
+def epoch_seconds_of(batches: list) -> float:
+    return sum(float(STEP(len(b), PAIRS[b, 0].max(), PAIRS[b, 1].max())) for b in batches)
+
+
+def test_a_step_time_of_pairs_plans_and_prices_every_row(
+    capsys: pytest.CaptureFixture[str], inputs: dict[str, Path]
+) -> None:
+    """--time-model in the pair form prices each row at (n, Ls, Lt), and the split row is what
+    the sampler given it as time_model plans (NOTE [ stats of pairs ] in dynbatch.cli)."""
+    argv = [str(inputs["npy"]), "--max-cost", str(MAX_COST), "--time-model", STEP_TEXT]
+    out = run_json(capsys, *argv, "--update-size", "6", "--buffer-size", "5")
+    rows = {r["name"]: r for r in out["rows"]}
+    assert rows["stream 5"]["seconds"] > 0, "the stream's row priced at (n, Ls, Lt) too"
+    bucket = plan_batches(PAIRS, MAX_COST)
+    assert rows["bucket"]["seconds"] == pytest.approx(epoch_seconds_of(bucket))
+    assert rows["fixed"]["seconds"] == pytest.approx(float(STEP(12, 120, 200))), "one batch"
+    options = PlanOptions(max_cost=MAX_COST, update_size=6, time_model=STEP)
+    split = plan_epoch(PAIRS, options, 0).plan
+    assert rows["split"]["batches"] == len(split), "the sampler's time split of pairs"
+    assert rows["split"]["seconds"] == pytest.approx(epoch_seconds_of(list(split)))
+    assert all(row["seconds"] > 0 for row in rows.values())
+
+
+def test_the_lower_bound_of_pairs_is_the_larger_sides_and_never_above_a_plan(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(0)
+    pairs = np.stack([rng.integers(1, 80, 300), rng.integers(1, 160, 300)], axis=1)
+    np.save(tmp_path / "pairs.npy", pairs)
+    for cost, budget in (("quadratic", 2e5), ("linear", 3000), ("mixed:1,0.01", 5000)):
+        argv = [str(tmp_path / "pairs.npy"), "--max-cost", str(budget), "--cost", cost]
+        out = run_json(capsys, *argv, "--update-size", "40")
+        bound = out["lower_bound_batches"]
+        assert bound == lower_bound_batches(pairs, budget, cost=cost), cost
+        for row in out["rows"]:
+            if row["name"] != "fixed":  # the fixed batch is not held to the budget
+                assert bound <= row["batches"], (cost, row["name"])
+        assert main(["stats", *argv, "--no-progress"]) == 0
+        last = capsys.readouterr().out.splitlines()[-1]
+        assert last.endswith(f"filled to the budget): {bound}") and "larger side's" in last
+
+
+def test_a_saved_memory_cost_of_pairs_plans_the_pairs(
+    capsys: pytest.CaptureFixture[str], inputs: dict[str, Path], tmp_path: Path
+) -> None:
+    cost = PairMemoryCost(c=40.0, a_s=0.5, a_t=1.0, b_s=1e-3, b_t=2e-3, cross=1e-3)
+    cost.save(tmp_path / "pairs.json")
+    budget = float(cost(4, 120, 200))
+    argv = [str(inputs["csv"]), *ARGS["csv"], "--max-cost", str(budget)]
+    out = run_json(capsys, *argv, "--cost-file", str(tmp_path / "pairs.json"))
+    bucket = {r["name"]: r for r in out["rows"]}["bucket"]
+    expected = plan_stats(PAIRS, plan_batches(PAIRS, budget, cost=cost), cost=cost)
+    assert bucket["batches"] == expected.batches
+    assert bucket["cost_max"] == pytest.approx(expected.cost_max) and expected.cost_max <= budget
+    assert out["lower_bound_batches"] == lower_bound_batches(PAIRS, budget, cost=cost)
+
+
+@pytest.mark.parametrize(
+    ("kind", "flag", "match"),
+    [
+        (
+            "pairs", ["--time-model", "1,1e-3,0"],
+            r"--time-model 1,1e-3,0: .*pairs.npy holds \(source, target\) pairs, and its step "
+            r"time \(or memory model\) is of one length, .* 'c,a_s,a_t,b_s,b_t,cross'",
+        ),
+        (
+            "pairs", ["--time-table", "{table}"],
+            r"--time-table .*table.json: .*pairs.npy holds \(source, target\) pairs, and a "
+            r"step-time table is of one length, .* 'c,a_s,a_t,b_s,b_t,cross'",
+        ),
+        (
+            "pairs", ["--cost-file", "{one}"],
+            r"--cost-file .*one.json: .*pairs.npy holds \(source, target\) pairs, and it holds "
+            r"a MemoryCost, a memory model of one length, .*PairMemoryCost",
+        ),
+        (  # a file of pairs whose attached step time is of one length
+            "pairs", ["--cost-file", "{timed}"],
+            r"--cost-file .*timed.json: .*pairs.npy holds \(source, target\) pairs, and its "
+            r"time_model=StepTimeModel\(.*\) is of one length, .* 'c,a_s,a_t,b_s,b_t,cross'",
+        ),
+        (
+            "one", ["--time-model", STEP_TEXT],
+            rf"--time-model {re.escape(STEP_TEXT)}: a step time of \(source, target\) pairs, "
+            r"\(n, Ls, Lt\), and .*one.npy holds one length a sample: give 'c,a,b'",
+        ),
+        (
+            "one", ["--cost-file", "{two}"],
+            r"--cost-file .*two.json: its cost=PairMemoryCost\(.*\) takes two lengths, "
+            r"\(n, Ls, Lt\), and .*one.npy holds one length a sample",
+        ),
+    ],
+)  # fmt: skip
+def test_a_step_time_or_memory_model_of_the_other_kind_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str],
+    inputs: dict[str, Path],
+    tmp_path: Path,
+    kind: str,
+    flag: list[str],
+    match: str,
+) -> None:
+    np.save(tmp_path / "one.npy", PAIRS[:, 0])
+    (tmp_path / "table.json").write_text(
+        json.dumps({"columns": ["n", "L", "step_s"], "rows": [[1, 8, 0.1], [8, 8, 0.2]]})
+    )
+    MemoryCost(c=1.0, a=0.5, b=0.0).save(tmp_path / "one.json")
+    PairMemoryCost(c=1.0, a_s=0.5, a_t=0.5, b_s=0, b_t=0, cross=0).save(tmp_path / "two.json")
+    files = {"table": tmp_path / "table.json", "one": tmp_path / "one.json"}
+    files["two"] = tmp_path / "two.json"
+    one_step = StepTimeModel(c=0.1, a=1e-3, b=0.0)
+    timed = PairMemoryCost(c=1.0, a_s=0.5, a_t=0.5, b_s=0, b_t=0, cross=0, time_model=one_step)
+    timed.save(tmp_path / "timed.json")
+    files["timed"] = tmp_path / "timed.json"
+    path = inputs["npy"] if kind == "pairs" else tmp_path / "one.npy"
+    argv = [str(path), "--max-cost", str(MAX_COST), *(f.format(**files) for f in flag)]
+    assert main(["stats", *argv]) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err), err

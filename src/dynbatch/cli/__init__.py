@@ -30,13 +30,19 @@ NOTE [ stats of pairs ]
     samplers plan ``[N, 2]`` lengths and priced on both sides: ``pad eff`` is
     both sides' real tokens over both sides' padded tokens, ``src eff`` and
     ``tgt eff`` each side's alone, the costs the cost's two-length form
-    (``--cost quadratic`` is ``n·(Ls² + Lt² + Ls·Lt)``). What the samplers do
-    not plan for pairs is refused by name: ``--pack-len``, and a step time of
-    one length (``--time-model``, ``--time-table``, a ``--cost-file``, whose
-    memory model is of one length). The lower bound on batches is left out
-    (null in JSON): its proof (NOTE [ the fewest batches ] in
-    :mod:`dynbatch.plan.stats`) orders the samples by one length, and pairs
-    have no such order.
+    (``--cost quadratic`` is ``n·(Ls² + Lt² + Ls·Lt)``).
+    ``--time-model`` for pairs is a step time of two lengths, six numbers
+    ``c,a_s,a_t,b_s,b_t,cross`` (a
+    :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel`), and
+    ``--cost-file`` a saved :class:`~dynbatch.memory.cost.PairMemoryCost`;
+    each plans and prices the rows as its one-length kind does for one
+    length. What does not fit the corpus is refused by name, never priced on
+    a pair's summed tokens: a step time or a memory model of one length for
+    pairs (``--time-table`` always: a table is of one length), one of pairs
+    for one length a sample, and ``--pack-len``. The lower bound on batches of
+    pairs is the larger side's (NOTE [ the fewest batches of pairs ] in
+    :mod:`dynbatch.plan.bounds`): never above a plan, below the fewest where
+    the sides differ much.
 """
 
 from __future__ import annotations
@@ -50,7 +56,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._checks import InputError
+from ..memory.cost import PairMemoryCost
 from ..plan.options import PlanOptions
+from ..plan.pair_steptime import PairStepTimeModel, check_step_time
 from ..plan.planning import find_oversize
 from ..plan.stats import PlanStats, compare_orders, packed_stats, split_options
 from ..stream.state import stream_stats
@@ -76,8 +84,7 @@ def _stats(args: argparse.Namespace) -> None:
         progress=not (args.json or args.no_progress),
     )
     lengths = corpus.lengths
-    if corpus.pairs:
-        _refuse_for_pairs(args, corpus)
+    _refuse_other_kind(args, corpus)
     over = find_oversize(lengths, options=options)
     note = oversize_line(corpus, over, options) if over.size else None
     if note is not None and options.oversize == "error":
@@ -102,7 +109,7 @@ def _stats(args: argparse.Namespace) -> None:
                 rows["packed"] = _packed(args, corpus, options)
         except InputError as exc:
             raise UsageError(as_flags(str(exc))) from None
-    bound = None if corpus.pairs else lower_bound(lengths, over, options)
+    bound = lower_bound(lengths, over, options)
     if args.json:
         print_json(lengths, options, args.cost, over, rows, bound)
     else:
@@ -120,26 +127,57 @@ def _stats(args: argparse.Namespace) -> None:
             print(f"wrote {args.plot}")
 
 
-def _refuse_for_pairs(args: argparse.Namespace, corpus: Corpus) -> None:
-    """The flags the samplers do not plan for (source, target) pairs, refused by name
+def _refuse_other_kind(args: argparse.Namespace, corpus: Corpus) -> None:
+    """Refuse by name what does not fit the corpus's kind: for (source, target) pairs packing
+    and a step time or memory model of one length, for one length a sample one of pairs
     (NOTE [ stats of pairs ])."""
+    step = None if args.time_model is None else check_step_time(args.time_model)
+    pair_cost = isinstance(args.cost, PairMemoryCost)
+    if not corpus.pairs:
+        if isinstance(step, PairStepTimeModel):
+            raise UsageError(
+                f"--time-model {args.time_model}: a step time of (source, target) pairs, "
+                f"(n, Ls, Lt), and {corpus.path} holds one length a sample: give 'c,a,b' "
+                "(seconds = c + n*L*(a + b*L)), or the pairs' two --column or --field"
+            )
+        if pair_cost:
+            raise UsageError(
+                f"--cost-file {args.cost_file}: its cost={args.cost!r} takes two lengths, "
+                f"(n, Ls, Lt), and {corpus.path} holds one length a sample: give a saved "
+                "MemoryCost (calibrate with one max_len), or the pairs' two --column or --field"
+            )
+        return
     what = f"{corpus.path} holds (source, target) pairs"
+    pair_form = (
+        "give --time-model as a step time of two lengths, 'c,a_s,a_t,b_s,b_t,cross' (seconds = "
+        "c + n*(a_s*Ls + a_t*Lt + b_s*Ls^2 + b_t*Lt^2 + cross*Ls*Lt)), or leave it out"
+    )
     if args.pack_len is not None:
         raise UsageError(
             f"--pack-len={args.pack_len}: {what}, and packing is refused for pairs (a packed "
             "row would hold two lengths a sample): leave --pack-len out"
         )
-    for flag, value in (
-        ("--time-model", args.time_model),
-        ("--time-table", args.time_table),
-        ("--cost-file", args.cost_file),
-    ):
-        if value is not None:
-            raise UsageError(
-                f"{flag} {value}: {what}, and its step time (or memory model) is of one length, "
-                "(n, L): one of two lengths is not there yet. Leave it out; --cost prices both "
-                "sides"
-            )
+    if args.time_model is not None and not isinstance(step, PairStepTimeModel):
+        raise UsageError(
+            f"--time-model {args.time_model}: {what}, and its step time (or memory model) is "
+            f"of one length, (n, L), never priced on a pair's summed tokens: {pair_form}"
+        )
+    if args.time_table is not None:
+        raise UsageError(
+            f"--time-table {args.time_table}: {what}, and a step-time table is of one length, "
+            f"(n, L) (there is no table of two lengths): {pair_form}"
+        )
+    if args.cost_file is not None and not pair_cost:
+        raise UsageError(
+            f"--cost-file {args.cost_file}: {what}, and it holds a {type(args.cost).__name__}, "
+            "a memory model of one length, (n, L): give a saved PairMemoryCost (calibrate with "
+            "max_len=(Ls, Lt)), or leave it out (--cost prices both sides)"
+        )
+    if args.step_time is not None and not isinstance(args.step_time, PairStepTimeModel):
+        raise UsageError(  # a PairMemoryCost's attached step time of one length
+            f"--cost-file {args.cost_file}: {what}, and its time_model={args.step_time!r} is "
+            f"of one length, (n, L): {pair_form}"
+        )
 
 
 def _packed(args: argparse.Namespace, corpus: Corpus, options: PlanOptions) -> PlanStats:

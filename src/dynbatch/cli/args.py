@@ -15,7 +15,8 @@ from .._checks import MAX_LENGTH, InputError
 from ..memory import load_cost
 from ..plan.costs import resolve_cost
 from ..plan.options import FIELDS, PlanOptions
-from ..plan.steptime import StepTimeTable, check_time_model
+from ..plan.pair_steptime import check_step_time
+from ..plan.steptime import StepTimeTable
 from .help import EPILOG
 
 __all__ = ["EXCLUDED", "PLOT_FORMATS", "UsageError", "as_flags", "check_flags", "parser"]
@@ -69,12 +70,15 @@ def parser() -> argparse.ArgumentParser:
     # the sampler's defaults, oversize="error" included (NOTE [ stats agrees with the sampler ])
     PlanOptions.add_arguments(st, exclude=EXCLUDED, defaults={"cost": None})
     st.add_argument(
-        "--cost-file", help="a cost saved by dynbatch.calibrate (JSON): --max-cost in MiB"
+        "--cost-file",
+        help="a cost saved by dynbatch.calibrate (JSON): --max-cost in MiB (a MemoryCost, or "
+        "for (source, target) pairs a PairMemoryCost)",
     )
     st.add_argument(
         "--time-table",
         help="a device's measured step times (JSON: columns n, L, step_s): each plan's epoch "
-        "time, and like fixed follows it (a --cost-file's time model does too)",
+        "time, and like fixed follows it (a --cost-file's time model does too); of one length, "
+        "refused for pairs (give --time-model c,a_s,a_t,b_s,b_t,cross)",
     )
     st.add_argument(
         "--fixed-batch-size",
@@ -175,7 +179,9 @@ def check_flags(args: argparse.Namespace) -> None:
                 f"and --time-table {args.time_table}"
             )
         try:
-            args.step_time = check_time_model(args.time_model, "time_model")
+            # 'c,a,b' (one length) or 'c,a_s,a_t,b_s,b_t,cross' (pairs): which the corpus
+            # takes is checked once it is read (NOTE [ stats of pairs ] in dynbatch.cli)
+            args.step_time = check_step_time(args.time_model, "time_model")
         except InputError as exc:
             raise UsageError(as_flags(str(exc))) from None
     if args.time_table is not None:

@@ -167,8 +167,10 @@ def oversize_line(corpus: Corpus, over: NDArray[Any], options: PlanOptions) -> s
 
 def lower_bound(lengths: NDArray[np.int64], over: NDArray[Any], options: PlanOptions) -> int:
     """No plan has fewer batches (NOTE [ the fewest batches ] in :mod:`dynbatch.plan.stats`): the
-    samples that fit, packed longest first, plus one batch per sample alone."""
-    fits = np.delete(lengths, over)
+    samples that fit, packed longest first, plus one batch per sample alone; of (source, target)
+    pairs the larger side's (NOTE [ the fewest batches of pairs ] in :mod:`dynbatch.plan.bounds`).
+    """
+    fits = np.delete(lengths, over, axis=0)  # pairs: whole rows
     bound = (
         lower_bound_batches(
             fits,
@@ -238,8 +240,8 @@ def print_text(
     bound: int | None,
     note: str | None,
 ) -> None:
-    """The corpus in a line, the oversize note, the table and the lower bound (none for
-    pairs: NOTE [ stats of pairs ] in :mod:`dynbatch.cli`)."""
+    """The corpus in a line, the oversize note, the table and the lower bound (of pairs the
+    larger side's: NOTE [ stats of pairs ] in :mod:`dynbatch.cli`)."""
     if lengths.ndim == 2:
         sides = ", ".join(
             f"{side}s {lengths[:, k].min()}..{lengths[:, k].max()} "
@@ -260,7 +262,7 @@ def print_text(
     if bound is None:
         return
     alone = " + one per sample over budget" if over.size and options.oversize == "alone" else ""
-    print(
-        "lower bound on batches (no plan has fewer: longest first, each batch filled to "
-        f"the budget{alone}): {bound}"
-    )
+    how = "longest first, each batch filled to the budget"
+    if lengths.ndim == 2:  # NOTE [ the fewest batches of pairs ] in dynbatch.plan.bounds
+        how = "the larger side's, each longest first, filled to the budget"
+    print(f"lower bound on batches (no plan has fewer: {how}{alone}): {bound}")

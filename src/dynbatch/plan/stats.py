@@ -22,7 +22,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import (
-    InputError,
     InputTypeError,
     check_batches,
     check_bool,
@@ -36,6 +35,7 @@ from .epochs import plan_epoch
 from .lengths import SIDES, check_plan_lengths, reduce_batches
 from .options import ORDERS, PlanOptions
 from .packs import PackLayout, plan_packed, plan_timed_packs
+from .pair_steptime import refuse_time_model_for, step_seconds
 from .pairs import pair_table
 from .planning import find_oversize, padded_lengths
 from .plans import Plan
@@ -397,8 +397,9 @@ def compare_orders(
     lower of the budget and the fixed batch's worst batch.
 
     ``lengths`` may be ``[N, 2]`` (source, target) pairs: every row is then priced on both
-    sides (:class:`PairPlanStats`, the cost's two-length form), and a step time, of one
-    length, is refused by name.
+    sides (:class:`PairPlanStats`, the cost's two-length form), and a step time is one of two
+    lengths (:class:`~dynbatch.plan.pair_steptime.PairStepTimeModel`); one of one length (a
+    table included) is refused by name, as one of pairs is for one length a sample.
     """
     lens = check_plan_lengths(lengths)
     if not isinstance(options, PlanOptions):
@@ -410,12 +411,9 @@ def compare_orders(
     if options.time_model is not None:  # it prices the orders; it would replace each by its split
         step_time = options.time_model if step_time is None else step_time
         options = options.replace(time_model=None, group_by_length=False, fixed_step_size=None)
-    if lens.ndim == 2 and step_time is not None:  # NOTE [ planning pairs ] in dynbatch.plan.pairs
-        raise InputError(
-            f"compare_orders: step_time={step_time!r} is a step time of one length, (n, L), and "
-            "the lengths are (source, target) pairs: a step time of two lengths is not there "
-            "yet. Leave step_time and time_model out"
-        )
+    # NOTE [ a step time of two lengths ] in dynbatch.plan.pair_steptime: pairs take one of
+    # pairs, one length a sample one of one length (a table is of one length)
+    refuse_time_model_for(step_time, lens.ndim == 2, "compare_orders", name="step_time")
 
     def summary(batches: Sequence[Any]) -> PlanStats:
         return plan_stats(
@@ -515,7 +513,9 @@ def predicted_seconds(
     lengths: Any, batches: Sequence[Any], step_time: Any, pad_to_multiple_of: int = 1
 ) -> float | None:
     """An epoch's predicted seconds: the sum of every batch's ``step_time(n, L)`` (None
-    without a step time), ``L`` the batch's longest length padded to ``pad_to_multiple_of``.
+    without a step time), ``L`` the batch's longest length padded to ``pad_to_multiple_of``;
+    for (source, target) pairs ``step_time(n, Ls, Lt)`` (a
+    :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel`), each side's longest.
 
     >>> predicted_seconds([4, 8, 2], [[0, 1], [2]], lambda n, L: n * L)
     18.0
@@ -523,7 +523,10 @@ def predicted_seconds(
     if step_time is None:
         return None
     table = batch_table(lengths, batches, pad_to_multiple_of=pad_to_multiple_of)
-    return float(np.asarray(step_time(table["batch_size"], table["max_len"])).sum())
+    longest = table["max_len"]
+    if "source_max_len" in table:  # pairs: a row of each side's longest
+        longest = np.stack([table["source_max_len"], table["target_max_len"]], axis=-1)
+    return float(np.asarray(step_seconds(step_time, table["batch_size"], longest)).sum())
 
 
 def packed_stats(
