@@ -347,11 +347,6 @@ for name, extra, match in [
         r"--time-model 1,0,0: .*pairs.jsonl holds \(source, target\) pairs, and its step time "
         r"\(or memory model\) is of one length",
     ),
-    (
-        "pairs.jsonl",
-        ["--field", "src", "--field", "tgt", "--update-unit", "tokens", "--update-size", "4"],
-        r"--update-unit='tokens' is not planned for \(source, target\) pairs yet",
-    ),
     (  # a pair over budget alone: named by its line, both lengths and its pair cost
         "pairs.jsonl",
         ["--field", "src", "--field", "tgt", "--cost", "linear", "--max-cost", "7"],
