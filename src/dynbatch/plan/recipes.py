@@ -207,9 +207,10 @@ def like_fixed(
             without a ``time_model``): the fixed batch's update count with
             almost no padding, at the price of updates that are not random
             draws ("On a GPU" in the docs, docs/gpu.md, has what that cost in accuracy).
-            Not for pairs: they are grouped on source + target, so the shorter side pads
-            heavily (the source 0.59 and the target 0.87 on sources in [5, 40) and targets
-            in [20, 200); the source 0.2 to 0.5 where targets are many times longer).
+            Pairs are grouped on source + target, so the shorter side pads heavily
+            (the source 0.59 and the target 0.87 on sources in [5, 40) and targets in
+            [20, 200); the source 0.2 to 0.5 where targets are many times longer): for
+            pairs, leave it out where padding matters.
         pack_len: pack several samples into rows of this many tokens: the fixed batch's own
             updates (the same samples, as many an epoch), each micro-batch as many rows as fit
             the fixed batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (at most

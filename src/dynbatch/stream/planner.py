@@ -37,8 +37,8 @@ NOTE [ a stream of pairs ]
     buckets walked along a Hilbert curve, every batch charged ``cost(n, Ls,
     Lt)``. That, not a simpler 2-D rule, because it is the planner the
     samplers use: a block of pairs then pads as an epoch of the same pairs,
-    with the same options and refusals (packing, updates in tokens, a step
-    time of one length), and everything after the plan (the ranks' steps,
+    with the same options and refusals (packing, a step time of one length;
+    updates in tokens count target tokens), and everything after the plan (the ranks' steps,
     the mixed updates, the step infos, resume) is the one-length stream's,
     on the block's plan. A batch that pads below ``1 - 4 * bucket_width`` on
     either side is cut (:func:`~dynbatch.stream.blocks.tighten_pairs`),
