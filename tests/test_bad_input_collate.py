@@ -226,6 +226,20 @@ COLLATE_CASES: list[tuple[str, Callable[[], object], type[InputError], str]] = [
         VALUE,
         r"source and target must name two fields, got source='ids' and target='ids'",
     ),
+    (  # an outside tester's finding: a negative id reached the embedding unchecked
+        "Seq2SeqCollator-negative-source-id",
+        lambda: Seq2SeqCollator()([{"source": [4, -3], "target": [5]}]),
+        VALUE,
+        r"Seq2SeqCollator: sample 0's source holds id -3: token ids must be >= 0",
+    ),
+    (
+        "Seq2SeqCollator-negative-target-id",
+        lambda: Seq2SeqCollator()(
+            [{"source": [4], "target": [5]}, {"source": [4], "target": [-1]}]
+        ),
+        VALUE,
+        r"Seq2SeqCollator: sample 1's target holds id -1: token ids must be >= 0",
+    ),
     (
         "Seq2SeqCollator-empty-batch",
         lambda: Seq2SeqCollator()([]),

@@ -410,6 +410,13 @@ class Seq2SeqCollator:
                 )
         sources = self._side(data, self.source)
         targets = self._side(data, self.target)
+        for side, arrs in ((self.source, sources), (self.target, targets)):
+            for i, arr in enumerate(arrs):
+                if arr.min() < 0 and (side == self.source or self.ignore_index not in arr):
+                    raise InputError(
+                        f"Seq2SeqCollator: sample {i}'s {side} holds id {arr.min()}: token ids "
+                        "must be >= 0 (an embedding's rows)"
+                    )
         for i, arr in enumerate(targets):
             if (arr == self.ignore_index).any():
                 raise InputError(
