@@ -38,6 +38,7 @@ import numpy as np
 
 from .._checks import InputError, InputTypeError, check_positive_number
 from .costs import cost_spec, pair_form, resolve_cost
+from .pair_costs import per_pair
 from .steptime import StepTimeModel, check_time_model
 
 __all__ = [
@@ -107,16 +108,7 @@ class PairStepTimeModel:
         object.__setattr__(self, "error", float(error))
 
     def __call__(self, n: Any, source: Any, target: Any) -> Any:
-        ls = np.asarray(source, dtype=np.float64)
-        lt = np.asarray(target, dtype=np.float64)
-        per_pair = (
-            self.a_s * ls
-            + self.a_t * lt
-            + self.b_s * ls * ls
-            + self.b_t * lt * lt
-            + self.cross * ls * lt
-        )
-        return self.c + np.multiply(np.asarray(n, dtype=np.float64), per_pair)
+        return self.c + np.multiply(np.asarray(n, dtype=np.float64), per_pair(self, source, target))
 
     @property
     def flat(self) -> bool:
