@@ -65,11 +65,15 @@ __all__ = [
     "Fit",
     "ProbeGrid",
     "Shape",
+    "default_max_tokens",
     "fit",
     "fit_errors",
     "fit_relative",
+    "fit_sizes",
+    "held_out_size",
     "max_error",
     "peak_floor",
+    "probe_lengths",
     "run_arrays",
     "time_error",
 ]
@@ -123,27 +127,71 @@ class ProbeGrid:
             raise InputError(f"min_len must be at most max_len={max_len}, got min_len={min_len}")
         max_tokens = check_int("max_tokens", max_tokens, minimum=1, allow_none=True)
         if max_tokens is None:
-            max_tokens = min(max(16 * max_len, 4096), 32768)
+            max_tokens = default_max_tokens(max_len)
         num_lengths = check_int("num_lengths", num_lengths, minimum=2)
         return cls(max_len, min_len, max_batch_size, max_tokens, num_lengths)
 
     def shapes(self) -> list[Shape]:
         """The floor probe, two fitted batches per length, then the held-out ones."""
-        cap = self.max_batch_size if self.max_batch_size is not None else self.max_tokens
-        points = np.geomspace(self.min_len, self.max_len, self.num_lengths)
-        fit_lengths = sorted(set(points.round().astype(np.int64).tolist()))
-        middles = sorted(
-            {round(math.sqrt(lo * hi)) for lo, hi in itertools.pairwise(fit_lengths)}
-            - set(fit_lengths)
-        )
+        fit_lengths, middles = probe_lengths(self.min_len, self.max_len, self.num_lengths)
         grid = [Shape(1, self.min_len, "floor")]
         for length in fit_lengths:
-            big = max(1, min(cap, self.max_tokens // length))
-            grid += [Shape(n, length, "fit") for n in sorted({max(1, big // 4), big})]
+            sizes = fit_sizes(length, self.max_tokens, self.max_batch_size)
+            grid += [Shape(n, length, "fit") for n in sizes]
         for length in middles:
-            n = max(1, min(cap, self.max_tokens // (2 * length)))
+            n = held_out_size(length, self.max_tokens, self.max_batch_size)
             grid.append(Shape(n, length, "held-out"))
         return grid
+
+
+# The grid's arithmetic, one copy for one length and for pairs (memory/pair_fit.py), whose
+# sample's tokens are a pair's source plus target (NOTE [ the probe grid ]).
+
+
+def default_max_tokens(tokens: int) -> int:
+    """calibrate's ``max_tokens`` when none is given: 16 of the longest sample's ``tokens``,
+    within 4,096..32,768.
+
+    >>> default_max_tokens(512), default_max_tokens(16), default_max_tokens(8192)
+    (8192, 4096, 32768)
+    """
+    return min(max(16 * tokens, 4096), 32768)
+
+
+def probe_lengths(shortest: int, longest: int, num_lengths: int) -> tuple[list[int], list[int]]:
+    """The fitted lengths, ``num_lengths`` spread geometrically over ``shortest..longest``
+    (rounded, each once), and the held-out ones, their geometric midpoints not among them.
+
+    >>> probe_lengths(16, 512, 3)
+    ([16, 91, 512], [38, 216])
+    """
+    points = np.geomspace(shortest, longest, num_lengths)
+    fitted = sorted(set(points.round().astype(np.int64).tolist()))
+    middles = {round(math.sqrt(lo * hi)) for lo, hi in itertools.pairwise(fitted)}
+    return fitted, sorted(middles - set(fitted))
+
+
+def fit_sizes(tokens: int, max_tokens: int, max_batch_size: int | None) -> list[int]:
+    """The two fitted batch sizes of samples of ``tokens`` each: as many as ``max_tokens``
+    holds and a quarter of that, within ``max_batch_size``, at least 1 (one if they meet).
+
+    >>> fit_sizes(16, 8192, None), fit_sizes(16, 8192, 100), fit_sizes(512, 512, None)
+    ([128, 512], [25, 100], [1])
+    """
+    cap = max_batch_size if max_batch_size is not None else max_tokens
+    big = max(1, min(cap, max_tokens // tokens))
+    return sorted({max(1, big // 4), big})
+
+
+def held_out_size(tokens: int, max_tokens: int, max_batch_size: int | None) -> int:
+    """The held-out batch size of samples of ``tokens`` each: half the tokens of the fitted
+    one, within ``max_batch_size``, at least 1.
+
+    >>> held_out_size(38, 8192, None), held_out_size(38, 8192, 50)
+    (107, 50)
+    """
+    cap = max_batch_size if max_batch_size is not None else max_tokens
+    return max(1, min(cap, max_tokens // (2 * tokens)))
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,6 @@ NOTE [ the probe grid of pairs ]
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -62,7 +61,19 @@ from .._checks import InputError, InputTypeError, check_int
 from ..plan.pair_costs import PAIR_TERMS, PairPolynomialCost
 from ..plan.pair_steptime import COEFFICIENTS, PairStepTimeModel
 from .cost import CalibrationError, Probe
-from .fit import Fit, fit_errors, fit_relative, max_error, peak_floor, run_arrays, time_error
+from .fit import (
+    Fit,
+    default_max_tokens,
+    fit_errors,
+    fit_relative,
+    fit_sizes,
+    held_out_size,
+    max_error,
+    peak_floor,
+    probe_lengths,
+    run_arrays,
+    time_error,
+)
 from .probe import Run
 
 __all__ = [
@@ -182,27 +193,23 @@ class PairProbeGrid:
         max_batch_size = check_int("max_batch_size", max_batch_size, minimum=1, allow_none=True)
         max_tokens = check_int("max_tokens", max_tokens, minimum=1, allow_none=True)
         if max_tokens is None:
-            max_tokens = min(max(16 * sum(longest), 4096), 32768)
+            max_tokens = default_max_tokens(sum(longest))
         k = check_int("num_lengths", NUM_LENGTHS if num_lengths is None else num_lengths, minimum=2)
         return cls(longest, shortest, max_batch_size, max_tokens, k)
 
     def lengths(self, side: int) -> tuple[list[int], list[int]]:
         """The fitted lengths of one side (0: source, 1: target) and the held-out ones."""
-        points = np.geomspace(self.min_len[side], self.max_len[side], self.num_lengths)
-        fitted = sorted(set(points.round().astype(np.int64).tolist()))
-        middles = {round(math.sqrt(lo * hi)) for lo, hi in itertools.pairwise(fitted)}
-        return fitted, sorted(middles - set(fitted))
+        return probe_lengths(self.min_len[side], self.max_len[side], self.num_lengths)
 
     def shapes(self) -> list[PairShape]:
         """The floor probe, two fitted batches per (source, target) cell, then the held-out."""
-        cap = self.max_batch_size if self.max_batch_size is not None else self.max_tokens
         (fit_s, mid_s), (fit_t, mid_t) = self.lengths(0), self.lengths(1)
         grid = [PairShape(1, *self.min_len, "floor")]
         for source, target in itertools.product(fit_s, fit_t):
-            big = max(1, min(cap, self.max_tokens // (source + target)))
-            grid += [PairShape(n, source, target, "fit") for n in sorted({max(1, big // 4), big})]
+            sizes = fit_sizes(source + target, self.max_tokens, self.max_batch_size)
+            grid += [PairShape(n, source, target, "fit") for n in sizes]
         for source, target in itertools.product(mid_s, mid_t):
-            n = max(1, min(cap, self.max_tokens // (2 * (source + target))))
+            n = held_out_size(source + target, self.max_tokens, self.max_batch_size)
             grid.append(PairShape(n, source, target, "held-out"))
         return grid
 

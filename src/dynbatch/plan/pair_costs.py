@@ -56,6 +56,7 @@ __all__ = [
     "PairCostFn",
     "PairPolynomialCost",
     "is_number",
+    "per_pair",
     "probe_grid",
     "required_arguments",
     "resolve_pair_callable",
@@ -165,21 +166,31 @@ class PairPolynomialCost:
             )
 
     def __call__(self, n: Any, source: Any, target: Any) -> Any:
-        ls = np.asarray(source, dtype=np.float64)
-        lt = np.asarray(target, dtype=np.float64)
-        per_sample = (
-            self.a_s * ls
-            + self.a_t * lt
-            + self.b_s * ls * ls
-            + self.b_t * lt * lt
-            + self.cross * ls * lt
-        )
-        value = self.c + np.multiply(n, per_sample)
+        value = self.c + np.multiply(n, per_pair(self, source, target))
         return np.maximum(self.floor, value) if self.floor else value
 
 
 #: The coefficients of :class:`PairPolynomialCost` that grow with the batch, in its order.
 PAIR_TERMS = ("a_s", "a_t", "b_s", "b_t", "cross")
+
+
+def per_pair(model: Any, source: Any, target: Any) -> Any:
+    """``a_s*Ls + a_t*Lt + b_s*Ls**2 + b_t*Lt**2 + cross*Ls*Lt`` with ``model``'s coefficients
+    (:data:`PAIR_TERMS`): what one pair adds, times ``n``, to a cost of pairs or a step time of
+    pairs (:class:`~dynbatch.plan.pair_steptime.PairStepTimeModel`): one formula for both.
+
+    >>> float(per_pair(PairPolynomialCost(c=0, a_s=1, a_t=0, b_s=0, b_t=0, cross=0.5), 4, 2))
+    8.0
+    """
+    ls = np.asarray(source, dtype=np.float64)
+    lt = np.asarray(target, dtype=np.float64)
+    return (
+        model.a_s * ls
+        + model.a_t * lt
+        + model.b_s * ls * ls
+        + model.b_t * lt * lt
+        + model.cross * ls * lt
+    )
 
 
 def _arguments(fn: Any) -> tuple[int, float, list[str]] | None:

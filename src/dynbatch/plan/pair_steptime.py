@@ -29,16 +29,20 @@ NOTE [ a step time of two lengths ]
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .._checks import InputError, InputTypeError, check_positive_number
+from .._checks import (
+    InputError,
+    InputTypeError,
+    check_nonnegative_number,
+    check_positive_number,
+)
 from .costs import cost_spec, pair_form, resolve_cost
-from .steptime import StepTimeModel, check_time_model
+from .pair_costs import per_pair
+from .steptime import StepTimeModel, check_model_error, check_time_model
 
 __all__ = [
     "PAIR_FLAT_STEP",
@@ -84,39 +88,14 @@ class PairStepTimeModel:
     takes_pairs: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
+        owner = "PairStepTimeModel coefficient"
         for name in COEFFICIENTS:
-            value = getattr(self, name)
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-                raise InputTypeError(
-                    f"PairStepTimeModel coefficient {name} must be a number (seconds), got "
-                    f"{name}={value!r}"
-                )
-            if not (math.isfinite(float(value)) and float(value) >= 0):
-                raise InputError(
-                    f"PairStepTimeModel coefficient {name} must be a finite number >= 0, got "
-                    f"{name}={value!r}"
-                )
-            object.__setattr__(self, name, float(value))
-        error = self.error
-        number = isinstance(error, numbers.Real) and not isinstance(error, (bool, np.bool_))
-        if not number or not 0 <= float(error) < 1:
-            raise (InputError if number else InputTypeError)(
-                "PairStepTimeModel error must be a number in [0, 1) (the model's typical "
-                f"relative error), got error={error!r}"
-            )
-        object.__setattr__(self, "error", float(error))
+            value = check_nonnegative_number(name, getattr(self, name), owner=owner)
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "error", check_model_error("PairStepTimeModel", self.error))
 
     def __call__(self, n: Any, source: Any, target: Any) -> Any:
-        ls = np.asarray(source, dtype=np.float64)
-        lt = np.asarray(target, dtype=np.float64)
-        per_pair = (
-            self.a_s * ls
-            + self.a_t * lt
-            + self.b_s * ls * ls
-            + self.b_t * lt * lt
-            + self.cross * ls * lt
-        )
-        return self.c + np.multiply(np.asarray(n, dtype=np.float64), per_pair)
+        return self.c + np.multiply(np.asarray(n, dtype=np.float64), per_pair(self, source, target))
 
     @property
     def flat(self) -> bool:

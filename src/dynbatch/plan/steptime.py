@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -56,7 +57,37 @@ from numpy.typing import NDArray
 from .._checks import InputError, InputTypeError
 from .costs import PolynomialCost, absent_coefficient, fit_polynomial
 
-__all__ = ["FLAT_STEP", "StepTimeModel", "StepTimeTable", "check_time_model"]
+__all__ = [
+    "FLAT_STEP",
+    "StepTimeModel",
+    "StepTimeTable",
+    "check_model_error",
+    "check_time_model",
+]
+
+
+def _as_float(v: Any) -> float:
+    """``float(v)``, or inf for an int beyond any float (``float(10**400)`` raises)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf
+
+
+def check_model_error(owner: str, error: Any) -> float:
+    """A step-time model's ``error`` as a float in [0, 1), refused as ``owner``'s: the one check
+    of :class:`StepTimeModel`, :func:`check_time_model` and the step time of pairs.
+
+    >>> check_model_error("StepTimeModel", 0.25), check_model_error("StepTimeModel", np.int64(0))
+    (0.25, 0.0)
+    """
+    number = isinstance(error, numbers.Real) and not isinstance(error, (bool, np.bool_))
+    if not number or not 0 <= _as_float(error) < 1:
+        raise (InputError if number else InputTypeError)(
+            f"{owner} error must be a number in [0, 1) (the model's typical relative error), got "
+            f"error={error!r}"
+        )
+    return float(error)
 
 
 @dataclass(frozen=True)
@@ -83,16 +114,8 @@ class StepTimeModel(PolynomialCost):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        error = self.error
-        number = isinstance(error, (int, float, np.number)) and not isinstance(
-            error, (bool, np.bool_)
-        )
-        if not number or not 0 <= float(error) < 1:  # the split and the epoch's seconds use it
-            raise (InputError if number else InputTypeError)(
-                "StepTimeModel error must be a number in [0, 1) (the model's typical relative "
-                f"error), got error={error!r}"
-            )
-        object.__setattr__(self, "error", float(error))
+        # the split and the epoch's seconds use it
+        object.__setattr__(self, "error", check_model_error("StepTimeModel", self.error))
 
     @classmethod
     def parse(cls, text: str, name: str = "time_model") -> StepTimeModel:
@@ -114,14 +137,6 @@ class StepTimeModel(PolynomialCost):
 
 #: A step that costs the same at any size: each update runs whole (a GPU below its knee).
 FLAT_STEP = StepTimeModel(c=1.0, a=0.0, b=0.0)
-
-
-def _as_float(v: Any) -> float:
-    """``float(v)``, or inf for an int beyond any float (``float(10**400)`` raises)."""
-    try:
-        return float(v)
-    except OverflowError:
-        return math.inf
 
 
 def check_time_model(value: Any, name: str = "time_model") -> StepTimeModel | None:
@@ -160,13 +175,7 @@ def check_time_model(value: Any, name: str = "time_model") -> StepTimeModel | No
             )
         coefficients[key] = float(v)
     error = value.get("error", 0.0) if isinstance(value, dict) else getattr(value, "error", 0.0)
-    number = isinstance(error, (int, float, np.number)) and not isinstance(error, (bool, np.bool_))
-    if not number or not 0 <= _as_float(error) < 1:
-        raise InputError(
-            f"{name} error must be a number in [0, 1) (the model's typical relative error), got "
-            f"error={error!r}"
-        )
-    return StepTimeModel(**coefficients, error=float(error))
+    return StepTimeModel(**coefficients, error=check_model_error(name, error))
 
 
 @dataclass(frozen=True)

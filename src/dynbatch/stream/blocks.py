@@ -36,6 +36,8 @@ NOTE [ a stream at the step time ]
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -135,29 +137,19 @@ def tighten(plan: Plan, plens: NDArray[np.int64], least: float, multiple: int = 
     real = np.add.reduceat(plens[plan.indices], starts)
     padded = plan.sizes * np.maximum.reduceat(plens[plan.indices], starts)
     low = np.flatnonzero(real < least * padded)
-    if not low.size:
-        return plan
-    out: list[NDArray[np.int64]] = []
-    cut_these = set(low.tolist())
-    for k, batch in enumerate(plan):
-        if k not in cut_these:
-            out.append(batch)
-            continue
-        todo = [batch[np.argsort(plens[batch], kind="stable")]]
-        while todo:
-            part = todo.pop()
-            lens = plens[part]
-            n = part.size
-            cuts = np.arange(1, n)
-            if multiple > 1:
-                cuts = cuts[cuts % multiple == 0] if n >= 2 * multiple else cuts[:0]
-            if not cuts.size or int(lens.sum()) >= least * n * int(lens[-1]):
-                out.append(part)
-                continue
-            cost = cuts * lens[cuts - 1] + (n - cuts) * lens[-1]
-            cut = int(cuts[int(np.argmin(cost))])
-            todo += [part[cut:], part[:cut]]
-    return Plan.from_batches(out)
+
+    def split(part: NDArray[np.int64], cuts: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
+        lens = plens[part]
+        if (lens[1:] < lens[:-1]).any():  # a batch as planned, sorted once: its parts stay so
+            order = np.argsort(lens, kind="stable")
+            part, lens = part[order], lens[order]
+        n = part.size
+        if not cuts.size or int(lens.sum()) >= least * n * int(lens[-1]):
+            return part, 0
+        cost = cuts * lens[cuts - 1] + (n - cuts) * lens[-1]
+        return part, int(cuts[int(np.argmin(cost))])
+
+    return _cut_batches(plan, low, multiple, split)
 
 
 def tighten_pairs(plan: Plan, plens: NDArray[np.int64], least: float, multiple: int = 1) -> Plan:
@@ -178,6 +170,42 @@ def tighten_pairs(plan: Plan, plens: NDArray[np.int64], least: float, multiple: 
     real = reduce_batches(np.add, plens, plan.indices, starts)
     padded = plan.sizes[:, None] * reduce_batches(np.maximum, plens, plan.indices, starts)
     low = np.flatnonzero((real < least * padded).any(axis=1))
+
+    def split(part: NDArray[np.int64], cuts: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:
+        lens = plens[part]
+        n = part.size
+        worst = lens.sum(axis=0) / (n * lens.max(axis=0))
+        if not cuts.size or worst.min() >= least:
+            return part, 0
+        candidates = []
+        for side in (0, 1):  # members sorted by either side: the cut of fewest tokens
+            order = np.lexsort((lens[:, 1 - side], lens[:, side]))
+            by = lens[order]
+            head = np.maximum.accumulate(by, axis=0).sum(axis=1)  # longest of the first k+1
+            tail = np.maximum.accumulate(by[::-1], axis=0)[::-1].sum(axis=1)
+            cost = cuts * head[cuts - 1] + (n - cuts) * tail[cuts]
+            k = int(np.argmin(cost))
+            candidates.append((int(cost[k]), side, int(cuts[k]), part[order]))
+        _, _, cut, ordered = min(candidates, key=lambda c: c[:2])
+        return ordered, cut
+
+    return _cut_batches(plan, low, multiple, split)
+
+
+def _cut_batches(
+    plan: Plan,
+    low: NDArray[np.intp],
+    multiple: int,
+    split: Callable[[NDArray[np.int64], NDArray[np.int64]], tuple[NDArray[np.int64], int]],
+) -> Plan:
+    """``plan`` with each batch numbered in ``low`` cut in two, and its parts again, while
+    ``split(part, cuts)`` gives a cut: the loop of :func:`tighten` and :func:`tighten_pairs`,
+    which differ only in ``split``.
+
+    ``cuts`` are where ``part`` may be cut (multiples of ``multiple`` where it holds two, none
+    where it cannot); ``split`` returns the part, reordered as the cut needs, and the cut, or 0
+    to keep the part whole.
+    """
     if not low.size:
         return plan
     out: list[NDArray[np.int64]] = []
@@ -188,27 +216,15 @@ def tighten_pairs(plan: Plan, plens: NDArray[np.int64], least: float, multiple: 
             continue
         todo = [batch]
         while todo:
-            part = todo.pop()
-            lens = plens[part]
-            n = part.size
+            n = todo[-1].size
             cuts = np.arange(1, n)
             if multiple > 1:
                 cuts = cuts[cuts % multiple == 0] if n >= 2 * multiple else cuts[:0]
-            worst = lens.sum(axis=0) / (n * lens.max(axis=0))
-            if not cuts.size or worst.min() >= least:
+            part, cut = split(todo.pop(), cuts)
+            if cut:
+                todo += [part[cut:], part[:cut]]
+            else:
                 out.append(part)
-                continue
-            candidates = []
-            for side in (0, 1):  # members sorted by either side: the cut of fewest tokens
-                order = np.lexsort((lens[:, 1 - side], lens[:, side]))
-                by = lens[order]
-                head = np.maximum.accumulate(by, axis=0).sum(axis=1)  # longest of the first k+1
-                tail = np.maximum.accumulate(by[::-1], axis=0)[::-1].sum(axis=1)
-                cost = cuts * head[cuts - 1] + (n - cuts) * tail[cuts]
-                k = int(np.argmin(cost))
-                candidates.append((int(cost[k]), side, int(cuts[k]), part[order]))
-            _, _, cut, part = min(candidates, key=lambda c: c[:2])
-            todo += [part[cut:], part[:cut]]
     return Plan.from_batches(out)
 
 
