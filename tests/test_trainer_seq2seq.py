@@ -260,6 +260,47 @@ def test_on_an_accelerator_the_default_plans_pairs_without_a_step_time(
     assert trainer.train_sampler.options.time_model is None
 
 
+def test_an_encoder_decoder_without_a_collator_is_refused_naming_seq2seq_collator(
+    tmp_path: Path,
+) -> None:
+    """paddlenlp's default collator pads no side and shifts no target: refused when the
+    Trainer is made, naming the collator that does both (NOTE [ the Trainer on pairs ])."""
+    expected = r"data_collator=None .*dynbatch\.Seq2SeqCollator\(pad_id=0, decoder_start_id=2\)"
+    with pytest.raises(InputError, match=expected):
+        s2s_trainer(tmp_path, Translations(20), data_collator=None)
+
+
+def test_seq2seq_collator_trains_the_pairs_as_the_dict_of_pads_does(tmp_path: Path) -> None:
+    """Samples of source and target ids batched by dynbatch.Seq2SeqCollator (the target
+    shifted by it, not stored twice): the same batches and the same first update as the
+    Dict of Pads on samples that hold their shifted target."""
+    from seq2seq_toy import PAD, START, SourceTarget
+
+    ds = Translations(24, seed=2)
+    runs = []
+    for data, collator, length_fn in (
+        (ds, collate, None),
+        (
+            SourceTarget(ds),
+            dynbatch.Seq2SeqCollator(pad_id=PAD, decoder_start_id=START),
+            lambda s: (len(s["source"]), len(s["target"])),
+        ),
+    ):
+        rec = make_recorder(grads=1)
+        kw = {} if length_fn is None else {"length_fn": length_fn}
+        trainer = s2s_trainer(
+            tmp_path, data, data_collator=collator, callbacks=[rec], args={"max_steps": 1}, **kw
+        )
+        trainer.train()
+        runs.append(rec)
+    (dicts, s2s) = runs
+    assert [i.tolist() for i in s2s.windows[0].indices] == [
+        i.tolist() for i in dicts.windows[0].indices
+    ], "the same plan"
+    assert s2s.windows[0].count == dicts.windows[0].count, "the same target tokens"
+    assert grad_gap(s2s.grads[0], dicts.grads[0]) < 1e-6, "the same gradient"
+
+
 @pytest.mark.parametrize("wrapped", [False, True], ids=["model", "wrapped-model"])
 def test_a_batch_without_decoder_inputs_is_refused_by_name(tmp_path: Path, wrapped: bool) -> None:
     """paddlenlp's BART given no decoder_input_ids builds them from the source: it would train

@@ -18,7 +18,11 @@ NOTE [ the Trainer on pairs ]
     :mod:`.step`), whatever the micro-batches' sizes.
 
     The decoder's inputs come from the batch: ``decoder_input_ids``, the target shifted right
-    by the collator. Without them paddlenlp's BART builds its decoder's inputs from the
+    by the collator (:class:`dynbatch.Seq2SeqCollator`, or a ``Dict`` of ``Pad`` s on samples
+    that hold it). No collator is chosen for the user: paddlenlp's default pads no side and
+    shifts no target, and one of ours would guess the samples' fields and the model's start
+    and padding ids, so an encoder–decoder given ``data_collator=None`` is refused by name
+    when the Trainer is made. Without them paddlenlp's BART builds its decoder's inputs from the
     *source* (``shift_tokens_right(input_ids)``) and would silently learn to copy it, so a
     batch without them is refused by name at the first step.
 
@@ -57,6 +61,7 @@ __all__ = [
     "DECODER_INPUTS",
     "check_decoder_inputs",
     "is_encoder_decoder",
+    "refuse_no_collator",
     "refuse_packing",
     "time_model_for",
 ]
@@ -110,6 +115,21 @@ def time_model_for(time_model: Any, lengths: Any, *, auto: bool, measure: bool) 
             "dynbatch.plan.pair_steptime.PairStepTimeModel(c, a_s, a_t, b_s, b_t, cross)"
         )
     return time_model
+
+
+def refuse_no_collator(model: Any, data_collator: Any) -> None:
+    """Refuse ``data_collator=None`` for an encoder–decoder, naming the collator to pass
+    (NOTE [ the Trainer on pairs ])."""
+    if data_collator is not None or not is_encoder_decoder(model):
+        return
+    config = getattr(model, "config", None)
+    pad, start = (getattr(config, k, None) for k in ("pad_token_id", "decoder_start_token_id"))
+    raise InputError(
+        f"{_WHERE}: data_collator=None for model={type(model).__name__}: paddlenlp's default "
+        "pads neither side and shifts no target; pass data_collator=dynbatch.Seq2SeqCollator("
+        f"pad_id={pad}, decoder_start_id={start}) (this model's ids; samples of 'source' and "
+        "'target' token ids), or a collator of your own"
+    )
 
 
 def check_decoder_inputs(model: Any, inputs: Mapping[str, Any]) -> None:
