@@ -113,8 +113,8 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
             the weights and random state put back), and none on a CPU, where padding always
             costs and a measured step time is noise; ``"measure"`` measures on any device; an
             object with ``c``, ``a``, ``b`` (or ``"c,a,b"``) is used as given, for
-            (source, target) pairs a ``PairStepTimeModel`` (or ``"c,a_s,a_t,b_s,b_t,cross"``:
-            NOTE [ the Trainer on pairs ]), each refused for the other lengths; None plans
+            (source, target) pairs a ``PairStepTimeModel`` (or ``"c,a_s,a_t,b_s,b_t,cross"``),
+            each refused for the other lengths; None plans
             without one (on an accelerator: each update whole). With ``accumulate="tokens"``
             the recipe keeps its padding-free split: a time model there is refused, not
             dropped.
