@@ -90,22 +90,22 @@ def test_each_update_is_the_mean_over_its_target_tokens(tmp_path: Path, kind: st
         )
 
 
-def test_updates_of_target_tokens_are_the_planners_to_take_or_refuse(tmp_path: Path) -> None:
-    """accumulate="tokens" on pairs passes through to the planner (update_unit="tokens"): it
-    refuses it by name, or cuts updates on target tokens, each the mean over them."""
+def test_updates_of_target_tokens_are_each_the_mean_over_their_target_tokens(
+    tmp_path: Path,
+) -> None:
+    """accumulate="tokens" on pairs plans updates of target tokens (the planner's
+    update_unit="tokens"): the fixed batch's target tokens an update, each update's gradient
+    that of the exact mean over them."""
     ds = Translations(40, seed=1)
     rec = make_recorder(grads=2)
-    try:
-        trainer = s2s_trainer(
-            tmp_path, ds, callbacks=[rec], accumulate="tokens", args={"max_steps": 2}
-        )
-    except InputError as exc:  # a planner without updates of target tokens
-        assert "update_unit='tokens'" in str(exc) and "pairs" in str(exc), str(exc)
-        return
+    trainer = s2s_trainer(tmp_path, ds, callbacks=[rec], accumulate="tokens", args={"max_steps": 2})
+    assert trainer.train_sampler is not None
+    assert trainer.train_sampler.options.update_unit == "tokens"
     trainer.train()
     for step in range(2):
         indices = np.concatenate(rec.windows[step].indices)
         assert rec.windows[step].count == ds.lengths[indices, 1].sum(), "its target tokens"
+        assert len(rec.windows[step].indices) > 1, f"precondition: step {step} has micro-batches"
         model = tiny_bart()
         model.set_state_dict(rec.weights[step])
         assert grad_gap(rec.grads[step], reference_grads(model, ds, indices)) < 1e-5
@@ -146,28 +146,38 @@ def test_two_ranks_take_the_mean_over_both_ranks_target_tokens(tmp_path: Path) -
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["cut", "kill"])
-def test_a_stopped_run_resumes_to_the_same_pairs_and_weights(tmp_path: Path, how: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "how"), [("s2s", "cut"), ("s2s", "kill"), ("s2stime", "cut"), ("s2sfollow", "cut")]
+)
+def test_a_stopped_run_resumes_to_the_same_pairs_and_weights(
+    tmp_path: Path, kind: str, how: str
+) -> None:
     """Stopped dead right after checkpoint-3 (``cut``), or SIGKILLed at a random step past it
     (``kill``, the job and its 2 loader workers), then resumed in a new process: the pairs
-    trained and the final weights are those of the uninterrupted run (dropout on)."""
-    out, save = str(tmp_path), 3  # trainer_resume.SAVE_STEPS["s2s"]
-    assert run_script("trainer_resume.py", "s2s", out, "full") == 0
+    trained and the final weights are those of the uninterrupted run (dropout on). Also
+    planned at a step time of two lengths (``s2stime``), and resumed without it given
+    (``s2sfollow``: the resume plans by the PairStepTimeModel its checkpoint holds)."""
+    out, save = str(tmp_path), 3  # trainer_resume.SAVE_STEPS[kind]
+    assert run_script("trainer_resume.py", kind, out, "full") == 0
     full = json.loads((tmp_path / "full.json").read_text())
+    if kind != "s2s":
+        assert len(full["batches"]) == 2 * 14 and full["planned"] == 2 * 10, (
+            "precondition: the step time of pairs cut 10 updates into 14 micro-batches an epoch"
+        )
     if how == "cut":
-        assert run_script("trainer_resume.py", "s2s", out, "cut", str(save)) == 3
+        assert run_script("trainer_resume.py", kind, out, "cut", str(save)) == 3
         cut = json.loads((tmp_path / "cut.json").read_text())
         assert cut["last_epoch"] == 0 and not cut["ends_epoch"], "precondition: mid-epoch"
         before = cut["batches"]
     else:
         seed = int(np.random.default_rng().integers(2**31))
         step = int(np.random.default_rng(seed).integers(save + 1, full["planned"]))
-        killed = run_script("trainer_resume.py", "s2s", out, "kill", str(step), ok=(-9,))
+        killed = run_script("trainer_resume.py", kind, out, "kill", str(step), ok=(-9,))
         assert killed < 0, f"killed at step {step} (seed {seed})"
         run = json.loads((tmp_path / f"kill-{step}.json").read_text())
         kept = save * ((step - 1) // save)  # the newest checkpoint before the kill
         before = [i for window in run["batches"][:kept] for i in window]
-    assert run_script("trainer_resume.py", "s2s", out, "resume") == 0
+    assert run_script("trainer_resume.py", kind, out, "resume") == 0
     resumed = json.loads((tmp_path / "resume.json").read_text())
     assert before + resumed["batches"] == full["batches"], (
         "the pairs trained before the checkpoint, then the resumed run's, are the whole run's"
@@ -190,6 +200,44 @@ def test_packing_pairs_is_refused_by_name(tmp_path: Path) -> None:
         s2s_trainer(tmp_path, ds, model=tiny_bert(), pack_len=64, time_model=None)
 
 
+@pytest.mark.parametrize("as_text", [False, True], ids=["object", "text"])
+def test_a_step_time_of_pairs_plans_the_time_split_of_pairs(tmp_path: Path, as_text: bool) -> None:
+    """time_model= a PairStepTimeModel (or its six numbers): the recipe cuts the fixed batch's
+    updates of pairs at it, as the sampler given it does (NOTE [ the Trainer on pairs ])."""
+    from dynbatch.plan.pair_steptime import PairStepTimeModel
+
+    ds = Translations(40)
+    model = PairStepTimeModel(c=0.001, a_s=1e-5, a_t=2e-5, b_t=1e-7, cross=1e-7)
+    given = "0.001,1e-5,2e-5,0,1e-7,1e-7" if as_text else model
+    trainer = s2s_trainer(tmp_path, ds, time_model=given)
+    assert trainer.train_sampler is not None
+    assert trainer.train_sampler.options.time_model == model
+    kw = {"lengths": ds.lengths, "num_replicas": 1, "rank": 0, "batch_size": 8, "seed": 0}
+    timed = dynbatch.DistributedDynamicBatchSampler(**kw, time_model=model)
+    plain = dynbatch.DistributedDynamicBatchSampler(**kw)
+    for epoch in range(2):
+        got = [b.tolist() for b in trainer.train_sampler.batches(epoch)]
+        assert got == [b.tolist() for b in timed.batches(epoch)], f"epoch {epoch}: timed plan"
+        assert len(got) != len(list(plain.batches(epoch))), "precondition: not padding-free"
+        assert len(got) != math.ceil(len(ds) / 8), "precondition: some updates cut"
+    assert trainer.total_steps() == 2 * math.ceil(len(ds) / 8), "ceil(N / B) updates an epoch"
+
+
+def test_a_step_time_of_the_other_lengths_is_refused_by_name(tmp_path: Path) -> None:
+    """One length's StepTimeModel for pairs names PairStepTimeModel; a PairStepTimeModel for
+    one length a sample names StepTimeModel."""
+    from test_trainer import recipe_trainer
+    from trainer_toy import Reviews, make_args
+
+    from dynbatch.plan.pair_steptime import PairStepTimeModel
+
+    with pytest.raises(InputError, match=r"DynamicBatchTrainer: .*one length.*PairStepTimeModel"):
+        s2s_trainer(tmp_path, Translations(20), time_model="0.001,1e-5,0")
+    pair_step = PairStepTimeModel(c=0.001, a_s=1e-5)
+    with pytest.raises(InputError, match=r"DynamicBatchTrainer: .*pairs.*StepTimeModel\(c, a, b"):
+        recipe_trainer(tmp_path, Reviews(20), make_args(tmp_path), time_model=pair_step)
+
+
 def test_a_measured_step_time_on_pairs_is_refused_before_any_step(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"time_model='measure' .* a step time of two lengths"):
         s2s_trainer(tmp_path, Translations(20), time_model="measure")
@@ -210,6 +258,47 @@ def test_on_an_accelerator_the_default_plans_pairs_without_a_step_time(
     trainer = s2s_trainer(tmp_path, Translations(20))
     assert trainer.train_sampler is not None
     assert trainer.train_sampler.options.time_model is None
+
+
+def test_an_encoder_decoder_without_a_collator_is_refused_naming_seq2seq_collator(
+    tmp_path: Path,
+) -> None:
+    """paddlenlp's default collator pads no side and shifts no target: refused when the
+    Trainer is made, naming the collator that does both (NOTE [ the Trainer on pairs ])."""
+    expected = r"data_collator=None .*dynbatch\.Seq2SeqCollator\(pad_id=0, decoder_start_id=2\)"
+    with pytest.raises(InputError, match=expected):
+        s2s_trainer(tmp_path, Translations(20), data_collator=None)
+
+
+def test_seq2seq_collator_trains_the_pairs_as_the_dict_of_pads_does(tmp_path: Path) -> None:
+    """Samples of source and target ids batched by dynbatch.Seq2SeqCollator (the target
+    shifted by it, not stored twice): the same batches and the same first update as the
+    Dict of Pads on samples that hold their shifted target."""
+    from seq2seq_toy import PAD, START, SourceTarget
+
+    ds = Translations(24, seed=2)
+    runs = []
+    for data, collator, length_fn in (
+        (ds, collate, None),
+        (
+            SourceTarget(ds),
+            dynbatch.Seq2SeqCollator(pad_id=PAD, decoder_start_id=START),
+            lambda s: (len(s["source"]), len(s["target"])),
+        ),
+    ):
+        rec = make_recorder(grads=1)
+        kw = {} if length_fn is None else {"length_fn": length_fn}
+        trainer = s2s_trainer(
+            tmp_path, data, data_collator=collator, callbacks=[rec], args={"max_steps": 1}, **kw
+        )
+        trainer.train()
+        runs.append(rec)
+    (dicts, s2s) = runs
+    assert [i.tolist() for i in s2s.windows[0].indices] == [
+        i.tolist() for i in dicts.windows[0].indices
+    ], "the same plan"
+    assert s2s.windows[0].count == dicts.windows[0].count, "the same target tokens"
+    assert grad_gap(s2s.grads[0], dicts.grads[0]) < 1e-6, "the same gradient"
 
 
 @pytest.mark.parametrize("wrapped", [False, True], ids=["model", "wrapped-model"])

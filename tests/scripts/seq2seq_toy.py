@@ -104,6 +104,21 @@ class Translations(paddle.io.Dataset):  # type: ignore[misc]
         return len(self.sources)
 
 
+class SourceTarget(paddle.io.Dataset):  # type: ignore[misc]
+    """``translations``' pairs as ``{"source", "target"}`` token ids, for
+    ``dynbatch.Seq2SeqCollator`` (which shifts the target itself)."""
+
+    def __init__(self, translations: Translations) -> None:
+        self.translations = translations
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        pairs = self.translations
+        return {"source": pairs.sources[i], "target": pairs.targets[i]}
+
+    def __len__(self) -> int:
+        return len(self.translations)
+
+
 def pair_lengths(sample: dict[str, Any]) -> tuple[int, int]:
     """The Trainer's ``length_fn``: a sample's (source, target) lengths."""
     return len(sample["input_ids"]), len(sample["labels"])
@@ -132,7 +147,7 @@ def s2s_trainer(out: Any, ds: Translations, *, dropout: float = 0.0, **kw: Any) 
         args=args,
         train_dataset=ds,
         data_collator=kw.pop("data_collator", collate),
-        length_fn=pair_lengths,
+        length_fn=kw.pop("length_fn", pair_lengths),
         **kw,
     )
 

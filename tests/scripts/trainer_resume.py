@@ -13,7 +13,10 @@ dir, 2 loader workers); ``packcls`` and
 ``packlm`` are ``cls`` and ``lm`` packed (``pack_len``, one row a micro-batch, no probe:
 NOTE [ the Trainer packs ]), the recipe's updates of 8 reviews or 16 pairs' loss tokens; ``s2s``
 is the tiny BART of seq2seq_toy.py on (source, target) pairs with the Trainer's defaults (the
-recipe's updates of 4 pairs, the target tokens' mean, 2 loader workers). Each run
+recipe's updates of 4 pairs, the target tokens' mean, 2 loader workers); ``s2stime`` is ``s2s``
+planned at a step time of two lengths (a ``PairStepTimeModel`` given, some updates cut),
+and ``s2sfollow`` the same but resumed with ``time_model`` left out, so the resume plans by
+the step time its checkpoint holds. Each run
 that finishes writes OUT_DIR/<mode>.json (its batches, steps, loss, epoch) and OUT_DIR/<mode>.npz
 (final weights); ``cut`` writes its batches as it goes to cut.json. ``kill`` resumes from the
 newest checkpoint of OUT_DIR/cut when it has one, and writes kill-STEP.json (the step it
@@ -38,7 +41,19 @@ from trainer_toy import PLAN, Reviews, collate, make_args, make_recorder, tiny_b
 from dynbatch.integrations.paddlenlp import DynamicBatchTrainer
 
 #: Where each kind saves: every SAVE_STEPS steps, so a cut at that step is mid-epoch.
-SAVE_STEPS = {"cls": 4, "lm": 3, "recipe": 3, "packcls": 4, "packlm": 3, "s2s": 3}
+SAVE_STEPS = {
+    "cls": 4,
+    "lm": 3,
+    "recipe": 3,
+    "packcls": 4,
+    "packlm": 3,
+    "s2s": 3,
+    "s2stime": 3,
+    "s2sfollow": 3,
+}
+#: ``s2stime``'s step time of (source, target) pairs: it cuts 10 updates of 4 pairs into 14
+#: micro-batches an epoch (the padding-free split makes 40, whole updates 10).
+PAIR_STEP = "0.001,1e-5,2e-5,0,1e-7,1e-7"
 
 
 class ExitAfterSave(TrainerCallback):  # type: ignore[misc]
@@ -81,7 +96,9 @@ class KillAtStep(TrainerCallback):  # type: ignore[misc]
             os.killpg(os.getpgid(0), signal.SIGKILL)  # the job: this process and its workers
 
 
-def make_trainer(kind: str, run_dir: Path, callbacks: list[Any]) -> DynamicBatchTrainer:
+def make_trainer(
+    kind: str, run_dir: Path, callbacks: list[Any], mode: str = "full"
+) -> DynamicBatchTrainer:
     saves = {"save_strategy": "steps", "save_steps": SAVE_STEPS[kind]}
     pack: dict[str, Any] = {"max_batch_size": 1, "time_model": None}
     if kind in ("lm", "packlm"):
@@ -91,12 +108,18 @@ def make_trainer(kind: str, run_dir: Path, callbacks: list[Any]) -> DynamicBatch
         return lm_trainer(
             run_dir, Pairs(64, seed=12), args=saves, callbacks=callbacks, dropout=0.1, **packed
         )
-    if kind == "s2s":  # the tiny BART of seq2seq_toy.py on pairs, the Trainer's defaults
+    if kind.startswith("s2s"):  # the tiny BART of seq2seq_toy.py on pairs, the defaults
         from seq2seq_toy import Translations, s2s_trainer
 
         args = {"per_device_train_batch_size": 4, "dataloader_num_workers": 2, **saves}
+        timed = kind == "s2stime" or (kind == "s2sfollow" and mode != "resume")
         return s2s_trainer(
-            run_dir, Translations(40, seed=3), args=args, callbacks=callbacks, dropout=0.1
+            run_dir,
+            Translations(40, seed=3),
+            args=args,
+            callbacks=callbacks,
+            dropout=0.1,
+            **({"time_model": PAIR_STEP} if timed else {}),
         )
     ds = Reviews(60)
     if kind == "packcls":
@@ -145,7 +168,7 @@ def main() -> None:
             os.setpgid(0, 0)  # a group of its own, the loader's workers to come in it
         callbacks.append(KillAtStep(out, int(sys.argv[4]), rec, made))
     run_dir = out / ("full" if mode == "full" else "cut")
-    trainer = make_trainer(kind, run_dir, callbacks)
+    trainer = make_trainer(kind, run_dir, callbacks, mode)
     made.append(trainer)
     resume = mode == "resume" or (mode == "kill" and any(run_dir.glob("checkpoint-*")))
     result = trainer.train(resume_from_checkpoint=True if resume else None)

@@ -37,7 +37,8 @@ from numpy.typing import NDArray
 from ..._checks import InputError
 from ...paddle.sampler import DistributedDynamicBatchSampler
 from ...plan.options import PlanOptions
-from ...plan.steptime import check_time_model
+from ...plan.pair_steptime import PairStepTimeModel, check_step_time
+from ...plan.steptime import StepTimeModel, check_time_model
 from .arguments import train_sampler
 from .checkpoints import STATE_FILE
 from .packing import Packed, check_samples
@@ -51,6 +52,7 @@ __all__ = [
     "checked_time_model",
     "current_device",
     "measures",
+    "saved_step_time",
 ]
 
 #: ``time_model=`` to measure the step time on the model (NOTE [ the Trainer measures ... ]).
@@ -76,7 +78,9 @@ def current_device() -> str:
 
 def checked_time_model(time_model: Any, accumulate: str, planned: PlanOptions | None) -> Any:
     """``time_model=`` checked: ``"auto"``, ``"measure"``, None, or a step time the recipe
-    follows."""
+    follows: of one length (``c``, ``a``, ``b`` or ``"c,a,b"``) or of (source, target) pairs
+    (a :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` or ``"c,a_s,a_t,b_s,b_t,cross"``;
+    which one the lengths take is checked with them: NOTE [ the Trainer on pairs ])."""
     if _auto(time_model) or measures(time_model) or time_model is None:
         return time_model
     if planned is not None:
@@ -85,7 +89,7 @@ def checked_time_model(time_model: Any, accumulate: str, planned: PlanOptions | 
             f"own (PlanOptions(time_model=...)), got time_model={time_model!r}"
         )
     try:
-        model = check_time_model(time_model)
+        model = check_step_time(time_model)
     except InputError as exc:
         raise type(exc)(
             f"{exc}; or time_model='auto' (the default: measured on an accelerator), "
@@ -209,17 +213,38 @@ class TrainPlanner:
             return None
         saved_options = state["sampler"].get("options")
         saved = saved_options.get("time_model") if isinstance(saved_options, Mapping) else None
-        if not (isinstance(saved, list) and len(saved) == 4):
-            return None  # none, or not one: the sampler's load_state_dict names what differs
         where = f"{os.path.join(checkpoint, STATE_FILE)}'s time_model"
-        model = check_time_model(dict(zip(("c", "a", "b", "error"), saved, strict=True)), where)
-        if model == options.time_model:
+        model = saved_step_time(saved, where)
+        if model is None or model == options.time_model:
             return None
         self.trainer.host.logger.info(
             f"dynbatch: resuming {checkpoint} by the step time it was planned by, {model} (not "
             f"{options.time_model}: measured, kept in output_dir, or none on a CPU)"
         )
         return self.sampler(model)
+
+
+def saved_step_time(saved: Any, where: str) -> StepTimeModel | PairStepTimeModel | None:
+    """The step time a checkpoint's options hold, from its fingerprint: ``[c, a, b, error]``
+    of one length, ``["pairs", c, a_s, a_t, b_s, b_t, cross, error]`` of pairs; None for none,
+    or for anything else (the sampler's ``load_state_dict`` then names what differs).
+
+    >>> saved_step_time(["pairs", 0.01, 1e-4, 2e-4, 0.0, 0.0, 0.0, 0.0], "state")
+    PairStepTimeModel(c=0.01, a_s=0.0001, a_t=0.0002, b_s=0.0, b_t=0.0, cross=0.0, error=0.0)
+    >>> saved_step_time([0.04, 1e-6, 0.0, 0.0], "state")
+    StepTimeModel(c=0.04, a=1e-06, b=0.0, error=0.0)
+    """
+    if not isinstance(saved, list):
+        return None
+    if len(saved) == 4:
+        return check_time_model(dict(zip(("c", "a", "b", "error"), saved, strict=True)), where)
+    if len(saved) == 8 and saved[0] == "pairs":
+        names = ("c", "a_s", "a_t", "b_s", "b_t", "cross", "error")
+        try:
+            return PairStepTimeModel(**dict(zip(names, saved[1:], strict=True)))
+        except InputError as exc:
+            raise type(exc)(f"{where}: {exc}") from None
+    return None
 
 
 def _changed_plan(

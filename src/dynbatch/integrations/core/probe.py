@@ -43,6 +43,7 @@ from ...memory.probe import measure
 from ...plan.costs import fit_polynomial
 from ...plan.epochs import epoch_candidates, faster_candidate
 from ...plan.packs import plan_timed_packs
+from ...plan.pair_steptime import check_step_time
 from ...plan.splits import epoch_seconds
 from ...plan.steptime import StepTimeModel, check_time_model
 from .run import check_fields, split_batch
@@ -225,7 +226,7 @@ def split_reason(sampler: Any, time_model: Any) -> str:
     packed, split or whole, the fastest (NOTE [ choosing packing per update ]); the line
     counts the updates run each way and gives the epoch's predicted seconds.
     """
-    model = check_time_model(time_model)
+    model = check_step_time(time_model)
     options = sampler.options
     if options.pack_len is not None:  # NOTE [ choosing packing per update ]: not a cut
         chosen = plan_timed_packs(

@@ -18,18 +18,33 @@ NOTE [ the Trainer on pairs ]
     :mod:`.step`), whatever the micro-batches' sizes.
 
     The decoder's inputs come from the batch: ``decoder_input_ids``, the target shifted right
-    by the collator. Without them paddlenlp's BART builds its decoder's inputs from the
+    by the collator (:class:`dynbatch.Seq2SeqCollator`, or a ``Dict`` of ``Pad`` s on samples
+    that hold it). No collator is chosen for the user: paddlenlp's default pads no side and
+    shifts no target, and one of ours would guess the samples' fields and the model's start
+    and padding ids, so an encoder–decoder given ``data_collator=None`` is refused by name
+    when the Trainer is made. Without them paddlenlp's BART builds its decoder's inputs from the
     *source* (``shift_tokens_right(input_ids)``) and would silently learn to copy it, so a
     batch without them is refused by name at the first step.
 
+    The step time of pairs is one of two lengths: ``time_model=`` takes a
+    :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` (or its text,
+    ``"c,a_s,a_t,b_s,b_t,cross"``), and the recipe cuts the fixed batch's updates of pairs
+    at it as it cuts those of one length (NOTE [ a step time of two lengths ] in
+    :mod:`dynbatch.plan.pair_steptime`). A step time of one length given for pairs, or one of
+    pairs given for one length, is refused by name when the Trainer is made (a flat one, which
+    reads no length, is the planner's to take with ``group_by_length``). A checkpoint keeps it
+    in its options, eight values from ``"pairs"``, and a resume reads it back as one
+    (:func:`~.planner.saved_step_time`).
+
     Refused by name, not yet there for pairs: packing (a packed row holds one sequence;
-    :func:`~dynbatch.plan.option_checks.packing_pairs_refused`), and a measured step time (the
-    probe and the split it chooses follow one length). So ``time_model="auto"`` plans
-    without a step time on every device for pairs, as it does on a CPU
-    (NOTE [ no probe on a CPU ] in :mod:`.planner`), and ``"measure"`` is refused before any
-    step runs. Updates cut
-    on tokens (``accumulate="tokens"``) are the planner's to take or refuse
-    (``update_unit="tokens"``).
+    :func:`~dynbatch.plan.option_checks.packing_pairs_refused`), and a *measured* step time
+    (the probe times steps of one length, ``(n, L)``, and fits ``c + n·L·(a + b·L)``; a
+    probe of two lengths would time a grid of ``(n, Ls, Lt)`` and fit six coefficients, not
+    made yet). So ``time_model="auto"`` plans without a step time on every device for pairs,
+    as it does on a CPU (NOTE [ no probe on a CPU ] in :mod:`.planner`), and ``"measure"`` is
+    refused before any step runs. Updates cut on tokens (``accumulate="tokens"``) count the
+    target tokens (the planner's ``update_unit="tokens"`` on pairs), each update their exact
+    mean.
 """
 
 from __future__ import annotations
@@ -40,11 +55,13 @@ from typing import Any
 from ..._checks import InputError
 from ...plan.lengths import is_pairs
 from ...plan.option_checks import packing_pairs_refused
+from ...plan.pair_steptime import refuse_time_model_for
 
 __all__ = [
     "DECODER_INPUTS",
     "check_decoder_inputs",
     "is_encoder_decoder",
+    "refuse_no_collator",
     "refuse_packing",
     "time_model_for",
 ]
@@ -79,10 +96,13 @@ def refuse_packing(pack_len: int | None, model: Any, lengths: Any = None) -> Non
 
 
 def time_model_for(time_model: Any, lengths: Any, *, auto: bool, measure: bool) -> Any:
-    """``time_model`` for ``lengths``: as given for one length; for pairs ``"auto"`` (``auto``)
-    is None on every device and ``"measure"`` (``measure``) refused
-    (NOTE [ the Trainer on pairs ])."""
-    if not is_pairs(lengths):
+    """``time_model`` for ``lengths``: as given where its lengths are theirs (of one length or
+    of pairs), else refused by name; for pairs ``"auto"`` (``auto``) is None on every device
+    and ``"measure"`` (``measure``) refused (NOTE [ the Trainer on pairs ])."""
+    pairs = is_pairs(lengths)
+    if not (auto or measure):  # an object: the planner takes a flat one of one length too
+        refuse_time_model_for(time_model, pairs, _WHERE, flat_ok=True)
+    if not pairs:
         return time_model
     if auto:
         return None
@@ -91,9 +111,25 @@ def time_model_for(time_model: Any, lengths: Any, *, auto: bool, measure: bool) 
             f"{_WHERE}: time_model={time_model!r} measures a step time of one length, (n, L), "
             "and the lengths are (source, target) pairs: a step time of two lengths is not "
             "measured yet. Leave time_model out (for pairs it plans without a step time on "
-            "every device), or pass time_model=None"
+            "every device), pass time_model=None, or a step time of two lengths, "
+            "dynbatch.plan.pair_steptime.PairStepTimeModel(c, a_s, a_t, b_s, b_t, cross)"
         )
     return time_model
+
+
+def refuse_no_collator(model: Any, data_collator: Any) -> None:
+    """Refuse ``data_collator=None`` for an encoder–decoder, naming the collator to pass
+    (NOTE [ the Trainer on pairs ])."""
+    if data_collator is not None or not is_encoder_decoder(model):
+        return
+    config = getattr(model, "config", None)
+    pad, start = (getattr(config, k, None) for k in ("pad_token_id", "decoder_start_token_id"))
+    raise InputError(
+        f"{_WHERE}: data_collator=None for model={type(model).__name__}: paddlenlp's default "
+        "pads neither side and shifts no target; pass data_collator=dynbatch.Seq2SeqCollator("
+        f"pad_id={pad}, decoder_start_id={start}) (this model's ids; samples of 'source' and "
+        "'target' token ids), or a collator of your own"
+    )
 
 
 def check_decoder_inputs(model: Any, inputs: Mapping[str, Any]) -> None:

@@ -37,6 +37,7 @@ from .packing import (
 )
 from .planner import AUTO, TrainPlanner, checked_time_model
 from .run import PlanWindows, RunLoader, RunPlan, real_epochs
+from .seq2seq import refuse_no_collator
 from .step import train_window
 
 __all__ = ["DynamicBatchTrainerCore"]
@@ -111,7 +112,9 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
             model before training on an accelerator (a few real steps on the longest samples,
             the weights and random state put back), and none on a CPU, where padding always
             costs and a measured step time is noise; ``"measure"`` measures on any device; an
-            object with ``c``, ``a``, ``b`` (or ``"c,a,b"``) is used as given; None plans
+            object with ``c``, ``a``, ``b`` (or ``"c,a,b"``) is used as given, for
+            (source, target) pairs a ``PairStepTimeModel`` (or ``"c,a_s,a_t,b_s,b_t,cross"``),
+            each refused for the other lengths; None plans
             without one (on an accelerator: each update whole). With ``accumulate="tokens"``
             the recipe keeps its padding-free split: a time model there is refused, not
             dropped.
@@ -202,6 +205,7 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
         self._eval_samplers = EvalSamplers(
             eval_dataset, check_eval_lengths(eval_dataset, eval_lengths), length_fn, ref_index
         )
+        refuse_no_collator(model, data_collator)  # NOTE [ the Trainer on pairs ]
         super().__init__(
             model=model,
             args=host.fix_args(run.internal),
