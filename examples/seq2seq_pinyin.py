@@ -10,7 +10,7 @@ sides' lengths differ: the pairs are priced on both (an ``[N, 2]`` lengths array
 vocabularies are built from the training pairs (characters seen twice or more, every syllable
 seen), so nothing is downloaded. The model is a small ``paddle.nn.Transformer`` (--d-model,
 --layers) trained from scratch on the CPU; the defaults (800 pairs, 2 epochs, 3 seeds, both
-modes) take about ten minutes on 2 cores.
+modes) take about six minutes on 2 cores.
 
 Modes, each trained --epochs epochs from the same initial weights (per seed):
 
