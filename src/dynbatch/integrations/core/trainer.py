@@ -56,9 +56,8 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
             epochs (or set ``args.max_steps``); ``args.gradient_accumulation_steps``
             is the number of *planned* micro-batches per optimizer step. The
             collator must return a dict (model inputs and label fields).
-        lengths: per-sample lengths of ``train_dataset``, or ``[N, 2]`` (source, target) pairs
-            for an encoder–decoder (each side padded to its own longest); or a way to measure them:
-            ``length_fn`` or ``ref_index``.
+        lengths: per-sample lengths of ``train_dataset`` (``[N, 2]`` (source, target) pairs for
+            an encoder–decoder), or a way to measure them: ``length_fn`` or ``ref_index``.
         length_fn: ``length_fn(sample) -> int`` (or ``-> (source, target)``), called once per
             training sample (and per evaluation sample, without ``eval_lengths``).
         ref_index: the field of each sample whose size is its length (a dict sample's key,
@@ -112,10 +111,9 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
             model before training on an accelerator (a few real steps on the longest samples,
             the weights and random state put back), and none on a CPU, where padding always
             costs and a measured step time is noise; ``"measure"`` measures on any device; an
-            object with ``c``, ``a``, ``b`` (or ``"c,a,b"``) is used as given, for
-            (source, target) pairs a ``PairStepTimeModel`` (or ``"c,a_s,a_t,b_s,b_t,cross"``),
-            each refused for the other lengths; None plans
-            without one (on an accelerator: each update whole). With ``accumulate="tokens"``
+            object with ``c``, ``a``, ``b`` (or ``"c,a,b"``; for pairs a ``PairStepTimeModel``
+            or ``"c,a_s,a_t,b_s,b_t,cross"``) is used as given; None plans without one (on an
+            accelerator: each update whole). With ``accumulate="tokens"``
             the recipe keeps its padding-free split: a time model there is refused, not
             dropped.
         **kwargs: the other ``Trainer`` arguments (``compute_metrics``,
