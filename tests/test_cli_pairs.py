@@ -25,7 +25,6 @@ from dynbatch.cli import main
 from dynbatch.memory import MemoryCost, PairMemoryCost
 from dynbatch.plan.bounds import lower_bound_batches
 from dynbatch.plan.pair_steptime import PairStepTimeModel
-from dynbatch.plan.steptime import StepTimeModel
 
 SOURCES = ["好" * n for n in (3, 40, 7, 120, 15, 15, 60, 2, 90, 33, 8, 21)]
 TARGETS = ["a" * n for n in (5, 70, 9, 200, 30, 12, 100, 4, 150, 60, 8, 40)]
@@ -262,11 +261,6 @@ def test_a_saved_memory_cost_of_pairs_plans_the_pairs(
             r"--cost-file .*one.json: .*pairs.npy holds \(source, target\) pairs, and it holds "
             r"a MemoryCost, a memory model of one length, .*PairMemoryCost",
         ),
-        (  # a file of pairs whose attached step time is of one length
-            "pairs", ["--cost-file", "{timed}"],
-            r"--cost-file: .*timed.json: time_model must have the keys a_s, a_t, b_s, b_t, c, "
-            r"cross, error; unknown: a, b",
-        ),
         (
             "one", ["--time-model", STEP_TEXT],
             rf"--time-model {re.escape(STEP_TEXT)}: a step time of \(source, target\) pairs, "
@@ -295,10 +289,6 @@ def test_a_step_time_or_memory_model_of_the_other_kind_is_refused_by_name(
     PairMemoryCost(c=1.0, a_s=0.5, a_t=0.5, b_s=0, b_t=0, cross=0).save(tmp_path / "two.json")
     files = {"table": tmp_path / "table.json", "one": tmp_path / "one.json"}
     files["two"] = tmp_path / "two.json"
-    one_step = StepTimeModel(c=0.1, a=1e-3, b=0.0)
-    timed = PairMemoryCost(c=1.0, a_s=0.5, a_t=0.5, b_s=0, b_t=0, cross=0, time_model=one_step)
-    timed.save(tmp_path / "timed.json")
-    files["timed"] = tmp_path / "timed.json"
     path = inputs["npy"] if kind == "pairs" else tmp_path / "one.npy"
     argv = [str(path), "--max-cost", str(MAX_COST), *(f.format(**files) for f in flag)]
     assert main(["stats", *argv]) == 2

@@ -532,3 +532,24 @@ def test_bart_preflight_runs_a_plan_of_pairs_within_its_budget(bart: Any) -> Non
         assert abs(check.measured_mib - check.predicted) <= 0.10 * check.predicted, str(report)
     with pytest.raises(MemoryBudgetError, match=r"\(n=\d+, Ls=\d+, Lt=\d+\) peaked at"):
         preflight(step, sampler, k=2, max_cost=budget / 2)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (
+            lambda: PairMemoryCost(1, 1, 0, 0, 0, 0, time_model=StepTimeModel(c=0.01, a=1e-4, b=0)),
+            r"PairMemoryCost: time_model=StepTimeModel\(.*\) is a step time of one length; "
+            r"a cost of pairs takes a PairStepTimeModel",
+        ),
+        (
+            lambda: MemoryCost(c=1, a=1, b=0, time_model=PairStepTimeModel(c=0.01, a_s=1e-4)),
+            r"MemoryCost: time_model=PairStepTimeModel\(.*\) is a step time of pairs; "
+            r"a cost of one length takes a StepTimeModel",
+        ),
+    ],
+)
+def test_a_cost_refuses_a_step_time_of_the_other_kind(make: Any, match: str) -> None:
+    # an outside tester's finding: it was taken, and saved a file its own load refuses
+    with pytest.raises(InputError, match=match):
+        make()

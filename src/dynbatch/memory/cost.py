@@ -194,6 +194,21 @@ class _Saved:
     report: CalibrationReport | None
     time_model: StepTimeModel | PairStepTimeModel | None
 
+    def _check_time_model(self) -> None:
+        """Refuse a step time of the other kind: it would be saved, and never read back."""
+        model = self.time_model
+        if model is None or isinstance(model, self.TIME_MODEL):
+            return
+        ours, theirs = (
+            ("pairs", "one length")
+            if self.TIME_MODEL is PairStepTimeModel
+            else ("one length", "pairs")
+        )
+        raise InputError(
+            f"{type(self).__name__}: time_model={model!r} is a step time of {theirs}; a cost "
+            f"of {ours} takes a {self.TIME_MODEL.__name__} (or time_model=None)"
+        )
+
     def save(self, path: str | Path) -> None:
         """Write the cost, its calibration report and time model as JSON (exact round trip).
 
@@ -263,6 +278,10 @@ class MemoryCost(PolynomialCost, _Saved):
     COEFFICIENTS: ClassVar[tuple[str, ...]] = ("c", "a", "b", "floor")
     TIME_MODEL: ClassVar[type[StepTimeModel]] = StepTimeModel
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_time_model()
+
     def spec(self) -> str:
         """The coefficients as stable text (for resume fingerprints): what decides the values."""
         return f"MemoryCost(c={self.c!r}, a={self.a!r}, b={self.b!r}, floor={self.floor!r})"
@@ -304,6 +323,10 @@ class PairMemoryCost(PairPolynomialCost, _Saved):
     time_model: PairStepTimeModel | None = field(default=None, compare=False, repr=False)
     COEFFICIENTS: ClassVar[tuple[str, ...]] = ("c", *PAIR_TERMS, "floor")
     TIME_MODEL: ClassVar[type[PairStepTimeModel]] = PairStepTimeModel
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_time_model()
 
     def spec(self) -> str:
         """The coefficients as stable text (for resume fingerprints): what decides the values."""
