@@ -23,6 +23,7 @@ from seq2seq_toy import (
     Translations,
     collate,
     grad_gap,
+    pair_lengths,
     reference_grads,
     s2s_trainer,
     target_token_loss,
@@ -268,6 +269,32 @@ def test_an_encoder_decoder_without_a_collator_is_refused_naming_seq2seq_collato
     expected = r"data_collator=None .*dynbatch\.Seq2SeqCollator\(pad_id=0, decoder_start_id=2\)"
     with pytest.raises(InputError, match=expected):
         s2s_trainer(tmp_path, Translations(20), data_collator=None)
+
+
+def test_an_encoder_decoder_refuses_one_length_where_it_would_count_the_wrong_side(
+    tmp_path: Path,
+) -> None:
+    """An outside tester's findings: one length a pair with accumulate="tokens" counted the
+    sources' tokens (the loss is over the targets), and eval_lengths of one length beside
+    training pairs failed only at evaluate(), naming neither. Both refused when the Trainer
+    is made, naming the argument and the [N, 2] it takes."""
+    ds = Translations(20)
+    pairs = np.array([pair_lengths(ds[i]) for i in range(len(ds))])
+    with pytest.raises(
+        InputError,
+        match=r"accumulate='tokens' .*lengths of one per sample.*"
+        r"\[N, 2\]",
+    ):
+        s2s_trainer(tmp_path, ds, length_fn=None, lengths=pairs[:, 0], accumulate="tokens")
+    with pytest.raises(InputError, match=r"eval_lengths .*one per sample.*\[N, 2\]"):
+        s2s_trainer(
+            tmp_path,
+            ds,
+            length_fn=None,
+            lengths=pairs,
+            eval_dataset=ds,
+            eval_lengths=pairs[:, 0],
+        )
 
 
 def test_seq2seq_collator_trains_the_pairs_as_the_dict_of_pads_does(tmp_path: Path) -> None:

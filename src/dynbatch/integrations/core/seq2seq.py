@@ -52,6 +52,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from ..._checks import InputError
 from ...plan.lengths import is_pairs
 from ...plan.option_checks import packing_pairs_refused
@@ -130,6 +132,32 @@ def refuse_no_collator(model: Any, data_collator: Any) -> None:
         f"pad_id={pad}, decoder_start_id={start}) (this model's ids; samples of 'source' and "
         "'target' token ids), or a collator of your own"
     )
+
+
+def check_pairs_given(
+    model: Any, data_collator: Any, lengths: Any, eval_lengths: Any, accumulate: str
+) -> None:
+    """What an encoder–decoder's Trainer is given, checked when it is made: a collator; with
+    ``accumulate="tokens"``, pairs (the loss is over the targets, and one length a sample
+    would count the wrong side); ``eval_lengths`` of the training lengths' kind (they fail at
+    ``evaluate()`` otherwise). NOTE [ the Trainer on pairs ]."""
+    refuse_no_collator(model, data_collator)
+    ndim = np.ndim(lengths) if isinstance(lengths, (np.ndarray, list, tuple)) else 0
+    if accumulate == "tokens" and ndim == 1 and is_encoder_decoder(model):
+        raise InputError(
+            f"{_WHERE}: accumulate='tokens' for model={type(model).__name__} counts the target "
+            "tokens its loss is over, and the lengths given are lengths of one per sample: "
+            "give lengths as an [N, 2] array of (source, target), or a length_fn returning a "
+            "pair"
+        )
+    kinds = {1: "one per sample", 2: "(source, target) pairs, [N, 2]"}
+    evals = {} if eval_lengths is None or ndim not in kinds else eval_lengths
+    for given in evals.values() if isinstance(evals, Mapping) else [evals]:
+        if np.ndim(given) in kinds and np.ndim(given) != ndim:
+            raise InputError(
+                f"{_WHERE}: eval_lengths are {kinds[np.ndim(given)]} and the training lengths "
+                f"{kinds[ndim]}: give eval_lengths of the same kind (an [N, 2] array for pairs)"
+            )
 
 
 def check_decoder_inputs(model: Any, inputs: Mapping[str, Any]) -> None:

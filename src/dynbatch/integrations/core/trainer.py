@@ -37,7 +37,7 @@ from .packing import (
 )
 from .planner import AUTO, TrainPlanner, checked_time_model
 from .run import PlanWindows, RunLoader, RunPlan, real_epochs
-from .seq2seq import refuse_no_collator
+from .seq2seq import check_pairs_given
 from .step import train_window
 
 __all__ = ["DynamicBatchTrainerCore"]
@@ -203,7 +203,7 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
         self._eval_samplers = EvalSamplers(
             eval_dataset, check_eval_lengths(eval_dataset, eval_lengths), length_fn, ref_index
         )
-        refuse_no_collator(model, data_collator)  # NOTE [ the Trainer on pairs ]
+        check_pairs_given(model, data_collator, lengths, eval_lengths, self.accumulate)
         super().__init__(
             model=model,
             args=host.fix_args(run.internal),
