@@ -97,11 +97,10 @@ def refuse_for_pairs(
     pack_len: Any,
     time_model: Any,
     group_by_length: bool,
-    update_unit: str = "samples",
 ) -> None:
     """:func:`check_pair_options` on the fields themselves, for a recipe not yet made into
-    options. ``update_unit`` is taken and never refused: updates in ``"tokens"`` count a
-    pair's target tokens (NOTE [ lengths of pairs ] in :mod:`dynbatch.plan.lengths`)."""
+    options. Updates in ``"tokens"`` are planned: they count a pair's target tokens
+    (NOTE [ lengths of pairs ] in :mod:`dynbatch.plan.lengths`)."""
     if pack_len is not None:
         raise packing_pairs_refused(where, f", got pack_len={pack_len}")
     # NOTE [ a step time of two lengths ] in dynbatch.plan.pair_steptime
