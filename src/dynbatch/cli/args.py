@@ -76,8 +76,8 @@ def parser() -> argparse.ArgumentParser:
     )
     st.add_argument(
         "input",
-        help=".npy of lengths (or [N, 2] (source, target) lengths), text file (a sample a line), "
-        "CSV/TSV, or JSONL",
+        help=".npy of lengths (or [N, 2] (source, target) lengths), text file (a sample a line; "
+        "one whose every line is a number is lengths, one a line), CSV/TSV, or JSONL",
     )
     # the sampler's defaults, oversize="error" included (NOTE [ stats agrees with the sampler ])
     PlanOptions.add_arguments(st, exclude=EXCLUDED, defaults={"cost": None})
