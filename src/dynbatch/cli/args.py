@@ -252,8 +252,8 @@ def check_flags(args: argparse.Namespace) -> None:
 
 def make_options(args: argparse.Namespace) -> None:
     """Set ``args.options``, the :class:`~dynbatch.PlanOptions` the flags make, once
-    ``args.max_cost`` is known (given, or the fixed batch's worst: NOTE [ the fixed batch's
-    budget ] in :mod:`dynbatch.cli`)."""
+    ``args.max_cost`` is known (given, or the fixed batch's worst batch)."""
+    # NOTE [ the fixed batch's budget ] in dynbatch.cli
     try:
         # the step time, the grouping and packing are rows' (like fixed, grouped, packed), not
         # every order's

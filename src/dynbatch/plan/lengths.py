@@ -439,8 +439,7 @@ def _pickled(sample: Any, i: int) -> bytes | None:
     except Exception as exc:  # a lambda, a lock, an open file: whatever pickle refuses
         warnings.warn(
             f"cache_path: sample {i} cannot be pickled ({type(exc).__name__}: {exc}), so no "
-            "fingerprint covers every sample: the lengths are measured, not cached "
-            "(NOTE [ what decides the lengths ])",
+            "fingerprint covers every sample: the lengths are measured, not cached",
             stacklevel=4,
         )
         return None
@@ -488,7 +487,7 @@ def compute_lengths(
             sample, a key of a dict one), instead of ``length_fn``.
         cache_path: store the lengths here (``.npz``) keyed by a fingerprint of every sample
             and of the measure; a later call on the same dataset reads its samples once and
-            loads the lengths instead of measuring (NOTE [ what decides the lengths ]).
+            loads the lengths instead of measuring; a changed sample is measured again.
 
     >>> compute_lengths([([1, 2, 3], 0), ([4], 1)], ref_index=0).tolist()
     [3, 1]

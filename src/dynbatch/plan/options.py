@@ -261,8 +261,8 @@ class PlanOptions:
     def fingerprint(self) -> dict[str, Any]:
         """Every field as JSON-safe values; a callable that cannot be described gives
         :data:`UNDESCRIBED` (a resumed sampler then compares the plans themselves). Costs that
-        price every batch alike give one text (NOTE [ one text for one cost ] in
-        :mod:`dynbatch.plan.costs`: ``PairCost()`` is ``"quadratic"``).
+        price every batch alike give one text: ``PairCost()`` is ``"quadratic"``, the cost
+        of pairs it stands for, so a resume takes either spelling.
 
         >>> PlanOptions(max_cost=10, cost="linear").fingerprint()["cost"]
         'LinearCost()'
@@ -271,7 +271,7 @@ class PlanOptions:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name in ("cost", "balance") and not isinstance(value, str):
-                value = fingerprint_spec(value) or UNDESCRIBED
+                value = fingerprint_spec(value) or UNDESCRIBED  # NOTE [ one text for one cost ]
             elif isinstance(value, PairStepTimeModel):
                 value = value.fingerprint()
             elif f.name == "time_model" and value is not None:
