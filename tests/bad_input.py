@@ -132,8 +132,13 @@ def int_family(name: str, values: list[tuple[str, Any, type[InputError]]], minim
     return [(label, value, error, message + v(value)) for label, value, error in values]
 
 
+#: the largest a count takes where it is not 2**53 (NOTE [ the most ranks ] in dynbatch._checks)
+LARGEST = {"num_replicas": r"2\*\*20"}
+
+
 def large_family(name: str, minimum: int) -> Rows:
-    message = rf"{name} must be an integer >= {minimum} and <= 2\*\*53(?: or None)?, got {name}="
+    top = LARGEST.get(name, r"2\*\*53")
+    message = rf"{name} must be an integer >= {minimum} and <= {top}(?: or None)?, got {name}="
     return [(label, value, error, message + v(value)) for label, value, error in TOO_LARGE]
 
 

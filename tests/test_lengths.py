@@ -158,3 +158,38 @@ def test_a_length_fn_of_pairs_gives_source_and_target_lengths(tmp_path: Path) ->
     assert again.tolist() == lengths.tolist() and len(calls) - measured <= 5, "from the cache"
     as_arrays = compute_lengths(data, length_fn=lambda s: np.array([len(s[0]), len(s[1])]))
     assert as_arrays.tolist() == lengths.tolist(), "a pair as an array of two"
+
+
+@pytest.mark.parametrize("where", [1, 17, 38], ids=["between-probes", "middle", "last-but-one"])
+def test_an_edit_of_one_sample_anywhere_is_measured_again(tmp_path: Path, where: int) -> None:
+    """NOTE [ what decides the lengths ]: the cache was keyed on five samples, so a changed
+    target of one pair between them was served its stale lengths, without a word."""
+    data = [{"source": [1] * (n % 7 + 1), "target": [2] * (n % 5 + 1)} for n in range(40)]
+
+    def both(s: dict) -> tuple[int, int]:
+        return len(s["source"]), len(s["target"])
+
+    cache = tmp_path / "pairs.npz"
+    compute_lengths(data, length_fn=both, cache_path=cache)
+    data[where] = {**data[where], "target": [2] * 30}  # one pair's target, in place
+    again = compute_lengths(data, length_fn=both, cache_path=cache)
+    assert again[where].tolist() == [len(data[where]["source"]), 30], "measured again"
+    assert again.tolist() == [list(both(s)) for s in data]
+
+
+def test_an_edit_past_a_long_samples_first_4096_bytes_is_measured_again(tmp_path: Path) -> None:
+    data = [np.arange(3000) for _ in range(9)]  # repr() of a long array elides its middle
+    cache = tmp_path / "lens.npz"
+    measure = lambda s: int((s >= 0).sum())  # noqa: E731
+    assert compute_lengths(data, length_fn=measure, cache_path=cache).tolist() == [3000] * 9
+    data[5] = data[5].copy()
+    data[5][1500] = -1
+    assert compute_lengths(data, length_fn=measure, cache_path=cache)[5] == 2999
+
+
+def test_a_sample_that_cannot_be_fingerprinted_is_measured_with_a_warning(tmp_path: Path) -> None:
+    data = [(lambda: None, [1] * n) for n in range(1, 6)]  # a lambda does not pickle
+    cache = tmp_path / "lens.npz"
+    with pytest.warns(UserWarning, match=r"sample 0 cannot be pickled.*measured, not cached"):
+        lengths = compute_lengths(data, ref_index=1, cache_path=cache)
+    assert lengths.tolist() == [1, 2, 3, 4, 5] and not cache.exists()

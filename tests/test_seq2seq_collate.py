@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import dynbatch
 from dynbatch import Dict, Pad, Seq2SeqCollator
 
 PAIRS = [
@@ -73,3 +74,26 @@ def test_token_loss_counts_the_target_tokens(ignore_index: int) -> None:
         logits, paddle.to_tensor(batch["labels"]), ignore_index=ignore_index, shift=False
     )
     assert int(count) == 7, "2 + 4 + 1 target tokens"
+
+
+@pytest.mark.parametrize("side", ["src", "tgt"])
+@pytest.mark.parametrize(
+    "big",
+    [
+        np.array([5, 2**63 + 1], dtype=np.uint64),
+        np.array([5, 2**64 - 1], dtype=np.uint64),
+        [5, 2**63 + 1],
+        [5, 2**64],
+        [5, -(2**63) - 1],
+    ],
+    ids=["uint64-2**63+1", "uint64-2**64-1", "int-2**63+1", "int-2**64", "int--2**63-1"],
+)
+def test_ids_beyond_int64_are_refused_not_wrapped(side: str, big: object) -> None:
+    """uint64 ids at or above 2**63 wrapped: 2**63 + 1 became a negative input id and
+    2**64 - 1 a label of -1, where -5 is refused by name; PackCollator's check refuses them."""
+    pair = {"src": [4, 5], "tgt": [6, 3], side: big}
+    collate = Seq2SeqCollator(ignore_index=-1, source="src", target="tgt")
+    with pytest.raises(dynbatch.InputError, match=rf"sample 1's {side} must fit int64"):
+        collate([PAIRS[0], pair])
+    small = {"src": np.array([4, 5], dtype=np.uint64), "tgt": np.array([6, 3], dtype=np.uint64)}
+    assert collate([small])["input_ids"].tolist() == [[4, 5]], "below 2**63: taken"

@@ -34,14 +34,18 @@ __all__ = [
     "check_loss_tokens",
     "check_nonnegative_number",
     "check_positive_number",
+    "check_replicas",
     "first_bool",
 ]
 
 #: Lengths at or above this are refused: the planner multiplies lengths by batch sizes in
 #: float64 and int64, so anything near 2**63 would wrap or lose whole units. A size in tokens
-#: or a count that meets them (``pack_len``, ``pad_to_multiple_of``, ``max_rows``,
-#: ``num_replicas``) is at most this, for the same reason: ``check_int(..., maximum=MAX_LENGTH)``.
+#: or a count that meets them (``pack_len``, ``pad_to_multiple_of``, ``max_rows``) is at most
+#: this, for the same reason: ``check_int(..., maximum=MAX_LENGTH)`` (ranks: MAX_REPLICAS).
 MAX_LENGTH = 2**53
+
+#: The most data-parallel ranks (``num_replicas``) a plan is made for: NOTE [ the most ranks ].
+MAX_REPLICAS = 2**20
 
 
 def check_int(
@@ -79,6 +83,42 @@ pack_len=9223372036854775808
         error = InputTypeError if wrong_type else InputError
         raise error(f"{name} must be an integer >= {minimum}{top}{hint}, got {name}={value!r}")
     return int(value)
+
+
+def check_replicas(value: Any, name: str = "num_replicas") -> int:
+    """``value`` as data-parallel ranks: an ``int`` in ``[1, MAX_REPLICAS]``.
+
+    >>> check_replicas(8)
+    8
+    >>> check_replicas(2**53 - 1)
+    Traceback (most recent call last):
+    ...
+    dynbatch.errors.InputError: num_replicas must be an integer >= 1 and <= 2**20, got \
+num_replicas=9007199254740991 (data-parallel ranks: a plan keeps a few entries a rank, and no \
+job runs more than 2**20 = 1,048,576 of them)
+
+    NOTE [ the most ranks ]
+        Every rank gets the same number of batches, so a plan keeps a few int64 entries a
+        rank (a step's batches, their work, where each rank's share starts): 56 bytes a rank
+        at the peak, whatever the corpus (``shard_plan`` and ``plan_epoch`` of 5,000 lengths,
+        measured with tracemalloc: 56 MiB at 2**20 ranks, 3.6 MiB at 2**16). A
+        ``num_replicas`` just below 2**53 would need 500 PB; it was taken and allocated until
+        a ``MemoryError``. ``2**20`` ranks (1,048,576) is more data-parallel ranks than any
+        training job runs (the largest run about 10**5 accelerators, most of them for tensor
+        and pipeline parallelism), and its entries fit any host; beyond it is a mistake,
+        refused by name. Every entry point that takes ``num_replicas`` checks it here: the
+        samplers and the stream (``resolve_rank``), ``shard_plan``, ``plan_epoch`` and the
+        epochs' planner, the recipes, the time split, a stream's planner and a saved state's
+        ``num_replicas``.
+    """
+    replicas = int(check_int(name, value, minimum=1))
+    if replicas > MAX_REPLICAS:
+        raise InputError(
+            f"{name} must be an integer >= 1 and <= {_power_text(MAX_REPLICAS)}, got "
+            f"{name}={value!r} (data-parallel ranks: a plan keeps a few entries a rank, and no "
+            f"job runs more than 2**20 = {MAX_REPLICAS:,} of them)"
+        )
+    return replicas
 
 
 def _power_text(value: int) -> str:

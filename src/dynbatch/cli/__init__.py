@@ -59,10 +59,10 @@ from .._checks import InputError
 from ..memory.cost import PairMemoryCost
 from ..plan.options import PlanOptions
 from ..plan.pair_steptime import PairStepTimeModel, check_step_time
-from ..plan.planning import find_oversize
+from ..plan.planning import find_oversize, padded_lengths
 from ..plan.stats import PlanStats, compare_orders, packed_stats, split_options
 from ..stream.state import stream_stats
-from .args import UsageError, as_flags, check_flags, parser
+from .args import UsageError, as_flags, check_flags, make_options, parser
 from .corpora import Corpus, read_corpus, read_lengths
 from .plot import plot
 from .report import format_table, lower_bound, oversize_line, print_json, print_text
@@ -72,7 +72,6 @@ __all__ = ["Corpus", "UsageError", "format_table", "main", "read_corpus", "read_
 
 def _stats(args: argparse.Namespace) -> None:
     check_flags(args)
-    options: PlanOptions = args.options
     corpus = read_corpus(
         args.input,
         column=args.column,
@@ -83,8 +82,16 @@ def _stats(args: argparse.Namespace) -> None:
         skip_empty=args.skip_empty,
         progress=not (args.json or args.no_progress),
     )
+    if corpus.numbers:  # NOTE [ a text of numbers is lengths ] in dynbatch.cli.corpora
+        print(
+            f"dynbatch stats: {corpus.path}: every non-empty line is a number: read as "
+            "lengths, one a line",
+            file=sys.stderr,
+        )
     lengths = corpus.lengths
     _refuse_other_kind(args, corpus)
+    budget = _fixed_batch_budget(args, corpus) if args.budget_from_batch else None
+    options: PlanOptions = args.options
     over = find_oversize(lengths, options=options)
     note = oversize_line(corpus, over, options) if over.size else None
     if note is not None and options.oversize == "error":
@@ -113,7 +120,7 @@ def _stats(args: argparse.Namespace) -> None:
     if args.json:
         print_json(lengths, options, args.cost, over, rows, bound)
     else:
-        print_text(lengths, options, args.cost, over, rows, bound, note)
+        print_text(lengths, options, args.cost, over, rows, bound, note, budget=budget)
     if args.plot:
         plot(
             args.plot,
@@ -125,6 +132,37 @@ def _stats(args: argparse.Namespace) -> None:
         )
         if not args.json:
             print(f"wrote {args.plot}")
+
+
+def _fixed_batch_budget(args: argparse.Namespace, corpus: Corpus) -> str:
+    """Set ``args.max_cost`` and ``args.options`` from ``--batch-size`` alone: the budget
+    ``like_fixed`` plans ``batch_size=B`` within; return how the header says it.
+
+    NOTE [ the fixed batch's budget ]
+        ``DynamicBatchSampler(batch_size=B)``, the library's headline, plans
+        :func:`~dynbatch.like_fixed`: micro-batches within the fixed batch's worst batch,
+        ``cost(B, L_max)``, ``L_max`` the longest (padded) length (of pairs, the longest
+        source and the longest target). ``dynbatch stats --batch-size B`` without
+        ``--max-cost`` plans within that same budget (under ``--cost``, or a
+        ``--cost-file``'s), asked of ``like_fixed`` itself, so that every row is priced as
+        the sampler's training would be; the header says where the budget came from.
+        ``--help``'s "picking --max-cost" gives the same number by hand. Neither flag is
+        refused by name, naming both.
+    """
+    from ..plan.recipes import like_fixed  # numpy only
+
+    batch = args.fixed_batch_size
+    try:
+        recipe = like_fixed(
+            corpus.lengths, batch, cost=args.cost, pad_to_multiple_of=args.pad_to_multiple_of
+        )
+    except InputError as exc:
+        raise UsageError(as_flags(str(exc)).replace("batch_size=", "--batch-size=")) from None
+    args.max_cost = recipe.max_cost
+    make_options(args)
+    longest = padded_lengths(corpus.lengths, args.options.pad_to_multiple_of).max(axis=0)
+    shown = ", ".join(str(int(x)) for x in np.atleast_1d(longest))
+    return f"cost({batch}, {shown}), the fixed batch's worst"
 
 
 def _refuse_other_kind(args: argparse.Namespace, corpus: Corpus) -> None:

@@ -19,9 +19,21 @@ from ..plan.pair_steptime import check_step_time
 from ..plan.steptime import StepTimeTable
 from .help import EPILOG
 
-__all__ = ["EXCLUDED", "PLOT_FORMATS", "UsageError", "as_flags", "check_flags", "parser"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "EXCLUDED",
+    "PLOT_FORMATS",
+    "UsageError",
+    "as_flags",
+    "check_flags",
+    "make_options",
+    "parser",
+]
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+#: ``--batch-size`` when ``--max-cost`` is given without it: the fixed row's batch
+DEFAULT_BATCH_SIZE = 20
 
 #: the options ``stats`` has no flag for: each row is one order's plan, one rank, one epoch
 #: (``pack_len``: packed rows are not one order's batches: its own flag, --pack-len, adds a row)
@@ -64,8 +76,8 @@ def parser() -> argparse.ArgumentParser:
     )
     st.add_argument(
         "input",
-        help=".npy of lengths (or [N, 2] (source, target) lengths), text file (a sample a line), "
-        "CSV/TSV, or JSONL",
+        help=".npy of lengths (or [N, 2] (source, target) lengths), text file (a sample a line; "
+        "one whose every line is a number is lengths, one a line), CSV/TSV, or JSONL",
     )
     # the sampler's defaults, oversize="error" included (NOTE [ stats agrees with the sampler ])
     PlanOptions.add_arguments(st, exclude=EXCLUDED, defaults={"cost": None})
@@ -84,8 +96,10 @@ def parser() -> argparse.ArgumentParser:
         "--fixed-batch-size",
         "--batch-size",
         type=int,
-        default=20,
-        help="the batch you use today: the fixed row, and like fixed's (and grouped's) B",
+        default=None,
+        help="the batch you use today (default 20 with --max-cost): the fixed row, and like "
+        "fixed's (and grouped's) B; without --max-cost the budget is its worst batch, "
+        "cost(B, L_max), as DynamicBatchSampler(batch_size=B) plans",
     )
     st.add_argument(
         "--buffer-size",
@@ -157,8 +171,16 @@ def check_flags(args: argparse.Namespace) -> None:
     default) and ``args.options`` (the :class:`~dynbatch.PlanOptions` they make)."""
     for flag in ("column", "field"):
         setattr(args, flag, _texts(args, flag))
-    if args.max_cost is None:
-        raise UsageError("--max-cost is required: the budget every batch fits")
+    if args.max_cost is None and args.fixed_batch_size is None:
+        raise UsageError(
+            "--max-cost is required: the budget every batch fits; or give --batch-size B (the "
+            "fixed batch you use today): the budget is then its worst batch, cost(B, L_max), "
+            "as DynamicBatchSampler(batch_size=B) plans"
+        )
+    # NOTE [ the fixed batch's budget ] in dynbatch.cli: without --max-cost, set once read
+    args.budget_from_batch = args.max_cost is None
+    if args.fixed_batch_size is None:
+        args.fixed_batch_size = DEFAULT_BATCH_SIZE
     if args.cost_file is not None:
         if args.cost is not None:
             raise UsageError(
@@ -224,6 +246,14 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UsageError(
             message if "--cost" in message else f"--cost={args.cost}: {message}"
         ) from None
+    if not args.budget_from_batch:
+        make_options(args)
+
+
+def make_options(args: argparse.Namespace) -> None:
+    """Set ``args.options``, the :class:`~dynbatch.PlanOptions` the flags make, once
+    ``args.max_cost`` is known (given, or the fixed batch's worst batch)."""
+    # NOTE [ the fixed batch's budget ] in dynbatch.cli
     try:
         # the step time, the grouping and packing are rows' (like fixed, grouped, packed), not
         # every order's

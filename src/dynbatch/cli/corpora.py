@@ -1,17 +1,33 @@
 """Reading a corpus for ``dynbatch stats``: per-sample lengths, and where each sample is.
 
-Inputs: a ``.npy`` of lengths, a text file (a sample a line), a CSV/TSV (``--column``) or
-JSON lines (``--field``: text, or a list of tokens). Text is measured in characters, or in
-BERT WordPiece tokens with ``--vocab``. Two columns (fields), or a ``.npy`` of ``[N, 2]``, are
+Inputs: a ``.npy`` of lengths, a text file (a sample a line; of lengths, one number a line:
+NOTE [ a text of numbers is lengths ]), a CSV/TSV (``--column``) or JSON lines (``--field``:
+text, or a list of tokens). Text is measured in characters, or in BERT WordPiece tokens with
+``--vocab``. Two columns (fields), or a ``.npy`` of ``[N, 2]``, are
 (source, target) pairs, each side measured alike (NOTE [ stats of pairs ] in
 :mod:`dynbatch.cli`). Every bad input is a :class:`UsageError` naming the flag, or the file's
 line (the ``.npy`` index) and the value.
+
+NOTE [ a text of numbers is lengths ]
+    A plain text file whose every non-empty line is a number (``12``, or ``np.savetxt``'s
+    ``1.200000000000000000e+01``) is read as lengths, one a line, as the ``.npy`` of those
+    lengths would be, and a line on stderr says so. It was read as text: each line's digits
+    counted ("lengths 1..3 (median 2)"), a meaningless plan, exit 0. Taken rather than
+    refused: such a file is never text worth planning (every sample a few digits long, a
+    plan for no model), and it is what ``print(len(x))``, ``np.savetxt`` or a shell
+    pipeline writes for lengths, so refusing it would only ask for a conversion to
+    ``.npy``. One line of anything else (a word, ``nan``) makes the whole file text, so a
+    corpus is never taken for lengths. A bad length is named by its line, as a ``.npy``'s by
+    its index (``--skip-empty`` leaves zeros out; ``--add`` and ``--truncate`` apply), and
+    ``--vocab``, which measures text, is refused.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -44,6 +60,8 @@ class Corpus:
         rows: per sample, its 1-based line number in a text input, or its
             index in a ``.npy``: what a person looks for in the file.
         by_line: True for text inputs (``rows`` are line numbers).
+        numbers: True for a text file of lengths, one number a line
+            (NOTE [ a text of numbers is lengths ]).
 
     >>> Corpus(Path("r.csv"), np.array([5, 9]), np.array([2, 4]), by_line=True).where(1)
     'line 4 of r.csv'
@@ -55,6 +73,7 @@ class Corpus:
     lengths: NDArray[np.int64]
     rows: NDArray[np.int64]
     by_line: bool
+    numbers: bool = False
 
     def where(self, i: int) -> str:
         """Where sample ``i`` is in the input, as a person would look for it."""
@@ -291,8 +310,71 @@ def read_corpus(
         lengths, rows = _load_npy(path, skip_empty)
         corpus = Corpus(path, lengths, rows, by_line=False)
     else:
-        corpus = _read_text(path, column, field, vocab, add, skip_empty, progress)
+        numbers = None
+        if column is None and field is None and path.suffix.lower() not in _TABLES:
+            numbers = _numbers_text(path, skip_empty)
+        if numbers is None:
+            corpus = _read_text(path, column, field, vocab, add, skip_empty, progress)
+        elif vocab is not None:
+            raise UsageError(
+                f"--vocab measures text; {path} holds lengths, one number a line (as a .npy of "
+                "lengths would): leave --vocab out, or give the text itself"
+            )
+        else:
+            corpus = Corpus(path, numbers[0], numbers[1], by_line=True, numbers=True)
     return _adjusted(corpus, add, truncate)
+
+
+#: the suffixes read as tables or JSON lines, never as a sample a line
+_TABLES = (".csv", ".tsv", ".jsonl", ".json")
+#: a number as a line of lengths may write it: ``12``, ``12.0``, ``1.2e+01``
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _numbers_text(
+    path: Path, skip_empty: bool
+) -> tuple[NDArray[np.int64], NDArray[np.int64]] | None:
+    """The lengths of a text file whose every non-empty line is a number, and their lines;
+    None for any other file, read as text (NOTE [ a text of numbers is lengths ])."""
+    found: list[tuple[int, str]] = []
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            for number, line in enumerate(fh, 1):
+                token = line.strip()
+                if not token:
+                    continue
+                if _NUMBER.fullmatch(token) is None:
+                    return None
+                found.append((number, token))
+    except (UnicodeDecodeError, OSError):  # the text reader names it
+        return None
+    if not found:
+        return None
+    lengths: list[int] = []
+    rows: list[int] = []
+    for number, token in found:
+        value: float = int(token) if token.lstrip("+-").isdigit() else float(token)
+        what = None
+        if isinstance(value, float) and not value.is_integer():  # 2.5, or 1e999 (inf)
+            what = "a length must be a whole number"
+        elif value < 0:
+            what = "a length must be >= 1"
+        elif value == 0 and skip_empty:
+            continue
+        elif value == 0:
+            what = "a length must be >= 1 (pass --skip-empty to leave zero lengths out)"
+        elif value >= MAX_LENGTH:
+            what = "a length must be below 2**53"
+        if what is not None:
+            raise UsageError(
+                f"line {number} of {path} is {token}: {what} ({path} is read as lengths, one "
+                "number a line, as every non-empty line is a number)"
+            )
+        lengths.append(int(value))
+        rows.append(number)
+    if not lengths:
+        raise UsageError(f"{path} holds only zeros: nothing is left after --skip-empty")
+    return np.asarray(lengths, dtype=np.int64), np.asarray(rows, dtype=np.int64)
 
 
 def _read_text(
@@ -384,7 +466,7 @@ def _adjusted(corpus: Corpus, add: int, truncate: int | None) -> Corpus:
     if truncate is not None:
         lengths = np.minimum(lengths, truncate)
     lengths = check_plan_lengths(lengths, name=str(corpus.path))
-    return Corpus(corpus.path, lengths, corpus.rows, corpus.by_line)
+    return dataclasses.replace(corpus, lengths=lengths)
 
 
 def read_lengths(path: str | Path, **options: Any) -> NDArray[np.int64]:

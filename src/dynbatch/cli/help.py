@@ -72,6 +72,9 @@ picking --max-cost:
   Start from the batch you use today. A fixed batch of B samples at max length L costs
   B·L² under --cost quadratic (the default) and B·L under --cost linear: pass that, e.g.
   B=32 at L=512 is --max-cost 8388608 (quadratic) or 16384 (linear), and every batch costs
-  at most what your worst fixed batch did. Raise it while the device's memory allows; with
-  a --cost-file from dynbatch.calibrate, --max-cost is the memory target in MiB.
+  at most what your worst fixed batch did. --batch-size B without --max-cost does this for
+  you, as DynamicBatchSampler(batch_size=B) plans (like_fixed): the budget is the fixed
+  batch's worst, cost(B, L_max), L_max the corpus's longest, and the first line says so.
+  Raise it while the device's memory allows; with a --cost-file from dynbatch.calibrate,
+  --max-cost is the memory target in MiB.
 """

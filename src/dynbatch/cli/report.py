@@ -239,9 +239,12 @@ def print_text(
     rows: dict[str, PlanStats],
     bound: int | None,
     note: str | None,
+    budget: str | None = None,
 ) -> None:
     """The corpus in a line, the oversize note, the table and the lower bound (of pairs the
-    larger side's: NOTE [ stats of pairs ] in :mod:`dynbatch.cli`)."""
+    larger side's: NOTE [ stats of pairs ] in :mod:`dynbatch.cli`); ``budget`` says where
+    ``max_cost`` came from, when not from ``--max-cost``."""
+    given = f"max_cost={options.max_cost:g}" + ("" if budget is None else f" ({budget})")
     if lengths.ndim == 2:
         sides = ", ".join(
             f"{side}s {lengths[:, k].min()}..{lengths[:, k].max()} "
@@ -249,11 +252,11 @@ def print_text(
             for k, side in enumerate(SIDES)
         )
         print(f"{len(lengths)} (source, target) pairs, {sides}")
-        print(f"max_cost={options.max_cost:g}, cost={cost_text(cost, pairs=True)}")
+        print(f"{given}, cost={cost_text(cost, pairs=True)}")
     else:
         print(
             f"{lengths.size} samples, lengths {lengths.min()}..{lengths.max()} "
-            f"(median {np.median(lengths):g}); max_cost={options.max_cost:g}, "
+            f"(median {np.median(lengths):g}); {given}, "
             f"cost={cost_text(cost)}"
         )
     if note is not None:

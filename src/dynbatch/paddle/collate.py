@@ -29,6 +29,10 @@ from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_bool, check_int
 
+# PackCollator's checks of token ids (one copy): a Python int beyond int64, a uint64 that wraps
+from .pack_collate import _ints as token_ids
+from .pack_collate import _refuse_beyond_int64 as refuse_beyond_int64
+
 __all__ = ["Dict", "Pad", "Seq2SeqCollator", "Stack", "Tuple"]
 
 Batchify = Callable[[Sequence[Any]], Any]
@@ -383,15 +387,21 @@ class Seq2SeqCollator:
             )
         self.source, self.target = source, target
 
-    def _side(self, data: Sequence[Any], field: str) -> list[NDArray[Any]]:
+    def _side(self, data: Sequence[Any], field: str) -> list[NDArray[np.int64]]:
         who = f"Seq2SeqCollator ({field})"
-        arrs = [_numbers(sample[field], who, i) for i, sample in enumerate(data)]
-        for i, arr in enumerate(arrs):
+        arrs = []
+        for i, sample in enumerate(data):
+            what = f"Seq2SeqCollator: sample {i}'s {field}"
+            value = sample[field]
+            if isinstance(value, (list, tuple)):  # an int beyond int64 reads as float or object
+                refuse_beyond_int64(value, what)
+            arr = _numbers(value, who, i)
             if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
                 raise InputError(
-                    f"Seq2SeqCollator: sample {i}'s {field}={arr.tolist()!r:.80} must be a "
-                    "non-empty 1-D sequence of integer token ids"
+                    f"{what}={arr.tolist()!r:.80} must be a non-empty 1-D sequence of integer "
+                    "token ids"
                 )
+            arrs.append(token_ids(arr, what))  # PackCollator's check: uint64 would wrap
         return arrs
 
     def __call__(self, data: Sequence[Mapping[str, Any]]) -> dict[str, NDArray[np.int64]]:

@@ -36,11 +36,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import (
-    MAX_LENGTH,
     InputError,
     InputTypeError,
     check_dataset,
     check_int,
+    check_replicas,
 )
 from .._optional import require
 from ..plan.contract import Pass
@@ -115,7 +115,7 @@ def resolve_rank(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
         env = paddle.distributed.ParallelEnv()
         num_replicas = env.world_size if num_replicas is None else num_replicas
         rank = env.rank if rank is None else rank
-    replicas = check_int("num_replicas", num_replicas, minimum=1, maximum=MAX_LENGTH)
+    replicas = check_replicas(num_replicas)
     index = check_int("rank", rank)
     if index >= replicas:
         raise InputError(f"rank must be in [0, {replicas - 1}], got rank={rank}")

@@ -33,6 +33,7 @@ import functools
 import itertools
 import math
 import numbers
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -71,6 +72,7 @@ __all__ = [
     "capacity",
     "charge",
     "cost_spec",
+    "fingerprint_spec",
     "fit_polynomial",
     "nnls",
     "one_length",
@@ -482,6 +484,52 @@ def cost_spec(cost: Any) -> str | None:
     if callable(spec):
         return f"{type(cost).__qualname__}:{spec()}"
     return None
+
+
+#: a :class:`PairCost`'s text, or a :class:`MixedCost`'s, in a spec (not a longer name's)
+_PAIR_TEXT = re.compile(r"(?<!\w)PairCost\(a=([^,()]+), b=([^,()]+), cross=([^,()]+)\)")
+_NAMED_TEXT = {
+    "MixedCost(a=0.0, b=1.0)": "QuadraticCost()",
+    "MixedCost(a=1.0, b=0.0)": "LinearCost()",
+}
+
+
+def fingerprint_spec(cost: Any) -> str | None:
+    """:func:`cost_spec`, one text for the costs that price every batch alike: what a resume
+    compares (NOTE [ one text for one cost ]).
+
+    >>> fingerprint_spec(PairCost()), fingerprint_spec(PairCost(a=1, b=0, cross=0))
+    ('QuadraticCost()', 'LinearCost()')
+    >>> fingerprint_spec(PairCost(a=2, b=3, cross=3)), fingerprint_spec(PairCost(cross=2))
+    ('MixedCost(a=2.0, b=3.0)', 'PairCost(a=0.0, b=1.0, cross=2.0)')
+
+    NOTE [ one text for one cost ]
+        docs/loop.md says a named cost prices (source, target) pairs in its two-length form
+        (:func:`pair_form`): ``"quadratic"`` is ``PairCost()`` on pairs, ``"linear"``
+        ``PairCost(1, 0, 0)``, ``"mixed:A,B"`` ``PairCost(A, B, B)``; and ``MixedCost(0, 1)``
+        and ``MixedCost(1, 0)`` are the quadratic and the linear cost of one length. A resume
+        refused the one spelling for the other ("the plan differs") although both plan the same
+        batches. So the fingerprint writes each such cost as the named one it equals, before it
+        is compared: a ``PairCost`` whose ``cross`` is its ``b`` as the ``MixedCost`` it is the
+        pair form of, and that one as ``"quadratic"`` or ``"linear"`` where it is one. One
+        text serves both kinds of lengths: the planner takes a ``PairCost`` for pairs only,
+        where it equals the one-length cost whose text it gets. Texts inside a composed cost's
+        spec (``WithinBudgets``' parts) are written alike. The texts of a ``QuadraticCost``
+        and a ``LinearCost`` are the ones saved before, so their states still load. The
+        fingerprint is not the only check: the resumed epoch's plan digest must match too.
+    """
+    spec = cost_spec(cost)
+    if spec is None:
+        return None
+
+    def pair(found: re.Match[str]) -> str:
+        a, b, cross = found.groups()
+        return f"MixedCost(a={a}, b={b})" if b == cross else found[0]
+
+    spec = _PAIR_TEXT.sub(pair, spec)
+    for text, named in _NAMED_TEXT.items():
+        spec = re.sub(rf"(?<!\w){re.escape(text)}", named, spec)
+    return spec
 
 
 def nnls(x: NDArray[Any], y: NDArray[Any]) -> NDArray[Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError, check_int
+from .._checks import InputError, InputTypeError, check_int, check_replicas
 from .equal_epochs import draw_for_count, equal_batch_count, no_batch_left
 from .lengths import check_pair_loss_tokens, check_plan_lengths, is_pairs
 from .options import PlanOptions
@@ -65,7 +65,7 @@ def plan_epoch(
         refuse_time_model_for(options.time_model, False, "plan_epoch")
     loss_tokens = check_pair_loss_tokens(loss_tokens, lengths)
     epoch = check_int("epoch", epoch)
-    num_replicas = check_int("num_replicas", num_replicas, minimum=1)
+    num_replicas = check_replicas(num_replicas)
     if num_batches is not None:
         num_batches = check_int("num_batches", num_batches, minimum=1)
     if options.pack_len is not None:  # NOTE [ packed updates ], [ choosing packing per update ]

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
-from .._checks import InputError, InputTypeError, check_epochs, check_int
+from .._checks import InputError, InputTypeError, check_epochs, check_int, check_replicas
 from .contract import Pass
 from .epoch_plan import epoch_candidates, faster_candidate, plan_epoch
 from .equal_epochs import equal_batch_count
@@ -114,7 +114,7 @@ class Epochs:
         self.lengths = check_plan_lengths(lengths)
         self.loss_tokens = check_pair_loss_tokens(loss_tokens, self.lengths)
         self.options = options
-        self.num_replicas: int = check_int("num_replicas", num_replicas, minimum=1)
+        self.num_replicas: int = check_replicas(num_replicas)
         self.epoch = 0
         self._auto_epoch = True  # until set_epoch: NOTE [ a new epoch each pass ]
         self._advance = False  # the next pass plans the next epoch (auto mode only)

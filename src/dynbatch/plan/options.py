@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._checks import InputError, InputTypeError
-from .costs import Cost, cost_spec, resolve_cost
+from .costs import Cost, fingerprint_spec, resolve_cost
 from .option_checks import (
     BALANCE,
     ORDERS,
@@ -260,7 +260,9 @@ class PlanOptions:
 
     def fingerprint(self) -> dict[str, Any]:
         """Every field as JSON-safe values; a callable that cannot be described gives
-        :data:`UNDESCRIBED` (a resumed sampler then compares the plans themselves).
+        :data:`UNDESCRIBED` (a resumed sampler then compares the plans themselves). Costs that
+        price every batch alike give one text: ``PairCost()`` is ``"quadratic"``, the cost
+        of pairs it stands for, so a resume takes either spelling.
 
         >>> PlanOptions(max_cost=10, cost="linear").fingerprint()["cost"]
         'LinearCost()'
@@ -269,7 +271,7 @@ class PlanOptions:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name in ("cost", "balance") and not isinstance(value, str):
-                value = cost_spec(value) or UNDESCRIBED
+                value = fingerprint_spec(value) or UNDESCRIBED  # NOTE [ one text for one cost ]
             elif isinstance(value, PairStepTimeModel):
                 value = value.fingerprint()
             elif f.name == "time_model" and value is not None:

@@ -100,6 +100,7 @@ from .._checks import (
     check_choice,
     check_int,
     check_positive_number,
+    check_replicas,
 )
 from .costs import (
     Cost,
@@ -246,7 +247,7 @@ def like_fixed(
         refuse_time_model_for(time_model, False, "like_fixed")
     counted = check_pair_loss_tokens(loss_tokens, lens)
     steps = check_int("accumulation_steps", accumulation_steps, minimum=1)
-    replicas = check_int("num_replicas", num_replicas, minimum=1, maximum=MAX_LENGTH)
+    replicas = check_replicas(num_replicas)
     parts = check_int("micro_batches", micro_batches, minimum=1, allow_none=True)
     if pack_len is not None:
         _check_packed(pack_len, grouped, parts)
@@ -414,7 +415,7 @@ def fill_device(
             f"max_cost={max_cost!r} does not fit one sample of the longest {what} "
             f"under cost {cost_spec(memory) or memory!r}"
         )
-    replicas = check_int("num_replicas", num_replicas, minimum=1, maximum=MAX_LENGTH)
+    replicas = check_replicas(num_replicas)
     values: dict[str, Any] = {"order": "bucket", **fields}
     if batch_size is not None:
         batch = check_int("batch_size", batch_size, minimum=1)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError, check_int
+from .._checks import InputError, InputTypeError, check_int, check_replicas
 from .lengths import is_pairs
 from .options import UNDESCRIBED
 
@@ -69,6 +69,7 @@ def check_state(state: Any) -> tuple[int, int, int]:
             f"state['num_replicas'] must be an integer >= 1, got "
             f"state['num_replicas']={replicas!r} ({type(replicas).__name__})"
         )
+    check_replicas(replicas, "state['num_replicas']")  # NOTE [ the most ranks ]
     for key in ("lengths", "plan"):
         if not isinstance(state[key], str):
             raise InputTypeError(

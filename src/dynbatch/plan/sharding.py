@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError, check_batches, check_int
+from .._checks import InputError, InputTypeError, check_batches, check_int, check_replicas
 from .costs import charge
 from .lengths import check_plan_lengths, is_pairs, reduce_batches, sample_tokens
 from .options import PlanOptions, resolve_options
@@ -319,7 +319,7 @@ def shard_plan(
     ([[0, 2], [4]], [[1, 3], [5]])
     """  # NOTE [ equal steps without dropping or repeating ], NOTE [ balanced steps ]
     lens = check_plan_lengths(lengths)
-    replicas = check_int("num_replicas", num_replicas, minimum=1)
+    replicas = check_replicas(num_replicas)
     epoch = check_int("epoch", epoch)
     _check_tolerance(tolerance)
     opts = resolve_options(options, shortcuts, "shard_plan", pairs=is_pairs(lens))

@@ -86,7 +86,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import InputError, InputTypeError, check_int
+from .._checks import InputError, InputTypeError, check_int, check_replicas
 from .lengths import check_plan_lengths, is_pairs, sample_tokens
 from .options import PlanOptions
 from .pair_steptime import (
@@ -232,7 +232,7 @@ def _checked_update(
             f"most samples a rank's batch ending at each sample holds); got shape {cap.shape} "
             f"and dtype {cap.dtype}"
         )
-    replicas = check_int("num_replicas", num_replicas, minimum=1)
+    replicas = check_replicas(num_replicas)
     times = check_int("multiple", multiple, minimum=1)
     unit = times * replicas if times > 1 else 1
     size = lens.shape[1]
@@ -302,7 +302,7 @@ def plan_split_updates(
             f"in samples, got time_model={options.time_model!r}, update_size="
             f"{options.update_size!r}, update_unit={options.update_unit!r}"
         )
-    replicas = check_int("num_replicas", num_replicas, minimum=1)
+    replicas = check_replicas(num_replicas)
     lengths = check_plan_lengths(lengths)
     if is_pairs(lengths):
         check_pair_options(options, "plan_split_updates")

@@ -115,7 +115,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._checks import check_int
+from .._checks import check_int, check_replicas
 from ..errors import InputError, InputTypeError
 from ..plan.costs import pair_form
 from ..plan.lengths import measure_failed
@@ -267,7 +267,7 @@ class StreamPlanner:
         self.length_fn = length_fn
         self.options = check_stream_options(options)
         self.buffer_size = check_int("buffer_size", buffer_size, minimum=1)
-        self.num_replicas = check_int("num_replicas", num_replicas, minimum=1)
+        self.num_replicas = check_replicas(num_replicas)
         # the kind of the lengths, set by the first block measured (NOTE [ a stream of pairs ])
         self._kind = LengthKind(self.options)
 

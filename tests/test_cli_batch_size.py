@@ -1,0 +1,67 @@
+"""`dynbatch stats --batch-size B` without `--max-cost` plans what `batch_size=B` plans in the
+library: `like_fixed`, within its budget, the fixed batch's worst batch `cost(B, L_max)`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dynbatch import like_fixed, plan_epoch, plan_stats
+from dynbatch.cli import main
+from dynbatch.plan.costs import charge
+
+LENS = np.random.default_rng(7).integers(2, 300, 900)
+
+
+def stats(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(["stats", *argv, "--json"]) == 0
+    out: dict = json.loads(capsys.readouterr().out)
+    return out
+
+
+@pytest.mark.parametrize("cost", ["quadratic", "linear"])
+@pytest.mark.parametrize("pairs", [False, True], ids=["one length", "pairs"])
+def test_batch_size_alone_plans_like_fixed_within_the_fixed_batchs_worst(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cost: str, pairs: bool
+) -> None:
+    lens = np.stack([LENS, LENS[::-1] // 2 + 1], axis=1) if pairs else LENS
+    np.save(tmp_path / "lengths.npy", lens)
+    out = stats(capsys, str(tmp_path / "lengths.npy"), "--batch-size", "32", "--cost", cost)
+    longest = lens.max(axis=0)
+    worst = float(np.asarray(charge(cost, 32, np.asarray([longest])))[0])
+    assert out["max_cost"] == pytest.approx(worst), "the fixed batch's worst batch, cost(32, L)"
+    rows = {r["name"]: r for r in out["rows"]}
+    recipe = like_fixed(lens, 32, cost=cost)  # what DynamicBatchSampler(batch_size=32) plans
+    assert recipe.max_cost == pytest.approx(worst), "like_fixed's own budget"
+    sharded = plan_epoch(lens, recipe, 0)
+    planned = plan_stats(lens, sharded.plan, cost=recipe.cost, max_cost=recipe.max_cost)
+    assert rows["like fixed"]["batches"] == planned.batches
+    assert rows["like fixed"]["updates"] == rows["fixed"]["updates"] == -(-len(lens) // 32)
+    assert rows["like fixed"]["padding_efficiency"] == pytest.approx(planned.padding_efficiency)
+    assert rows["fixed"]["cost_max"] <= worst * (1 + 1e-12), "the fixed batch fits its own worst"
+
+
+def test_the_derived_budget_is_said_in_the_text(capsys, tmp_path: Path) -> None:
+    np.save(tmp_path / "lengths.npy", LENS)
+    assert main(["stats", str(tmp_path / "lengths.npy"), "--batch-size", "32"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    longest = int(LENS.max())
+    assert f"max_cost={32 * longest**2:g} (cost(32, {longest}), the fixed batch's worst)" in head
+
+
+def test_neither_max_cost_nor_batch_size_names_both(capsys, tmp_path: Path) -> None:
+    np.save(tmp_path / "lengths.npy", LENS)
+    assert main(["stats", str(tmp_path / "lengths.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "--max-cost is required: the budget every batch fits" in err
+    assert "or give --batch-size" in err, "the other way to give the budget"
+
+
+def test_max_cost_given_keeps_the_fixed_batch_of_20(capsys, tmp_path: Path) -> None:
+    np.save(tmp_path / "lengths.npy", LENS)
+    out = stats(capsys, str(tmp_path / "lengths.npy"), "--max-cost", "5e6")
+    rows = {r["name"]: r for r in out["rows"]}
+    assert out["max_cost"] == 5e6 and rows["fixed"]["updates"] == -(-len(LENS) // 20)
