@@ -46,7 +46,7 @@ from .._optional import require
 from ..plan.contract import Pass
 from ..plan.epochs import Epochs
 from ..plan.lengths import check_pair_loss_tokens, check_plan_lengths, compute_lengths, is_pairs
-from ..plan.options import PlanOptions, resolve_options
+from ..plan.options import PlanOptions, refuse_unknown_options, resolve_options
 from ..plan.pair_steptime import PAIR_FLAT_STEP, PairStepTimeModel
 from ..plan.plans import Plan
 from ..plan.recipes import like_fixed
@@ -196,6 +196,7 @@ class _Cursor:
         self.lengths = resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
         self.loss_tokens = check_pair_loss_tokens(loss_tokens, self.lengths)
         if batch_size is not None:
+            refuse_unknown_options(shortcuts, type(self).__name__)  # named as the user called it
             if options is not None:
                 raise InputError(
                     f"{type(self).__name__}: give batch_size (the fixed batch to train like) or "

@@ -119,7 +119,7 @@ from .lengths import (
     sample_tokens,
     update_tokens,
 )
-from .options import FIELDS, UNITS, PlanOptions
+from .options import UNITS, PlanOptions, refuse_unknown_options
 from .pair_steptime import (
     PAIR_FLAT_STEP,
     KneeWithin,
@@ -470,12 +470,7 @@ def _micro_cap(batch: int, share: int, fields: dict[str, Any]) -> int:
 def _lengths(lengths: Any, fields: dict[str, Any], where: str) -> tuple[Any, Any]:
     """Checked lengths and the longest padded length (for pairs, the longest source and the
     longest target); refuses unknown option names."""
-    unknown = sorted(set(fields) - FIELDS)
-    if unknown:
-        raise InputTypeError(
-            f"{where} got unknown option(s) {', '.join(unknown)}; the options are: "
-            f"{', '.join(sorted(FIELDS))}"
-        )
+    refuse_unknown_options(fields, where)
     lens = check_plan_lengths(lengths)
     multiple = check_int(
         "pad_to_multiple_of", fields.get("pad_to_multiple_of", 1), minimum=1, maximum=MAX_LENGTH
