@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_bool, check_int
+from .safe_collate import reaches_the_loop
 
 __all__ = ["Dict", "Pad", "Seq2SeqCollator", "Stack", "Tuple"]
 
@@ -120,6 +121,7 @@ class Stack:
         self._axis = _check_axis(axis)
         self._dtype = _check_dtype("dtype", dtype)
 
+    @reaches_the_loop  # NOTE [ a collator safe by construction ]
     def __call__(self, data: Sequence[Any]) -> NDArray[Any]:
         _non_empty(data, "Stack")
         arrs = [_numbers(x, "Stack", i) for i, x in enumerate(data)]
@@ -177,6 +179,7 @@ class Pad:
         )
         self._ret_mask = check_bool("ret_mask", ret_mask)
 
+    @reaches_the_loop  # NOTE [ a collator safe by construction ]
     def __call__(self, data: Sequence[Any]) -> Any:
         _non_empty(data, "Pad")
         arrs = [_numbers(x, "Pad", i) for i, x in enumerate(data)]
@@ -257,6 +260,7 @@ class Tuple:
             raise InputError("Tuple needs at least one batchify function, got none")
         _check_fns(self._fn, "Tuple")
 
+    @reaches_the_loop  # NOTE [ a collator safe by construction ]
     def __call__(self, data: Sequence[Sequence[Any]]) -> tuple[Any, ...]:
         _non_empty(data, "Tuple")
         for i, sample in enumerate(data):
@@ -291,6 +295,7 @@ class Dict:
         self._fn = dict(fn)
         _check_fns(self._fn, "Dict")
 
+    @reaches_the_loop  # NOTE [ a collator safe by construction ]
     def __call__(self, data: Sequence[Mapping[Any, Any]]) -> tuple[Any, ...]:
         _non_empty(data, "Dict")
         for i, sample in enumerate(data):
@@ -394,6 +399,7 @@ class Seq2SeqCollator:
                 )
         return arrs
 
+    @reaches_the_loop  # NOTE [ a collator safe by construction ]
     def __call__(self, data: Sequence[Mapping[str, Any]]) -> dict[str, NDArray[np.int64]]:
         _non_empty(data, "Seq2SeqCollator")
         for i, sample in enumerate(data):
