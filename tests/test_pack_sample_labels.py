@@ -22,9 +22,11 @@ def test_each_samples_label_sits_beside_its_start() -> None:
 
 
 def test_real_values_are_float32_zero_past_a_rows_last_sample() -> None:
-    out = dynbatch.PackCollator(3, sample_label="y")([{"input_ids": [1, 2, 3], "y": 0.5}, ([4], 2)])
+    out = dynbatch.PackCollator(4, sample_label="y")(
+        [{"input_ids": [1, 2], "y": 0.5}, ([3], 2), {"input_ids": [4, 5, 6], "y": -1.5}]
+    )
     assert out["sample_labels"].dtype == np.float32
-    assert out["sample_labels"].tolist() == [[0.5, 0.0], [2.0, 0.0]]
+    assert out["sample_labels"].tolist() == [[0.5, 2.0], [-1.5, 0.0]]
 
 
 @pytest.mark.parametrize(
