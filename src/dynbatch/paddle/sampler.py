@@ -49,7 +49,7 @@ from ..plan.lengths import check_pair_loss_tokens, check_plan_lengths, compute_l
 from ..plan.options import PlanOptions, refuse_unknown_options, resolve_options
 from ..plan.pair_steptime import PAIR_FLAT_STEP, PairStepTimeModel
 from ..plan.plans import Plan
-from ..plan.recipes import like_fixed
+from ..plan.recipes import LIKE_FIXED_KEYWORDS, like_fixed, refuse_update_size
 from ..plan.sharding import ShardedPlan
 from ..plan.steptime import FLAT_STEP, StepTimeModel
 
@@ -196,7 +196,9 @@ class _Cursor:
         self.lengths = resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
         self.loss_tokens = check_pair_loss_tokens(loss_tokens, self.lengths)
         if batch_size is not None:
-            refuse_unknown_options(shortcuts, type(self).__name__)  # named as the user called it
+            # named as the user called it; like_fixed's own keywords pass on to it
+            refuse_unknown_options(shortcuts, type(self).__name__, LIKE_FIXED_KEYWORDS)
+            refuse_update_size(shortcuts, batch_size, type(self).__name__)
             if options is not None:
                 raise InputError(
                     f"{type(self).__name__}: give batch_size (the fixed batch to train like) or "

@@ -380,16 +380,19 @@ PADDLE_KEYWORDS = {
 }
 
 
-def refuse_unknown_options(given: Mapping[str, Any], where: str) -> None:
+def refuse_unknown_options(
+    given: Mapping[str, Any], where: str, also: Collection[str] = ()
+) -> None:
     """Refuse, naming ``where`` (the entry point the user called) and each keyword as written,
-    a keyword that is no option; paddle's ``shuffle`` says what to write instead.
+    a keyword that is no option (nor one of ``also``, the entry point's own); paddle's
+    ``shuffle`` says what to write instead.
 
     >>> refuse_unknown_options({"shuffle": True}, "DynamicBatchSampler")
     Traceback (most recent call last):
     ...
     dynbatch.errors.InputTypeError: DynamicBatchSampler got shuffle=True, which is paddle's ...
     """
-    unknown = sorted(set(given) - FIELDS)
+    unknown = sorted(set(given) - FIELDS - set(also))
     for name in unknown:
         if name in PADDLE_KEYWORDS:
             raise InputTypeError(
