@@ -29,7 +29,9 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["LRHorizonWarning", "check_lr_horizon", "horizons"]
+from .._checks import InputError, check_int
+
+__all__ = ["LRHorizonWarning", "check_horizon", "check_lr_horizon", "horizons"]
 
 
 class LRHorizonWarning(UserWarning):
@@ -130,3 +132,26 @@ def check_lr_horizon(
     for message in said:
         warnings.warn(message, LRHorizonWarning, stacklevel=3)
     return said
+
+
+def check_horizon(acc: Any, epochs: Any, stream: Any) -> None:
+    """Check ``acc``'s (a :class:`~dynbatch.GradientAccumulator`) ``lr_scheduler`` against its
+    planned updates, over ``epochs`` if given; ``stream`` is the stream it follows, if any."""
+    epochs = check_int("epochs", epochs, minimum=1, allow_none=True)
+    if epochs is not None and (acc.lr_scheduler is None or acc.sampler is None):
+        raise InputError(
+            f"epochs={epochs} checks the lr_scheduler's horizon against the sampler's "
+            "planned updates: give lr_scheduler= and sampler= too, or leave epochs out"
+        )
+    if acc.lr_scheduler is None or acc.sampler is None:
+        return
+    if epochs is None and stream is not None:
+        return  # a stream's updates are counted by reading it: only when epochs= asks
+
+    def updates_for(k: int) -> int:  # exact for the run asked, else a few epochs planned
+        if k == epochs or k <= 16:
+            return int(acc.steps_for_epochs(range(k)))
+        return k * int(acc.steps_per_epoch(0))
+
+    micro = stream.source.count(0).steps if stream is not None else len(acc.sampler)
+    check_lr_horizon(acc.lr_scheduler, int(micro), updates_for, epochs)
