@@ -33,16 +33,18 @@ NOTE [ a collator safe by construction ]
     A plain loop, ``for batch in DataLoader(ds, batch_sampler=..., collate_fn=collate)``,
     takes no ``.batches()``, so dynbatch's own collators (``Pad``, ``Stack``, ``Tuple``,
     ``Dict``, ``Seq2SeqCollator``, ``PackCollator``) carry their error to it themselves
-    (:func:`reaches_the_loop`). Called by paddle's loader (its collating thread, or a
-    worker: :func:`called_by_the_loader` reads the calling frames), the outermost one
-    returns its error as the batch above; called anywhere else it raises as any function
-    does. The :class:`CollateFailure` in that batch raises its error when code outside
-    the loader's own threads and workers asks what it is: paddle's loader restores every
-    batch in the loop's thread, and asks each field ``isinstance(field, str)``, which
-    reads ``field.__class__``. So the error is raised by ``next(loader)`` itself, in the
-    loop, before any model code sees the batch, with and without workers. An error that
-    is an ``AttributeError`` (which ``isinstance`` would swallow) is raised as the
-    :class:`CollateError` that names it.
+    (:func:`reaches_the_loop`). Called by paddle's loader itself (its fetcher, in its
+    collating thread or a worker: :func:`called_by_the_loader` reads the calling frames),
+    one returns its error as the batch above; called by anything else (a collate function
+    of the user's, another collator, :class:`SafeCollate`) it raises as any function does,
+    so that caller sees the error as it was (wrap a collate function of your own in
+    :func:`safe_collate`). The :class:`CollateFailure` in that batch raises its error
+    when code outside the loader's own threads and workers asks what it is: paddle's
+    loader restores every batch in the loop's thread and asks each field
+    ``isinstance(field, str)``, which reads ``field.__class__``. So ``next(loader)``
+    itself raises the error, in the loop, before any model code sees the batch, with and
+    without workers. An ``AttributeError`` (which ``isinstance`` would swallow) is raised
+    as the :class:`CollateError` that names it.
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ from __future__ import annotations
 import functools
 import pickle
 import sys
-import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NoReturn, TypeVar
@@ -175,29 +176,30 @@ def failure_batch(error: BaseException, collate_fn: Any, samples: Any) -> dict[s
     }
 
 
-_local = threading.local()
 Call = TypeVar("Call", bound=Callable[..., Any])
 
 
 def reaches_the_loop(call: Call) -> Call:
     """A collator's ``__call__`` whose error reaches a plain loop over paddle's ``DataLoader``
-    (NOTE [ a collator safe by construction ]): the outermost such call, made by the loader,
-    returns it as the batch; any other raises."""
+    (NOTE [ a collator safe by construction ]): called by the loader itself, it returns the
+    error as the batch; called by anything else (a collate function of the user's, another
+    collator, :class:`SafeCollate`) it raises, so that caller sees the error as it was."""
 
     @functools.wraps(call)
     def guarded(self: Any, samples: Any) -> Any:
-        depth = getattr(_local, "depth", 0)
-        _local.depth = depth + 1
         try:
             return call(self, samples)
         except Exception as exc:
-            if depth or not called_by_the_loader():
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if caller != _FETCHER or not called_by_the_loader():
                 raise
             return failure_batch(exc, self, samples)
-        finally:
-            _local.depth = depth
 
     return guarded  # type: ignore[return-value]
+
+
+#: the module whose fetchers call a DataLoader's collate_fn (paddle 3.3)
+_FETCHER = "paddle.io.dataloader.fetcher"
 
 
 def _name(fn: Any) -> str:
