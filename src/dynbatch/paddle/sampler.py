@@ -196,9 +196,6 @@ class _Cursor:
         self.lengths = resolve_lengths(dataset, lengths, length_fn, ref_index, cache_path)
         self.loss_tokens = check_pair_loss_tokens(loss_tokens, self.lengths)
         if batch_size is not None:
-            # named as the user called it; like_fixed's own keywords pass on to it
-            refuse_unknown_options(shortcuts, type(self).__name__, LIKE_FIXED_KEYWORDS)
-            refuse_update_size(shortcuts, batch_size, type(self).__name__)
             if options is not None:
                 raise InputError(
                     f"{type(self).__name__}: give batch_size (the fixed batch to train like) or "
@@ -210,6 +207,9 @@ class _Cursor:
                     "plans for the ranks it serves; use DistributedDynamicBatchSampler(..., "
                     "num_replicas=..., rank=...) for several"
                 )
+            # named as the user called it; like_fixed's own keywords pass on to it
+            refuse_unknown_options(shortcuts, type(self).__name__, LIKE_FIXED_KEYWORDS)
+            refuse_update_size(shortcuts, batch_size, type(self).__name__)
             unit, order = shortcuts.get("update_unit", "samples"), shortcuts.get("order", "bucket")
             # NOTE [ no time model on an accelerator ]: where like_fixed follows a step time
             follows = unit == "samples" and order in ("bucket", "shuffle")
