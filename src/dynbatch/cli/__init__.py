@@ -105,6 +105,7 @@ def _stats(args: argparse.Namespace) -> None:
                 fixed_batch_size=args.fixed_batch_size,
                 step_time=args.step_time,
                 group_by_length=args.group_by_length,
+                fixed_step_size=args.fixed_step_size,
             )
             if args.buffer_size is not None:  # the corpus as DynamicBatchIterable reads it
                 # the stream given the step time as time_model splits updates as the sampler does
@@ -240,6 +241,7 @@ def _packed(args: argparse.Namespace, corpus: Corpus, options: PlanOptions) -> P
             seed=options.seed,
             pad_to_multiple_of=options.pad_to_multiple_of,
             update_unit=options.update_unit,
+            max_batch_size=options.max_batch_size,  # the sampler's cap on rows
         )
     except InputError as exc:  # the packing's own names, as the command line spells them
         raise UsageError(as_flags(str(exc)).replace("pack_len=", "--pack-len=")) from None

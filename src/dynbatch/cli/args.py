@@ -257,8 +257,8 @@ def make_options(args: argparse.Namespace) -> None:
     try:
         # the step time, the grouping and packing are rows' (like fixed, grouped, packed), not
         # every order's
-        args.options = PlanOptions.from_args(
-            args, time_model=None, group_by_length=False, pack_len=None
+        args.options = PlanOptions.from_args(  # --fixed-step-size: the like fixed row's
+            args, time_model=None, group_by_length=False, pack_len=None, fixed_step_size=None
         )
     except InputError as exc:
         raise UsageError(as_flags(str(exc))) from None
@@ -295,6 +295,16 @@ def _check_packed(args: argparse.Namespace) -> None:
             "--group-by-length" * args.group_by_length,
             "group_by_length",
             "packed updates are the fixed batch's random draws, not of near-equal lengths",
+        ),
+        (
+            f"--update-size={args.update_size}" * (args.update_size is not None),
+            "update_size beside batch_size",
+            "the packed updates are --fixed-batch-size samples, the fixed batch's",
+        ),
+        (
+            f"--fixed-step-size={args.fixed_step_size}" * (args.fixed_step_size is not None),
+            "fixed_step_size",
+            "packed updates have no fixed batch's step to weigh a time split against",
         ),
     ):
         if given:

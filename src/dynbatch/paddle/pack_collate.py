@@ -73,6 +73,7 @@ from .._checks import MAX_LENGTH, InputError, InputTypeError, check_bool, check_
 from ..plan.options import PlanOptions
 from ..plan.packs import PackLayout
 from ..plan.packs.layout import packed_rows
+from .safe_collate import reaches_the_loop
 
 __all__ = [
     "PACKED_FIELDS",
@@ -149,6 +150,11 @@ class PackCollator:
             causal-LM data): kept as given.
         return_mask: add the dense ``attention_mask`` (``[R, P, P]``, memory of order ``P**2``).
         return_startend: add FlashMask's ``attn_mask_startend_row_indices``.
+        sample_label: the field of a dict sample holding its one label, for a classifier or a
+            regression (a tuple sample is then ``(input_ids, label)``): the rows add
+            ``sample_labels`` ``[R, S]``, each label beside its sample's start in
+            ``sample_starts`` (``ignore_index``, or 0 for real values, past a row's last
+            sample), and hold no token ``labels`` (NOTE [ a sample's own label ]).
         layout: the plan's layout of each micro-batch, packed or padded; None: always packed.
         pad_to_multiple_of: without a layout, the width (the fullest row) is rounded up to
             this; give the sampler's (a layout holds its own).
@@ -167,6 +173,7 @@ class PackCollator:
         return_startend: bool = True,
         layout: PackLayout | None = None,
         pad_to_multiple_of: int = 1,
+        sample_label: str | None = None,
     ) -> None:
         self.pack_len = check_int("pack_len", pack_len, minimum=1, maximum=MAX_LENGTH)
         multiple = check_int(
@@ -198,6 +205,13 @@ class PackCollator:
         self.shift = check_bool("shift", shift)
         self.return_mask = check_bool("return_mask", return_mask)
         self.return_startend = check_bool("return_startend", return_startend)
+        if sample_label is not None and (not isinstance(sample_label, str) or not sample_label):
+            raise InputTypeError(
+                "sample_label must be None or the name of a dict sample's field holding its one "
+                f"label (a class or a value), got sample_label={sample_label!r:.80}"
+            )
+        #: The field of each sample's own label (NOTE [ a sample's own label ]), or None.
+        self.sample_label = sample_label
 
     @classmethod
     def for_sampler(cls, sampler: Any, **kwargs: Any) -> PackCollator:
@@ -254,6 +268,7 @@ class PackCollator:
             f"shift={self.shift}, ignore_index={self.ignore_index}{rounded}{timed})"
         )
 
+    @reaches_the_loop  # NOTE [ a collator safe by construction ] in .safe_collate
     def __call__(self, samples: Sequence[Any]) -> dict[str, NDArray[Any]]:
         if isinstance(samples, (str, bytes, Mapping)) or not isinstance(samples, Sequence):
             raise InputTypeError(
@@ -261,6 +276,9 @@ class PackCollator:
             )
         if len(samples) == 0:
             raise InputError("PackCollator got an empty micro-batch: nothing to pack")
+        own = None
+        if self.sample_label is not None:  # NOTE [ a sample's own label ]
+            own, samples = _own_labels(samples, self.sample_label)
         ids, labels, types = zip(*(_fields(s, k) for k, s in enumerate(samples)), strict=True)
         lens = np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids))
         if self.layout is None:  # rows as wide as the fullest: NOTE [ a micro-batch's layout ]
@@ -309,6 +327,11 @@ class PackCollator:
             out["attention_mask"] = mask
         if self.return_startend:
             out["attn_mask_startend_row_indices"] = self._startend(owner, seq)
+        if own is not None:  # one label a sample, beside its start: no token labels
+            fill = self.ignore_index if own.dtype == np.int64 else 0
+            out["sample_labels"] = np.full(starts.shape, fill, dtype=own.dtype)
+            out["sample_labels"][row_of, np.arange(lens.size) - offsets[row_of]] = own
+            del out["labels"]
         return out
 
     def _startend(self, owner: NDArray[Any], seq: NDArray[Any]) -> NDArray[Any]:
@@ -339,6 +362,54 @@ def additive_mask(mask: Any, dtype: Any = np.float32, neg: float = -1e4) -> NDAr
         )
     out: NDArray[Any] = np.where(arr, 0.0, neg).astype(dtype)[:, None]
     return out
+
+
+# NOTE [ a sample's own label ]
+#     A classifier's or a regression's sample has one label, not one a token. With
+#     ``sample_label="label"`` each sample's own is read from that field (or a tuple's second
+#     part), never packed, and given back in ``sample_labels`` ``[R, S]``: the label of the
+#     sample that starts at ``sample_starts[r, s]``. The model pools each sample from its own
+#     tokens (its first, ``[CLS]``, for BERT: ``hidden[r, sample_starts[r, s]]`` where
+#     ``sample_starts >= 0``) and scores it against ``sample_labels[r, s]``. Integers (classes)
+#     are int64, ``ignore_index`` past a row's last sample; real values float32, 0 there.
+def _own_labels(samples: Sequence[Any], name: str) -> tuple[NDArray[Any], list[Any]]:
+    """Each sample's own label under ``name`` (NOTE [ a sample's own label ]), and the samples
+    without it."""
+    labels: list[Any] = []
+    rest: list[Any] = []
+    for k, sample in enumerate(samples):
+        if isinstance(sample, Mapping):
+            if name not in sample:
+                raise InputError(
+                    f"samples[{k}] has no {name!r}: sample_label={name!r} reads each sample's "
+                    f"own label there; got keys {sorted(sample, key=str)}"
+                )
+            if name != "labels" and "labels" in sample:
+                raise InputError(
+                    f"samples[{k}] holds token labels 'labels' and sample_label={name!r}: a "
+                    "sample has one label or one a token, not both; leave one out"
+                )
+            value = sample[name]
+            rest.append({key: v for key, v in sample.items() if key != name})
+        elif isinstance(sample, (tuple, list)) and len(sample) == 2:
+            value = sample[1]
+            rest.append((sample[0],))
+        else:
+            raise InputError(
+                f"samples[{k}] must be a dict with {name!r} or a tuple (input_ids, label) with "
+                f"sample_label={name!r}, got {sample!r:.80}"
+            )
+        real = isinstance(value, (numbers.Real, np.integer, np.floating))
+        if isinstance(value, (bool, np.bool_)) or not real or not np.isfinite(value):
+            raise InputError(
+                f"samples[{k}] {name}={value!r:.80} must be one finite number a sample: a class "
+                "(an integer) or a value"
+            )
+        labels.append(value)
+    whole = all(isinstance(v, (numbers.Integral, np.integer)) for v in labels)
+    if whole:
+        _refuse_beyond_int64(labels, f"the samples' {name}")
+    return np.asarray(labels, dtype=np.int64 if whole else np.float32), rest
 
 
 def _check_label(name: str, value: Any) -> int:
@@ -464,6 +535,13 @@ def _fields(
     else:
         parts = [sample, None, None]
     ids = _ints(parts[0], f"samples[{k}] input_ids")
+    if parts[1] is not None and np.ndim(parts[1]) == 0:
+        raise InputError(
+            f"samples[{k}] labels={parts[1]!r:.40} is one label for the sample, where labels are "
+            f"one a token (input_ids' length {ids.size}): for a classifier or a regression give "
+            "PackCollator(..., sample_label='label') and the label in that field (a tuple "
+            "(input_ids, label) is read the same way)"
+        )
     labels, types = (
         None if value is None else _ints(value, f"samples[{k}] {name}", ids.size)
         for name, value in zip(PACKED_FIELDS[1:], parts[1:], strict=True)

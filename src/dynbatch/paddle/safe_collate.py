@@ -28,15 +28,33 @@ NOTE [ a collate error in paddle's DataLoader ]
     message. dynbatch's own loaders do this themselves:
     :meth:`~dynbatch.DynamicBatchIterable.loader` and the train loader of
     ``DynamicBatchTrainer``.
+
+NOTE [ a collator safe by construction ]
+    A plain loop, ``for batch in DataLoader(ds, batch_sampler=..., collate_fn=collate)``,
+    takes no ``.batches()``, so dynbatch's own collators (``Pad``, ``Stack``, ``Tuple``,
+    ``Dict``, ``Seq2SeqCollator``, ``PackCollator``) carry their error to it themselves
+    (:func:`reaches_the_loop`). Called by paddle's loader itself (its fetcher, in its
+    collating thread or a worker: :func:`called_by_the_loader` reads the calling frames),
+    one returns its error as the batch above; called by anything else (a collate function
+    of the user's, another collator, :class:`SafeCollate`) it raises as any function does,
+    so that caller sees the error as it was (wrap a collate function of your own in
+    :func:`safe_collate`). The :class:`CollateFailure` in that batch raises its error
+    when code outside the loader's own threads and workers asks what it is: paddle's
+    loader restores every batch in the loop's thread and asks each field
+    ``isinstance(field, str)``, which reads ``field.__class__``. So ``next(loader)``
+    itself raises the error, in the loop, before any model code sees the batch, with and
+    without workers. An ``AttributeError`` (which ``isinstance`` would swallow) is raised
+    as the :class:`CollateError` that names it.
 """
 
 from __future__ import annotations
 
+import functools
 import pickle
+import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 
@@ -48,7 +66,9 @@ __all__ = [
     "CollateError",
     "CollateFailure",
     "SafeCollate",
+    "called_by_the_loader",
     "raise_failure",
+    "reaches_the_loop",
     "safe_collate",
 ]
 
@@ -60,9 +80,11 @@ class CollateError(RuntimeError):
     """Where a collate error was raised: the collate function, and the traceback there."""
 
 
-@dataclass
 class CollateFailure:
     """A collate function's error, carried to the main process in the batch.
+
+    Asked what it is (``__class__``) outside paddle's loader, it raises its error there
+    (NOTE [ a collator safe by construction ]).
 
     Attributes:
         error: the exception itself; None when it could not be pickled back from a worker.
@@ -72,11 +94,16 @@ class CollateFailure:
         trace: its traceback where it was raised.
     """
 
-    error: BaseException | None
-    kind: str
-    message: str
-    where: str
-    trace: str
+    def __init__(
+        self, error: BaseException | None, kind: str, message: str, where: str, trace: str
+    ) -> None:
+        self.error, self.kind, self.message, self.where, self.trace = (
+            error,
+            kind,
+            message,
+            where,
+            trace,
+        )
 
     @classmethod
     def of(cls, error: BaseException, collate_fn: Any, samples: Any) -> CollateFailure:
@@ -89,24 +116,90 @@ class CollateFailure:
             "".join(traceback.format_exception(error)),
         )
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(vars(self))
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # NOTE [ a collator safe by construction ]
+        if not called_by_the_loader():
+            if isinstance(self.error, AttributeError):  # isinstance would swallow it
+                raise CollateError(self._said()) from self.error
+            self.reraise()
+        return CollateFailure
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        error = self.error
         try:  # an exception class may not unpickle (its __init__ takes other arguments)
-            pickle.loads(pickle.dumps(self.error))
+            pickle.loads(pickle.dumps(error))
         except Exception:
-            state["error"] = None
-        return state
+            error = None
+        return (CollateFailure, (error, self.kind, self.message, self.where, self.trace))
+
+    def __repr__(self) -> str:
+        return f"CollateFailure({self.where} raised {self.kind}: {self.message!r:.160})"
+
+    def _said(self) -> str:
+        return f"{self.where} raised {self.kind}: {self.message}"
 
     def reraise(self) -> NoReturn:
         """Raise the error in this process (NOTE [ a collate error in paddle's DataLoader ])."""
         if self.error is None:
             raise CollateError(
-                f"{self.where} raised {self.kind}: {self.message} (the error itself could not be "
+                f"{self._said()} (the error itself could not be "
                 f"sent from the DataLoader worker). Its traceback there:\n{self.trace}"
             )
         raise self.error from CollateError(
             f"{self.where} raised the {self.kind} below. Its traceback there:\n{self.trace}"
         )
+
+
+#: paddle's loader functions that call a collate_fn and pass its batch on (paddle 3.3)
+_LOADER_FRAMES = {
+    ("paddle.io.dataloader.dataloader_iter", "_thread_loop"),
+    ("paddle.io.dataloader.worker", "_worker_loop"),
+}
+
+
+def called_by_the_loader() -> bool:
+    """Whether paddle's ``DataLoader`` (its collating thread or a worker) is the caller."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if (frame.f_globals.get("__name__"), frame.f_code.co_name) in _LOADER_FRAMES:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def failure_batch(error: BaseException, collate_fn: Any, samples: Any) -> dict[str, Any]:
+    """The batch that carries ``error`` to the loop: one array, as a batch of none reads as the
+    loader's end (NOTE [ a collate error in paddle's DataLoader ])."""
+    return {
+        FAILED: CollateFailure.of(error, collate_fn, samples),
+        "dynbatch_array": np.zeros(1, np.int8),
+    }
+
+
+Call = TypeVar("Call", bound=Callable[..., Any])
+
+
+def reaches_the_loop(call: Call) -> Call:
+    """A collator's ``__call__`` whose error reaches a plain loop over paddle's ``DataLoader``
+    (NOTE [ a collator safe by construction ]): called by the loader itself, it returns the
+    error as the batch; called by anything else (a collate function of the user's, another
+    collator, :class:`SafeCollate`) it raises, so that caller sees the error as it was."""
+
+    @functools.wraps(call)
+    def guarded(self: Any, samples: Any) -> Any:
+        try:
+            return call(self, samples)
+        except Exception as exc:
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if caller != _FETCHER or not called_by_the_loader():
+                raise
+            return failure_batch(exc, self, samples)
+
+    return guarded  # type: ignore[return-value]
+
+
+#: the module whose fetchers call a DataLoader's collate_fn (paddle 3.3)
+_FETCHER = "paddle.io.dataloader.fetcher"
 
 
 def _name(fn: Any) -> str:
@@ -132,10 +225,8 @@ class SafeCollate:
     def __call__(self, samples: Any) -> Any:
         try:
             return self.collate_fn(samples)
-        except Exception as exc:  # raised in the main process, by batches()
-            failure = CollateFailure.of(exc, self.collate_fn, samples)
-            # one array: a batch of none reads as the loader's end
-            return {FAILED: failure, "dynbatch_array": np.zeros(1, np.int8)}
+        except Exception as exc:  # raised in the main process, by batches() or the loader
+            return failure_batch(exc, self.collate_fn, samples)
 
     def batches(self, loader: Iterable[Any]) -> CheckedBatches:
         """``loader``'s batches, each collate error raised as the loop takes its batch."""

@@ -46,10 +46,10 @@ from .._optional import require
 from ..plan.contract import Pass
 from ..plan.epochs import Epochs
 from ..plan.lengths import check_pair_loss_tokens, check_plan_lengths, compute_lengths, is_pairs
-from ..plan.options import PlanOptions, resolve_options
+from ..plan.options import PlanOptions, refuse_unknown_options, resolve_options
 from ..plan.pair_steptime import PAIR_FLAT_STEP, PairStepTimeModel
 from ..plan.plans import Plan
-from ..plan.recipes import like_fixed
+from ..plan.recipes import LIKE_FIXED_KEYWORDS, like_fixed, refuse_update_size
 from ..plan.sharding import ShardedPlan
 from ..plan.steptime import FLAT_STEP, StepTimeModel
 
@@ -207,6 +207,9 @@ class _Cursor:
                     "plans for the ranks it serves; use DistributedDynamicBatchSampler(..., "
                     "num_replicas=..., rank=...) for several"
                 )
+            # named as the user called it; like_fixed's own keywords pass on to it
+            refuse_unknown_options(shortcuts, type(self).__name__, LIKE_FIXED_KEYWORDS)
+            refuse_update_size(shortcuts, batch_size, type(self).__name__)
             unit, order = shortcuts.get("update_unit", "samples"), shortcuts.get("order", "bucket")
             # NOTE [ no time model on an accelerator ]: where like_fixed follows a step time
             follows = unit == "samples" and order in ("bucket", "shuffle")

@@ -64,6 +64,7 @@ from .._optional import require
 from ..plan.contract import Pass, PlanSource, StreamSource, counted_tokens, describe
 from ..plan.windows import UNITS, EpochWindows
 from ..stream.state import StreamFollower
+from .lr_horizon import check_horizon
 from .update import ExactMeanUpdate
 
 __all__ = ["GradientAccumulator", "scale_lr"]
@@ -106,6 +107,23 @@ def _require_methods(name: str, value: Any, methods: tuple[str, ...], what: str)
         )
 
 
+def _check_parts(model: Any, optimizer: Any, sampler: Any, scaler: Any, lr_scheduler: Any) -> None:
+    """Refuse by name what cannot be a :class:`GradientAccumulator`'s model, optimizer,
+    sampler, scaler or LR scheduler."""
+    _require_methods("model", model, ("parameters",), "a paddle.nn.Layer")
+    _require_methods("optimizer", optimizer, ("step", "clear_grad"), "a paddle optimizer")
+    if sampler is not None and not isinstance(sampler, (PlanSource, StreamSource)):
+        raise InputTypeError(
+            "sampler must be a dynbatch sampler (DynamicBatchSampler or "
+            "DistributedDynamicBatchSampler), whose plan says where windows end, or a "
+            f"DynamicBatchIterable; got {describe(sampler)}"
+        )
+    if scaler is not None:
+        _require_methods("scaler", scaler, ("scale", "unscale_", "step", "update"), "a GradScaler")
+    if lr_scheduler is not None:
+        _require_methods("lr_scheduler", lr_scheduler, ("step",), "an LR scheduler")
+
+
 class GradientAccumulator:
     """Accumulate micro-batches to a sample or token budget; each update is the exact mean.
 
@@ -127,7 +145,9 @@ class GradientAccumulator:
             of pairs, target tokens). Default: the plan's ``update_unit``.
         scaler: a ``paddle.amp.GradScaler`` (or anything with its ``scale``, ``unscale_``,
             ``step`` and ``update``) for mixed precision.
-        lr_scheduler: stepped after every applied optimizer step.
+        lr_scheduler: stepped after every applied optimizer step; warned of where its horizon
+            is not the planned updates (:mod:`dynbatch.paddle.lr_horizon`).
+        epochs: the run's epochs, to check the scheduler's horizon against them exactly.
 
     Use: ``with acc.accumulate(): acc.backward(losses.sum(), count=labels.shape[0])`` for each
     micro-batch of the loader (``examples/quickstart.py``).
@@ -152,22 +172,10 @@ class GradientAccumulator:
         unit: str | None = None,
         scaler: Any = None,
         lr_scheduler: Any = None,
+        epochs: int | None = None,
     ) -> None:
         self.paddle = require("paddle", "GradientAccumulator")
-        _require_methods("model", model, ("parameters",), "a paddle.nn.Layer")
-        _require_methods("optimizer", optimizer, ("step", "clear_grad"), "a paddle optimizer")
-        if sampler is not None and not isinstance(sampler, (PlanSource, StreamSource)):
-            raise InputTypeError(
-                "sampler must be a dynbatch sampler (DynamicBatchSampler or "
-                "DistributedDynamicBatchSampler), whose plan says where windows end, or a "
-                f"DynamicBatchIterable; got {describe(sampler)}"
-            )
-        if scaler is not None:
-            _require_methods(
-                "scaler", scaler, ("scale", "unscale_", "step", "update"), "a GradScaler"
-            )
-        if lr_scheduler is not None:
-            _require_methods("lr_scheduler", lr_scheduler, ("step",), "an LR scheduler")
+        _check_parts(model, optimizer, sampler, scaler, lr_scheduler)
         self.model, self.optimizer = model, optimizer
         self.sampler: Any = sampler  # a PlanSource or a StreamSource
         planned = None if sampler is None else sampler.options
@@ -201,6 +209,7 @@ class GradientAccumulator:
             if isinstance(sampler, StreamSource)
             else None
         )
+        check_horizon(self, epochs, self._stream)  # NOTE [ a schedule's horizon and ... ]
 
     # -- the plan ----------------------------------------------------------------------------
     def _need_sampler(self, what: str) -> PlanSource:

@@ -10,6 +10,7 @@ values (a mapping of field name to value), so this module needs nothing of the c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -81,9 +82,15 @@ def check_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     v["bucket_width"] = width
     v["equal_epochs"] = check_bool("equal_epochs", v["equal_epochs"])
     _check_balance(v["balance"])
+    check_choice("update_unit", v["update_unit"], UNITS)
     if v["update_size"] is not None:
         v["update_size"] = check_positive_number("update_size", v["update_size"])
-    check_choice("update_unit", v["update_unit"], UNITS)
+        if v["update_unit"] == "samples" and not float(v["update_size"]).is_integer():
+            raise InputError(  # it was rounded, half to even: 0.5 -> 0 or 1, 2.5 -> 2
+                "update_size counts samples (update_unit='samples'): it must be a whole "
+                f"number, got update_size={v['update_size']!r}; give "
+                f"{_whole_near(v['update_size'])}, or update_unit='tokens'"
+            )
     v["group_by_length"] = check_bool("group_by_length", v["group_by_length"])
     v["time_model"] = check_step_time(v["time_model"])  # of one length, or of pairs
     v["fixed_step_size"] = check_int(
@@ -93,6 +100,12 @@ def check_fields(values: Mapping[str, Any]) -> dict[str, Any]:
         "pack_len", v["pack_len"], minimum=1, maximum=MAX_LENGTH, allow_none=True
     )
     return v
+
+
+def _whole_near(size: float) -> str:
+    """The whole sample counts either side of ``size``: ``"2 or 3"``, ``"1"`` below 1."""
+    low, high = math.floor(size), math.ceil(size)
+    return f"{high}" if low < 1 else f"{low} or {high}"
 
 
 def _check_balance(balance: Any) -> None:

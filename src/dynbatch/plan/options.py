@@ -50,6 +50,7 @@ __all__ = [
     "UNDESCRIBED",
     "UNITS",
     "PlanOptions",
+    "refuse_unknown_options",
     "resolve_options",
 ]
 
@@ -349,12 +350,7 @@ def resolve_options(
     ...
     dynbatch.errors.InputError: f: give options=PlanOptions(...) or the options as keywords ...
     """
-    unknown = sorted(set(shortcuts) - FIELDS)
-    if unknown:
-        raise InputTypeError(
-            f"{where} got unknown option(s) {', '.join(unknown)}; "
-            f"the options are: {', '.join(sorted(FIELDS))}"
-        )
+    refuse_unknown_options(shortcuts, where)
     if options is not None:
         if not isinstance(options, PlanOptions):
             raise InputTypeError(
@@ -374,3 +370,39 @@ def resolve_options(
     if pairs and shortcuts.get("pack_len") is not None:  # NOTE [ planning pairs ]
         raise packing_pairs_refused(where, f", got pack_len={shortcuts['pack_len']!r}")
     return PlanOptions(**shortcuts)
+
+
+#: paddle's ``BatchSampler`` keywords that a dynbatch sampler says otherwise: what to write instead
+PADDLE_KEYWORDS = {
+    "shuffle": (
+        "the samples are drawn at random each epoch already, from (seed, epoch): order='bucket' "
+        "(the default) or order='shuffle'; leave shuffle out (for shuffle=False, the dataset's "
+        "own order, write order='none')"
+    ),
+}
+
+
+def refuse_unknown_options(
+    given: Mapping[str, Any], where: str, also: Collection[str] = ()
+) -> None:
+    """Refuse, naming ``where`` (the entry point the user called) and each keyword as written,
+    a keyword that is no option (nor one of ``also``, the entry point's own); paddle's
+    ``shuffle`` says what to write instead.
+
+    >>> refuse_unknown_options({"shuffle": True}, "DynamicBatchSampler")
+    Traceback (most recent call last):
+    ...
+    dynbatch.errors.InputTypeError: DynamicBatchSampler got shuffle=True, which is paddle's ...
+    """
+    unknown = sorted(set(given) - FIELDS - set(also))
+    for name in unknown:
+        if name in PADDLE_KEYWORDS:
+            raise InputTypeError(
+                f"{where} got {name}={given[name]!r}, which is paddle's BatchSampler keyword, "
+                f"not a dynbatch option: {PADDLE_KEYWORDS[name]}"
+            )
+    if unknown:
+        raise InputTypeError(
+            f"{where} got unknown option(s) {', '.join(unknown)}; "
+            f"the options are: {', '.join(sorted(FIELDS))}"
+        )

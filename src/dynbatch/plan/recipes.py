@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -120,7 +121,7 @@ from .lengths import (
     sample_tokens,
     update_tokens,
 )
-from .options import FIELDS, UNITS, PlanOptions
+from .options import UNITS, PlanOptions, refuse_unknown_options
 from .pair_steptime import (
     PAIR_FLAT_STEP,
     KneeWithin,
@@ -132,7 +133,17 @@ from .pairs import TokensWithin, refuse_for_pairs
 from .planning import batch_capacity, padded_lengths
 from .steptime import FLAT_STEP
 
-__all__ = ["MICRO_BATCHES", "fill_device", "like_fixed"]
+__all__ = [
+    "LIKE_FIXED_KEYWORDS",
+    "MICRO_BATCHES",
+    "fill_device",
+    "like_fixed",
+    "refuse_update_size",
+]
+
+#: :func:`like_fixed`'s keywords that are not option fields (a sampler told ``batch_size`` passes
+#: them on)
+LIKE_FIXED_KEYWORDS = frozenset({"accumulation_steps", "micro_batches"})
 
 #: The largest fixed batch :func:`like_fixed` takes: sample counts are int64.
 MAX_BATCH_SIZE = 2**40
@@ -232,6 +243,11 @@ def like_fixed(
     (32.0, 8, 1280.0, 'bucket')
     """  # NOTE [ the fixed batch's recipe ], NOTE [ planning pairs ], NOTE [ costs of pairs ]
     grouped = check_bool("group_by_length", fields.pop("group_by_length", False))
+    refuse_update_size(fields, batch_size, "like_fixed")
+    fields.pop("update_size", None)
+    step_given = check_int(
+        "fixed_step_size", fields.pop("fixed_step_size", None), minimum=1, allow_none=True
+    )
     pack_len = check_int(
         "pack_len", fields.pop("pack_len", None), minimum=1, maximum=MAX_LENGTH, allow_none=True
     )
@@ -251,6 +267,12 @@ def like_fixed(
     parts = check_int("micro_batches", micro_batches, minimum=1, allow_none=True)
     if pack_len is not None:
         _check_packed(pack_len, grouped, parts)
+    if pack_len is not None and step_given is not None:
+        raise InputError(
+            f"fixed_step_size={step_given} sets the fixed batch's step that an unpacked time "
+            f"split is weighed against; pack_len={pack_len} packs the fixed batch's updates "
+            "instead and has no such step: leave fixed_step_size out"
+        )
     parts = MICRO_BATCHES if parts is None else parts
     fn = resolve_cost(("linear" if lens.ndim == 1 else PairCost()) if cost is None else cost)
     batch, budget = _reference(fn, longest, batch_size, max_cost, "like_fixed")
@@ -293,11 +315,18 @@ def like_fixed(
         flat = PAIR_FLAT_STEP if is_pairs(lens) else FLAT_STEP
         return options.replace(**whole, time_model=model or flat, group_by_length=True)
     if model is None:
+        if step_given is not None:
+            raise InputError(
+                f"fixed_step_size={step_given} sets the fixed batch's step that the time split "
+                "is weighed against each epoch: it needs time_model= (the step time that splits "
+                "the updates), got none"
+            )
         return options
     # each epoch keeps the faster of the two (NOTE [ the faster plan of each epoch ]); the time
     # split's steps are the fixed batch's, within a max_batch_size given as the padding-free's are
     given = fields.get("max_batch_size")
     step = batch if given is None else min(batch, options.max_batch_size or batch)
+    step = step if step_given is None else step_given
     return options.replace(time_model=model, fixed_step_size=step)
 
 
@@ -451,6 +480,18 @@ def _step_growth(
     return c, (None if a == b == 0 else MixedCost(a, b))
 
 
+def refuse_update_size(fields: Mapping[str, Any], batch_size: Any, where: str) -> None:
+    """Refuse an ``update_size`` given beside ``batch_size``: it would override the fixed
+    batch's update count without a word."""
+    if fields.get("update_size") is not None:
+        raise InputError(
+            f"{where}(batch_size={batch_size!r}) makes the fixed batch's updates, batch_size x "
+            "accumulation_steps x num_replicas samples, so it takes no "
+            f"update_size={fields['update_size']!r}: give accumulation_steps= for larger "
+            "updates, or options=PlanOptions(update_size=..., max_cost=...) without batch_size"
+        )
+
+
 def _micro_cap(batch: int, share: int, fields: dict[str, Any]) -> int:
     """Samples a micro-batch may hold: an update's share, at most ``batch``, and a multiple of
     ``batch_size_multiple`` where one is asked for."""
@@ -471,12 +512,7 @@ def _micro_cap(batch: int, share: int, fields: dict[str, Any]) -> int:
 def _lengths(lengths: Any, fields: dict[str, Any], where: str) -> tuple[Any, Any]:
     """Checked lengths and the longest padded length (for pairs, the longest source and the
     longest target); refuses unknown option names."""
-    unknown = sorted(set(fields) - FIELDS)
-    if unknown:
-        raise InputTypeError(
-            f"{where} got unknown option(s) {', '.join(unknown)}; the options are: "
-            f"{', '.join(sorted(FIELDS))}"
-        )
+    refuse_unknown_options(fields, where)
     lens = check_plan_lengths(lengths)
     multiple = check_int(
         "pad_to_multiple_of", fields.get("pad_to_multiple_of", 1), minimum=1, maximum=MAX_LENGTH

@@ -364,6 +364,7 @@ def compare_orders(
     fixed_batch_size: int | None = 20,
     step_time: Any = None,
     group_by_length: bool = False,
+    fixed_step_size: int | None = None,
 ) -> dict[str, PlanStats]:
     """Stats of every order of :func:`~dynbatch.plan_batches` and of a fixed batch size.
 
@@ -390,6 +391,9 @@ def compare_orders(
     With ``group_by_length`` (or ``options.group_by_length``) and
     ``fixed_batch_size``, a row ``grouped`` shows ``like_fixed(...,
     group_by_length=True)``: the fixed batch's updates of near-equal lengths.
+
+    ``fixed_step_size`` is the ``like fixed`` row's (``like_fixed(..., fixed_step_size=...)``:
+    the fixed batch's step its time split is weighed against; it needs a step time).
 
     The ``like fixed`` and ``grouped`` rows are recipes told the fixed batch,
     and keep within ``options.max_cost`` as every other planned row does: their
@@ -441,7 +445,8 @@ def compare_orders(
         def recipe(**extra: Any) -> PlanOptions:
             return like_fixed_options(lens, options, fixed_batch_size, step_time, **extra)
 
-        rows["like fixed"] = planned(recipe())
+        step = {} if fixed_step_size is None else {"fixed_step_size": fixed_step_size}
+        rows["like fixed"] = planned(recipe(**step))
         if grouped:
             rows["grouped"] = planned(recipe(group_by_length=True))
     timed = split_options(options, step_time, grouped)
@@ -542,6 +547,7 @@ def packed_stats(
     epoch: int = 0,
     pad_to_multiple_of: int = 1,
     update_unit: str = "samples",
+    max_batch_size: int | None = None,
 ) -> PlanStats:
     """``dynbatch stats``' ``packed`` row: the packed epoch the sampler runs, micro-batch by
     micro-batch, each laid out as it runs.
@@ -557,7 +563,8 @@ def packed_stats(
     it out for the collator (NOTE [ a micro-batch's layout ]): packed, ``R`` rows as wide as the
     fullest, or padded, a sample a row: ``padding_efficiency`` is real tokens over the tokens those
     steps compute, the cost ``cost(R or n, width)``, the batch sizes its samples. ``seconds`` is the
-    epoch's predicted time with ``step_time``. Without ``max_cost``, micro-batches are not capped.
+    epoch's predicted time with ``step_time``. Without ``max_cost``, micro-batches are not capped;
+    ``max_batch_size`` caps their rows, as the sampler given it does.
 
     >>> s = packed_stats([5, 3, 4, 2, 6, 7], 8, batch_size=3, cost="linear", max_cost=16)
     >>> s.batches, s.updates, round(s.padding_efficiency, 3), s.cost_max  # 2 rows of 7 each
@@ -579,6 +586,7 @@ def packed_stats(
         epoch=epoch,
         pad_to_multiple_of=pad_to_multiple_of,
         update_unit=update_unit,
+        max_batch_size=max_batch_size,
     )
     return replace(
         _summary(table),
@@ -601,6 +609,7 @@ def packed_table(
     epoch: int = 0,
     pad_to_multiple_of: int = 1,
     update_unit: str = "samples",
+    max_batch_size: int | None = None,
 ) -> tuple[dict[str, NDArray[Any]], int, float | None]:
     """The epoch :func:`packed_stats` summarises, micro-batch by micro-batch: its
     :func:`batch_table` (with ``cost_ratio``), laid out as it runs, its updates and its
@@ -626,6 +635,7 @@ def packed_table(
         seed=seed,
         oversize=oversize,
         pad_to_multiple_of=pad_to_multiple_of,
+        **({} if max_batch_size is None else {"max_batch_size": max_batch_size}),
     )
     cuts = step_time if options.update_unit == "samples" else None  # the sampler's time_model
     seconds = None

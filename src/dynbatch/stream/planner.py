@@ -350,8 +350,9 @@ class StreamPlanner:
                 f"{length}, longer than a row of pack_len={opts.pack_len}"
             )
         if opts.oversize == "error":
+            budget = "max_cost" if opts.pack_len is None else "pack_len"  # what would fit it
             raise InputError(
-                f"{head}. Raise max_cost, truncate it, or pass oversize='skip' or 'alone'"
+                f"{head}. Raise {budget}, truncate it, or pass oversize='skip' or 'alone'"
             )
         warnings.warn(f"skipping {over.size} sample(s) over budget: {head}", stacklevel=2)
         keep = np.ones(len(block.lengths), dtype=bool)
