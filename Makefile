@@ -17,6 +17,9 @@ PF_VENV     ?= .venv-pf
 PF_PY       := $(PF_VENV)/bin/python
 PF_LOCK     := .ci/paddleformers-lock.txt
 PF_STAMP    := $(PF_VENV)/.installed
+# The suite on two workers (pytest-xdist): the tests on one module's fixture share a worker
+# (NOTE [ one worker for a module's fixture ] in tests/conftest.py); the 15 slowest are listed.
+PYTEST_ARGS ?= -n 2 --dist loadgroup --durations=15
 
 .PHONY: demo test test-paddleformers lint docs dist bench clean
 
@@ -36,10 +39,11 @@ $(PF_VENV)/bin/python:
 	$(PYTHON) -m venv $(PF_VENV)
 	$(PF_PY) -m pip install --quiet --upgrade pip
 
-# Only what tests/paddleformers runs: the host, pytest, and hypothesis (tests/conftest.py
-# imports it); not the docs' or lint's tools.
+# Only what tests/paddleformers runs: the host, pytest and pytest-xdist (PYTEST_ARGS), and
+# hypothesis (tests/conftest.py imports it); not the docs' or lint's tools.
 $(PF_STAMP): pyproject.toml $(PF_LOCK) | $(PF_VENV)/bin/python
-	$(PF_PY) -m pip install --quiet -c $(PF_LOCK) -e ".[cpu,paddleformers]" pytest hypothesis
+	$(PF_PY) -m pip install --quiet -c $(PF_LOCK) -e ".[cpu,paddleformers]" pytest pytest-xdist \
+		hypothesis
 	touch $@
 
 # The main job: a fixed batch of 32 against dynbatch's default recipe told that batch
@@ -66,10 +70,11 @@ docs: $(STAMP)
 # named by path: the main suite never collects them, nor this run the paddlenlp ones
 # (conftest.py). Under CI a skip there fails (tests/paddleformers/conftest.py says why).
 test-paddleformers: $(PF_STAMP)
-	$(PF_PY) -m pytest tests/paddleformers $(wildcard src/dynbatch/integrations/paddleformers)
+	$(PF_PY) -m pytest $(PYTEST_ARGS) tests/paddleformers \
+		$(wildcard src/dynbatch/integrations/paddleformers)
 
 test: lint docs test-paddleformers
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The install the README gives, from a wheel: build sdist and wheel, twine check, install the
 # wheel into a fresh venv and run dynbatch from it (.ci/dist says what it checks). CI runs it.

@@ -51,3 +51,24 @@ def chnsenticorp_csv() -> Path:
 @pytest.fixture(scope="session")
 def bert_vocab() -> Path:
     return shared_file("bert-base-chinese-vocab.txt")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers the mark itself; without it (a plain `pytest`) it is still known
+    config.addinivalue_line("markers", "xdist_group(name): run on one worker under -n (xdist)")
+
+
+# NOTE [ one worker for a module's fixture ]
+#     ``make test`` runs the suite on two workers (pytest-xdist, ``-n 2 --dist loadgroup``). A
+#     module-scoped fixture is made once per worker that runs a test of its module, and some are
+#     runs of their own (the docs' build, a training run, a model calibrated), so dealing those
+#     tests to both workers would make them twice. Every test that uses a fixture of module
+#     scope is put in its module's ``xdist_group``: one worker runs them, the fixture made once;
+#     every other test goes to whichever worker is free.
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests on a module's fixture (NOTE [ one worker for a module's fixture ])."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d and d[-1].scope == "module" for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))

@@ -1,4 +1,4 @@
-"""``PlanOptions``: what the fields mean together (bad input is in test_bad_input_planning)."""
+"""``PlanOptions``: what the fields mean together (bad input is in test_bad_input_options)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A tiny BERT, a toy classification set and the run settings of the Trainer tests.
 
-Imported by tests/test_trainer.py and by the scripts it runs in their own processes
+Imported by tests/test_trainer*.py and by the scripts they run in their own processes
 (trainer_resume.py, trainer_ddp.py), so all of them train the same way.
 """
 
