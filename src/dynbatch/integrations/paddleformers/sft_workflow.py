@@ -187,6 +187,11 @@ def _run_sft(
     )
     data_args.packing = False  # each dataset item one example: dynbatch packs
     data_args.binpacking = False
+    if args.max_steps <= 0:
+        # the plan sizes the run (dynamic_sft_trainer): the workflow's estimate of fixed batches
+        # is skipped, a pass over the data, and with it its barrier, which on CPU ranks has no
+        # process group yet (PaddleFormers' arguments make none on a CPU)
+        args.max_steps = 1
     return original(model_args, data_args, generating_args, args)
 
 
@@ -201,7 +206,7 @@ def _refuse_dpo(*_: Any, **__: Any) -> None:
 # -- the workflow's examples ------------------------------------------------------------------
 
 
-class Examples(paddle.io.Dataset):  # type: ignore[misc]
+class Examples(paddle.io.Dataset):  # type: ignore[type-arg]
     """The valid examples of a workflow's dataset, once each, and their lengths
     (NOTE [ the workflow's examples, once an epoch ]).
 
@@ -359,3 +364,8 @@ def install() -> None:
         tuner.run_sft = wrapped
     tuner.run_dpo = _refuse_dpo
     workflow.SFTTrainer = dynamic_sft_trainer
+    if not paddle.device.is_compiled_with_cuda():
+        # launched with --gpus on a CPU, paddle's launch names no backend, and the arguments
+        # then make a parallel context without a process group: the Trainer's first all_reduce
+        # fails on two ranks. gloo is the CPU's (its arguments are parsed after this file runs)
+        os.environ.setdefault("PADDLE_DISTRI_BACKEND", "gloo")
