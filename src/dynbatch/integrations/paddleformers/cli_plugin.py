@@ -5,8 +5,8 @@
     custom_register_path: <this file>   # python -m dynbatch.integrations.paddleformers.cli_plugin
 
 PaddleFormers executes it while it parses the YAML, in every training process; it puts dynbatch
-into the SFT workflow (:func:`~.sft_workflow.install`; NOTE [ the seams of PaddleFormers' SFT
-workflow ] there). dynbatch's own settings come from the YAML or JSON file that
+into the SFT workflow (:func:`~.sft_workflow.install`;
+NOTE [ the seams of PaddleFormers' SFT workflow ] there). dynbatch's own settings come from the YAML or JSON file that
 ``$DYNBATCH_CONFIG`` names (:func:`~.sft_workflow.read_settings`). Run as a module, it prints
 its path, the line's value.
 """
