@@ -7,7 +7,7 @@ epochs, over seeds.
 
 Run in PaddleFormers' environment (``.venv-pf``; NOTE [ paddleformers-cli on a CPU ] in
 ``tests/paddleformers/pf_cli.py`` says what the CLI needs on a CPU). Each row is the mean over
-seeds (the seed of the data's order and the model's start); the data and model are made once.
+seeds (the YAML's ``seed``); the data and the model's weights are made once.
 Updates and losses come from the workflow's log; real tokens/s is the examples' tokens (each
 valid example once an epoch, as the workflow tokenises and truncates them) over the training
 time; padding is the share of the positions the model computed in training that are not those
@@ -35,7 +35,10 @@ PROBE = HERE / "paddleformers_cli_probe.py"
 RUNS: dict[str, tuple[dict[str, Any], bool]] = {
     "stock": ({}, False),
     "PaddleFormers packing (binpacking)": ({"packing": True, "binpacking": True}, False),
-    "PaddleFormers greedy_intokens": ({"packing": True, "greedy_intokens": True}, False),
+    "PaddleFormers greedy_intokens": (
+        {"packing": True, "greedy_intokens": True, "binpacking": False},
+        False,
+    ),
     "PaddleFormers padding_free": ({"padding_free": True}, False),
     "dynbatch plain": ({}, True),
     "dynbatch packed (packing: true)": ({"packing": True}, True),
