@@ -75,7 +75,7 @@ def main() -> None:
     opts = parser.parse_args()
     folder = pf_cli.make_folder(Path(tempfile.mkdtemp(prefix="pf-cli-")), n_train=opts.n, n_eval=40)
     results = {name: [] for name in RUNS}
-    for seed in range(opts.seeds):
+    for seed in range(1, opts.seeds + 1):  # PaddleFormers refuses seed 0
         for name, (changes, plugin) in RUNS.items():
             try:
                 results[name].append(run_one(folder, name, seed, opts.epochs, plugin, changes))
