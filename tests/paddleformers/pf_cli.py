@@ -186,7 +186,7 @@ def wait_for(path: Path, process: Any, timeout: float = 600) -> None:
     while not path.exists():
         if process.poll() is not None or time.monotonic() > end:
             raise RuntimeError(f"{path} never appeared")
-        time.sleep(0.2)
+        time.sleep(0.05)
 
 
 def logged(log: str, key: str) -> list[float]:

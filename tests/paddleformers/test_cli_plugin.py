@@ -94,7 +94,7 @@ def test_a_run_killed_after_a_checkpoint_resumes_from_the_workflows_own(folder: 
     assert full_code == 0, full[-3000:]
     cfg = pf_cli.config(out="killed", save_steps=3, overwrite_output_dir=False)
     process, _ = pf_cli.start(folder, cfg, "killed")
-    pf_cli.wait_for(folder / "killed" / "checkpoint-3" / "trainer_state.json", process)
+    pf_cli.wait_for(folder / "killed" / "checkpoint-3" / "trainer_state.bin", process)
     pf_cli.kill(process)
     code, log = pf_cli.train(folder, cfg, "killed")  # the workflow finds its last checkpoint
     assert code == 0, log[-3000:]
