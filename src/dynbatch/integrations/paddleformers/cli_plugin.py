@@ -6,9 +6,9 @@
 
 PaddleFormers executes it while it parses the YAML, in every training process; it puts dynbatch
 into the SFT workflow (:func:`~.sft_workflow.install`;
-NOTE [ the seams of PaddleFormers' SFT workflow ] there). dynbatch's own settings come from the YAML or JSON file that
-``$DYNBATCH_CONFIG`` names (:func:`~.sft_workflow.read_settings`). Run as a module, it prints
-its path, the line's value.
+NOTE [ the seams of PaddleFormers' SFT workflow ] there). dynbatch's own settings come from
+the YAML or JSON file that ``$DYNBATCH_CONFIG`` names (:func:`~.sft_workflow.read_settings`).
+Run as a module, it prints its path, the line's value.
 """
 
 from __future__ import annotations

@@ -216,7 +216,8 @@ class Examples(paddle.io.Dataset):  # type: ignore[type-arg]
         skipped: the raw examples the workflow's processor left out (map datasets; an iterable
             one skips them unseen).
         whole: items as whole sequences for dynbatch's rows,
-            NOTE [ the workflow's labels are already shifted ]: ``{"input_ids", "labels"}``, one token longer.
+            NOTE [ the workflow's labels are already shifted ]:
+            ``{"input_ids", "labels"}``, one token longer.
     """
 
     def __init__(self, items: list[list[Any]], skipped: int = 0, whole: bool = False) -> None:
