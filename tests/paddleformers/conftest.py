@@ -25,7 +25,7 @@ from ci import IN_CI, ci_value
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
 #: the tests' helpers, which hold no doctests: the tests import them (and skip first where
 #: PaddleFormers' Trainer is missing), pytest's --doctest-modules need not
-collect_ignore = ["pf_toy.py", "pf_ranks.py"]
+collect_ignore = ["pf_toy.py", "pf_ranks.py", "pf_cli.py"]
 
 _WHY = "a test of tests/paddleformers fails rather than skips (NOTE [ no skips under CI ])"
 

@@ -1,0 +1,372 @@
+"""dynbatch inside ``paddleformers-cli train``: the SFT workflow's data on dynbatch's batches.
+
+:mod:`.cli_plugin` is the file a YAML names (``custom_register_path:``); importing it calls
+:func:`install`, which is everything here. What the workflow is, and where it is entered:
+
+NOTE [ the seams of PaddleFormers' SFT workflow ]
+    ``paddleformers-cli train cfg.yaml`` launches ``paddle.distributed.launch`` on
+    ``paddleformers/cli/launcher.py``, whose ``_training_function`` parses the YAML and calls
+    ``run_sft`` (``cli/train/tuner.py``), which builds the model, the tokenizer, the template, the
+    datasets and the collator, fixes ``max_steps``, then makes ``SFTTrainer(...)`` and trains.
+    ``custom_register_path`` executes its file while the YAML is parsed, in every training
+    process, before ``run_sft`` is called. Three names are looked up only later, at their call,
+    so rebinding them is the whole plug-in:
+
+    * ``tuner.run_sft``: :func:`_run_sft` checks the workflow's arguments and refuses what the
+      plug-in cannot honour by name, before the model loads (NOTE [ what the plug-in refuses ]);
+      it keeps what the user asked (``packing``, ``max_steps``, ``decay_steps``, the ``epoch``
+      strategies) and turns PaddleFormers' packing off, so the datasets yield one example an item;
+    * ``tuner.run_dpo``: refused by name (a preference pair is one row of three parts there;
+      dynamic batching of pairs is another capability);
+    * ``sft.workflow.SFTTrainer``: :func:`dynamic_sft_trainer` makes PaddleFormers'
+      ``DynamicBatchTrainer`` from the workflow's own model, arguments, datasets and collator.
+      (``sft_trainer.SFTTrainer`` is the class's own module: rebinding it there changes nothing
+      the workflow calls, and breaks the ``super(SFTTrainer, self)`` of its ``log``.)
+
+NOTE [ the workflow's examples, once an epoch ]
+    The workflow's datasets hold its templates, tokenisation, ``max_seq_len`` truncation and the
+    examples it skips (those its processor returns None for or fails on). The plug-in reads them
+    once, when the trainer is made, into :class:`Examples`: the valid examples in the dataset's
+    order, each with its length, computed once. The iterable dataset (the default) streams for
+    ever and yields the last item of a pass twice; one pass is read and the repeat dropped. The
+    map dataset holds no lengths and, for an index whose example is invalid, returns another
+    one; every raw example is processed once and an invalid one is left out, counted in the log.
+    The plan then takes each valid example exactly once an epoch. The examples are held in
+    memory as token ids (the raw examples are, already, in the map dataset).
+
+NOTE [ the workflow's labels are already shifted ]
+    A workflow example is ``token_ids`` and ``labels`` of one length, the label at ``t`` the
+    token after ``t`` (prompts ``-100``), and PaddleFormers' models compare the logits at ``t``
+    with the label at ``t``. Unpacked, the workflow's own collator pads the batch and the loss is
+    :func:`~dynbatch.integrations.core.token_cross_entropy` with ``shift=False``: the exact mean
+    over the update's loss tokens. Packed, dynbatch's rows shift the labels themselves (each
+    sample's first label hidden), so each example enters them whole, as the ids and labels of
+    ``token_ids + [its last label]``: one position more, whose logits no label reads, and the
+    same loss tokens, the same targets.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import paddle
+
+from ..._checks import InputError
+from ...paddle.losses import IGNORE_INDEX
+from ...plan.options import FIELDS
+from ..core import token_cross_entropy
+from .adapter import DynamicBatchTrainer
+
+__all__ = [
+    "ENV",
+    "SETTINGS",
+    "Examples",
+    "dynamic_sft_trainer",
+    "install",
+    "read_settings",
+]
+
+#: The environment variable naming dynbatch's settings for the CLI: a YAML or JSON file.
+ENV = "DYNBATCH_CONFIG"
+#: The keys that file may hold: the plan options, and the Trainer's own planning keywords.
+SETTINGS = frozenset(FIELDS | {"accumulate", "accumulate_target", "cost_file"}) - {"seed"}
+
+#: What the user's YAML asked, kept by :func:`_run_sft` for :func:`dynamic_sft_trainer`.
+_ASKED: dict[str, Any] = {}
+
+
+def read_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """dynbatch's settings from the file ``$DYNBATCH_CONFIG`` names ({} when unset).
+
+    >>> read_settings({})
+    {}
+    """
+    path = (os.environ if environ is None else environ).get(ENV)
+    if not path:
+        return {}
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"{ENV}={path!r} names no file: give a YAML or JSON file of settings")
+    text = file.read_text()
+    if file.suffix == ".json":
+        loaded = json.loads(text)
+    else:
+        import yaml  # the CLI's own dependency (omegaconf's)
+
+        loaded = yaml.safe_load(text)
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise InputError(
+            f"{ENV}={path!r} holds a {type(loaded).__name__}, not a mapping of settings"
+        )
+    unknown = sorted(set(loaded) - SETTINGS)
+    if unknown:
+        raise InputError(
+            f"{ENV}={path!r}: unknown setting(s) {', '.join(unknown)}; the settings are: "
+            f"{', '.join(sorted(SETTINGS))} (the seed is the YAML's seed)"
+        )
+    settings = dict(loaded)
+    cost_file = settings.pop("cost_file", None)
+    if cost_file is not None:
+        if "cost" in settings:
+            raise InputError(f"{ENV}={path!r} gives both cost and cost_file: give one")
+        from ...memory.cost import load_cost
+
+        settings["cost"] = load_cost(cost_file)
+    return settings
+
+
+# -- the workflow's arguments -----------------------------------------------------------------
+
+#: data arguments the plug-in refuses when set, each with what to use instead
+#: (NOTE [ what the plug-in refuses ])
+_REFUSED_TRUE = {
+    "padding_free": (
+        "dynbatch's padding-free (varlen) layout is not in this release; use packing: true "
+        "(dynbatch's packed rows, each sample alone in its row, at the fixed batch's updates) "
+        "or leave padding_free false (dynbatch's padded micro-batches)"
+    ),
+    "eval_with_do_generation": "evaluation by generation is not planned: set it false",
+    "make_offline_data": "making offline data trains nothing: run it without custom_register_path",
+}
+
+
+def _refuse(data_args: Any, model_args: Any) -> None:
+    """NOTE [ what the plug-in refuses ]: each by name, before the model loads.
+
+    Whatever the plug-in cannot honour: ``padding_free`` (its layout is not dynbatch's yet), a
+    ``dataset_type`` other than ``iterable`` or ``map`` (the offline and pretraining datasets are
+    token streams cut to length, not examples), a ``stage`` other than ``SFT``, a
+    ``mix_strategy`` other than ``concat`` (a sampled mix has no epoch of examples), generation
+    at evaluation, and making offline data.
+    """
+    where = "paddleformers-cli train with dynbatch's plug-in (custom_register_path)"
+    for name, instead in _REFUSED_TRUE.items():
+        if getattr(data_args, name, False):
+            raise InputError(f"{where}: {name}=True is not honoured: {instead}")
+    checks = (
+        ("dataset_type", data_args.dataset_type, ("iterable", "map")),
+        ("stage", model_args.stage, ("SFT",)),
+        ("mix_strategy", data_args.mix_strategy, ("concat",)),
+    )
+    for name, value, valid in checks:
+        if value not in valid:
+            raise InputError(
+                f"{where}: {name}={value!r} is not honoured; valid: {', '.join(map(repr, valid))}"
+            )
+
+
+def _run_sft(
+    original: Callable[..., Any], model_args: Any, data_args: Any, generating_args: Any, args: Any
+) -> Any:
+    """The workflow's ``run_sft``, its arguments checked and PaddleFormers' packing turned off
+    (NOTE [ the seams of PaddleFormers' SFT workflow ])."""
+    _refuse(data_args, model_args)
+    read_settings()  # a bad settings file is refused now, before the model loads
+    _ASKED.clear()
+    _ASKED.update(
+        packing=bool(data_args.packing),
+        how=("binpacking" if data_args.binpacking else "greedy_intokens")
+        if data_args.packing
+        else None,
+        max_seq_len=int(data_args.max_seq_len),
+        max_steps=int(args.max_steps),
+        decay_steps=args.decay_steps,
+        epoch_strategies=[
+            name
+            for name in ("save_strategy", "evaluation_strategy", "logging_strategy")
+            if str(getattr(getattr(args, name), "value", getattr(args, name))) == "epoch"
+        ],
+    )
+    data_args.packing = False  # each dataset item one example: dynbatch packs
+    data_args.binpacking = False
+    if args.max_steps <= 0:
+        # the plan sizes the run (dynamic_sft_trainer): the workflow's estimate of fixed batches
+        # is skipped, a pass over the data, and with it its barrier, which on CPU ranks has no
+        # process group yet (PaddleFormers' arguments make none on a CPU)
+        args.max_steps = 1
+    return original(model_args, data_args, generating_args, args)
+
+
+def _refuse_dpo(*_: Any, **__: Any) -> None:
+    raise InputError(
+        "paddleformers-cli train with dynbatch's plug-in (custom_register_path): stage='DPO' is "
+        "not honoured: PaddleFormers lays out prompt | chosen | rejected in one row, and dynamic "
+        "batching of preference pairs is not in this release; remove custom_register_path for DPO"
+    )
+
+
+# -- the workflow's examples ------------------------------------------------------------------
+
+
+class Examples(paddle.io.Dataset):  # type: ignore[type-arg]
+    """The valid examples of a workflow's dataset, once each, and their lengths
+    (NOTE [ the workflow's examples, once an epoch ]).
+
+    Attributes:
+        items: each example as the workflow's collator takes it, a list of one ``Sequence``.
+        lengths: each example's tokens (``len(token_ids)``), int64.
+        skipped: the raw examples the workflow's processor left out (map datasets; an iterable
+            one skips them unseen).
+        whole: items as whole sequences for dynbatch's rows,
+            NOTE [ the workflow's labels are already shifted ]:
+            ``{"input_ids", "labels"}``, one token longer.
+    """
+
+    def __init__(self, items: list[list[Any]], skipped: int = 0, whole: bool = False) -> None:
+        super().__init__()
+        self.items = items
+        self.skipped = skipped
+        self.whole = whole
+        self.lengths = np.array([len(item[0].token_ids) + whole for item in items], dtype=np.int64)
+
+    @classmethod
+    def of(cls, dataset: Any, whole: bool = False) -> Examples:
+        """The examples of the workflow's ``IteratorSFTDataset`` or ``MapSFTDataset``."""
+        if not hasattr(dataset, "raw_data"):  # the IteratorSFTDataset
+            items: list[list[Any]] = []
+            for item in dataset._generate_sequences():  # one pass (the stream is endless)
+                if items and item is items[-1]:  # the pass's last item, yielded again
+                    continue
+                if item:  # an estimation's end marker is []
+                    items.append(item)
+            return cls(items, whole=whole)
+        process = dataset._current_processor_func
+        items, skipped = [], 0
+        for example in dataset.raw_data:
+            try:
+                sequence = process(example, 1)
+            except Exception:  # the workflow's own rule: an example it cannot process is skipped
+                sequence = None
+            if sequence is None:
+                skipped += 1
+            else:
+                items.append([sequence])
+        return cls(items, skipped=skipped, whole=whole)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> Any:
+        item = self.items[index]
+        if not self.whole:
+            return item
+        sequence = item[0]
+        labels = list(sequence.labels)
+        last = labels[-1] if labels[-1] != IGNORE_INDEX else 0
+        return {
+            "input_ids": np.array([*sequence.token_ids, last], dtype=np.int64),
+            "labels": np.array([IGNORE_INDEX, *labels], dtype=np.int64),
+        }
+
+
+# -- the trainer ------------------------------------------------------------------------------
+
+
+def _packing(settings: dict[str, Any]) -> int | None:
+    """The rows' length: the settings' ``pack_len``, else with the YAML's ``packing`` its
+    ``max_seq_len`` plus the one position a whole example adds; None unpacked."""
+    pack_len = settings.pop("pack_len", None)
+    if pack_len is None and _ASKED.get("packing"):
+        pack_len = _ASKED["max_seq_len"] + 1
+    return pack_len if pack_len is None else int(pack_len)
+
+
+def dynamic_sft_trainer(
+    model: Any = None,
+    args: Any = None,
+    train_dataset: Any = None,
+    eval_dataset: Any = None,
+    tokenizer: Any = None,
+    data_collator: Any = None,
+    callbacks: Sequence[Any] | None = None,
+    **workflow: Any,
+) -> DynamicBatchTrainer:
+    """What the workflow gets for ``SFTTrainer(...)``: PaddleFormers' ``DynamicBatchTrainer``
+    on the workflow's examples, collator, model and arguments, with ``$DYNBATCH_CONFIG``'s
+    settings; ``max_steps``, ``decay_steps`` and the ``epoch`` strategies from the plan."""
+    settings = read_settings()
+    pack_len = _packing(settings)
+    logger = DynamicBatchTrainer.host.logger
+    examples = None
+    if train_dataset is not None:
+        examples = Examples.of(train_dataset, whole=pack_len is not None)
+        logger.info(
+            f"dynbatch: {len(examples)} valid examples of {type(train_dataset).__name__}, "
+            f"{examples.skipped} skipped, {int(examples.lengths.sum())} tokens"
+        )
+    if _ASKED.get("max_steps", -1) <= 0:
+        args.max_steps = -1  # the workflow's estimate was of fixed batches: the plan decides
+    if pack_len is None:  # the workflow's collator and its shifted labels
+        settings.setdefault(
+            "loss_fn", functools.partial(token_cross_entropy, shift=False, label_key="labels")
+        )
+    trainer = DynamicBatchTrainer(
+        model=model,
+        args=args,
+        train_dataset=examples,
+        eval_dataset=eval_dataset,
+        data_collator=data_collator,
+        tokenizer=tokenizer,
+        callbacks=list(callbacks or []),
+        lengths=None if examples is None else examples.lengths,
+        pack_len=pack_len,
+        **settings,
+    )
+    if examples is not None:
+        _schedule(trainer, args)
+    return trainer
+
+
+def _schedule(trainer: DynamicBatchTrainer, args: Any) -> None:
+    """``max_steps``, the decay and the ``epoch`` strategies made the plan's, and logged."""
+    steps = trainer.total_steps()
+    asked = _ASKED
+    said = [f"max_steps={steps}"]
+    for target in (trainer.args, args):
+        target.max_steps = steps
+        if asked.get("decay_steps") is None:
+            target.decay_steps = steps
+    if asked.get("decay_steps") is None:
+        said.append(f"decay_steps={steps}")
+    epochs = trainer.num_epochs or 1
+    per_epoch = max(1, steps // epochs)
+    for name in asked.get("epoch_strategies", []):
+        steps_name = {"evaluation_strategy": "eval_steps"}.get(
+            name, name.replace("strategy", "steps")
+        )
+        for target in (trainer.args, args):
+            setattr(target, steps_name, per_epoch)
+        said.append(f"{steps_name}={per_epoch} (an epoch)")
+    how = asked.get("how")
+    packed = f"; packing: {how} means dynbatch's rows" if how else ""
+    trainer.host.logger.info(
+        f"dynbatch: {', '.join(said)}, the plan's optimizer steps (the workflow sized fixed "
+        f"batches){packed}"
+    )
+
+
+def install() -> None:
+    """Put dynbatch into the CLI's workflow (NOTE [ the seams of PaddleFormers' SFT workflow ])."""
+    from paddleformers.cli.train import tuner
+    from paddleformers.cli.train.sft import workflow
+
+    run_sft = tuner.run_sft
+    if not getattr(run_sft, "dynbatch", False):
+        wrapped = functools.wraps(run_sft)(functools.partial(_run_sft, run_sft))
+        wrapped.dynbatch = True  # type: ignore[attr-defined]
+        tuner.run_sft = wrapped
+    tuner.run_dpo = _refuse_dpo
+    workflow.SFTTrainer = dynamic_sft_trainer
+    if not paddle.device.is_compiled_with_cuda():
+        # launched with --gpus on a CPU, paddle's launch names no backend, and the arguments
+        # then make a parallel context without a process group: the Trainer's first all_reduce
+        # fails on two ranks. gloo is the CPU's (its arguments are parsed after this file runs)
+        os.environ.setdefault("PADDLE_DISTRI_BACKEND", "gloo")
