@@ -44,7 +44,7 @@ NOTE [ the fixed batch's recipe ]
     :mod:`dynbatch.plan.splits`; never predicted slower than the fixed batch):
     the options returned (``fixed_step_size=batch_size``) plan both each
     epoch and keep the one predicted faster on that epoch's draw
-    (NOTE [ the faster plan of each epoch ] in :mod:`dynbatch.plan.epochs`). On
+    (NOTE [ the faster plan of each epoch ] in :mod:`dynbatch.plan.epoch_plan`). On
     a CPU, where padding costs, that is the padding-free split above; on
     a GPU below its knee, where a step costs the same at any size, it is
     one micro-batch per update, the fixed batch's own speed; above the

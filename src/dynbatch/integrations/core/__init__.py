@@ -32,12 +32,12 @@ by replaying batches, and it only calls ``set_epoch`` on a
 each; read them one at a time:
 
 * :mod:`.run`: the run's windows from the plan, NOTE [ one Trainer epoch holds every real epoch ];
-* :mod:`.trainer`: the class and its overrides; :mod:`.step`: NOTE [ one update, one mean ]
-  (the update itself is :mod:`dynbatch.paddle.update`);
+* :mod:`.trainer`: the class and its arguments; :mod:`.training`: its training overrides;
+  :mod:`.step`: NOTE [ one update, one mean ] (the update itself is :mod:`dynbatch.paddle.update`);
 * :mod:`.planner`: the training sampler at the step time measured, kept or given,
   NOTE [ dynbatch's checks before the probe ] (the probe is :mod:`.probe`);
 * :mod:`.checkpoints`: the state file and checkpoint discovery, NOTE [ resume from the plan ];
-* :mod:`.evaluation`: NOTE [ evaluation with unequal batches ];
+* :mod:`.evaluation`: its evaluation overrides, NOTE [ evaluation with unequal batches ];
 * :mod:`.logs`: the plan's numbers in the Trainer's logs;
 * :mod:`.packing`: ``pack_len``'s rows for a causal LM or a classifier, NOTE [ the Trainer packs ];
 * :mod:`.seq2seq`: encoder–decoders on (source, target) pairs, NOTE [ the Trainer on pairs ];

@@ -1,4 +1,4 @@
-"""Evaluation on dynamic batches: the eval sampler and the loop.
+"""Evaluation on dynamic batches: the eval sampler, the loop and the Trainer's overrides.
 
 NOTE [ evaluation with unequal batches ]
     Evaluation batches are dynamic too (longest first, every sample once,
@@ -24,10 +24,11 @@ from ..._checks import InputError
 from ...paddle.sampler import DistributedDynamicBatchSampler
 from ...plan.lengths import check_plan_lengths
 from ...plan.options import PlanOptions
+from .host import HostBase
 from .losses import loss_and_count
 from .run import split_batch
 
-__all__ = ["EvalSamplers", "check_eval_lengths", "evaluate"]
+__all__ = ["EvalSamplers", "EvaluationOverrides", "check_eval_lengths", "evaluate"]
 
 
 def _checked_eval_lengths(dataset: Any, lengths: Any, name: str | None) -> NDArray[np.int64]:
@@ -263,3 +264,38 @@ def _take(values: Any, rows: NDArray[Any]) -> Any:
     if isinstance(values, (list, tuple)):
         return type(values)(_take(v, rows) for v in values)
     return np.asarray(values)[rows]
+
+
+class EvaluationOverrides(HostBase):  # type: ignore[misc]
+    """The ``Trainer``'s evaluation methods on dynamic batches: a mixin of the core, before the
+    host's ``Trainer`` (NOTE [ one core, one host per adapter ] in :mod:`.host`)."""
+
+    options: PlanOptions
+    _eval_samplers: EvalSamplers
+
+    def get_eval_dataloader(self, eval_dataset: Any = None) -> Any:
+        """Dynamic batches if eval lengths are known (NOTE [ evaluation with unequal batches ])."""
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        loader = self._eval_samplers.loader(dataset, self.options, self.args, self.data_collator)
+        return super().get_eval_dataloader(eval_dataset) if loader is None else loader
+
+    def evaluation_loop(
+        self,
+        dataloader: Any,
+        description: str,
+        prediction_loss_only: bool | None = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+        max_eval_iters: int | None = -1,
+    ) -> Any:
+        """Per-rank evaluation of dynamic batches, gathered once (NOTE [ evaluation ... ])."""
+        sampler = getattr(dataloader, "batch_sampler", None)
+        kw: dict[str, Any] = {
+            "prediction_loss_only": prediction_loss_only,
+            "ignore_keys": ignore_keys,
+            "metric_key_prefix": metric_key_prefix,
+            "max_eval_iters": max_eval_iters,
+        }
+        if sampler is None or not self._eval_samplers.knows(sampler):
+            return super().evaluation_loop(dataloader, description, **kw)
+        return evaluate(self, dataloader, sampler, **kw)

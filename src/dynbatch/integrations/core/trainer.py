@@ -1,11 +1,13 @@
-"""``DynamicBatchTrainerCore``: the overrides that put a host's Trainer on the plan.
+"""``DynamicBatchTrainerCore``: a host's Trainer put on the plan, its arguments checked once.
 
-The window's update is :mod:`.step` (NOTE [ one update, one mean ]); the plan's
-windows :mod:`.run`; the training sampler and its step time :mod:`.planner`; packing
-:mod:`.packing`; the arguments, checkpoints, evaluation, logs and losses their modules
-beside this one. What stays here is the overrides themselves, written once for every host:
-an adapter puts this class before its framework's ``Trainer`` and names its :class:`~.host.Host`
-(NOTE [ one core, one host per adapter ] in :mod:`.host`).
+The class is made here: its arguments, checked before the host's ``Trainer`` is made, and the
+training sampler planned. Its overrides are mixins beside it: training (the loader, the step,
+the logs, ``train()``) :mod:`.training`, evaluation :mod:`.evaluation`; the window's update is
+:mod:`.step` (NOTE [ one update, one mean ]); the plan's windows :mod:`.run`; the training
+sampler and its step time :mod:`.planner`; packing :mod:`.packing`; the arguments,
+checkpoints, logs and losses their modules beside this one. Everything is written once for
+every host: an adapter puts this class before its framework's ``Trainer`` and names its
+:class:`~.host.Host` (NOTE [ one core, one host per adapter ] in :mod:`.host`).
 """
 
 from __future__ import annotations
@@ -15,35 +17,28 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from ..._checks import InputError, check_bool, check_choice, check_positive_number
-from ...paddle.safe_collate import raise_failure
 from ...paddle.sampler import DistributedDynamicBatchSampler, resolve_lengths
 from ...plan.options import PlanOptions
 from ...plan.windows import UNITS
 from ._compat import CompatHooks, int_hparams_visualdl
 from .arguments import checked_args, plan_options, run_args, split_keywords
-from .checkpoints import PlanCheckpoints, resolve_checkpoint
-from .evaluation import EvalSamplers, check_eval_lengths, evaluate
+from .checkpoints import PlanCheckpoints
+from .evaluation import EvalSamplers, EvaluationOverrides, check_eval_lengths
 from .host import Host
 from .logs import RunLog
-from .losses import loss_fn_for, mean_over
-from .packing import (
-    Packed,
-    check_pack_len,
-    pack_collator,
-    packed_loss,
-    packed_model,
-    packed_outputs,
-    padded_collator,
-)
+from .losses import loss_fn_for
+from .packing import Packed, check_pack_len, packed_loss, packed_model, padded_collator
 from .planner import AUTO, TrainPlanner, checked_time_model
-from .run import PlanWindows, RunLoader, RunPlan, real_epochs
+from .run import PlanWindows, RunPlan, real_epochs
 from .seq2seq import check_pairs_given
-from .step import train_window
+from .training import TrainingOverrides
 
 __all__ = ["DynamicBatchTrainerCore"]
 
 
-class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
+class DynamicBatchTrainerCore(
+    TrainingOverrides, EvaluationOverrides, PlanWindows, PlanCheckpoints, CompatHooks
+):
     """A framework's ``Trainer`` (paddlenlp's, PaddleFormers') on dynamic batches, all kept.
 
     The Trainer assumes fixed batches where it sizes the run, divides each micro-batch's loss
@@ -248,98 +243,3 @@ class DynamicBatchTrainerCore(PlanWindows, PlanCheckpoints, CompatHooks):
             packed=self.packed,
         )
         self._use_sampler(self._planner.first())
-
-    def _use_sampler(self, sampler: DistributedDynamicBatchSampler) -> None:
-        self.plan_windows(sampler)
-        if self.packed is not None:
-            self.train_collator = pack_collator(sampler, self.packed)
-
-    @property
-    def consumed_samples(self) -> int:
-        """Real samples trained over all ranks, the whole run (a resume included)."""
-        return self.run_log.consumed_samples
-
-    def get_train_dataloader(self) -> RunLoader:
-        """Every window of the run; ``len()`` its exact optimizer steps."""
-        run = self._run()
-        averaged = mean_over(
-            self.loss_fn, self.gave_loss_fn, self.accumulate, run.sampler.loss_tokens is not None
-        )
-        self.host.logger.info(run.describe(run.total_steps(), self.options, averaged))
-        return run.loader(self.train_dataset, self.train_collator, self.args.dataloader_num_workers)
-
-    def get_eval_dataloader(self, eval_dataset: Any = None) -> Any:
-        """Dynamic batches if eval lengths are known (NOTE [ evaluation with unequal batches ])."""
-        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        loader = self._eval_samplers.loader(dataset, self.options, self.args, self.data_collator)
-        return super().get_eval_dataloader(eval_dataset) if loader is None else loader
-
-    # -- Trainer overrides: the step -----------------------------------------------------------
-    def model_outputs(self, model: Any, inputs: Mapping[str, Any]) -> Any:
-        """A micro-batch's outputs: packed rows as NOTE [ the Trainer packs ] says, else forward."""
-        if self.packed is None:
-            return model(**inputs)
-        return packed_outputs(model, inputs, self.packed)
-
-    def training_step(self, model: Any, inputs: Any, step_control: int = 0) -> Any:
-        """One optimizer window: the exact mean over its samples or tokens on every rank."""
-        return train_window(self, self._run(), model, inputs)
-
-    def check_batch(self, batch: Any) -> None:
-        """Raise the error its collator returned in a batch, by name."""
-        raise_failure(batch)  # NOTE [ a collate error in paddle's DataLoader ]
-
-    # -- Trainer overrides: logging ------------------------------------------------------------
-    def log(self, logs: dict[str, float], **kwargs: Any) -> None:
-        """The Trainer's logs plus the plan's statistics; its fixed-batch speeds made real."""
-        self.run_log.update(logs, int(self.state.global_step))
-        super().log(logs, **kwargs)
-
-    # -- Trainer overrides: training -------------------------------------------------------------
-    def train(self, resume_from_checkpoint: Any = None, ignore_keys_for_eval: Any = None) -> Any:
-        """Train for the real epochs of ``args``; resume exactly from a checkpoint (or True)."""
-        self._run()
-        checkpoint = resolve_checkpoint(
-            resume_from_checkpoint, self.args.output_dir, self.host.prefix_checkpoint_dir
-        )
-        self.resume_state = None
-        if checkpoint is not None:  # everything of ours is checked before anything loads
-            state = self.read_plan_state(checkpoint)
-            planner = self._planner  # a run has one (above)
-            resumed = (
-                None if planner is None else planner.for_checkpoint(checkpoint, state, self.options)
-            )
-            if resumed is not None:  # NOTE [ the Trainer measures the step time ]
-                self._use_sampler(resumed)
-        run = self._run()
-        run.position, run.last_window, run.rest_from = (0, 0), None, None
-        if checkpoint is not None and self.resumes_rest(state):  # before the loader is sized
-            self.load_rest(checkpoint, state)
-        self.resumed_step = None
-        self.run_log = RunLog()
-        out = super().train(
-            resume_from_checkpoint=checkpoint, ignore_keys_for_eval=ignore_keys_for_eval
-        )
-        return self.host.train_output(out.global_step, self.run_log.mean_loss, out.metrics)
-
-    # -- Trainer overrides: evaluation ---------------------------------------------------------
-    def evaluation_loop(
-        self,
-        dataloader: Any,
-        description: str,
-        prediction_loss_only: bool | None = None,
-        ignore_keys: list[str] | None = None,
-        metric_key_prefix: str = "eval",
-        max_eval_iters: int | None = -1,
-    ) -> Any:
-        """Per-rank evaluation of dynamic batches, gathered once (NOTE [ evaluation ... ])."""
-        sampler = getattr(dataloader, "batch_sampler", None)
-        kw: dict[str, Any] = {
-            "prediction_loss_only": prediction_loss_only,
-            "ignore_keys": ignore_keys,
-            "metric_key_prefix": metric_key_prefix,
-            "max_eval_iters": max_eval_iters,
-        }
-        if sampler is None or not self._eval_samplers.knows(sampler):
-            return super().evaluation_loop(dataloader, description, **kw)
-        return evaluate(self, dataloader, sampler, **kw)
