@@ -274,6 +274,9 @@ class PackCollator:
                     "PackCollator(pack_len, layout=...) yourself"
                 )
         layout = PackLayout.from_options(options, attention=kwargs.get("attention"))
+        masks = ("attention", "return_mask", "return_startend")
+        if not layout.attention.dense and not any(k in kwargs for k in masks):
+            kwargs["attention"] = layout.attention  # the fields of the layout planned
         return cls(options.pack_len, layout=layout, **kwargs)
 
     def __repr__(self) -> str:

@@ -281,12 +281,12 @@ def like_fixed(
     if pack_len is not None:  # rows of pack_len within the fixed batch's worst cost
         if max_cost is None:  # never over the fixed batch's worst: refused, by name
             _check_one_row(fn, pack_len, budget, batch, longest)
-            if resolve_attention(attention).dense:  # NOTE [ the default budget of packed rows ]
-                fn = DenseRows(fn, longest)
-                multiple = int(fields.get("pad_to_multiple_of", 1))
-                pack_len = widest_row(fn, budget, pack_len) // multiple * multiple
-        else:
-            resolve_attention(attention)  # checked: a given max_cost is the budget as it runs
+            # NOTE [ the default budget of packed rows ]: priced, and laid out, as they run
+            fn = DenseRows(fn, longest, resolve_attention(attention))
+            multiple = int(fields.get("pad_to_multiple_of", 1))
+            pack_len = widest_row(fn, budget, pack_len) // multiple * multiple
+        elif not resolve_attention(attention).dense:  # max_cost given: its cost as they run
+            fn = DenseRows(fn, longest, resolve_attention(attention))  # carries the layout
         values = {"order": "shuffle", **updates, **fields, "pack_len": pack_len}
         return PlanOptions(max_cost=budget, cost=fn, time_model=time_model, **values)
     if update_unit == "tokens":  # micro-batches of about equal (full) tokens, as updates are

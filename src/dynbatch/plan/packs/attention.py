@@ -147,29 +147,39 @@ def resolve_attention(attention: Any) -> Attention:
 
 @dataclass(frozen=True)
 class DenseRows:
-    """``cost(n, L) · max(1, L / longest)``: a dense row wider than the longest sample
-    priced as its attention grows, ``L²`` (NOTE [ the default budget of packed rows ]).
+    """The cost of packed rows as ``attention`` runs them: for ``"dense"``, ``cost(n, L) ·
+    max(1, L / longest)``, a row wider than the longest sample priced as its attention grows,
+    ``L²``; for ``"flashmask"`` and ``"varlen"``, ``cost(n, L)``, their memory growing with
+    the tokens (NOTE [ the default budget of packed rows ]). It carries the layout, so the
+    options that plan with it lay out and price their rows as it runs.
 
     >>> rows = DenseRows("linear", 512)
     >>> float(rows(8, 512)), float(rows(2, 1024)), float(rows(1, 4096))
     (4096.0, 4096.0, 32768.0)
+    >>> float(DenseRows("linear", 512, "varlen")(1, 4096))
+    4096.0
     """
 
     cost: Any
     #: The longest sample: a row no wider is priced by ``cost`` alone.
     longest: int
+    #: How the rows' attention runs.
+    attention: Any = "dense"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cost", resolve_cost(self.cost))
         object.__setattr__(self, "longest", check_int("longest", self.longest, minimum=1))
+        object.__setattr__(self, "attention", resolve_attention(self.attention))
 
     def __call__(self, n: Any, length: Any) -> Any:
-        wide = np.maximum(1.0, np.asarray(length, dtype=np.float64) / self.longest)
-        return np.asarray(self.cost(n, length), dtype=np.float64) * wide
+        out = np.asarray(self.cost(n, length), dtype=np.float64)
+        if not self.attention.dense:
+            return out
+        return out * np.maximum(1.0, np.asarray(length, dtype=np.float64) / self.longest)
 
     def spec(self) -> str:
         """What decides its values (the resume fingerprint)."""
-        return f"{cost_spec(self.cost)},longest={self.longest}"
+        return f"{cost_spec(self.cost)},longest={self.longest},attention={self.attention.name}"
 
 
 def widest_row(cost: Any, budget: float, pack_len: int) -> int:

@@ -185,7 +185,8 @@ class PackLayout:
         cls, options: PlanOptions, time_model: Any = None, attention: Any = None
     ) -> PackLayout:
         """The layout of ``options``' micro-batches (``time_model`` in place of theirs), its
-        packed rows' attention ``attention`` (default ``"dense"``)."""
+        packed rows' attention ``attention`` (default: the options' cost's, as
+        :func:`~dynbatch.like_fixed` chose it, else ``"dense"``)."""
         if not isinstance(options, PlanOptions) or options.pack_len is None:
             raise InputError(
                 "a packed micro-batch's layout needs PlanOptions with pack_len, got "
@@ -199,7 +200,9 @@ class PackLayout:
             options.max_batch_size,
             model,
             options.pad_to_multiple_of,
-            resolve_attention(attention),
+            resolve_attention(
+                getattr(options.cost, "attention", None) if attention is None else attention
+            ),
         )
 
     @property
