@@ -6,9 +6,9 @@ Lengths cut at 512, the fixed batch ``B`` (default 8): its worst batch is ``B`` 
 longest length, padded. For each row length ``P`` and attention layout, the options are
 ``like_fixed(lengths, B, pack_len=P, attention=...)`` (the default budget) and the micro-batch
 is the widest they deal: ``max_rows`` rows, each full to the options' ``pack_len`` (for dense,
-rows stop short of ``P`` where their attention would outgrow the fixed batch's: NOTE [ the
-default budget of packed rows ]). ``dense`` is measured: paddle's host allocator at its peak
-over one forward and backward of a tiny paddlenlp Qwen2 (hidden 64, 2 layers, 4 heads),
+rows stop short of ``P`` where their attention would outgrow the fixed batch's:
+NOTE [ the default budget of packed rows ]). ``dense`` is measured: paddle's host allocator at
+its peak over one forward and backward of a tiny paddlenlp Qwen2 (hidden 64, 2 layers, 4 heads),
 rows fed with the dense block mask, over the same for the fixed batch's worst. ``before`` is
 the same measurement of the widest micro-batch the linear price allowed before (``B·512 / P``
 rows of ``P``). ``flashmask`` and ``varlen`` need a GPU: they are priced, not measured, as

@@ -154,8 +154,8 @@ class PackCollator:
         pad_to_multiple_of: without a layout, the width (the fullest row) is rounded up to
             this; give the sampler's (a layout holds its own).
             :meth:`for_sampler` sets it from the sampler's options.
-        attention: the mask fields of one attention layout (NOTE [ attention layouts ] in
-            :mod:`dynbatch.plan.packs.attention`) in place of ``return_mask`` and
+        attention: the mask fields of one attention layout
+            (:mod:`dynbatch.plan.packs.attention`) in place of ``return_mask`` and
             ``return_startend``: ``"dense"`` the ``attention_mask``, ``"flashmask"`` the
             ``attn_mask_startend_row_indices``, ``"varlen"`` one flat row ``[1, T]`` of the
             micro-batch's ``T`` tokens (no row padding: ``pad_to_multiple_of`` does not apply) with

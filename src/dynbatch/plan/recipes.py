@@ -220,8 +220,8 @@ def like_fixed(
             that is refused by name, unless ``max_cost`` allows it), priced as ``attention``
             runs them: by default dense rows, whose attention grows with the square of their
             width, so rows stop short of ``pack_len`` where one would need more memory than
-            the fixed batch's worst (NOTE [ the default budget of packed rows ] in
-            :mod:`dynbatch.plan.packs.attention`: ``L_max·√B`` tokens for the linear cost),
+            the fixed batch's worst (:mod:`dynbatch.plan.packs.attention`: ``L_max·√B`` tokens
+            for the linear cost),
             order ``"shuffle"``; with
             ``time_model``, each update runs packed, split or whole, whichever is predicted
             fastest, or the epoch the fixed batch's own updates where that is faster.
@@ -234,7 +234,7 @@ def like_fixed(
         attention: with ``pack_len``, how the packed rows' attention runs: ``"dense"`` (the
             default: a block mask, eager attention; what a CPU runs), ``"flashmask"`` or
             ``"varlen"`` (a GPU's kernels, whose memory grows with the tokens): an
-            :class:`~dynbatch.plan.packs.Attention` or its name (NOTE [ attention layouts ]).
+            :class:`~dynbatch.plan.packs.Attention` or its name.
         **fields: other options (``seed=...``, ``drop_last=...``, ...).
 
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)

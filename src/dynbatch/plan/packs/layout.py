@@ -23,10 +23,11 @@ NOTE [ a micro-batch's layout ]
     A packed micro-batch of ``R`` rows is as wide as its fullest row, ``W``
     (rounded up to ``pad_to_multiple_of``; a row of one sample longer than
     ``pack_len`` is that sample), not ``pack_len``: a row is as long as it is
-    full. It is priced as its :attr:`PackLayout.attention` runs it (NOTE [ attention
-    layouts ] in :mod:`dynbatch.plan.packs.attention`): ``time_model(R, W)`` for dense
-    attention over the whole row, the samples' ``ΣL_i²`` plus tokens for FlashMask and varlen
-    where the step time has coefficients; and it fits the memory
+    full. It is priced as its :attr:`PackLayout.attention` runs it
+    (NOTE [ attention layouts ] in :mod:`dynbatch.plan.packs.attention`):
+    ``time_model(R, W)`` for dense attention over the whole row, the samples'
+    ``ΣL_i²`` plus tokens for FlashMask and varlen where the step time has
+    coefficients; and it fits the memory
     budget with ``cost(R, W) <= max_cost``, which every micro-batch the planner
     deals holds since ``W`` is at most ``pack_len`` rounded up and ``R`` at most
     :attr:`~dynbatch.PlanOptions.max_rows`. *Padded*, one sample a row, width

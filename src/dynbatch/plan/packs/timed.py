@@ -185,7 +185,7 @@ def plan_timed_packs(
 
     ``time_model`` (default ``options.time_model``) may be any step time, a
     :class:`~dynbatch.StepTimeTable` too; packed rows are priced as ``attention`` runs them
-    (default ``"dense"``: NOTE [ attention layouts ] in :mod:`dynbatch.plan.packs.attention`).
+    (default ``"dense"``; :mod:`dynbatch.plan.packs.attention`).
 
     >>> opts = PlanOptions(max_cost=16, cost="linear", pack_len=8, update_size=4,
     ...                    time_model="1,0.1,0", order="shuffle")
@@ -315,7 +315,7 @@ def choose_packing(
             :func:`~dynbatch.plan_packs`.
         attention: how packed rows run, priced so: ``"dense"`` (default, ``time_model(R, W)``),
             ``"flashmask"`` or ``"varlen"`` (their samples' attention, ``ΣL_i²``, plus tokens:
-            NOTE [ attention layouts ] in :mod:`dynbatch.plan.packs.attention`). The updates are
+            :mod:`dynbatch.plan.packs.attention`). The updates are
             the same whatever the layout: only how each runs, and its price, differ.
 
     Returns:
