@@ -166,3 +166,15 @@ def test_for_sampler_builds_the_layout_asked_and_checks_its_budget() -> None:
     assert out["cu_seqlens"].tolist() == [0, 6, 8]
     with pytest.raises(InputError, match="over the sampler's budget"):
         collate(samples([8, 8, 8]))
+
+
+def test_a_cost_that_prices_attention_already_is_not_widened() -> None:
+    lens = np.r_[np.full(64, CUT), np.full(64, 100)]
+    quadratic = like_fixed(lens, B, pack_len=1024, cost="quadratic")
+    assert quadratic.pack_len == 1024 and quadratic.max_rows == 2  # 2 x 1024^2 = 8 x 512^2
+    from dynbatch import MemoryCost
+
+    calibrated = MemoryCost(c=50.0, a=0.02, b=4e-05, floor=60.0)
+    options = like_fixed(lens, B, pack_len=1024, cost=calibrated)
+    assert options.pack_len == 1024
+    assert calibrated(options.max_rows, 1024) <= calibrated(B, CUT)

@@ -47,7 +47,9 @@ NOTE [ the default budget of packed rows ]
     (:func:`widest_row`). FlashMask and varlen need no such guard: their
     memory grows with the tokens (``<= B·L_max`` by the linear cost) and
     ``ΣL_i² <= L_max·ΣL_i <= B·L_max²``, since no sample is longer than
-    ``L_max``.
+    ``L_max``. A cost with a term in ``L²`` (``"quadratic"``, a
+    :class:`~dynbatch.MemoryCost` calibrated on dense steps) prices a dense row's
+    attention already, so :class:`DenseRows` widens only a cost without one.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..._checks import InputError, InputTypeError, check_int
-from ..costs import cost_spec, resolve_cost
+from ..costs import QuadraticCost, cost_spec, resolve_cost
 from ..plans import Indices
 from .steps import predict
 
@@ -156,8 +158,9 @@ class DenseRows:
     >>> rows = DenseRows("linear", 512)
     >>> float(rows(8, 512)), float(rows(2, 1024)), float(rows(1, 4096))
     (4096.0, 4096.0, 32768.0)
-    >>> float(DenseRows("linear", 512, "varlen")(1, 4096))
-    4096.0
+    >>> flash, quadratic = DenseRows("linear", 512, "varlen"), DenseRows("quadratic", 512)
+    >>> float(flash(1, 4096)), float(quadratic(1, 4096))
+    (4096.0, 16777216.0)
     """
 
     cost: Any
@@ -171,9 +174,19 @@ class DenseRows:
         object.__setattr__(self, "longest", check_int("longest", self.longest, minimum=1))
         object.__setattr__(self, "attention", resolve_attention(self.attention))
 
+    @property
+    def widens(self) -> bool:
+        """Whether a dense row wider than ``longest`` costs more than ``cost`` says: where
+        ``cost`` has no term in ``L²`` (the linear cost, a callable it cannot read); one that
+        has (``"quadratic"``, a ``MemoryCost`` calibrated on dense steps) prices it already."""
+        if not self.attention.dense or isinstance(self.cost, QuadraticCost):
+            return False
+        b = getattr(self.cost, "b", None)
+        return not (isinstance(b, (int, float)) and not isinstance(b, bool) and b > 0)
+
     def __call__(self, n: Any, length: Any) -> Any:
         out = np.asarray(self.cost(n, length), dtype=np.float64)
-        if not self.attention.dense:
+        if not self.widens:
             return out
         return out * np.maximum(1.0, np.asarray(length, dtype=np.float64) / self.longest)
 
