@@ -72,6 +72,7 @@ from numpy.typing import NDArray
 from .._checks import MAX_LENGTH, InputError, InputTypeError, check_bool, check_int
 from ..plan.options import PlanOptions
 from ..plan.packs import PackLayout
+from ..plan.packs.attention import resolve_attention
 from ..plan.packs.layout import packed_rows
 from .safe_collate import reaches_the_loop
 
@@ -159,6 +160,20 @@ class PackCollator:
         pad_to_multiple_of: without a layout, the width (the fullest row) is rounded up to
             this; give the sampler's (a layout holds its own).
             :meth:`for_sampler` sets it from the sampler's options.
+        attention: the mask fields of one attention layout
+            (:mod:`dynbatch.plan.packs.attention`) in place of ``return_mask`` and
+            ``return_startend``: ``"dense"`` the ``attention_mask``, ``"flashmask"`` the
+            ``attn_mask_startend_row_indices``, ``"varlen"`` one flat row ``[1, T]`` of the
+            micro-batch's ``T`` tokens (no row padding: ``pad_to_multiple_of`` does not apply) with
+            ``cu_seqlens`` (int32 ``[S + 1]``: each sample's first token, then ``T``) and
+            ``max_seqlen`` (int32, the longest sample), what paddle's ``flash_attn_unpadded``
+            takes. None: the fields ``return_mask`` and ``return_startend`` ask for.
+
+    One flat row for a varlen kernel:
+
+    >>> flat = PackCollator(6, attention="varlen")([[5, 6, 7], [8, 9], [4, 4]])
+    >>> flat["input_ids"].tolist(), flat["cu_seqlens"].tolist(), int(flat["max_seqlen"])
+    ([[5, 6, 7, 8, 9, 4, 4]], [0, 3, 5, 7], 3)
     """  # NOTE [ one sample, alone in its row ], NOTE [ a sample's own fields ]
 
     def __init__(
@@ -174,6 +189,7 @@ class PackCollator:
         layout: PackLayout | None = None,
         pad_to_multiple_of: int = 1,
         sample_label: str | None = None,
+        attention: Any = None,
     ) -> None:
         self.pack_len = check_int("pack_len", pack_len, minimum=1, maximum=MAX_LENGTH)
         multiple = check_int(
@@ -212,6 +228,21 @@ class PackCollator:
             )
         #: The field of each sample's own label (NOTE [ a sample's own label ]), or None.
         self.sample_label = sample_label
+        #: The attention layout whose fields are emitted (None: ``return_mask`` and
+        #: ``return_startend`` say).
+        self.attention = None if attention is None else resolve_attention(attention)
+        if self.attention is not None and not (self.return_mask and self.return_startend):
+            raise InputError(
+                f"give attention={self.attention.name!r} (its own mask fields: "
+                f"{', '.join(self.attention.fields)}) or return_mask / return_startend, not both; "
+                f"got return_mask={self.return_mask}, return_startend={self.return_startend}"
+            )
+        if self.attention is not None and layout is not None and layout.attention != self.attention:
+            raise InputError(
+                f"attention={self.attention.name!r} differs from the layout's attention="
+                f"{layout.attention.name!r}: the plan priced rows as the layout's run; build "
+                "both with one (PackCollator.for_sampler(sampler, attention=...))"
+            )
 
     @classmethod
     def for_sampler(cls, sampler: Any, **kwargs: Any) -> PackCollator:
@@ -256,11 +287,16 @@ class PackCollator:
                     f"sets it from the sampler's options ({theirs}); leave {name} out, or build "
                     "PackCollator(pack_len, layout=...) yourself"
                 )
-        layout = PackLayout.from_options(options)
+        layout = PackLayout.from_options(options, attention=kwargs.get("attention"))
+        masks = ("attention", "return_mask", "return_startend")
+        if not layout.attention.dense and not any(k in kwargs for k in masks):
+            kwargs["attention"] = layout.attention  # the fields of the layout planned
         return cls(options.pack_len, layout=layout, **kwargs)
 
     def __repr__(self) -> str:
         timed = "" if self.layout is None else ", layout=PackLayout(...)"
+        if self.attention is not None:
+            timed += f", attention={self.attention.name!r}"
         multiple = self.pad_to_multiple_of
         rounded = "" if multiple == 1 or self.layout else f", pad_to_multiple_of={multiple}"
         return (
@@ -281,7 +317,12 @@ class PackCollator:
             own, samples = _own_labels(samples, self.sample_label)
         ids, labels, types = zip(*(_fields(s, k) for k, s in enumerate(samples)), strict=True)
         lens = np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids))
-        if self.layout is None:  # rows as wide as the fullest: NOTE [ a micro-batch's layout ]
+        flat = self.attention is not None and self.attention.name == "varlen"
+        if flat:  # NOTE [ attention layouts ]: one row of every token, no row padding
+            if self.layout is not None:
+                self.layout.rows(lens)  # the budget, checked as the rows would be
+            offsets, width = np.array([0, lens.size], dtype=np.int64), int(lens.sum())
+        elif self.layout is None:  # rows as wide as the fullest: NOTE [ a micro-batch's layout ]
             offsets, width = packed_rows(lens, self.pack_len, self.pad_to_multiple_of)
         else:  # NOTE [ a micro-batch's layout ]: packed rows, or a sample a row
             offsets, width = self.layout.rows(lens)
@@ -320,12 +361,19 @@ class PackCollator:
         seq = np.arange(width)
         # a fill token is a sample of its own, alone: it attends to itself
         owner = np.where(sample_ids >= 0, sample_ids, width + seq)
-        if self.return_mask:
+        masks = (self.return_mask, self.return_startend)
+        if self.attention is not None:
+            own = self.attention.fields
+            masks = ("attention_mask" in own, "attn_mask_startend_row_indices" in own)
+        if flat:
+            out["cu_seqlens"] = np.r_[0, np.cumsum(lens)].astype(np.int32)
+            out["max_seqlen"] = np.asarray(lens.max(), dtype=np.int32)
+        if masks[0]:
             mask = owner[:, :, None] == owner[:, None, :]
             if self.causal:
                 mask &= seq[None, :, None] >= seq[None, None, :]
             out["attention_mask"] = mask
-        if self.return_startend:
+        if masks[1]:
             out["attn_mask_startend_row_indices"] = self._startend(owner, seq)
         if own is not None:  # one label a sample, beside its start: no token labels
             fill = self.ignore_index if own.dtype == np.int64 else 0

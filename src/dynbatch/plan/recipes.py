@@ -121,7 +121,8 @@ from .lengths import (
     sample_tokens,
     update_tokens,
 )
-from .options import UNITS, PlanOptions, refuse_unknown_options
+from .options import FIELDS, UNITS, PlanOptions, refuse_unknown_options
+from .packs.attention import DenseRows, resolve_attention, widest_row
 from .pair_steptime import (
     PAIR_FLAT_STEP,
     KneeWithin,
@@ -165,6 +166,7 @@ def like_fixed(
     update_unit: str = "samples",
     loss_tokens: Any = None,
     time_model: Any = None,
+    attention: Any = None,
     **fields: Any,
 ) -> PlanOptions:
     """The options that train like a fixed batch of ``batch_size``, without its padding.
@@ -227,7 +229,12 @@ def like_fixed(
             updates (the same samples, as many an epoch), each micro-batch as many rows as fit
             the fixed batch's worst cost ``cost(R, pack_len) <= cost(B, L_max)`` (at most
             ``max_batch_size`` rows, when given; a ``pack_len`` whose one row costs more than
-            that is refused by name, unless ``max_cost`` allows it), order ``"shuffle"``; with
+            that is refused by name, unless ``max_cost`` allows it), priced as ``attention``
+            runs them: by default dense rows, whose attention grows with the square of their
+            width, so rows stop short of ``pack_len`` where one would need more memory than
+            the fixed batch's worst (:mod:`dynbatch.plan.packs.attention`: ``L_max·√B`` tokens
+            for the linear cost),
+            order ``"shuffle"``; with
             ``time_model``, each update runs packed, split or whole, whichever is predicted
             fastest, or the epoch the fixed batch's own updates where that is faster.
         time_model: the step's seconds, ``c + n·L·(a + b·L)``: an object with
@@ -236,6 +243,10 @@ def like_fixed(
             (source, target) pairs a step time of two lengths,
             :class:`~dynbatch.plan.pair_steptime.PairStepTimeModel` (or
             ``"c,a_s,a_t,b_s,b_t,cross"``): one of one length is refused by name there.
+        attention: with ``pack_len``, how the packed rows' attention runs: ``"dense"`` (the
+            default: a block mask, eager attention; what a CPU runs), ``"flashmask"`` or
+            ``"varlen"`` (a GPU's kernels, whose memory grows with the tokens): an
+            :class:`~dynbatch.plan.packs.Attention` or its name.
         **fields: other options (``seed=...``, ``drop_last=...``, ...).
 
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)
@@ -285,9 +296,20 @@ def like_fixed(
         trained = trained if trained.any() else ~trained
     counts = update_tokens(lens) if counted is None else counted  # a pair's: its target's
     updates = _updates(counts[trained], samples, update_unit)
+    if attention is not None and pack_len is None:
+        raise InputError(
+            f"like_fixed: attention={attention!r} is how packed rows run: give pack_len= "
+            "with it, or leave attention out"
+        )
     if pack_len is not None:  # rows of pack_len within the fixed batch's worst cost
         if max_cost is None:  # never over the fixed batch's worst: refused, by name
             _check_one_row(fn, pack_len, budget, batch, longest)
+            # NOTE [ the default budget of packed rows ]: priced, and laid out, as they run
+            fn = DenseRows(fn, longest, resolve_attention(attention))
+            multiple = int(fields.get("pad_to_multiple_of", 1))
+            pack_len = widest_row(fn, budget, pack_len) // multiple * multiple
+        elif not resolve_attention(attention).dense:  # max_cost given: its cost as they run
+            fn = DenseRows(fn, longest, resolve_attention(attention))  # carries the layout
         values = {"order": "shuffle", **updates, **fields, "pack_len": pack_len}
         return PlanOptions(max_cost=budget, cost=fn, time_model=time_model, **values)
     if update_unit == "tokens":  # micro-batches of about equal (full) tokens, as updates are

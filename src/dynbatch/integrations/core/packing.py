@@ -77,6 +77,7 @@ from ...paddle.pack_collate import (
     refuse_other_fields,
 )
 from ...paddle.safe_collate import safe_collate
+from ...plan.packs.attention import resolve_attention
 from ._compat import call_as_forward
 from .host import CausalPacking
 from .losses import token_cross_entropy
@@ -110,6 +111,8 @@ class Packed:
         pack_len: the rows' length (the plan's ``pack_len``).
         mask_field: a causal LM's field of the rows' mask (the host's
             ``CausalPacking.mask_field``).
+        attention: ``"dense"`` or ``"flashmask"``: how the rows' attention runs
+            (:func:`model_attention`), what the plan prices them by.
     """
 
     kind: str
@@ -117,6 +120,8 @@ class Packed:
     pad_val: int
     pack_len: int
     mask_field: str = "attention_mask"
+    #: How the rows' attention runs, as the plan prices it (:func:`model_attention`).
+    attention: str = "dense"
 
 
 def _takes(fn: Any, *names: str) -> bool:
@@ -139,7 +144,32 @@ def check_pack_len(pack_len: Any, model: Any) -> int | None:
     return checked
 
 
-def packed_model(model: Any, label_name: str, pack_len: int, causal: CausalPacking) -> Packed:
+def model_attention(model: Any, given: Any, mask_field: str) -> str:
+    """How ``model`` runs packed rows' attention (NOTE [ attention layouts ] in
+    :mod:`dynbatch.plan.packs.attention`): ``given`` where the user passed one, else what its
+    config says: PaddleFormers' ``_attn_implementation="flashmask"`` runs FlashMask; every
+    other (``"eager"``, which builds the dense mask from FlashMask's indices, and paddlenlp's
+    decoders, whose 3-D mask is dense with ``use_flash_attention`` too) is ``"dense"``, the
+    safe default. A layout the model cannot take is refused by name."""
+    config = getattr(model, "config", None)
+    said = "flashmask" if getattr(config, "_attn_implementation", None) == "flashmask" else None
+    if given is None:
+        return said or "dense"
+    name = resolve_attention(given).name
+    takes = {"dense": True, "flashmask": mask_field == "attn_mask_startend_row_indices"}
+    if not takes.get(name, False):
+        raise InputError(
+            f"attention={name!r}: {type(model).__name__} takes packed rows' mask as "
+            f"{mask_field}, not {'cu_seqlens' if name == 'varlen' else 'FlashMask indices'}; "
+            "pass attention='dense' (or leave it out: read from the model's config), or pack "
+            "in your own loop (PackCollator(attention=...))"
+        )
+    return name
+
+
+def packed_model(
+    model: Any, label_name: str, pack_len: int, causal: CausalPacking, attention: Any = None
+) -> Packed:
     """What packing ``model`` takes; a model the Trainer cannot pack for is refused by name.
 
     ``causal`` is how the host's causal LMs take packed rows (its ``causal_packing``)."""
@@ -159,7 +189,8 @@ def packed_model(model: Any, label_name: str, pack_len: int, causal: CausalPacki
             )
             if causal.accepts(base):
                 causal.check(model, pack_len)
-                return Packed(CAUSAL_LM, label_name, pad_val, pack_len, causal.mask_field)
+                laid = model_attention(model, attention, causal.mask_field)
+                return Packed(CAUSAL_LM, label_name, pad_val, pack_len, causal.mask_field, laid)
     elif name.endswith("ForSequenceClassification"):
         parts = {
             f"a base model under base_model_prefix (model.{prefix})": base is not None,
@@ -174,7 +205,8 @@ def packed_model(model: Any, label_name: str, pack_len: int, causal: CausalPacki
         }
         missing = [part for part, ok in parts.items() if not ok]
         if not missing:
-            return Packed(CLASSIFIER, label_name, pad_val, pack_len)
+            laid = model_attention(model, attention, "attention_mask")
+            return Packed(CLASSIFIER, label_name, pad_val, pack_len, attention=laid)
         why = f"it has no {', no '.join(missing)}"
     raise InputTypeError(
         f"pack_len={pack_len} trains packed rows, which the Trainer can feed to a causal LM "

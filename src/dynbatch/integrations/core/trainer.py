@@ -164,6 +164,7 @@ class DynamicBatchTrainerCore(
         **kwargs: Any,
     ) -> None:
         host = self.host
+        attention = kwargs.pop("attention", None)  # NOTE [ attention layouts ]: with pack_len
         trainer_kwargs = split_keywords(kwargs, host)
         criterion = trainer_kwargs.pop("criterion", None)
         loss_for = loss_fn_for(loss_fn, criterion, model)
@@ -214,8 +215,12 @@ class DynamicBatchTrainerCore(
         #: how the training micro-batches are packed for the model, or None
         #: (NOTE [ the Trainer packs ]); evaluation stays unpacked
         self.packed: Packed | None = None
+        if attention is not None and pack_len is None:
+            raise InputError(f"attention={attention!r} is how packed rows run: give pack_len=")
         if pack_len is not None:
-            self.packed = packed_model(model, self.label_names[0], pack_len, host.causal_packing)
+            self.packed = packed_model(
+                model, self.label_names[0], pack_len, host.causal_packing, attention
+            )
             if loss_fn is None and criterion is None:
                 self.loss_fn = packed_loss(self.packed) or self.loss_fn
             if data_collator is None:  # the probe's and evaluation's batches: ours
@@ -238,7 +243,9 @@ class DynamicBatchTrainerCore(
             lengths=resolve_lengths(train_dataset, lengths, length_fn, ref_index, cache_path),
             loss_tokens=loss_tokens,
             planned=planned,
-            keywords=kwargs,
+            keywords=kwargs
+            if self.packed is None
+            else {**kwargs, "attention": self.packed.attention},
             time_model=time_model,
             packed=self.packed,
         )

@@ -23,8 +23,11 @@ NOTE [ a micro-batch's layout ]
     A packed micro-batch of ``R`` rows is as wide as its fullest row, ``W``
     (rounded up to ``pad_to_multiple_of``; a row of one sample longer than
     ``pack_len`` is that sample), not ``pack_len``: a row is as long as it is
-    full. It is priced ``time_model(R, W)`` (dense attention over the whole
-    row: an upper bound on a block-diagonal kernel) and fits the memory
+    full. It is priced as its :attr:`PackLayout.attention` runs it
+    (NOTE [ attention layouts ] in :mod:`dynbatch.plan.packs.attention`):
+    ``time_model(R, W)`` for dense attention over the whole row, the samples'
+    ``ΣL_i²`` plus tokens for FlashMask and varlen where the step time has
+    coefficients; and it fits the memory
     budget with ``cost(R, W) <= max_cost``, which every micro-batch the planner
     deals holds since ``W`` is at most ``pack_len`` rounded up and ``R`` at most
     :attr:`~dynbatch.PlanOptions.max_rows`. *Padded*, one sample a row, width
@@ -73,6 +76,7 @@ from ..._checks import (
 from ..costs import resolve_cost
 from ..options import PlanOptions
 from ..plans import Indices
+from .attention import resolve_attention
 from .rows import round_up, row_starts
 from .steps import predict, step_time
 
@@ -155,9 +159,14 @@ class PackLayout:
     time_model: Any = None
     #: A micro-batch's width is rounded up to this.
     pad_to_multiple_of: int = 1
+    #: How packed rows' attention runs (NOTE [ attention layouts ] in
+    #: :mod:`dynbatch.plan.packs.attention`): an :class:`~dynbatch.plan.packs.Attention` or
+    #: its name, ``"dense"`` (the default), ``"flashmask"`` or ``"varlen"``.
+    attention: Any = "dense"
 
     def __post_init__(self) -> None:
         put = object.__setattr__
+        put(self, "attention", resolve_attention(self.attention))
         put(self, "pack_len", check_int("pack_len", self.pack_len, minimum=1, maximum=MAX_LENGTH))
         put(self, "max_cost", check_positive_number("max_cost", self.max_cost))  # as PlanOptions
         put(self, "cost", resolve_cost(self.cost))
@@ -175,8 +184,12 @@ class PackLayout:
             put(self, "time_model", step_time(self.time_model))
 
     @classmethod
-    def from_options(cls, options: PlanOptions, time_model: Any = None) -> PackLayout:
-        """The layout of ``options``' micro-batches (``time_model`` in place of theirs)."""
+    def from_options(
+        cls, options: PlanOptions, time_model: Any = None, attention: Any = None
+    ) -> PackLayout:
+        """The layout of ``options``' micro-batches (``time_model`` in place of theirs), its
+        packed rows' attention ``attention`` (default: the options' cost's, as
+        :func:`~dynbatch.like_fixed` chose it, else ``"dense"``)."""
         if not isinstance(options, PlanOptions) or options.pack_len is None:
             raise InputError(
                 "a packed micro-batch's layout needs PlanOptions with pack_len, got "
@@ -190,6 +203,9 @@ class PackLayout:
             options.max_batch_size,
             model,
             options.pad_to_multiple_of,
+            resolve_attention(
+                getattr(options.cost, "attention", None) if attention is None else attention
+            ),
         )
 
     @property
@@ -265,7 +281,9 @@ class PackLayout:
         pad_ok = self.fits(sizes, longest)
         pad_s = predict(self.time_model, sizes, longest)
         pack_ok = self.fits(rows, width)
-        pack_s = predict(self.time_model, rows, width)
+        tokens = np.add.reduceat(lengths, offsets[:-1])
+        squares = np.add.reduceat(lengths.astype(np.float64) ** 2, offsets[:-1])
+        pack_s = self.attention.seconds(self.time_model, rows, width, tokens, squares)
         packed = pack_ok & (~pad_ok | (pack_s < pad_s * keep))
         if strict and not (pad_ok | pack_ok).all():
             k = int(np.flatnonzero(~(pad_ok | pack_ok))[0])

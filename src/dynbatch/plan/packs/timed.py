@@ -178,12 +178,14 @@ def plan_timed_packs(
     loss_tokens: Any = None,
     *,
     time_model: Any = None,
+    attention: Any = None,
 ) -> PackChoice:
     """The packed epoch of ``options`` (``pack_len``), each update packed, split or whole, for
     ``num_replicas`` ranks (NOTE [ choosing packing per update ]); ``.sharded`` is the plan.
 
     ``time_model`` (default ``options.time_model``) may be any step time, a
-    :class:`~dynbatch.StepTimeTable` too.
+    :class:`~dynbatch.StepTimeTable` too; packed rows are priced as ``attention`` runs them
+    (default ``"dense"``; :mod:`dynbatch.plan.packs.attention`).
 
     >>> opts = PlanOptions(max_cost=16, cost="linear", pack_len=8, update_size=4,
     ...                    time_model="1,0.1,0", order="shuffle")
@@ -201,7 +203,8 @@ def plan_timed_packs(
         raise InputError("plan_timed_packs prices steps: give time_model, got time_model=None")
     ranks = check_int("num_replicas", num_replicas, minimum=1)
     top = min(GRID_TOP, max(-(-math.ceil(options.update_size) // ranks) * 2, 64))
-    layout = PackLayout.from_options(options, Grid(step, np.r_[lens, options.pack_len], top))
+    grid = Grid(step, np.r_[lens, options.pack_len], top)
+    layout = PackLayout.from_options(options, grid, attention)
     counts = check_loss_tokens(loss_tokens, lens)
     tokens = options.update_unit == "tokens"
     updates = fixed_updates(
@@ -281,6 +284,7 @@ def choose_packing(
     oversize: str = "error",
     seed: int = 0,
     epoch: int = 0,
+    attention: Any = None,
 ) -> PackChoice:
     """The packed plan of ``epoch``, each update run packed, split or whole: the fastest.
 
@@ -309,6 +313,10 @@ def choose_packing(
             price nothing.
         loss_tokens, update_unit, oversize, seed, epoch: as
             :func:`~dynbatch.plan_packs`.
+        attention: how packed rows run, priced so: ``"dense"`` (default, ``time_model(R, W)``),
+            ``"flashmask"`` or ``"varlen"`` (their samples' attention, ``ΣL_i²``, plus tokens:
+            :mod:`dynbatch.plan.packs.attention`). The updates are
+            the same whatever the layout: only how each runs, and its price, differ.
 
     Returns:
         A :class:`PackChoice`.
@@ -369,4 +377,5 @@ def choose_packing(
         epoch,
         loss_tokens=loss_tokens,
         time_model=step,
+        attention=attention,
     )
