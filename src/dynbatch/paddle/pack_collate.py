@@ -195,23 +195,13 @@ class PackCollator:
         multiple = check_int(
             "pad_to_multiple_of", pad_to_multiple_of, minimum=1, maximum=MAX_LENGTH
         )
-        if layout is not None and not isinstance(layout, PackLayout):
-            raise InputTypeError(
-                "layout must be a dynbatch.plan.packs.PackLayout (PackLayout.from_options("
-                f"sampler.options)) or None, got layout={layout!r:.80}"
-            )
-        if layout is not None and layout.pack_len != self.pack_len:
-            raise InputError(
-                f"layout lays out rows of pack_len={layout.pack_len}, the collator's are "
-                f"pack_len={self.pack_len}: build both from the sampler's options "
-                "(PackCollator.for_sampler(sampler))"
-            )
-        if layout is not None and multiple not in (1, layout.pad_to_multiple_of):
-            raise InputError(
-                f"pad_to_multiple_of={multiple} differs from the layout's pad_to_multiple_of="
-                f"{layout.pad_to_multiple_of}: with a layout its widths are the layout's; leave "
-                "pad_to_multiple_of out (PackCollator.for_sampler(sampler) sets both)"
-            )
+        self.return_mask = check_bool("return_mask", return_mask)
+        self.return_startend = check_bool("return_startend", return_startend)
+        #: The attention layout whose fields are emitted (None: ``return_mask`` and
+        #: ``return_startend`` say).
+        self.attention = _check_layout(
+            layout, self.pack_len, multiple, attention, self.return_mask, self.return_startend
+        )
         self.layout = layout
         #: Widths are rounded up to this: the layout's, if given.
         self.pad_to_multiple_of = multiple if layout is None else layout.pad_to_multiple_of
@@ -219,8 +209,6 @@ class PackCollator:
         self.pad_val = _check_label("pad_val", pad_val)
         self.ignore_index = _check_label("ignore_index", ignore_index)
         self.shift = check_bool("shift", shift)
-        self.return_mask = check_bool("return_mask", return_mask)
-        self.return_startend = check_bool("return_startend", return_startend)
         if sample_label is not None and (not isinstance(sample_label, str) or not sample_label):
             raise InputTypeError(
                 "sample_label must be None or the name of a dict sample's field holding its one "
@@ -228,21 +216,6 @@ class PackCollator:
             )
         #: The field of each sample's own label (NOTE [ a sample's own label ]), or None.
         self.sample_label = sample_label
-        #: The attention layout whose fields are emitted (None: ``return_mask`` and
-        #: ``return_startend`` say).
-        self.attention = None if attention is None else resolve_attention(attention)
-        if self.attention is not None and not (self.return_mask and self.return_startend):
-            raise InputError(
-                f"give attention={self.attention.name!r} (its own mask fields: "
-                f"{', '.join(self.attention.fields)}) or return_mask / return_startend, not both; "
-                f"got return_mask={self.return_mask}, return_startend={self.return_startend}"
-            )
-        if self.attention is not None and layout is not None and layout.attention != self.attention:
-            raise InputError(
-                f"attention={self.attention.name!r} differs from the layout's attention="
-                f"{layout.attention.name!r}: the plan priced rows as the layout's run; build "
-                "both with one (PackCollator.for_sampler(sampler, attention=...))"
-            )
 
     @classmethod
     def for_sampler(cls, sampler: Any, **kwargs: Any) -> PackCollator:
@@ -363,8 +336,8 @@ class PackCollator:
         owner = np.where(sample_ids >= 0, sample_ids, width + seq)
         masks = (self.return_mask, self.return_startend)
         if self.attention is not None:
-            own = self.attention.fields
-            masks = ("attention_mask" in own, "attn_mask_startend_row_indices" in own)
+            fields = self.attention.fields
+            masks = ("attention_mask" in fields, "attn_mask_startend_row_indices" in fields)
         if flat:
             out["cu_seqlens"] = np.r_[0, np.cumsum(lens)].astype(np.int32)
             out["max_seqlen"] = np.asarray(lens.max(), dtype=np.int32)
@@ -394,6 +367,48 @@ class PackCollator:
         cols = [end] if self.causal else [end, start]
         out: NDArray[Any] = np.stack(cols, axis=-1)[:, None].astype(np.int32)
         return out
+
+
+def _check_layout(
+    layout: Any,
+    pack_len: int,
+    multiple: int,
+    attention: Any,
+    return_mask: bool,
+    return_startend: bool,
+) -> Any:
+    """``PackCollator``'s layout and attention, checked against each other: the attention."""
+    if layout is not None and not isinstance(layout, PackLayout):
+        raise InputTypeError(
+            "layout must be a dynbatch.plan.packs.PackLayout (PackLayout.from_options("
+            f"sampler.options)) or None, got layout={layout!r:.80}"
+        )
+    if layout is not None and layout.pack_len != pack_len:
+        raise InputError(
+            f"layout lays out rows of pack_len={layout.pack_len}, the collator's are "
+            f"pack_len={pack_len}: build both from the sampler's options "
+            "(PackCollator.for_sampler(sampler))"
+        )
+    if layout is not None and multiple not in (1, layout.pad_to_multiple_of):
+        raise InputError(
+            f"pad_to_multiple_of={multiple} differs from the layout's pad_to_multiple_of="
+            f"{layout.pad_to_multiple_of}: with a layout its widths are the layout's; leave "
+            "pad_to_multiple_of out (PackCollator.for_sampler(sampler) sets both)"
+        )
+    resolved = None if attention is None else resolve_attention(attention)
+    if resolved is not None and not (return_mask and return_startend):
+        raise InputError(
+            f"give attention={resolved.name!r} (its own mask fields: "
+            f"{', '.join(resolved.fields)}) or return_mask / return_startend, not both; "
+            f"got return_mask={return_mask}, return_startend={return_startend}"
+        )
+    if resolved is not None and layout is not None and layout.attention != resolved:
+        raise InputError(
+            f"attention={resolved.name!r} differs from the layout's attention="
+            f"{layout.attention.name!r}: the plan priced rows as the layout's run; build "
+            "both with one (PackCollator.for_sampler(sampler, attention=...))"
+        )
+    return resolved
 
 
 def additive_mask(mask: Any, dtype: Any = np.float32, neg: float = -1e4) -> NDArray[Any]:
