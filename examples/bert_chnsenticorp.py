@@ -186,8 +186,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--amp", action="store_true", help="mixed precision (effective on GPU)")
     p.add_argument("--recompute", action="store_true", help="recompute the encoder layers")
-    p.add_argument("--num-workers", type=int, default=0)
-    p.add_argument("--output-dir", default="runs/bert_chnsenticorp")
+    p.add_argument(
+        "--num-workers", type=int, default=0, help="the DataLoader's worker processes; 0: none"
+    )
+    p.add_argument(
+        "--output-dir",
+        default="runs/bert_chnsenticorp",
+        help="where results.md, results.json, curves.png and the VisualDL logs go",
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one mode here
     args = p.parse_args(argv)
     args.pack_alone = args.pack and args.modes is None
