@@ -75,6 +75,7 @@ def test_the_pinyin_example_runs_two_seeds(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads((tmp_path / "results.json").read_text())
     assert sorted({r["seed"] for r in rows}) == [0, 1], "a row per seed"
+    assert "No ccache found" not in done.stderr, "paddle's notice, silenced"
 
 
 @pytest.mark.slow
@@ -88,3 +89,4 @@ def test_the_sft_example_runs_any_seed(tmp_path: Path, seed: str) -> None:
         *("--seed", seed, "--output-dir", str(tmp_path)),
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "No ccache found" not in done.stderr, "paddle's notice, silenced in every process"
