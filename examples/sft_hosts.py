@@ -19,6 +19,15 @@ NOTE [ one Trainer runner, two hosts ]
       arguments, so the stock Trainer (``fixed``) and ``DynamicBatchTrainer`` run alike.
     * **a line it logs at every step**, ``[DataLoad global_step: N]``: left out of the output,
       as the Trainer's dict of each log is (``PrinterCallback``).
+    * **its info lines** (NOTE [ PaddleFormers' log lines ]): left out, but dynbatch's own.
+
+NOTE [ PaddleFormers' log lines ]
+    A PaddleFormers run of the example logged about 1,000 lines at info level (its arguments,
+    one by one, the model's loading, each step's data), for half a minute of training, and
+    dynbatch's own lines (the plan's split, what it set on the arguments) were lost among
+    them. The host's ``quiet_below="WARNING"`` leaves out the framework's records below a
+    warning, except dynbatch's, which start ``dynbatch:`` and go through the same logger;
+    warnings and errors still show. docs/paddleformers.md says how to do the same in a script.
 
     Both models compare the logits at ``t`` with the label at ``t`` (PaddleFormers'
     ``CriterionLayer`` as paddlenlp's criterion), so the stock Trainer's batches get labels
@@ -65,6 +74,8 @@ class TrainerHost:
         cpu_args: the ``TrainingArguments`` one CPU process needs, besides the example's own.
         install: what installs the framework, for the one line that says it is missing.
         quiet: the starts of the framework's log lines left out of the output.
+        quiet_below: a level (``"WARNING"``): the framework's records below it are left out,
+            but dynbatch's own (NOTE [ PaddleFormers' log lines ]); None keeps them all.
     """
 
     package: str
@@ -75,6 +86,7 @@ class TrainerHost:
     model_config: Mapping[str, Any] = field(default_factory=dict)
     cpu_args: Mapping[str, Any] = field(default_factory=dict)
     quiet: tuple[str, ...] = ()
+    quiet_below: str | None = None
 
     def missing(self, runner: str) -> str | None:
         """Why ``--runner runner`` cannot run in this Python, in one line, or None.
@@ -118,23 +130,39 @@ class TrainerHost:
         return _load(self.model_class)(config)
 
     def _quieten(self) -> None:
-        """Leave out the framework's log lines that start with one of :attr:`quiet`."""
-        if not self.quiet:
+        """Leave out the framework's log lines that start with one of :attr:`quiet`, and those
+        below :attr:`quiet_below` but dynbatch's."""
+        if not self.quiet and self.quiet_below is None:
             return
         framework = importlib.import_module(f"{self.package}.utils.log").logger.logger
         if not any(isinstance(f, _Drop) for f in framework.filters):
-            framework.addFilter(_Drop(self.quiet))
+            below = logging.getLevelName(self.quiet_below) if self.quiet_below else 0
+            framework.addFilter(_Drop(self.quiet, below))
 
 
 class _Drop(logging.Filter):
-    """Drops the records whose message starts with one of ``starts``."""
+    """Drops the records whose message starts with one of ``starts``, and those below the level
+    ``below`` whose message is not dynbatch's (``dynbatch: ...``).
 
-    def __init__(self, starts: tuple[str, ...]) -> None:
+    >>> drop = _Drop(("[DataLoad",), logging.WARNING)
+    >>> def kept(level, msg):
+    ...     return drop.filter(logging.LogRecord("pf", level, "", 0, msg, None, None))
+    >>> kept(logging.INFO, "loading weights"), kept(logging.INFO, "dynbatch: the plan")
+    (False, True)
+    >>> kept(logging.WARNING, "a warning"), kept(logging.WARNING, "[DataLoad global_step: 3]")
+    (True, False)
+    """
+
+    def __init__(self, starts: tuple[str, ...], below: int = 0) -> None:
         super().__init__()
         self.starts = starts
+        self.below = below
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.starts)
+        message = str(record.msg)
+        if message.startswith(self.starts):
+            return False
+        return record.levelno >= self.below or message.startswith("dynbatch")
 
 
 def _load(path: str) -> Any:
@@ -167,6 +195,7 @@ PADDLEFORMERS = TrainerHost(
         "sharding": "",
     },
     quiet=("[DataLoad global_step:",),
+    quiet_below="WARNING",
 )
 
 #: Each --runner's framework: the loop trains paddlenlp's model in a hand-written loop.

@@ -82,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a BERT vocab.txt; if the default is absent, the training characters",
     )
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated: fixed, dynamic")
-    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=2, help="epochs of both modes")
     p.add_argument("--max-train-samples", type=int, default=1000, help="0: every training review")
     p.add_argument("--max-dev-samples", type=int, default=0, help="0: every dev review")
     p.add_argument("--max-len", type=int, default=128, help="truncate reviews to this many tokens")
@@ -99,7 +99,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "pack_len",  # a packed micro-batch needs the PackCollator: not this example's yet
         ),
     )
-    p.add_argument("--accumulate", default="samples", choices=("samples", "tokens"))
+    p.add_argument(
+        "--accumulate",
+        default="samples",
+        choices=("samples", "tokens"),
+        help="the dynamic mode's loss: the mean over each update's samples, or its tokens",
+    )
     p.add_argument(
         "--time-model",
         dest="step_time",  # not the PlanOptions field: the recipe's, given to the Trainer
@@ -117,7 +122,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --max-cost: scale the dynamic mode's lr by its mean samples per step over "
         "--batch-size",
     )
-    p.add_argument("--output-dir", default="runs/trainer_chnsenticorp")
+    p.add_argument("--output-dir", default="runs/trainer_chnsenticorp", help="where the results go")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: train one mode here
     args = p.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]

