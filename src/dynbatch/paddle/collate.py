@@ -28,11 +28,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._checks import InputError, InputTypeError, check_bool, check_int
-from .safe_collate import reaches_the_loop
 
 # PackCollator's checks of token ids (one copy): a Python int beyond int64, a uint64 that wraps
 from .pack_collate import _ints as token_ids
 from .pack_collate import _refuse_beyond_int64 as refuse_beyond_int64
+from .safe_collate import reaches_the_loop
 
 __all__ = ["Dict", "Pad", "Seq2SeqCollator", "Stack", "Tuple"]
 

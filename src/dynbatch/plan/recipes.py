@@ -121,7 +121,7 @@ from .lengths import (
     sample_tokens,
     update_tokens,
 )
-from .options import FIELDS, UNITS, PlanOptions, refuse_unknown_options
+from .options import UNITS, PlanOptions, refuse_unknown_options
 from .packs.attention import DenseRows, resolve_attention, widest_row
 from .pair_steptime import (
     PAIR_FLAT_STEP,
