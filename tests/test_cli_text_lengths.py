@@ -66,3 +66,28 @@ def test_vocab_on_lengths_is_refused(tmp_path: Path) -> None:
     vocab.write_text("[PAD]\n[UNK]\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"--vocab measures text; .*lengths.txt holds lengths"):
         read_corpus(path, vocab=vocab, progress=False)
+
+
+@pytest.mark.parametrize("header", ["length", "n_tokens\r", "# lengths of train.jsonl"])
+def test_a_header_line_above_numbers_is_left_out_and_said(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, header: str
+) -> None:
+    """A header above the numbers (what ``df.to_csv(index=False)`` of one column writes) made
+    the file text: the header and each number's digits planned, exit 0 and not a word."""
+    (tmp_path / "lengths.txt").write_text(
+        "\n" + header + "\n" + "\n".join(map(str, LENS)) + "\n", encoding="utf-8"
+    )
+    np.save(tmp_path / "lengths.npy", LENS)
+    text, note = stats(capsys, str(tmp_path / "lengths.txt"))
+    npy, _ = stats(capsys, str(tmp_path / "lengths.npy"))
+    assert text == npy, "the lengths below the header, as the .npy of them plans"
+    assert f"line 2 ({header.strip()!r}) is not a number" in note and "left out" in note
+    assert read_corpus(tmp_path / "lengths.txt", progress=False).rows[0] == 3, "lines kept"
+
+
+def test_a_title_above_words_or_alone_is_text(tmp_path: Path) -> None:
+    path = tmp_path / "reviews.txt"
+    path.write_text("title\n", encoding="utf-8")
+    assert read_corpus(path, progress=False).lengths.tolist() == [5], "one line of text"
+    path.write_text("title\n12\nwords here\n", encoding="utf-8")
+    assert read_corpus(path, progress=False).lengths.tolist() == [5, 2, 10], "characters"

@@ -83,9 +83,15 @@ def _stats(args: argparse.Namespace) -> None:
         progress=not (args.json or args.no_progress),
     )
     if corpus.numbers:  # NOTE [ a text of numbers is lengths ] in dynbatch.cli.corpora
+        every = "every non-empty line is a number"
+        if corpus.header is not None:
+            line, text = corpus.header
+            every = (
+                f"line {line} ({text[:40]!r}) is not a number, a header left out; every "
+                "other non-empty line is one"
+            )
         print(
-            f"dynbatch stats: {corpus.path}: every non-empty line is a number: read as "
-            "lengths, one a line",
+            f"dynbatch stats: {corpus.path}: {every}: read as lengths, one a line",
             file=sys.stderr,
         )
     lengths = corpus.lengths

@@ -17,8 +17,11 @@ NOTE [ a text of numbers is lengths ]
     plan for no model), and it is what ``print(len(x))``, ``np.savetxt`` or a shell
     pipeline writes for lengths, so refusing it would only ask for a conversion to
     ``.npy``. One line of anything else (a word, ``nan``) makes the whole file text, so a
-    corpus is never taken for lengths. A bad length is named by its line, as a ``.npy``'s by
-    its index (``--skip-empty`` leaves zeros out; ``--add`` and ``--truncate`` apply), and
+    corpus is never taken for lengths; only the first non-empty line may be other, a header
+    above the numbers (``length``, as a one-column ``to_csv`` writes): it made the file
+    text, its digits planned, exit 0, so it is left out and the line on stderr names it. A
+    bad length is named by its line, as a ``.npy``'s by its index (``--skip-empty`` leaves
+    zeros out; ``--add`` and ``--truncate`` apply), and
     ``--vocab``, which measures text, is refused.
 """
 
@@ -62,6 +65,8 @@ class Corpus:
         by_line: True for text inputs (``rows`` are line numbers).
         numbers: True for a text file of lengths, one number a line
             (NOTE [ a text of numbers is lengths ]).
+        header: the line number and text of such a file's first non-empty line, where it
+            is not a number: a header, left out.
 
     >>> Corpus(Path("r.csv"), np.array([5, 9]), np.array([2, 4]), by_line=True).where(1)
     'line 4 of r.csv'
@@ -74,6 +79,7 @@ class Corpus:
     rows: NDArray[np.int64]
     by_line: bool
     numbers: bool = False
+    header: tuple[int, str] | None = None
 
     def where(self, i: int) -> str:
         """Where sample ``i`` is in the input, as a person would look for it."""
@@ -321,7 +327,8 @@ def read_corpus(
                 "lengths would): leave --vocab out, or give the text itself"
             )
         else:
-            corpus = Corpus(path, numbers[0], numbers[1], by_line=True, numbers=True)
+            lengths, rows, header = numbers
+            corpus = Corpus(path, lengths, rows, by_line=True, numbers=True, header=header)
     return _adjusted(corpus, add, truncate)
 
 
@@ -333,10 +340,12 @@ _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 def _numbers_text(
     path: Path, skip_empty: bool
-) -> tuple[NDArray[np.int64], NDArray[np.int64]] | None:
-    """The lengths of a text file whose every non-empty line is a number, and their lines;
-    None for any other file, read as text (NOTE [ a text of numbers is lengths ])."""
+) -> tuple[NDArray[np.int64], NDArray[np.int64], tuple[int, str] | None] | None:
+    """The lengths of a text file whose every non-empty line is a number (but for a header
+    on its first), their lines and the header; None for any other file, read as text
+    (NOTE [ a text of numbers is lengths ])."""
     found: list[tuple[int, str]] = []
+    header: tuple[int, str] | None = None
     try:
         with open(path, encoding="utf-8-sig") as fh:
             for number, line in enumerate(fh, 1):
@@ -344,7 +353,10 @@ def _numbers_text(
                 if not token:
                     continue
                 if _NUMBER.fullmatch(token) is None:
-                    return None
+                    if found or header is not None:
+                        return None
+                    header = (number, token)
+                    continue
                 found.append((number, token))
     except (UnicodeDecodeError, OSError):  # the text reader names it
         return None
@@ -366,15 +378,16 @@ def _numbers_text(
         elif value >= MAX_LENGTH:
             what = "a length must be below 2**53"
         if what is not None:
+            below = "" if header is None else f" below its header on line {header[0]}"
             raise UsageError(
                 f"line {number} of {path} is {token}: {what} ({path} is read as lengths, one "
-                "number a line, as every non-empty line is a number)"
+                f"number a line, as every non-empty line{below} is a number)"
             )
         lengths.append(int(value))
         rows.append(number)
     if not lengths:
         raise UsageError(f"{path} holds only zeros: nothing is left after --skip-empty")
-    return np.asarray(lengths, dtype=np.int64), np.asarray(rows, dtype=np.int64)
+    return np.asarray(lengths, dtype=np.int64), np.asarray(rows, dtype=np.int64), header
 
 
 def _read_text(
