@@ -66,3 +66,61 @@ def test_vocab_on_lengths_is_refused(tmp_path: Path) -> None:
     vocab.write_text("[PAD]\n[UNK]\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"--vocab measures text; .*lengths.txt holds lengths"):
         read_corpus(path, vocab=vocab, progress=False)
+
+
+@pytest.mark.parametrize("header", ["length", "n_tokens\r", "# lengths of train.jsonl"])
+def test_a_header_line_above_numbers_is_left_out_and_said(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, header: str
+) -> None:
+    """A header above the numbers (what ``df.to_csv(index=False)`` of one column writes) made
+    the file text: the header and each number's digits planned, exit 0 and not a word."""
+    (tmp_path / "lengths.txt").write_text(
+        "\n" + header + "\n" + "\n".join(map(str, LENS)) + "\n", encoding="utf-8"
+    )
+    np.save(tmp_path / "lengths.npy", LENS)
+    text, note = stats(capsys, str(tmp_path / "lengths.txt"))
+    npy, _ = stats(capsys, str(tmp_path / "lengths.npy"))
+    assert text == npy, "the lengths below the header, as the .npy of them plans"
+    assert f"line 2 ({header.strip()!r}) is not a number" in note and "left out" in note
+    assert read_corpus(tmp_path / "lengths.txt", progress=False).rows[0] == 3, "lines kept"
+
+
+def test_a_title_above_words_or_alone_is_text(tmp_path: Path) -> None:
+    path = tmp_path / "reviews.txt"
+    path.write_text("title\n", encoding="utf-8")
+    assert read_corpus(path, progress=False).lengths.tolist() == [5], "one line of text"
+    path.write_text("title\n12\nwords here\n", encoding="utf-8")
+    assert read_corpus(path, progress=False).lengths.tolist() == [5, 2, 10], "characters"
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "csv-pairs"])
+def test_a_column_of_numbers_is_lengths_and_said(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str
+) -> None:
+    """``--column length`` of a CSV whose every value is a number (``df.to_csv`` of lengths)
+    planned each number's digits: lengths 1..3, a meaningless plan, exit 0, not a word."""
+    pairs = kind.endswith("pairs")
+    lens = np.stack([LENS, LENS[::-1]], axis=1) if pairs else LENS
+    np.save(tmp_path / "lengths.npy", lens)
+    if kind == "jsonl":
+        path = tmp_path / "lengths.jsonl"
+        path.write_text("".join(f'{{"n": "{n}"}}\n' for n in LENS), encoding="utf-8")
+        flags = ["--field", "n"]
+    else:
+        path = tmp_path / "lengths.csv"
+        rows = [",".join(map(str, np.atleast_1d(row))) for row in lens]
+        path.write_text("src,tgt\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        flags = ["--column", "src"] + (["--column", "tgt"] if pairs else [])
+    text, note = stats(capsys, str(path), *flags)
+    npy, _ = stats(capsys, str(tmp_path / "lengths.npy"))
+    assert text == npy, "the numbers, as the .npy of them plans"
+    assert "every value is a number: read as lengths" in note
+
+
+def test_a_column_with_one_word_is_text(tmp_path: Path) -> None:
+    path = tmp_path / "reviews.csv"
+    path.write_text("review\n12\nfine hotel\n", encoding="utf-8")
+    assert read_corpus(path, column="review", progress=False).lengths.tolist() == [2, 10]
+    path.write_text("review\n12\n2.5\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 3 of .*reviews.csv is 2.5: a length must be"):
+        read_corpus(path, column="review", progress=False)

@@ -97,3 +97,26 @@ def test_ids_beyond_int64_are_refused_not_wrapped(side: str, big: object) -> Non
         collate([PAIRS[0], pair])
     small = {"src": np.array([4, 5], dtype=np.uint64), "tgt": np.array([6, 3], dtype=np.uint64)}
     assert collate([small])["input_ids"].tolist() == [[4, 5]], "below 2**63: taken"
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"pad_id": 2**63},
+        {"pad_id": np.uint64(2**63 + 1)},
+        {"decoder_start_id": 2**64 - 1},
+        {"ignore_index": -(2**63) - 1},
+        {"ignore_index": 2**63},
+    ],
+    ids=["pad-2**63", "pad-uint64", "start-2**64-1", "ignore--2**63-1", "ignore-2**63"],
+)
+def test_a_pad_start_or_ignore_id_beyond_int64_is_refused_by_name(given: dict) -> None:
+    """The ids the collator writes itself wrapped as the samples' ids did: pad_id=2**63
+    padded with -2**63, decoder_start_id=2**64 - 1 started every target at -2**63, and an
+    ignore_index below -2**63 raised numpy's OverflowError, naming nothing."""
+    ((name, value),) = given.items()
+    with pytest.raises(dynbatch.InputError, match=rf"{name} must be .*, got {name}={value}"):
+        Seq2SeqCollator(**given, source="src", target="tgt")
+    edge = {name: -(2**63) if name == "ignore_index" else 2**63 - 1}
+    batch = Seq2SeqCollator(**edge, source="src", target="tgt")(PAIRS)
+    assert batch["input_ids"].dtype == np.int64, "int64's own bounds are taken"

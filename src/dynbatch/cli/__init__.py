@@ -82,12 +82,8 @@ def _stats(args: argparse.Namespace) -> None:
         skip_empty=args.skip_empty,
         progress=not (args.json or args.no_progress),
     )
-    if corpus.numbers:  # NOTE [ a text of numbers is lengths ] in dynbatch.cli.corpora
-        print(
-            f"dynbatch stats: {corpus.path}: every non-empty line is a number: read as "
-            "lengths, one a line",
-            file=sys.stderr,
-        )
+    if corpus.note is not None:  # NOTE [ a text of numbers is lengths ] in dynbatch.cli.corpora
+        print(f"dynbatch stats: {corpus.path}: {corpus.note}", file=sys.stderr)
     lengths = corpus.lengths
     _refuse_other_kind(args, corpus)
     budget = _fixed_batch_budget(args, corpus) if args.budget_from_batch else None

@@ -17,9 +17,15 @@ NOTE [ a text of numbers is lengths ]
     plan for no model), and it is what ``print(len(x))``, ``np.savetxt`` or a shell
     pipeline writes for lengths, so refusing it would only ask for a conversion to
     ``.npy``. One line of anything else (a word, ``nan``) makes the whole file text, so a
-    corpus is never taken for lengths. A bad length is named by its line, as a ``.npy``'s by
-    its index (``--skip-empty`` leaves zeros out; ``--add`` and ``--truncate`` apply), and
-    ``--vocab``, which measures text, is refused.
+    corpus is never taken for lengths; only the first non-empty line may be other, a header
+    above the numbers (``length``, as a one-column ``to_csv`` writes): it made the file
+    text, its digits planned, exit 0, so it is left out and the line on stderr names it. A
+    bad length is named by its line, as a ``.npy``'s by its index (``--skip-empty`` leaves
+    zeros out; ``--add`` and ``--truncate`` apply), and ``--vocab``, which measures text,
+    is refused. A table's ``--column`` (a JSON lines' ``--field``) whose every value is a
+    number, or both of a pair's, is lengths alike (what ``df.to_csv`` of lengths writes):
+    its digits were planned, exit 0; one value of anything else keeps them text, and with
+    ``--vocab`` they are text to count.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ class Corpus:
         by_line: True for text inputs (``rows`` are line numbers).
         numbers: True for a text file of lengths, one number a line
             (NOTE [ a text of numbers is lengths ]).
+        note: what stderr says of how the input was read (lengths, one number a line).
 
     >>> Corpus(Path("r.csv"), np.array([5, 9]), np.array([2, 4]), by_line=True).where(1)
     'line 4 of r.csv'
@@ -74,6 +81,7 @@ class Corpus:
     rows: NDArray[np.int64]
     by_line: bool
     numbers: bool = False
+    note: str | None = None
 
     def where(self, i: int) -> str:
         """Where sample ``i`` is in the input, as a person would look for it."""
@@ -321,7 +329,16 @@ def read_corpus(
                 "lengths would): leave --vocab out, or give the text itself"
             )
         else:
-            corpus = Corpus(path, numbers[0], numbers[1], by_line=True, numbers=True)
+            lengths, rows, header = numbers
+            note = "every non-empty line is a number"
+            if header is not None:
+                line, text = header
+                note = (
+                    f"line {line} ({text[:40]!r}) is not a number, a header left out; every "
+                    "other non-empty line is one"
+                )
+            note += ": read as lengths, one a line"
+            corpus = Corpus(path, lengths, rows, by_line=True, numbers=True, note=note)
     return _adjusted(corpus, add, truncate)
 
 
@@ -333,10 +350,12 @@ _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 def _numbers_text(
     path: Path, skip_empty: bool
-) -> tuple[NDArray[np.int64], NDArray[np.int64]] | None:
-    """The lengths of a text file whose every non-empty line is a number, and their lines;
-    None for any other file, read as text (NOTE [ a text of numbers is lengths ])."""
+) -> tuple[NDArray[np.int64], NDArray[np.int64], tuple[int, str] | None] | None:
+    """The lengths of a text file whose every non-empty line is a number (but for a header
+    on its first), their lines and the header; None for any other file, read as text
+    (NOTE [ a text of numbers is lengths ])."""
     found: list[tuple[int, str]] = []
+    header: tuple[int, str] | None = None
     try:
         with open(path, encoding="utf-8-sig") as fh:
             for number, line in enumerate(fh, 1):
@@ -344,37 +363,75 @@ def _numbers_text(
                 if not token:
                     continue
                 if _NUMBER.fullmatch(token) is None:
-                    return None
+                    if found or header is not None:
+                        return None
+                    header = (number, token)
+                    continue
                 found.append((number, token))
     except (UnicodeDecodeError, OSError):  # the text reader names it
         return None
     if not found:
         return None
+    below = "" if header is None else f" below its header on line {header[0]}"
+    why = f"as every non-empty line{below} is a number"
     lengths: list[int] = []
     rows: list[int] = []
     for number, token in found:
-        value: float = int(token) if token.lstrip("+-").isdigit() else float(token)
-        what = None
-        if isinstance(value, float) and not value.is_integer():  # 2.5, or 1e999 (inf)
-            what = "a length must be a whole number"
-        elif value < 0:
-            what = "a length must be >= 1"
-        elif value == 0 and skip_empty:
-            continue
-        elif value == 0:
-            what = "a length must be >= 1 (pass --skip-empty to leave zero lengths out)"
-        elif value >= MAX_LENGTH:
-            what = "a length must be below 2**53"
-        if what is not None:
-            raise UsageError(
-                f"line {number} of {path} is {token}: {what} ({path} is read as lengths, one "
-                "number a line, as every non-empty line is a number)"
-            )
-        lengths.append(int(value))
-        rows.append(number)
+        value = _number_length(path, number, token, skip_empty, f"one number a line, {why}")
+        if value is not None:
+            lengths.append(value)
+            rows.append(number)
     if not lengths:
         raise UsageError(f"{path} holds only zeros: nothing is left after --skip-empty")
-    return np.asarray(lengths, dtype=np.int64), np.asarray(rows, dtype=np.int64)
+    return np.asarray(lengths, dtype=np.int64), np.asarray(rows, dtype=np.int64), header
+
+
+def _number_length(path: Path, line: int, token: str, skip_empty: bool, why: str) -> int | None:
+    """``token``, a number on ``line``, as a length; None for a zero ``--skip-empty`` leaves
+    out; a bad one refused, naming its line and ``why`` the file is read as lengths."""
+    value: float = int(token) if token.lstrip("+-").isdigit() else float(token)
+    what = None
+    if isinstance(value, float) and not value.is_integer():  # 2.5, or 1e999 (inf)
+        what = "a length must be a whole number"
+    elif value < 0:
+        what = "a length must be >= 1"
+    elif value == 0 and skip_empty:
+        return None
+    elif value == 0:
+        what = "a length must be >= 1 (pass --skip-empty to leave zero lengths out)"
+    elif value >= MAX_LENGTH:
+        what = "a length must be below 2**53"
+    if what is not None:
+        raise UsageError(
+            f"line {line} of {path} is {token}: {what} ({path} is read as lengths, {why})"
+        )
+    return int(value)
+
+
+def _numbers_of(
+    path: Path, numbers: list[list[str]], rows: list[int], skip_empty: bool, named: str
+) -> Corpus:
+    """The lengths of a table's or JSON lines' column (field) whose every value is a number
+    (NOTE [ a text of numbers is lengths ]); ``named`` says which."""
+    why = f"as every value of {named} is a number"
+    lengths: list[list[int]] = []
+    kept: list[int] = []
+    for line, tokens in zip(rows, numbers, strict=True):
+        values = [_number_length(path, line, token, skip_empty, why) for token in tokens]
+        if None not in values:
+            lengths.append([int(v) for v in values if v is not None])
+            kept.append(line)
+    if not lengths:
+        raise UsageError(f"{path} holds only zeros: nothing is left after --skip-empty")
+    array = np.asarray(lengths, dtype=np.int64)
+    return Corpus(
+        path,
+        array[:, 0] if array.shape[1] == 1 else array,
+        np.asarray(kept, dtype=np.int64),
+        by_line=True,
+        numbers=True,
+        note=f"{named}: every value is a number: read as lengths, one a row",
+    )
 
 
 def _read_text(
@@ -414,6 +471,8 @@ def _read_text(
     rows: list[int] = []
     line = 0
     texts = column if column is not None else field
+    # NOTE [ a text of numbers is lengths ]: a column (field) whose every value is a number
+    numbers: list[list[str]] | None = [] if texts is not None and vocab is None else None
     try:
         for line, values in _records(path, column, field):
             ns = [measure(v) if isinstance(v, str) else len(v) for v in values]
@@ -431,6 +490,11 @@ def _read_text(
                     ">= 1: pass --add N (e.g. --add 2 for [CLS] and [SEP]) or --skip-empty "
                     "to leave empty rows out"
                 )
+            if numbers is not None:
+                tokens = [v.strip() if isinstance(v, str) else "" for v in values]
+                numbers = numbers if all(map(_NUMBER.fullmatch, tokens)) else None
+                if numbers is not None:
+                    numbers.append(tokens)
             lengths.append(ns)
             rows.append(line)
             bar.update()
@@ -443,6 +507,10 @@ def _read_text(
     if not lengths:
         what = "no non-empty samples" if skip_empty else "no samples"
         raise UsageError(f"{path} holds {what}: there is nothing to batch")
+    if numbers and texts is not None:
+        flag = "--column" if column is not None else "--field"
+        named = f"{flag} " + ", ".join(map(repr, _names(texts)))
+        return _numbers_of(path, numbers, rows, skip_empty, named)
     array = np.asarray(lengths, dtype=np.int64)
     return Corpus(
         path,

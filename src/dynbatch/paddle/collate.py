@@ -37,6 +37,7 @@ from .safe_collate import reaches_the_loop
 __all__ = ["Dict", "Pad", "Seq2SeqCollator", "Stack", "Tuple"]
 
 Batchify = Callable[[Sequence[Any]], Any]
+_INT64_MAX = 2**63 - 1
 
 
 def _non_empty(data: Sequence[Any], who: str) -> None:
@@ -327,6 +328,17 @@ class Dict:
 #     remember. One class with the four names a model takes is the smaller API: one
 #     object to construct, no per-sample shifting, and a target that already holds
 #     ``ignore_index`` (which would reach the decoder's embedding as an id) refused by name.
+def _token_id(name: str, value: Any) -> int:
+    """``value`` as a token id the collator writes itself: an int from 0 to 2**63 - 1."""
+    token = int(check_int(name, value))
+    if token > _INT64_MAX:
+        raise InputError(
+            f"{name} must be an integer from 0 to 2**63 - 1 (an int64 token id), got "
+            f"{name}={value!r}"
+        )
+    return token
+
+
 class Seq2SeqCollator:
     """Batch (source, target) pairs for an encoder-decoder: each side padded to its own longest.
 
@@ -369,14 +381,20 @@ class Seq2SeqCollator:
         source: str = "source",
         target: str = "target",
     ) -> None:
-        self.pad_id = check_int("pad_id", pad_id)
-        self.decoder_start_id = check_int("decoder_start_id", decoder_start_id)
+        # the ids it writes itself are int64 as the samples' are: beyond, they wrapped
+        self.pad_id = _token_id("pad_id", pad_id)
+        self.decoder_start_id = _token_id("decoder_start_id", decoder_start_id)
         if isinstance(ignore_index, (bool, np.bool_)) or not isinstance(
             ignore_index, (int, np.integer)
         ):
             raise InputTypeError(
                 f"ignore_index must be an integer (the label of padding, usually -100), got "
                 f"ignore_index={ignore_index!r}"
+            )
+        if not -_INT64_MAX - 1 <= ignore_index <= _INT64_MAX:
+            raise InputError(
+                "ignore_index must be an integer from -2**63 to 2**63 - 1 (an int64 label, "
+                f"usually -100), got ignore_index={ignore_index!r}"
             )
         self.ignore_index = int(ignore_index)
         for name, field in (("source", source), ("target", target)):
