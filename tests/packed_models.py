@@ -43,15 +43,15 @@ def default_dtype(dtype: str) -> Iterator[None]:
         paddle.set_default_dtype(before)
 
 
-def tiny_qwen2(seed: int = 0, dtype: str = "float32") -> Any:
-    """paddlenlp's Qwen2ForCausalLM, hidden 64, 2 layers, its weights ``dtype``, in eval mode
-    (no dropout: the same sample gives the same logits)."""
+def tiny_qwen2(seed: int = 0, dtype: str = "float32", max_positions: int = MAX_POSITIONS) -> Any:
+    """paddlenlp's Qwen2ForCausalLM, hidden 64, 2 layers, its weights ``dtype``, positions up to
+    ``max_positions``, in eval mode (no dropout: the same sample gives the same logits)."""
     from paddlenlp import transformers  # imported where used: paddlenlp is optional
 
     paddle.seed(seed)
     config = transformers.Qwen2Config(
         vocab_size=VOCAB,
-        max_position_embeddings=MAX_POSITIONS,
+        max_position_embeddings=max_positions,
         hidden_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,

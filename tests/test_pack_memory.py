@@ -18,30 +18,12 @@ from dynbatch import PackCollator, like_fixed
 
 pytest.importorskip("paddlenlp")
 import paddle
+from packed_models import VOCAB, tiny_qwen2
 
 from dynbatch.memory import peak_memory_mib, reset_peak_memory
 
 B = 8
 CUT = 512
-VOCAB = 1000
-
-
-def tiny_qwen2() -> Any:
-    from paddlenlp import transformers
-
-    paddle.seed(0)
-    config = transformers.Qwen2Config(
-        vocab_size=VOCAB,
-        max_position_embeddings=8192,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        intermediate_size=192,
-        use_cache=False,
-        tie_word_embeddings=False,
-    )
-    return transformers.Qwen2ForCausalLM(config)
 
 
 def peak(model: Any, inputs: dict[str, Any]) -> float:
@@ -57,7 +39,7 @@ def peak(model: Any, inputs: dict[str, Any]) -> float:
 
 @pytest.fixture(scope="module")
 def model() -> Any:
-    return tiny_qwen2()
+    return tiny_qwen2(max_positions=8192)
 
 
 def test_every_default_packed_micro_batch_peaks_within_the_fixed_batchs_worst(model: Any) -> None:
