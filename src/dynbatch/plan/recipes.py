@@ -144,7 +144,7 @@ __all__ = [
 
 #: :func:`like_fixed`'s keywords that are not option fields (a sampler told ``batch_size`` passes
 #: them on)
-LIKE_FIXED_KEYWORDS = frozenset({"accumulation_steps", "micro_batches"})
+LIKE_FIXED_KEYWORDS = frozenset({"accumulation_steps", "attention", "micro_batches"})
 
 #: The largest fixed batch :func:`like_fixed` takes: sample counts are int64.
 MAX_BATCH_SIZE = 2**40

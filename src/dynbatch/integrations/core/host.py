@@ -61,6 +61,11 @@ def _no_check(model: Any, pack_len: int) -> None:
     """The ``check`` of a host whose causal LMs always honour the packed mask."""
 
 
+def _dense(model: Any) -> str | None:
+    """The ``attention`` of a host whose models' configs name no packed attention layout."""
+    return None
+
+
 @dataclass(frozen=True)
 class CausalPacking:
     """How a host's causal LMs take packed rows (NOTE [ the Trainer packs ] in :mod:`.packing`).
@@ -85,6 +90,9 @@ class CausalPacking:
             the host would ignore the mask on this model (paddlenlp under
             ``USE_CASUAL_MASK=True``; PaddleFormers' attention backends that drop it), naming
             what to set; called once the model is accepted.
+        attention: ``attention(model) -> str | None``: the attention layout the model's config
+            says it runs packed rows with (``"flashmask"``), None where it says none (the
+            dense default): the host reads its own config names.
     """
 
     mask_field: str
@@ -93,6 +101,7 @@ class CausalPacking:
     examples: str
     accepts: Callable[[Any], bool]
     check: Callable[[Any, int], None] = _no_check
+    attention: Callable[[Any], str | None] = _dense
 
     def __post_init__(self) -> None:
         if self.mask_field not in MASK_FIELDS:

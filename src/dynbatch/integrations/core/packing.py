@@ -144,15 +144,13 @@ def check_pack_len(pack_len: Any, model: Any) -> int | None:
     return checked
 
 
-def model_attention(model: Any, given: Any, mask_field: str) -> str:
+def model_attention(model: Any, given: Any, mask_field: str, said: str | None) -> str:
     """How ``model`` runs packed rows' attention (NOTE [ attention layouts ] in
-    :mod:`dynbatch.plan.packs.attention`): ``given`` where the user passed one, else what its
-    config says: PaddleFormers' ``_attn_implementation="flashmask"`` runs FlashMask; every
-    other (``"eager"``, which builds the dense mask from FlashMask's indices, and paddlenlp's
-    decoders, whose 3-D mask is dense with ``use_flash_attention`` too) is ``"dense"``, the
-    safe default. A layout the model cannot take is refused by name."""
-    config = getattr(model, "config", None)
-    said = "flashmask" if getattr(config, "_attn_implementation", None) == "flashmask" else None
+    :mod:`dynbatch.plan.packs.attention`): ``given`` where the user passed one, else ``said``,
+    what the host reads from its config (PaddleFormers' ``"flashmask"``); every other
+    (PaddleFormers' ``"eager"``, which builds the dense mask from FlashMask's indices, and
+    paddlenlp's decoders, whose 3-D mask is dense with ``use_flash_attention`` too) is
+    ``"dense"``, the safe default. A layout the model cannot take is refused by name."""
     if given is None:
         return said or "dense"
     name = resolve_attention(given).name
@@ -189,7 +187,7 @@ def packed_model(
             )
             if causal.accepts(base):
                 causal.check(model, pack_len)
-                laid = model_attention(model, attention, causal.mask_field)
+                laid = model_attention(model, attention, causal.mask_field, causal.attention(model))
                 return Packed(CAUSAL_LM, label_name, pad_val, pack_len, causal.mask_field, laid)
     elif name.endswith("ForSequenceClassification"):
         parts = {
@@ -205,7 +203,7 @@ def packed_model(
         }
         missing = [part for part, ok in parts.items() if not ok]
         if not missing:
-            laid = model_attention(model, attention, "attention_mask")
+            laid = model_attention(model, attention, "attention_mask", causal.attention(model))
             return Packed(CLASSIFIER, label_name, pad_val, pack_len, attention=laid)
         why = f"it has no {', no '.join(missing)}"
     raise InputTypeError(

@@ -85,6 +85,7 @@ __all__ = [
     "PADDLEFORMERS",
     "UNIFIED",
     "DynamicBatchTrainer",
+    "configured_attention",
     "fix_args",
     "mask_honoured",
     "refuse_unified",
@@ -166,6 +167,13 @@ def takes_startend(base_model: Any) -> bool:
     return takes and hasattr(getattr(base_model, "config", None), "_attn_implementation")
 
 
+def configured_attention(model: Any) -> str | None:
+    """``"flashmask"`` where ``model``'s ``config._attn_implementation`` runs FlashMask (it takes
+    the indices as given); None for ``"eager"``, which builds the dense block mask from them."""
+    backend = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    return "flashmask" if backend == "flashmask" else None
+
+
 def mask_honoured(model: Any, pack_len: int) -> None:
     """Refuse packing where ``model``'s attention backend would ignore the packed mask
     (NOTE [ PaddleFormers' attention and the packed mask ])."""
@@ -213,6 +221,7 @@ PADDLEFORMERS = Host(
         examples="PaddleFormers' LlamaForCausalLM or Qwen2ForCausalLM",
         accepts=takes_startend,
         check=mask_honoured,
+        attention=configured_attention,
     ),
     # the model classes (by import path) whose private names are read: the attention backend
     touched_models={
