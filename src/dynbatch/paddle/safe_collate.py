@@ -47,7 +47,7 @@ NOTE [ a collator safe by construction ]
     as the :class:`CollateError` that names it. An exception that is not an ``Exception``
     (a cancellation, a ``KeyboardInterrupt`` raised by the data) is carried too from the
     collating thread, which it would end while the loop waits forever; in a worker it is
-    raised as before, for paddle's worker to handle (:func:`_carried`).
+    raised as before, for paddle's worker to handle (``_carried``).
 """
 
 from __future__ import annotations
