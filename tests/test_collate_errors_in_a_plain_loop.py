@@ -91,3 +91,39 @@ def test_called_outside_a_loader_a_collator_raises_as_any_function_does() -> Non
         dynbatch.Pad()(["a"])
     with pytest.raises(dynbatch.InputTypeError, match=r"Stack: data\[1\]='one' is text"):
         dynbatch.Tuple(dynbatch.Pad(), dynbatch.Stack())([([1], 0), ([2], "one")])
+
+
+INTERRUPTED = """
+import paddle
+import dynbatch
+
+
+class Cancelled(BaseException):  # not an Exception: a library's cancellation, say
+    pass
+
+
+class Lazy:  # a sample whose ids raise it when read
+    def __len__(self):
+        raise Cancelled("the run was cancelled")
+
+    __iter__ = __array__ = __len__
+
+
+data = [[1, 2, 3]] * 3 + [Lazy()] + [[1, 2, 3]] * 4
+loader = paddle.io.DataLoader(data, batch_size=2, collate_fn=dynbatch.Pad(), num_workers=0)
+taken = 0
+try:
+    for batch in loader:
+        taken += 1
+except BaseException as exc:
+    print("RAISED", type(exc).__name__, "|", exc, "| TAKEN", taken, flush=True)
+"""
+
+
+def test_a_collators_base_exception_reaches_a_plain_loop_without_workers() -> None:
+    """An exception that is not an ``Exception`` (a cancellation, a ``KeyboardInterrupt``
+    raised by the data) ended paddle's collating thread and the loop waited forever."""
+    done = run_within(300, INTERRUPTED)
+    assert "RAISED Cancelled | the run was cancelled | TAKEN 1" in done.stdout, (
+        done.stdout + done.stderr[-3000:]
+    )

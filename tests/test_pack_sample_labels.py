@@ -71,3 +71,18 @@ def test_a_label_the_rows_cannot_carry_is_refused_by_name(
 def test_sample_label_must_name_a_field() -> None:
     with pytest.raises(dynbatch.InputTypeError, match=r"sample_label must be None or the name"):
         dynbatch.PackCollator(8, sample_label=3)  # type: ignore[arg-type]
+
+
+def test_a_label_held_in_a_one_number_array_is_that_number() -> None:
+    """paddle's datasets give a label as ``np.array([7])`` (MNIST) or a 0-d array: one number a
+    sample, as the error itself asks for; a bool array and two numbers are still refused."""
+    collate = dynbatch.PackCollator(8, sample_label="label")
+    out = collate(
+        [{"input_ids": [1, 2], "label": np.array([7])}, ([3], np.array(2, dtype=np.int32))]
+    )
+    assert out["sample_labels"].tolist() == [[7, 2]] and out["sample_labels"].dtype == np.int64
+    out = collate([([1], np.array([0.5], dtype=np.float32)), ([2], 1)])
+    assert out["sample_labels"].tolist() == [[0.5, 1.0]]
+    for bad in (np.array([True]), np.array([1, 2]), np.array([np.nan])):
+        with pytest.raises(dynbatch.InputError, match=r"must be one finite number"):
+            collate([([1], bad)])

@@ -87,3 +87,18 @@ def test_fixed_step_size_without_a_step_time_names_the_time_model(
     err = capsys.readouterr().err
     assert "--fixed-step-size=8 sets the fixed batch's step" in err, err
     assert "needs --time-model" in err and "--time-model=None" not in err, err
+
+
+def test_the_lower_bound_beside_a_packed_row_is_said_of_padded_plans(
+    capsys: pytest.CaptureFixture[str], npy: str
+) -> None:
+    """--max-batch-size caps a padded batch's samples but a packed batch's rows, so the packed
+    row can have fewer batches than the bound: the line must not say no plan has fewer."""
+    flags = [npy, *BASE, "--pack-len", "256", "--max-batch-size", "1"]
+    assert main(["stats", *flags, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    packed = next(row for row in report["rows"] if row["name"] == "packed")
+    assert packed["batches"] < report["lower_bound_batches"], "the packed row beats the bound"
+    assert main(["stats", *flags]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("lower bound on padded batches (no padded plan has fewer: "), line

@@ -268,4 +268,7 @@ def print_text(
     how = "longest first, each batch filled to the budget"
     if lengths.ndim == 2:  # NOTE [ the fewest batches of pairs ] in dynbatch.plan.bounds
         how = "the larger side's, each longest first, filled to the budget"
+    if "packed" in rows:  # packed batches are not bound by it: their max_batch_size caps rows
+        print(f"lower bound on padded batches (no padded plan has fewer: {how}{alone}): {bound}")
+        return
     print(f"lower bound on batches (no plan has fewer: {how}{alone}): {bound}")

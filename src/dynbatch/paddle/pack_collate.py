@@ -462,6 +462,8 @@ def _own_labels(samples: Sequence[Any], name: str) -> tuple[NDArray[Any], list[A
                 f"samples[{k}] must be a dict with {name!r} or a tuple (input_ids, label) with "
                 f"sample_label={name!r}, got {sample!r:.80}"
             )
+        if isinstance(value, np.ndarray) and value.size == 1:  # np.array([7]): paddle's datasets
+            value = value.reshape(())[()]  # its numpy scalar, of its dtype
         real = isinstance(value, (numbers.Real, np.integer, np.floating))
         if isinstance(value, (bool, np.bool_)) or not real or not np.isfinite(value):
             raise InputError(

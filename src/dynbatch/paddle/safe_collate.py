@@ -44,7 +44,10 @@ NOTE [ a collator safe by construction ]
     ``isinstance(field, str)``, which reads ``field.__class__``. So ``next(loader)``
     itself raises the error, in the loop, before any model code sees the batch, with and
     without workers. An ``AttributeError`` (which ``isinstance`` would swallow) is raised
-    as the :class:`CollateError` that names it.
+    as the :class:`CollateError` that names it. An exception that is not an ``Exception``
+    (a cancellation, a ``KeyboardInterrupt`` raised by the data) is carried too from the
+    collating thread, which it would end while the loop waits forever; in a worker it is
+    raised as before, for paddle's worker to handle (``_carried``).
 """
 
 from __future__ import annotations
@@ -159,12 +162,25 @@ _LOADER_FRAMES = {
 
 def called_by_the_loader() -> bool:
     """Whether paddle's ``DataLoader`` (its collating thread or a worker) is the caller."""
+    return _loader_frame() is not None
+
+
+def _loader_frame() -> str | None:
+    """The name of paddle's loader function that is the caller (``_LOADER_FRAMES``), if any."""
     frame = sys._getframe(1)
     while frame is not None:
         if (frame.f_globals.get("__name__"), frame.f_code.co_name) in _LOADER_FRAMES:
-            return True
+            return frame.f_code.co_name
         frame = frame.f_back  # type: ignore[assignment]
-    return False
+    return None
+
+
+def _carried(error: BaseException) -> bool:
+    """Whether ``error``, raised by a collate_fn that paddle's loader called, goes to the loop in
+    the batch. An ``Exception`` always does. Any other (a cancellation, a ``KeyboardInterrupt``
+    raised by the data) does from the collating thread, which it would end while the loop waits
+    forever; a worker raises it as before, for paddle's worker to handle."""
+    return isinstance(error, Exception) or _loader_frame() == "_thread_loop"
 
 
 def failure_batch(error: BaseException, collate_fn: Any, samples: Any) -> dict[str, Any]:
@@ -189,9 +205,9 @@ def reaches_the_loop(call: Call) -> Call:
     def guarded(self: Any, samples: Any) -> Any:
         try:
             return call(self, samples)
-        except Exception as exc:
+        except BaseException as exc:  # not only Exception: _carried
             caller = sys._getframe(1).f_globals.get("__name__", "")
-            if caller != _FETCHER or not called_by_the_loader():
+            if caller != _FETCHER or not called_by_the_loader() or not _carried(exc):
                 raise
             return failure_batch(exc, self, samples)
 
@@ -225,7 +241,9 @@ class SafeCollate:
     def __call__(self, samples: Any) -> Any:
         try:
             return self.collate_fn(samples)
-        except Exception as exc:  # raised in the main process, by batches() or the loader
+        except BaseException as exc:  # raised in the main process, by batches() or the loader
+            if not _carried(exc):
+                raise
             return failure_batch(exc, self.collate_fn, samples)
 
     def batches(self, loader: Iterable[Any]) -> CheckedBatches:
