@@ -61,6 +61,7 @@ from ..._checks import InputError
 from ...paddle.losses import IGNORE_INDEX
 from ...plan.options import FIELDS
 from ..core import token_cross_entropy
+from . import _cli_compat
 from .adapter import DynamicBatchTrainer
 
 __all__ = [
@@ -230,19 +231,18 @@ class Examples(paddle.io.Dataset):  # type: ignore[type-arg]
     @classmethod
     def of(cls, dataset: Any, whole: bool = False) -> Examples:
         """The examples of the workflow's ``IteratorSFTDataset`` or ``MapSFTDataset``."""
-        if not hasattr(dataset, "raw_data"):  # the IteratorSFTDataset
+        if not _cli_compat.is_map_dataset(dataset):  # the IteratorSFTDataset
             items: list[list[Any]] = []
-            for item in dataset._generate_sequences():  # one pass (the stream is endless)
+            for item in _cli_compat.generate_sequences(dataset):  # one pass (the stream is endless)
                 if items and item is items[-1]:  # the pass's last item, yielded again
                     continue
                 if item:  # an estimation's end marker is []
                     items.append(item)
             return cls(items, whole=whole)
-        process = dataset._current_processor_func
         items, skipped = [], 0
-        for example in dataset.raw_data:
+        for example in _cli_compat.raw_examples(dataset):
             try:
-                sequence = process(example, 1)
+                sequence = _cli_compat.process_example(dataset, example)
             except Exception:  # the workflow's own rule: an example it cannot process is skipped
                 sequence = None
             if sequence is None:
@@ -355,16 +355,11 @@ def _schedule(trainer: DynamicBatchTrainer, args: Any) -> None:
 
 def install() -> None:
     """Put dynbatch into the CLI's workflow (NOTE [ the seams of PaddleFormers' SFT workflow ])."""
-    from paddleformers.cli.train import tuner
-    from paddleformers.cli.train.sft import workflow
-
-    run_sft = tuner.run_sft
-    if not getattr(run_sft, "dynbatch", False):
-        wrapped = functools.wraps(run_sft)(functools.partial(_run_sft, run_sft))
-        wrapped.dynbatch = True  # type: ignore[attr-defined]
-        tuner.run_sft = wrapped
-    tuner.run_dpo = _refuse_dpo
-    workflow.SFTTrainer = dynamic_sft_trainer
+    run_sft = _cli_compat.run_sft()
+    if not getattr(run_sft, "dynbatch", False):  # loaded twice: wrapped once
+        run_sft = functools.wraps(run_sft)(functools.partial(_run_sft, run_sft))
+        run_sft.dynbatch = True  # type: ignore[attr-defined]
+    _cli_compat.rebind_workflow(run_sft, _refuse_dpo, dynamic_sft_trainer)
     if not paddle.device.is_compiled_with_cuda():
         # launched with --gpus on a CPU, paddle's launch names no backend, and the arguments
         # then make a parallel context without a process group: the Trainer's first all_reduce
