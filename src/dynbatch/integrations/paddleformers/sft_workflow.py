@@ -47,6 +47,7 @@ NOTE [ the workflow's labels are already shifted ]
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -57,9 +58,11 @@ from typing import Any
 import numpy as np
 import paddle
 
-from ..._checks import InputError
+from ..._checks import InputError, check_choice, check_positive_number
 from ...paddle.losses import IGNORE_INDEX
-from ...plan.options import FIELDS
+from ...plan.option_checks import check_fields
+from ...plan.options import FIELDS, PlanOptions
+from ...plan.windows import UNITS
 from ..core import token_cross_entropy
 from . import _cli_compat
 from .adapter import DynamicBatchTrainer
@@ -95,12 +98,13 @@ def read_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     if not file.is_file():
         raise InputError(f"{ENV}={path!r} names no file: give a YAML or JSON file of settings")
     text = file.read_text()
-    if file.suffix == ".json":
-        loaded = json.loads(text)
-    else:
-        import yaml  # the CLI's own dependency (omegaconf's)
+    kind = "JSON" if file.suffix == ".json" else "YAML"
+    import yaml  # the CLI's own dependency (omegaconf's)
 
-        loaded = yaml.safe_load(text)
+    try:
+        loaded = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as error:  # json's errors are ValueErrors
+        raise InputError(f"{ENV}={path!r} does not parse as {kind}: {error}") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
@@ -121,7 +125,29 @@ def read_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         from ...memory.cost import load_cost
 
         settings["cost"] = load_cost(cost_file)
+    try:
+        _check_values(settings)
+    except InputError as error:  # at the CLI's start, not when the trainer is made
+        raise type(error)(f"{ENV}={path!r}: {error}") from None
     return settings
+
+
+#: Each plan option's default, to check a settings file's values alone.
+_DEFAULTS = {
+    f.name: None if f.default is dataclasses.MISSING else f.default
+    for f in dataclasses.fields(PlanOptions)
+}
+
+
+def _check_values(settings: Mapping[str, Any]) -> None:
+    """Each setting's value checked alone, as the plan and the Trainer check it
+    (``time_model``, whose kinds are the Trainer's, is checked when the trainer is made)."""
+    given = {k: v for k, v in settings.items() if k in FIELDS and k != "time_model"}
+    check_fields({**_DEFAULTS, "max_cost": 1.0, "time_model": None, **given})
+    if "accumulate" in settings:
+        check_choice("accumulate", settings["accumulate"], UNITS)
+    if settings.get("accumulate_target") is not None:
+        check_positive_number("accumulate_target", settings["accumulate_target"])
 
 
 # -- the workflow's arguments -----------------------------------------------------------------
