@@ -56,3 +56,12 @@ def test_good_settings_are_read_as_given(tmp_path: Path) -> None:
         "pack_len": 65,
         "max_batch_size": 8,
     }
+
+
+@pytest.mark.parametrize("more", ["", "max_cost: 4000\nupdate_size: 8\n"])
+def test_an_accumulate_target_the_plans_own_updates_would_cut_is_refused_on_reading(
+    tmp_path: Path, more: str
+) -> None:
+    """The default recipe (no max_cost) and update_size make the updates themselves."""
+    with pytest.raises(InputError, match=rf"{ENV}=.*accumulate_target=100 would cut them"):
+        _read(tmp_path, "s.yaml", f"accumulate_target: 100\n{more}")

@@ -146,8 +146,15 @@ def _check_values(settings: Mapping[str, Any]) -> None:
     check_fields({**_DEFAULTS, "max_cost": 1.0, "time_model": None, **given})
     if "accumulate" in settings:
         check_choice("accumulate", settings["accumulate"], UNITS)
-    if settings.get("accumulate_target") is not None:
-        check_positive_number("accumulate_target", settings["accumulate_target"])
+    target = settings.get("accumulate_target")
+    if target is not None:
+        target = check_positive_number("accumulate_target", target)
+        if settings.get("max_cost") is None or settings.get("update_size") is not None:
+            raise InputError(  # the Trainer's own refusal, before the model loads
+                "the plan makes its own updates (the fixed batch's recipe without max_cost, "
+                f"or update_size): accumulate_target={target:g} would cut them again; leave it "
+                "out, or give max_cost without update_size"
+            )
 
 
 # -- the workflow's arguments -----------------------------------------------------------------
@@ -362,8 +369,7 @@ def _schedule(trainer: DynamicBatchTrainer, args: Any) -> None:
             target.decay_steps = steps
     if asked.get("decay_steps") is None:
         said.append(f"decay_steps={steps}")
-    epochs = trainer.num_epochs or 1
-    per_epoch = max(1, steps // epochs)
+    per_epoch = max(1, trainer.steps_per_epoch(0))  # also when max_steps ends the run early
     for name in asked.get("epoch_strategies", []):
         steps_name = {"evaluation_strategy": "eval_steps"}.get(
             name, name.replace("strategy", "steps")
