@@ -65,3 +65,22 @@ def test_an_accumulate_target_the_plans_own_updates_would_cut_is_refused_on_read
     """The default recipe (no max_cost) and update_size make the updates themselves."""
     with pytest.raises(InputError, match=rf"{ENV}=.*accumulate_target=100 would cut them"):
         _read(tmp_path, "s.yaml", f"accumulate_target: 100\n{more}")
+
+
+@pytest.mark.parametrize(
+    ("text", "valid"),
+    [
+        ("time_model: fast", r"time_model='fast'.*or time_model='auto'"),
+        ("time_model: 1,2,3\nmax_cost: 4000", r"time_model='1,2,3'.*max_cost replaces"),
+        ("time_model: 1,2,3\naccumulate: tokens", r"accumulate='tokens'"),
+    ],
+)
+def test_a_time_model_the_trainer_would_refuse_is_refused_on_reading(
+    tmp_path: Path, text: str, valid: str
+) -> None:
+    with pytest.raises(InputError, match=rf"{ENV}=.*{valid}"):
+        _read(tmp_path, "s.yaml", text + "\n")
+
+
+def test_a_time_model_of_the_recipe_is_read_as_given(tmp_path: Path) -> None:
+    assert _read(tmp_path, "s.yaml", "time_model: 1,2,3\n") == {"time_model": "1,2,3"}

@@ -64,6 +64,7 @@ from ...plan.option_checks import check_fields
 from ...plan.options import FIELDS, PlanOptions
 from ...plan.windows import UNITS
 from ..core import token_cross_entropy
+from ..core.planner import checked_time_model
 from . import _cli_compat
 from .adapter import DynamicBatchTrainer
 
@@ -146,6 +147,8 @@ def _check_values(settings: Mapping[str, Any]) -> None:
     check_fields({**_DEFAULTS, "max_cost": 1.0, "time_model": None, **given})
     if "accumulate" in settings:
         check_choice("accumulate", settings["accumulate"], UNITS)
+    if "time_model" in settings:
+        _check_time_model(settings)
     target = settings.get("accumulate_target")
     if target is not None:
         target = check_positive_number("accumulate_target", target)
@@ -155,6 +158,17 @@ def _check_values(settings: Mapping[str, Any]) -> None:
                 f"or update_size): accumulate_target={target:g} would cut them again; leave it "
                 "out, or give max_cost without update_size"
             )
+
+
+def _check_time_model(settings: Mapping[str, Any]) -> None:
+    """``time_model`` as the Trainer takes it: the fixed batch's recipe's (no ``max_cost``)."""
+    time_model = settings["time_model"]
+    if settings.get("max_cost") is not None and time_model not in (None, "auto", "measure"):
+        raise InputError(
+            f"time_model={time_model!r} is for the fixed batch's recipe, which max_cost "
+            f"replaces (max_cost={settings['max_cost']!r}): leave one of the two out"
+        )
+    checked_time_model(time_model, settings.get("accumulate", "samples"), None)
 
 
 # -- the workflow's arguments -----------------------------------------------------------------
