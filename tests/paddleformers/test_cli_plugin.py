@@ -48,6 +48,20 @@ def test_packing_key_means_dynbatchs_rows_at_the_fixed_batchs_updates(folder: Pa
     assert sum(pf_cli.logged(log, "samples_per_step")) == N_TRAIN
 
 
+def test_max_steps_in_the_yaml_is_honoured_and_an_epoch_evaluation_stays_an_epoch(
+    folder: Path,
+) -> None:
+    """``max_steps`` past the first of two epochs: the run stops there, and
+    ``evaluation_strategy: epoch`` evaluates at the plan's epoch, not at ``max_steps``."""
+    cfg = pf_cli.config(out="steps", num_train_epochs=2, max_steps=11)
+    code, log = pf_cli.train(folder, cfg, "steps")
+    assert code == 0, log[-3000:]
+    per_epoch = math.ceil(N_TRAIN / BATCH)
+    assert f"max_steps=11, decay_steps=11, eval_steps={per_epoch} (an epoch)" in log
+    assert pf_cli.logged(log, "global_step")[-1] == 11, "the YAML's max_steps, honoured"
+    assert sum(pf_cli.logged(log, "samples_per_step")) == 11 * BATCH
+
+
 def test_a_bad_setting_is_refused_by_name_before_the_model_loads(folder: Path) -> None:
     settings = folder / "bad.json"
     settings.write_text(json.dumps({"max_cots": 3}))

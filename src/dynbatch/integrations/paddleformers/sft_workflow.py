@@ -47,6 +47,7 @@ NOTE [ the workflow's labels are already shifted ]
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -57,10 +58,14 @@ from typing import Any
 import numpy as np
 import paddle
 
-from ..._checks import InputError
+from ..._checks import InputError, check_choice, check_positive_number
 from ...paddle.losses import IGNORE_INDEX
-from ...plan.options import FIELDS
+from ...plan.option_checks import check_fields
+from ...plan.options import FIELDS, PlanOptions
+from ...plan.windows import UNITS
 from ..core import token_cross_entropy
+from ..core.planner import checked_time_model
+from . import _cli_compat
 from .adapter import DynamicBatchTrainer
 
 __all__ = [
@@ -94,12 +99,13 @@ def read_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     if not file.is_file():
         raise InputError(f"{ENV}={path!r} names no file: give a YAML or JSON file of settings")
     text = file.read_text()
-    if file.suffix == ".json":
-        loaded = json.loads(text)
-    else:
-        import yaml  # the CLI's own dependency (omegaconf's)
+    kind = "JSON" if file.suffix == ".json" else "YAML"
+    import yaml  # the CLI's own dependency (omegaconf's)
 
-        loaded = yaml.safe_load(text)
+    try:
+        loaded = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as error:  # json's errors are ValueErrors
+        raise InputError(f"{ENV}={path!r} does not parse as {kind}: {error}") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
@@ -120,7 +126,49 @@ def read_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         from ...memory.cost import load_cost
 
         settings["cost"] = load_cost(cost_file)
+    try:
+        _check_values(settings)
+    except InputError as error:  # at the CLI's start, not when the trainer is made
+        raise type(error)(f"{ENV}={path!r}: {error}") from None
     return settings
+
+
+#: Each plan option's default, to check a settings file's values alone.
+_DEFAULTS = {
+    f.name: None if f.default is dataclasses.MISSING else f.default
+    for f in dataclasses.fields(PlanOptions)
+}
+
+
+def _check_values(settings: Mapping[str, Any]) -> None:
+    """Each setting's value checked alone, as the plan and the Trainer check it
+    (``time_model``, whose kinds are the Trainer's, is checked when the trainer is made)."""
+    given = {k: v for k, v in settings.items() if k in FIELDS and k != "time_model"}
+    check_fields({**_DEFAULTS, "max_cost": 1.0, "time_model": None, **given})
+    if "accumulate" in settings:
+        check_choice("accumulate", settings["accumulate"], UNITS)
+    if "time_model" in settings:
+        _check_time_model(settings)
+    target = settings.get("accumulate_target")
+    if target is not None:
+        target = check_positive_number("accumulate_target", target)
+        if settings.get("max_cost") is None or settings.get("update_size") is not None:
+            raise InputError(  # the Trainer's own refusal, before the model loads
+                "the plan makes its own updates (the fixed batch's recipe without max_cost, "
+                f"or update_size): accumulate_target={target:g} would cut them again; leave it "
+                "out, or give max_cost without update_size"
+            )
+
+
+def _check_time_model(settings: Mapping[str, Any]) -> None:
+    """``time_model`` as the Trainer takes it: the fixed batch's recipe's (no ``max_cost``)."""
+    time_model = settings["time_model"]
+    if settings.get("max_cost") is not None and time_model not in (None, "auto", "measure"):
+        raise InputError(
+            f"time_model={time_model!r} is for the fixed batch's recipe, which max_cost "
+            f"replaces (max_cost={settings['max_cost']!r}): leave one of the two out"
+        )
+    checked_time_model(time_model, settings.get("accumulate", "samples"), None)
 
 
 # -- the workflow's arguments -----------------------------------------------------------------
@@ -230,19 +278,18 @@ class Examples(paddle.io.Dataset):  # type: ignore[type-arg]
     @classmethod
     def of(cls, dataset: Any, whole: bool = False) -> Examples:
         """The examples of the workflow's ``IteratorSFTDataset`` or ``MapSFTDataset``."""
-        if not hasattr(dataset, "raw_data"):  # the IteratorSFTDataset
+        if not _cli_compat.is_map_dataset(dataset):  # the IteratorSFTDataset
             items: list[list[Any]] = []
-            for item in dataset._generate_sequences():  # one pass (the stream is endless)
+            for item in _cli_compat.generate_sequences(dataset):  # one pass (the stream is endless)
                 if items and item is items[-1]:  # the pass's last item, yielded again
                     continue
                 if item:  # an estimation's end marker is []
                     items.append(item)
             return cls(items, whole=whole)
-        process = dataset._current_processor_func
         items, skipped = [], 0
-        for example in dataset.raw_data:
+        for example in _cli_compat.raw_examples(dataset):
             try:
-                sequence = process(example, 1)
+                sequence = _cli_compat.process_example(dataset, example)
             except Exception:  # the workflow's own rule: an example it cannot process is skipped
                 sequence = None
             if sequence is None:
@@ -336,8 +383,7 @@ def _schedule(trainer: DynamicBatchTrainer, args: Any) -> None:
             target.decay_steps = steps
     if asked.get("decay_steps") is None:
         said.append(f"decay_steps={steps}")
-    epochs = trainer.num_epochs or 1
-    per_epoch = max(1, steps // epochs)
+    per_epoch = max(1, trainer.steps_per_epoch(0))  # also when max_steps ends the run early
     for name in asked.get("epoch_strategies", []):
         steps_name = {"evaluation_strategy": "eval_steps"}.get(
             name, name.replace("strategy", "steps")
@@ -355,16 +401,11 @@ def _schedule(trainer: DynamicBatchTrainer, args: Any) -> None:
 
 def install() -> None:
     """Put dynbatch into the CLI's workflow (NOTE [ the seams of PaddleFormers' SFT workflow ])."""
-    from paddleformers.cli.train import tuner
-    from paddleformers.cli.train.sft import workflow
-
-    run_sft = tuner.run_sft
-    if not getattr(run_sft, "dynbatch", False):
-        wrapped = functools.wraps(run_sft)(functools.partial(_run_sft, run_sft))
-        wrapped.dynbatch = True  # type: ignore[attr-defined]
-        tuner.run_sft = wrapped
-    tuner.run_dpo = _refuse_dpo
-    workflow.SFTTrainer = dynamic_sft_trainer
+    run_sft = _cli_compat.run_sft()
+    if not getattr(run_sft, "dynbatch", False):  # loaded twice: wrapped once
+        run_sft = functools.wraps(run_sft)(functools.partial(_run_sft, run_sft))
+        run_sft.dynbatch = True  # type: ignore[attr-defined]
+    _cli_compat.rebind_workflow(run_sft, _refuse_dpo, dynamic_sft_trainer)
     if not paddle.device.is_compiled_with_cuda():
         # launched with --gpus on a CPU, paddle's launch names no backend, and the arguments
         # then make a parallel context without a process group: the Trainer's first all_reduce
