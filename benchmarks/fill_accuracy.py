@@ -1,6 +1,6 @@
 """What filling a GPU, and its peer group_by_length, cost in accuracy: equal epochs, to a target.
 
-    python benchmarks/fill_accuracy.py [--seeds 0,1,2] [--reuse]
+    python benchmarks/fill_accuracy.py [--seeds 0,1,2] [--reuse] [--output-dir runs/fill_accuracy]
         [--time-table ../shared/data/h100_bert_base_step_times.json] [--fill 0.5]
 
 Real CPU training runs of ``examples/bert_chnsenticorp.py`` (the tiny paddlenlp BERT on the
@@ -22,7 +22,7 @@ default) with ``benchmarks/device_time.py``'s helpers: every micro-batch priced 
     fixed batch's 2.
 
 Fixed and group are replayed on their own shuffles (device_time's), fill on the very plans
-it trained (``plan_epoch``). Runs go to runs/fill_accuracy/L{max_len}_s{seed}/; ``--reuse``
+it trained (``plan_epoch``). Runs go to --output-dir's L{max_len}_s{seed}/; ``--reuse``
 takes a finished run's results.json from there, so an interrupted benchmark resumes. It
 asserts nothing.
 """
@@ -59,7 +59,7 @@ def example(args: argparse.Namespace, out: Path, seed: int, *flags: str) -> Rows
     if args.reuse and done.exists():
         rows = {r["mode"]: r for r in json.loads(done.read_text())["rows"]}
         if set(modes) <= set(rows) and all(rows[m].get("target_accuracy") == goal for m in modes):
-            print(f"== {out.relative_to(ROOT)}: reused", flush=True)
+            print(f"== {out.relative_to(args.output_dir)}: reused", flush=True)
             return rows
     cmd = [
         sys.executable,
@@ -72,7 +72,7 @@ def example(args: argparse.Namespace, out: Path, seed: int, *flags: str) -> Rows
         *("--output-dir", str(out)),
         *flags,
     ]
-    print(f"== {out.relative_to(ROOT)}", flush=True)
+    print(f"== {out.relative_to(args.output_dir)}", flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return {r["mode"]: r for r in json.loads(done.read_text())["rows"]}
 
@@ -138,7 +138,10 @@ def main() -> int:
     p.add_argument("--cap", type=int, default=3, help="(b): fill trains at most cap x --epochs")
     p.add_argument("--fill", type=float, default=0.5)
     p.add_argument("--time-table", default=str(SHARED / "h100_bert_base_step_times.json"))
-    p.add_argument("--reuse", action="store_true", help="take finished runs from runs/")
+    p.add_argument(
+        "--output-dir", default=str(ROOT / "runs" / "fill_accuracy"), help="the runs' folder"
+    )
+    p.add_argument("--reuse", action="store_true", help="take finished runs from --output-dir")
     args = p.parse_args()
     needed = [SHARED / "chnsenticorp_htl_all.csv", SHARED / "bert-base-chinese-vocab.txt"]
     missing = [f for f in [*needed, Path(args.time_table)] if not f.exists()]
@@ -147,7 +150,7 @@ def main() -> int:
         return 1 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else 0
     seeds = [int(s) for s in args.seeds.split(",")]
     device = Device(args)
-    base = ROOT / "runs" / "fill_accuracy"
+    base = Path(args.output_dir)
     common = ("--time-table", args.time_table, "--fill", f"{args.fill:g}")
     e, cap = args.epochs, args.cap * args.epochs
 
