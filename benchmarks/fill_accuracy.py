@@ -1,6 +1,7 @@
 """What filling a GPU, and its peer group_by_length, cost in accuracy: equal epochs, to a target.
 
     python benchmarks/fill_accuracy.py [--seeds 0,1,2] [--reuse] [--output-dir runs/fill_accuracy]
+        [--scalings none,sqrt,linear]
         [--time-table ../shared/data/h100_bert_base_step_times.json] [--fill 0.5]
 
 Real CPU training runs of ``examples/bert_chnsenticorp.py`` (the tiny paddlenlp BERT on the
@@ -45,7 +46,7 @@ import dynbatch
 from dynbatch.plan.steptime import StepTimeTable
 
 ROOT = Path(__file__).resolve().parents[1]
-SCALINGS = ("none", "sqrt", "linear")
+SCALINGS = ("none", "sqrt", "linear")  # --lr-scaling's values, every one by default
 Rows = dict[str, dict[str, Any]]
 
 
@@ -137,6 +138,7 @@ def main() -> int:
     p.add_argument("--epochs", type=int, default=2, help="the equal epochs of (a)")
     p.add_argument("--cap", type=int, default=3, help="(b): fill trains at most cap x --epochs")
     p.add_argument("--fill", type=float, default=0.5)
+    p.add_argument("--scalings", default=",".join(SCALINGS), help="fill's --lr-scaling values")
     p.add_argument("--time-table", default=str(SHARED / "h100_bert_base_step_times.json"))
     p.add_argument(
         "--output-dir", default=str(ROOT / "runs" / "fill_accuracy"), help="the runs' folder"
@@ -149,6 +151,12 @@ def main() -> int:
         print(f"skipped: {missing[0]} not found (the benchmarks read ../shared/data)")
         return 1 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else 0
     seeds = [int(s) for s in args.seeds.split(",")]
+    scalings = args.scalings.split(",")
+    if not scalings or not set(scalings) <= set(SCALINGS):
+        p.error(
+            f"--scalings must be a comma-separated subset of {','.join(SCALINGS)}, "
+            f"got {args.scalings!r}"
+        )
     device = Device(args)
     base = Path(args.output_dir)
     common = ("--time-table", args.time_table, "--fill", f"{args.fill:g}")
@@ -163,7 +171,7 @@ def main() -> int:
         runs = example(
             args, where(seed, "fixed_group"), seed, "--modes", "fixed,group", "--epochs", str(e)
         )
-        for s in SCALINGS:
+        for s in scalings:
             flags = ("--modes", "fill", "--lr-scaling", s, "--epochs", str(e), *common)
             runs[f"fill {s}"] = example(args, where(seed, f"fill_{s}_e{e}"), seed, *flags)["fill"]
         equal[seed] = runs
@@ -171,7 +179,7 @@ def main() -> int:
     for seed in seeds:
         goal = repr(equal[seed]["fixed"]["dev_accuracy"])
         to_target[seed] = {}
-        for s in SCALINGS:
+        for s in scalings:
             flags = ("--modes", "fill", "--lr-scaling", s, "--epochs", str(cap), *common)
             out = where(seed, f"fill_{s}_e{cap}")
             to_target[seed][s] = example(args, out, seed, *flags, "--target-accuracy", goal)["fill"]
@@ -182,7 +190,7 @@ def main() -> int:
         for seed in seeds
     }
     for seed in seeds:  # the replayed fill plan must be the one trained
-        for s in SCALINGS:
+        for s in scalings:
             row = equal[seed][f"fill {s}"]
             if device.fill_updates(lens[seed], seed, e) != row["steps"]:
                 print(
@@ -191,7 +199,7 @@ def main() -> int:
                 )
 
     table_a = []
-    for mode in ("fixed", "group", *(f"fill {s}" for s in SCALINGS)):
+    for mode in ("fixed", "group", *(f"fill {s}" for s in scalings)):
         rows = [equal[seed][mode] for seed in seeds]
         plan = mode.split()[0]
         table_a.append(
@@ -240,7 +248,7 @@ def main() -> int:
             spread([1.0] * len(seeds), ".2f"),
         ]
     ]
-    for s in SCALINGS:
+    for s in scalings:
         hit = [seed for seed in seeds if to_target[seed][s]["epochs_to_target"] is not None]
         taken = [to_target[seed][s]["epochs_to_target"] for seed in hit]
         time_ratio = [
@@ -282,10 +290,10 @@ def main() -> int:
                 seed,
                 f"{equal[seed]['fixed']['dev_accuracy']:.4f}",
                 f"{equal[seed]['group']['dev_accuracy']:.4f}",
-                *(f"{equal[seed][f'fill {s}']['dev_accuracy']:.4f}" for s in SCALINGS),
+                *(f"{equal[seed][f'fill {s}']['dev_accuracy']:.4f}" for s in scalings),
                 *(
                     " ".join(f"{a:.3f}" for a in to_target[seed][s]["dev_accuracy_by_epoch"])
-                    for s in SCALINGS
+                    for s in scalings
                 ),
             ]
         )
@@ -298,8 +306,8 @@ def main() -> int:
             "seed",
             "fixed",
             "group",
-            *(f"fill {s}" for s in SCALINGS),
-            *(f"(b) fill {s} by epoch" for s in SCALINGS),
+            *(f"fill {s}" for s in scalings),
+            *(f"(b) fill {s} by epoch" for s in scalings),
         ],
         detail,
     )

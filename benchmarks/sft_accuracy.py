@@ -4,16 +4,17 @@
         [--max-train-samples 2000] [--epochs 2] [--batch-size 16] [--max-len 128] [--reuse]
         [--output-dir runs/sft_accuracy]
 
-Runs ``examples/sft_causal_lm.py`` (the example's tiny paddlenlp Qwen2 on prompt → answer
-pairs of the shared ChnSentiCorp reviews, the hand-written loop) once per seed, every mode
-for the same number of epochs, and prints per mode the mean and the spread (min to max) over
-seeds of: the held-out loss per loss token, its gap to the dynamic and to the fixed mode of
-the same seed, the held-out answer accuracy, optimizer steps, real tokens/s and peak
-allocator memory against the fixed batch of the same run, and padding efficiency (real tokens
-over the tokens computed: padded batches, or packed rows of --max-len); then each seed's
-held-out loss and answer accuracy per mode. The defaults are the example's. Each run is in --output-dir's N{pairs}_L{max_len}_B{batch}_E{epochs}_s{seed}/
-(results.md, results.json); ``--reuse`` takes a run's results.json from there when it holds
-every mode, so an interrupted benchmark resumes. It asserts nothing.
+Runs ``examples/sft_causal_lm.py`` (the example's tiny paddlenlp Qwen2 on prompt → answer pairs
+of the shared ChnSentiCorp reviews, the hand-written loop) once per seed, every mode for the
+same number of epochs, and prints per mode the mean and the spread (min to max) over seeds of:
+the held-out loss per loss token, its gap to the dynamic and to the fixed mode of the same
+seed, the held-out answer accuracy, optimizer steps, real tokens/s and peak allocator memory
+against the fixed batch of the same run, and padding efficiency (real tokens over the tokens
+computed: padded batches, or packed rows of --max-len); then each seed's held-out loss and
+answer accuracy per mode. The defaults are the example's. Each run is in --output-dir's
+N{pairs}_L{max_len}_B{batch}_E{epochs}_s{seed}/ (results.md, results.json); ``--reuse`` takes a
+run's results.json from there when it holds every mode, so an interrupted benchmark resumes. It
+asserts nothing.
 """
 
 from __future__ import annotations

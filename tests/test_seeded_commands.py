@@ -141,7 +141,7 @@ def test_the_fill_benchmark_runs_two_seeds_into_its_output_dir(tmp_path: Path) -
     done = run_benchmark(
         "fill_accuracy.py",
         *("--seeds", "0,1", "--max-train-samples", "64", "--max-len", "32"),
-        *("--epochs", "1", "--cap", "2", "--output-dir", str(tmp_path)),
+        *("--epochs", "1", "--cap", "2", "--scalings", "sqrt", "--output-dir", str(tmp_path)),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     for seed in (0, 1):
