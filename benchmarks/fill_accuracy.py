@@ -1,6 +1,7 @@
 """What filling a GPU, and its peer group_by_length, cost in accuracy: equal epochs, to a target.
 
-    python benchmarks/fill_accuracy.py [--seeds 0,1,2] [--reuse]
+    python benchmarks/fill_accuracy.py [--seeds 0,1,2] [--reuse] [--output-dir runs/fill_accuracy]
+        [--scalings none,sqrt,linear]
         [--time-table ../shared/data/h100_bert_base_step_times.json] [--fill 0.5]
 
 Real CPU training runs of ``examples/bert_chnsenticorp.py`` (the tiny paddlenlp BERT on the
@@ -22,7 +23,7 @@ default) with ``benchmarks/device_time.py``'s helpers: every micro-batch priced 
     fixed batch's 2.
 
 Fixed and group are replayed on their own shuffles (device_time's), fill on the very plans
-it trained (``plan_epoch``). Runs go to runs/fill_accuracy/L{max_len}_s{seed}/; ``--reuse``
+it trained (``plan_epoch``). Runs go to --output-dir's L{max_len}_s{seed}/; ``--reuse``
 takes a finished run's results.json from there, so an interrupted benchmark resumes. It
 asserts nothing.
 """
@@ -45,7 +46,7 @@ import dynbatch
 from dynbatch.plan.steptime import StepTimeTable
 
 ROOT = Path(__file__).resolve().parents[1]
-SCALINGS = ("none", "sqrt", "linear")
+SCALINGS = ("none", "sqrt", "linear")  # --lr-scaling's values, every one by default
 Rows = dict[str, dict[str, Any]]
 
 
@@ -59,7 +60,7 @@ def example(args: argparse.Namespace, out: Path, seed: int, *flags: str) -> Rows
     if args.reuse and done.exists():
         rows = {r["mode"]: r for r in json.loads(done.read_text())["rows"]}
         if set(modes) <= set(rows) and all(rows[m].get("target_accuracy") == goal for m in modes):
-            print(f"== {out.relative_to(ROOT)}: reused", flush=True)
+            print(f"== {out.relative_to(args.output_dir)}: reused", flush=True)
             return rows
     cmd = [
         sys.executable,
@@ -72,7 +73,7 @@ def example(args: argparse.Namespace, out: Path, seed: int, *flags: str) -> Rows
         *("--output-dir", str(out)),
         *flags,
     ]
-    print(f"== {out.relative_to(ROOT)}", flush=True)
+    print(f"== {out.relative_to(args.output_dir)}", flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return {r["mode"]: r for r in json.loads(done.read_text())["rows"]}
 
@@ -137,8 +138,12 @@ def main() -> int:
     p.add_argument("--epochs", type=int, default=2, help="the equal epochs of (a)")
     p.add_argument("--cap", type=int, default=3, help="(b): fill trains at most cap x --epochs")
     p.add_argument("--fill", type=float, default=0.5)
+    p.add_argument("--scalings", default=",".join(SCALINGS), help="fill's --lr-scaling values")
     p.add_argument("--time-table", default=str(SHARED / "h100_bert_base_step_times.json"))
-    p.add_argument("--reuse", action="store_true", help="take finished runs from runs/")
+    p.add_argument(
+        "--output-dir", default=str(ROOT / "runs" / "fill_accuracy"), help="the runs' folder"
+    )
+    p.add_argument("--reuse", action="store_true", help="take finished runs from --output-dir")
     args = p.parse_args()
     needed = [SHARED / "chnsenticorp_htl_all.csv", SHARED / "bert-base-chinese-vocab.txt"]
     missing = [f for f in [*needed, Path(args.time_table)] if not f.exists()]
@@ -146,8 +151,14 @@ def main() -> int:
         print(f"skipped: {missing[0]} not found (the benchmarks read ../shared/data)")
         return 1 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else 0
     seeds = [int(s) for s in args.seeds.split(",")]
+    scalings = args.scalings.split(",")
+    if not scalings or not set(scalings) <= set(SCALINGS):
+        p.error(
+            f"--scalings must be a comma-separated subset of {','.join(SCALINGS)}, "
+            f"got {args.scalings!r}"
+        )
     device = Device(args)
-    base = ROOT / "runs" / "fill_accuracy"
+    base = Path(args.output_dir)
     common = ("--time-table", args.time_table, "--fill", f"{args.fill:g}")
     e, cap = args.epochs, args.cap * args.epochs
 
@@ -160,7 +171,7 @@ def main() -> int:
         runs = example(
             args, where(seed, "fixed_group"), seed, "--modes", "fixed,group", "--epochs", str(e)
         )
-        for s in SCALINGS:
+        for s in scalings:
             flags = ("--modes", "fill", "--lr-scaling", s, "--epochs", str(e), *common)
             runs[f"fill {s}"] = example(args, where(seed, f"fill_{s}_e{e}"), seed, *flags)["fill"]
         equal[seed] = runs
@@ -168,7 +179,7 @@ def main() -> int:
     for seed in seeds:
         goal = repr(equal[seed]["fixed"]["dev_accuracy"])
         to_target[seed] = {}
-        for s in SCALINGS:
+        for s in scalings:
             flags = ("--modes", "fill", "--lr-scaling", s, "--epochs", str(cap), *common)
             out = where(seed, f"fill_{s}_e{cap}")
             to_target[seed][s] = example(args, out, seed, *flags, "--target-accuracy", goal)["fill"]
@@ -179,7 +190,7 @@ def main() -> int:
         for seed in seeds
     }
     for seed in seeds:  # the replayed fill plan must be the one trained
-        for s in SCALINGS:
+        for s in scalings:
             row = equal[seed][f"fill {s}"]
             if device.fill_updates(lens[seed], seed, e) != row["steps"]:
                 print(
@@ -188,7 +199,7 @@ def main() -> int:
                 )
 
     table_a = []
-    for mode in ("fixed", "group", *(f"fill {s}" for s in SCALINGS)):
+    for mode in ("fixed", "group", *(f"fill {s}" for s in scalings)):
         rows = [equal[seed][mode] for seed in seeds]
         plan = mode.split()[0]
         table_a.append(
@@ -237,7 +248,7 @@ def main() -> int:
             spread([1.0] * len(seeds), ".2f"),
         ]
     ]
-    for s in SCALINGS:
+    for s in scalings:
         hit = [seed for seed in seeds if to_target[seed][s]["epochs_to_target"] is not None]
         taken = [to_target[seed][s]["epochs_to_target"] for seed in hit]
         time_ratio = [
@@ -279,10 +290,10 @@ def main() -> int:
                 seed,
                 f"{equal[seed]['fixed']['dev_accuracy']:.4f}",
                 f"{equal[seed]['group']['dev_accuracy']:.4f}",
-                *(f"{equal[seed][f'fill {s}']['dev_accuracy']:.4f}" for s in SCALINGS),
+                *(f"{equal[seed][f'fill {s}']['dev_accuracy']:.4f}" for s in scalings),
                 *(
                     " ".join(f"{a:.3f}" for a in to_target[seed][s]["dev_accuracy_by_epoch"])
-                    for s in SCALINGS
+                    for s in scalings
                 ),
             ]
         )
@@ -295,8 +306,8 @@ def main() -> int:
             "seed",
             "fixed",
             "group",
-            *(f"fill {s}" for s in SCALINGS),
-            *(f"(b) fill {s} by epoch" for s in SCALINGS),
+            *(f"fill {s}" for s in scalings),
+            *(f"(b) fill {s} by epoch" for s in scalings),
         ],
         detail,
     )

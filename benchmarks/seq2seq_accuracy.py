@@ -1,7 +1,7 @@
 """Seq2seq at equal epochs: the fixed batch against dynbatch's dynamic recipe on pairs, over seeds.
 
     python benchmarks/seq2seq_accuracy.py [--seeds 0,1,2] [--epochs N] [--max-train-samples N]
-        [--max-chars N] [--batch-size B]
+        [--max-chars N] [--batch-size B] [--dev-samples N] [--output-dir runs/seq2seq_accuracy]
 
 Runs ``examples/seq2seq_pinyin.py`` (ChnSentiCorp reviews -> pinyin syllables, a small
 ``paddle.nn.Transformer`` on the CPU; the flags not given are the example's defaults) once, every
@@ -9,7 +9,7 @@ seed and mode in one process, and prints per seed and mode, side by side: real t
 and target), the allocator's peak memory, padding efficiency on each side, held-out loss per
 target token and target-token accuracy; then the dynamic mode against the fixed one of the same
 seed (tokens/s and peak memory as ratios, accuracy as a gap in points), mean (min–max). The
-results are in runs/seq2seq_accuracy/results.json. It asserts nothing.
+results are in --output-dir's results.json. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -35,20 +35,23 @@ def spread(values: list[float], fmt: str) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="0,1,2")
-    for flag in ("--epochs", "--max-train-samples", "--max-chars", "--batch-size"):
+    for flag in ("--epochs", "--max-train-samples", "--max-chars", "--batch-size", "--dev-samples"):
         p.add_argument(flag, type=int, default=None, help="the example's default when not given")
+    p.add_argument(
+        "--output-dir", default=str(ROOT / "runs" / "seq2seq_accuracy"), help="the run's folder"
+    )
     args = p.parse_args()
     data = SHARED / "chnsenticorp_htl_all.csv"
     if not data.exists():
         print(f"skipped: {SHARED} has no chnsenticorp_htl_all.csv")
         return
-    out = ROOT / "runs" / "seq2seq_accuracy"
+    out = Path(args.output_dir)
     cmd = [
         sys.executable,
         str(ROOT / "examples" / "seq2seq_pinyin.py"),
         *("--data-file", str(data), "--seeds", args.seeds, "--output-dir", str(out)),
     ]
-    for name in ("epochs", "max_train_samples", "max_chars", "batch_size"):
+    for name in ("epochs", "max_train_samples", "max_chars", "batch_size", "dev_samples"):
         if getattr(args, name) is not None:
             cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     subprocess.run(cmd, check=True)

@@ -2,17 +2,19 @@
 
     python benchmarks/sft_accuracy.py [--seeds 0,1,2] [--modes fixed,dynamic,pack]
         [--max-train-samples 2000] [--epochs 2] [--batch-size 16] [--max-len 128] [--reuse]
+        [--output-dir runs/sft_accuracy]
 
-Runs ``examples/sft_causal_lm.py`` (the example's tiny paddlenlp Qwen2 on prompt → answer
-pairs of the shared ChnSentiCorp reviews, the hand-written loop) once per seed, every mode
-for the same number of epochs, and prints per mode the mean and the spread (min to max) over
-seeds of: the held-out loss per loss token, its gap to the dynamic and to the fixed mode of
-the same seed, the held-out answer accuracy, optimizer steps, real tokens/s and peak
-allocator memory against the fixed batch of the same run, and padding efficiency (real tokens
-over the tokens computed: padded batches, or packed rows of --max-len). The defaults are the
-example's. Each run is in runs/sft_accuracy/N{pairs}_L{max_len}_B{batch}_E{epochs}_s{seed}/
-(results.md, results.json); ``--reuse`` takes a run's results.json from there when it holds
-every mode, so an interrupted benchmark resumes. It asserts nothing.
+Runs ``examples/sft_causal_lm.py`` (the example's tiny paddlenlp Qwen2 on prompt → answer pairs
+of the shared ChnSentiCorp reviews, the hand-written loop) once per seed, every mode for the
+same number of epochs, and prints per mode the mean and the spread (min to max) over seeds of:
+the held-out loss per loss token, its gap to the dynamic and to the fixed mode of the same
+seed, the held-out answer accuracy, optimizer steps, real tokens/s and peak allocator memory
+against the fixed batch of the same run, and padding efficiency (real tokens over the tokens
+computed: padded batches, or packed rows of --max-len); then each seed's held-out loss and
+answer accuracy per mode. The defaults are the example's. Each run is in --output-dir's
+N{pairs}_L{max_len}_B{batch}_E{epochs}_s{seed}/ (results.md, results.json); ``--reuse`` takes a
+run's results.json from there when it holds every mode, so an interrupted benchmark resumes. It
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run(args: argparse.Namespace, seed: int) -> dict[str, dict[str, float]]:
     name = f"N{args.max_train_samples}_L{args.max_len}_B{args.batch_size}_E{args.epochs}_s{seed}"
-    out = ROOT / "runs" / "sft_accuracy" / name
+    out = Path(args.output_dir) / name
     done = out / "results.json"
     if args.reuse and done.exists():
         rows = {r["mode"]: r for r in json.loads(done.read_text())}
@@ -87,7 +89,10 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-len", type=int, default=128)
-    p.add_argument("--reuse", action="store_true", help="take finished runs from runs/sft_accuracy")
+    p.add_argument(
+        "--output-dir", default=str(ROOT / "runs" / "sft_accuracy"), help="the runs' folder"
+    )
+    p.add_argument("--reuse", action="store_true", help="take finished runs from --output-dir")
     args = p.parse_args()
     if not (SHARED / "chnsenticorp_htl_all.csv").exists():
         print(f"skipped: {SHARED} has no chnsenticorp_htl_all.csv")
@@ -130,6 +135,16 @@ def main() -> None:
         ],
         table,
     )
+    print("\nPer seed\n")
+    print_table(
+        ["seed", "mode", "held-out loss/token", "answer accuracy", "optimizer steps"],
+        [
+            [seed, mode, f"{r[mode]['eval_loss']:.4f}", f"{r[mode]['eval_answer_accuracy']:.4f}",
+             r[mode]["steps"]]
+            for seed, r in zip(seeds, runs, strict=True)
+            for mode in modes
+        ],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

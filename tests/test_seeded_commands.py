@@ -90,3 +90,61 @@ def test_the_sft_example_runs_any_seed(tmp_path: Path, seed: str) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "No ccache found" not in done.stderr, "paddle's notice, silenced in every process"
+
+
+def run_benchmark(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The benchmark in its own process; skipped where it skips itself (no shared data)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode == 0 and done.stdout.startswith("skipped"):
+        pytest.skip(done.stdout.strip())
+    return done
+
+
+@pytest.mark.slow
+def test_the_seq2seq_benchmark_runs_two_seeds_into_its_output_dir(tmp_path: Path) -> None:
+    """docs/seq2seq.md's ``python benchmarks/seq2seq_accuracy.py``, cut down."""
+    done = run_benchmark(
+        "seq2seq_accuracy.py",
+        *("--seeds", "0,1", "--max-train-samples", "64", "--dev-samples", "16"),
+        *("--epochs", "1", "--max-chars", "40", "--output-dir", str(tmp_path)),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "results.json").read_text())
+    assert sorted({r["seed"] for r in rows}) == [0, 1], "a row per seed"
+    assert "seeds 0,1" in done.stdout, "the gap of each seed's pair of modes, over both seeds"
+
+
+@pytest.mark.slow
+def test_the_sft_benchmark_runs_two_seeds_into_its_output_dir(tmp_path: Path) -> None:
+    """docs/sft.md's ``python benchmarks/sft_accuracy.py``, cut down."""
+    done = run_benchmark(
+        "sft_accuracy.py",
+        *("--seeds", "0,1", "--modes", "fixed,dynamic", "--max-train-samples", "48"),
+        *("--epochs", "1", "--max-len", "48", "--batch-size", "8", "--output-dir", str(tmp_path)),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for seed in (0, 1):
+        rows = json.loads((tmp_path / f"N48_L48_B8_E1_s{seed}" / "results.json").read_text())
+        assert [r["mode"] for r in rows] == ["fixed", "dynamic"], f"seed {seed}: both modes"
+    assert "seeds 0,1" in done.stdout
+    assert "Per seed" in done.stdout, "each seed's loss and answer accuracy, beside the spread"
+
+
+@pytest.mark.slow
+def test_the_fill_benchmark_runs_two_seeds_into_its_output_dir(tmp_path: Path) -> None:
+    """docs' ``python benchmarks/fill_accuracy.py``, cut down: equal epochs and to a target."""
+    done = run_benchmark(
+        "fill_accuracy.py",
+        *("--seeds", "0,1", "--max-train-samples", "64", "--max-len", "32"),
+        *("--epochs", "1", "--cap", "2", "--scalings", "sqrt", "--output-dir", str(tmp_path)),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for seed in (0, 1):
+        assert (tmp_path / f"L32_s{seed}" / "fixed_group" / "results.json").exists(), seed
+        assert (tmp_path / f"L32_s{seed}" / "fill_sqrt_e2" / "results.json").exists(), seed
+    assert "seeds 0,1" in done.stdout
