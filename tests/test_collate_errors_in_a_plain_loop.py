@@ -1,8 +1,8 @@
 """Every dynbatch collator, given to a plain ``paddle.io.DataLoader`` as the docs write it
 (``for batch in loader``, no wrapper), gets its error to the loop by name: paddle's loader would
-hang (num_workers=0) or raise a bare SystemError (workers) (NOTE [ a collator safe by
-construction ] in :mod:`dynbatch.paddle.safe_collate`). Each run is a process of its own, killed
-if it hangs: paddle's hang holds the main thread in C++."""
+hang (num_workers=0) or raise a bare SystemError (workers)
+(NOTE [ a collator safe by construction ] in :mod:`dynbatch.paddle.safe_collate`). Each run is a
+process of its own, killed if it hangs: paddle's hang holds the main thread in C++."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """GradientAccumulator(lr_scheduler=...) warns, naming the numbers, when a real paddle
-scheduler's horizon is not the planned updates (NOTE [ a schedule's horizon and the planned
-updates ]): ``decay_steps=len(loader) * epochs`` counts micro-batches, not updates."""
+scheduler's horizon is not the planned updates
+(NOTE [ a schedule's horizon and the planned updates ]): ``decay_steps=len(loader) * epochs``
+counts micro-batches, not updates."""
 
 from __future__ import annotations
 

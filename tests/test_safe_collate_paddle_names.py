@@ -1,7 +1,7 @@
-"""The private names of paddle's DataLoader that dynbatch's collators read (NOTE [ a collator
-safe by construction ] in :mod:`dynbatch.paddle.safe_collate`) still exist in the installed
-paddle and still call a collate_fn: a paddle that renamed one would quietly bring back the hang
-of a plain loop, so it fails here, by name, instead."""
+"""The private names of paddle's DataLoader that dynbatch's collators read
+(NOTE [ a collator safe by construction ] in :mod:`dynbatch.paddle.safe_collate`) still exist
+in the installed paddle and still call a collate_fn: a paddle that renamed one would quietly
+bring back the hang of a plain loop, so it fails here, by name, instead."""
 
 from __future__ import annotations
 

@@ -35,8 +35,9 @@ __all__ = ["LRHorizonWarning", "check_horizon", "check_lr_horizon", "horizons"]
 
 
 class LRHorizonWarning(UserWarning):
-    """An LR scheduler's horizon is not the planned updates (NOTE [ a schedule's horizon and
-    the planned updates ])."""
+    """An LR scheduler's horizon is not the planned updates.
+
+    NOTE [ a schedule's horizon and the planned updates ] says when it is raised."""
 
 
 #: a paddle scheduler's class name -> the attribute that holds the steps its schedule runs

@@ -155,7 +155,7 @@ class PackCollator:
             regression (a tuple sample is then ``(input_ids, label)``): the rows add
             ``sample_labels`` ``[R, S]``, each label beside its sample's start in
             ``sample_starts`` (``ignore_index``, or 0 for real values, past a row's last
-            sample), and hold no token ``labels`` (NOTE [ a sample's own label ]).
+            sample), and hold no token ``labels``: a model pools each sample at its start.
         layout: the plan's layout of each micro-batch, packed or padded; None: always packed.
         pad_to_multiple_of: without a layout, the width (the fullest row) is rounded up to
             this; give the sampler's (a layout holds its own).

@@ -81,8 +81,8 @@ def check_state(state: Any) -> tuple[int, int, int]:
 
 #: Options that scale with a rank's share, so may differ on another number of ranks: one
 #: card's budget (the rest is cut to fit it), the fixed batch's per-rank step, and the widest
-#: dense row that budget holds (``like_fixed``'s ``pack_len``, NOTE [ the default budget of
-#: packed rows ] in :mod:`dynbatch.plan.packs.attention`).
+#: dense row that budget holds (``like_fixed``'s ``pack_len``,
+#: NOTE [ the default budget of packed rows ] in :mod:`dynbatch.plan.packs.attention`).
 _PER_RANK = ("max_cost", "max_batch_size", "fixed_step_size", "pack_len")
 
 
