@@ -68,7 +68,7 @@ def run_one(folder: Path, name: str, seed: int, epochs: int, plugin: bool, chang
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--n", type=int, default=200, help="training examples")

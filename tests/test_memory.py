@@ -263,7 +263,11 @@ def test_shapes_the_fit_did_not_see_are_checked() -> None:
     held_out = {L for _, L, role in grid.shapes() if role == "held-out"}
     # exact c + a*n*L on the fitted lengths, twice that on the held-out ones
     step = allocating_step(lambda n, L: n * L * 1024 * (2 if L in held_out else 1))
-    with pytest.raises(CalibrationError, match=r"held-out shapes by up to 4\d\.\d%") as info:
+    # the held-out peaks are twice the fit's: a miss of 50%, a little less where the allocator
+    # rounds a probe's peak (paddle 3.3.1's host allocator gives exactly 50.0%)
+    with pytest.raises(
+        CalibrationError, match=r"held-out shapes by up to (4[5-9]|50)\.\d%"
+    ) as info:
         calibrate(step, max_len=128, max_tokens=4096)
     assert info.value.report.fit_error < 0.01
 
