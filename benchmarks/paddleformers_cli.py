@@ -3,7 +3,7 @@ workflow, PaddleFormers' ``packing`` (bin packing), ``greedy_intokens`` packing 
 ``padding_free``, and dynbatch's plug-in (``custom_register_path``) plain and packed, at equal
 epochs, over seeds.
 
-    python benchmarks/paddleformers_cli.py [--seeds 3] [--epochs 1] [--n 200]
+    python benchmarks/paddleformers_cli.py [--seeds 3] [--epochs 1] [--n 200] [--runs NAME,...]
 
 Run in PaddleFormers' environment (``.venv-pf``; NOTE [ paddleformers-cli on a CPU ] in
 ``tests/paddleformers/pf_cli.py`` says what the CLI needs on a CPU). Each row is the mean over
@@ -72,11 +72,24 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--n", type=int, default=200, help="training examples")
+    parser.add_argument(
+        "--runs",
+        default=",".join(RUNS),
+        help="the runs to make, comma-separated names from: " + ", ".join(RUNS),
+    )
     opts = parser.parse_args()
+    chosen = [name.strip() for name in opts.runs.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in RUNS]
+    if unknown or "dynbatch plain" not in chosen:
+        parser.error(
+            f"--runs={opts.runs!r}: give names from {', '.join(RUNS)}, 'dynbatch plain' among "
+            f"them (its log counts the real tokens); unknown: {', '.join(unknown) or 'none'}"
+        )
     folder = pf_cli.make_folder(Path(tempfile.mkdtemp(prefix="pf-cli-")), n_train=opts.n, n_eval=40)
-    results = {name: [] for name in RUNS}
+    results: dict[str, list[dict]] = {name: [] for name in chosen}
     for seed in range(1, opts.seeds + 1):  # PaddleFormers refuses seed 0
-        for name, (changes, plugin) in RUNS.items():
+        for name in chosen:
+            changes, plugin = RUNS[name]
             try:
                 results[name].append(run_one(folder, name, seed, opts.epochs, plugin, changes))
             except (RuntimeError, OSError, ValueError, IndexError) as exc:
