@@ -138,7 +138,7 @@ def pack_args(draw: st.DrawFn) -> dict[str, object]:
     }
 
 
-# -- the option table (tests/test_options_table.py; STYLE 26) -------------------------------------
+# -- the option table (tests/test_options_table.py) ------------------------------------------------
 @dataclass(frozen=True)
 class OptionRow:
     """One public option: its name and the values a random combination draws for it."""

@@ -1,4 +1,4 @@
-"""Every option against every promise (STYLE 26): one table of options, random combinations.
+"""Every option against every promise: one table of options, random combinations.
 
 :data:`strategies.OPTION_ROWS` holds one row per public option; Hypothesis draws a
 combination, :func:`build` makes it (every rank's ``DistributedDynamicBatchSampler``

@@ -1,4 +1,4 @@
-"""A packed update is the fixed batch's update, only computed another way (STYLE 28).
+"""A packed update is the fixed batch's update, only computed another way.
 
 For a ``DynamicBatchSampler(lengths, batch_size=B, pack_len=P, max_cost=...)`` each
 update (the micro-batches between two window ends) holds exactly the fixed batch's

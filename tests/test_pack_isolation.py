@@ -1,4 +1,4 @@
-"""Packed equals unpacked, on real paddlenlp models (CPU, float32), STYLE 25.
+"""Packed equals unpacked, on real paddlenlp models (CPU, float32).
 
 Each sample's logits in a packed row are its logits alone; changing one sample
 changes no other; the gradient of a packed micro-batch's per-token mean is the

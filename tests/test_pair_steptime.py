@@ -1,7 +1,7 @@
 """A step time of two lengths, and the time split of (source, target) pairs at it
 (NOTE [ a step time of two lengths ], NOTE [ splitting updates of pairs ]).
 
-The time split is a speed option (STYLE 28): it chooses how each update is split into
+The time split is a speed option: it chooses how each update is split into
 micro-batches, never which samples an update holds nor how many updates an epoch has. So the
 test is an equivalence: the updates split at any step time hold the samples of the fixed batch's
 own updates, as the same updates run whole do. Every step time here is given: no test reads a

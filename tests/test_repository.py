@@ -248,3 +248,42 @@ def test_the_readme_install_works_today_and_ci_runs_it() -> None:
     extra = extra[extra.index("\ndev = [") : extra.index("\n]", extra.index("\ndev = ["))]
     assert '"build' in extra and '"twine' in extra, "make dist's tools are in the dev extra"
     assert re.search(r"^TEST_EXTRAS \?= .*\bdev\b", (ROOT / "Makefile").read_text(), re.M)
+
+
+#: A citation of a style guide the repository does not hold: its numbered rules or its file.
+OUTSIDE_CITATION = re.compile(r"\bSTYLE(?:\.md\b| \d+)")
+
+
+def outside_citations(path: str, text: str) -> list[str]:
+    """``path:line: the match`` for each citation in ``text`` of a file outside the repository."""
+    return [
+        f"{path}:{number}: {m.group()}"
+        for number, line in enumerate(text.splitlines(), 1)
+        for m in OUTSIDE_CITATION.finditer(line)
+    ]
+
+
+def test_no_text_cites_a_file_outside_the_repository() -> None:
+    paths = tracked(ROOT)
+    if paths is None:
+        pytest.skip(f"{ROOT} is not the top of a git checkout (an sdist?): nothing to check")
+    found = [
+        hit
+        for path in paths
+        if (ROOT / path).is_file() and (ROOT / path).suffix in (".py", ".md", ".txt", ".toml", "")
+        for hit in outside_citations(path, (ROOT / path).read_text("utf-8", errors="replace"))
+    ]
+    assert not found, "a reader of the repository cannot open these:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    # spelt in two parts, so that this file does not cite it
+    [("a speed option (STYLE" + " 28)", "STYLE" + " 28"), ("see STYLE" + ".md", "STYLE" + ".md")],
+)
+def test_a_citation_of_an_outside_file_is_named(line: str, shown: str) -> None:
+    assert outside_citations("x.py", line) == [f"x.py:1: {shown}"]
+
+
+def test_a_word_in_capitals_is_not_a_citation() -> None:
+    assert outside_citations("x.py", "STYLE = 'dark'  # a STYLE of its own") == []

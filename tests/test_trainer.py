@@ -322,7 +322,7 @@ def test_a_step_skipped_for_a_nan_loss_stays_out_of_the_loss_logged(tmp_path: Pa
 
 def test_the_integration_is_split_by_job_within_its_bounds() -> None:
     """No class of the paddlenlp integration (its adapter and the core it shares) over 300 lines
-    and no module over 700 (a class a reader can hold, STYLE 22): DynamicBatchTrainer keeps its
+    and no module over 700 (a class a reader can hold): DynamicBatchTrainer keeps its
     overrides; planning, packing, windows, checkpoints and evaluation live in modules of their
     own."""
     import ast

@@ -75,7 +75,7 @@ NOTE [ splitting updates of pairs ]
     ``error`` to spare), so an epoch of updates of one step a rank is never
     predicted slower than the fixed batch. Which pairs an update holds, and
     how many updates an epoch has, are the fixed batch's whatever the step
-    time: the split is a speed option (STYLE 28; tests/test_pair_steptime.py).
+    time: the split is a speed option (tests/test_pair_steptime.py).
 """
 
 from __future__ import annotations
