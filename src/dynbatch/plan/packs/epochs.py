@@ -2,7 +2,7 @@
 
 NOTE [ packed updates ]
     Packing is a speed option, so it changes how an update is computed, never which samples it holds
-    nor how many updates an epoch has (an option for speed changes only the speed). The fixed batch's updates are what the user's
+    nor how many updates an epoch has. The fixed batch's updates are what the user's
     learning rate, warm-up and epochs were tuned for: ``ceil(N / B)`` of them, each ``B`` samples
     drawn at random (the last holds the rest). So the packed epoch draws exactly those: the kept
     samples shuffled from ``(seed, epoch)`` (:func:`~dynbatch.plan.splits.shuffled`, the order the
