@@ -15,6 +15,8 @@ import dynbatch
 from dynbatch.paddle.safe_collate import FAILED, CollateError, CollateFailure, raise_failure
 
 LOOP = """
+import threading
+
 import numpy as np
 import paddle
 import dynbatch
@@ -45,6 +47,7 @@ def report(collate):
         print("RAISED", type(exc).__name__, "|", str(exc).splitlines()[0])
         print("CAUSE", type(cause).__name__, "|", str(cause).splitlines()[0])
     print("TAKEN", taken, flush=True)
+    print("THREADS", [t.name for t in threading.enumerate()][1:], flush=True)
 
 
 report(dynbatch.safe_collate(dynbatch.PackCollator(8)))
@@ -58,6 +61,14 @@ def test_a_collate_error_reaches_a_plain_loop_by_name(workers: int) -> None:
     (workers); with it, the batches before arrive and then the collator's own error."""
     done = run_within(240, LOOP.format(workers=workers))
     out = done.stdout
+    assert done.returncode == 0, out + done.stderr[-3000:]
+    # without workers the loader is shut down as the error leaves it: no reader thread is left
+    # to outlive the loop (a daemon thread alive at exit can abort the interpreter)
+    threads = [line for line in out.splitlines() if line.startswith("THREADS")]
+    assert len(threads) == 2, out
+    if workers == 0:
+        assert "_thread_loop" not in "".join(threads), out
+    out = "".join(line + "\n" for line in out.splitlines() if not line.startswith("THREADS"))
     assert out.endswith("TAKEN 0\n"), out + done.stderr[-3000:]
     packed, needs = out.split("TAKEN 2\n")  # the batches before the failing one arrive
     assert "RAISED InputError | samples[1] has the field 'text', which the packed rows" in packed

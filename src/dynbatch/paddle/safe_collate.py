@@ -48,6 +48,17 @@ NOTE [ a collator safe by construction ]
     (a cancellation, a ``KeyboardInterrupt`` raised by the data) is carried too from the
     collating thread, which it would end while the loop waits forever; in a worker it is
     raised as before, for paddle's worker to handle (``_carried``).
+
+NOTE [ the loader stops as the error leaves it ]
+    paddle keeps the iterator of a loader without workers in a module global, so its
+    reader thread outlives a loop that an error ended. A daemon thread still running
+    at the interpreter's exit can abort it (``terminate called without an active
+    exception``) after the loop has printed its error. So the error is raised only
+    once such an iterator is shut down (a loader with workers is left to paddle:
+    shut down from its ``__next__`` it hangs the next loader):
+    :meth:`CheckedBatches.__iter__` shuts down its own, and a :class:`CollateFailure`
+    raised inside paddle's ``__next__`` shuts down that one (:func:`_stop_the_loader`,
+    which reads the calling frames as :func:`called_by_the_loader` does).
 """
 
 from __future__ import annotations
@@ -73,6 +84,7 @@ __all__ = [
     "raise_failure",
     "reaches_the_loop",
     "safe_collate",
+    "shut_down",
 ]
 
 #: The field of a batch that holds a :class:`CollateFailure` instead of the batch (NOTE above).
@@ -142,7 +154,9 @@ class CollateFailure:
         return f"{self.where} raised {self.kind}: {self.message}"
 
     def reraise(self) -> NoReturn:
-        """Raise the error in this process (NOTE [ a collate error in paddle's DataLoader ])."""
+        """Raise the error in this process (NOTE [ a collate error in paddle's DataLoader ]),
+        the loader it came through shut down (NOTE [ the loader stops as the error leaves it ])."""
+        _stop_the_loader()
         if self.error is None:
             raise CollateError(
                 f"{self._said()} (the error itself could not be "
@@ -158,6 +172,32 @@ _LOADER_FRAMES = {
     ("paddle.io.dataloader.dataloader_iter", "_thread_loop"),
     ("paddle.io.dataloader.worker", "_worker_loop"),
 }
+
+
+#: paddle's module whose iterators' ``__next__`` restores a batch in the loop's thread
+_ITERATORS = "paddle.io.dataloader.dataloader_iter"
+
+
+def _stop_the_loader() -> None:
+    """Shut down the paddle iterator whose ``__next__`` is a caller, if one is
+    (NOTE [ the loader stops as the error leaves it ])."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == _ITERATORS and frame.f_code.co_name == "__next__":
+            shut_down(frame.f_locals.get("self"))
+            return
+        frame = frame.f_back  # type: ignore[assignment]
+
+
+def shut_down(batches: Any) -> None:
+    """Stop ``batches``' reader thread now if it is the iterator of a paddle loader without
+    workers (NOTE [ the loader stops as the error leaves it ]); anything else is left alone."""
+    if type(batches).__name__ == _SINGLE_PROCESS:
+        batches._try_shutdown_all()  # paddle 3.3; idempotent
+
+
+#: paddle's iterator of a loader without workers (paddle 3.3)
+_SINGLE_PROCESS = "_DataLoaderIterSingleProcess"
 
 
 def called_by_the_loader() -> bool:
@@ -261,8 +301,14 @@ class CheckedBatches:
         self.loader = loader
 
     def __iter__(self) -> Iterator[Any]:
-        for batch in self.loader:
-            yield raise_failure(batch)
+        batches = iter(self.loader)
+        for batch in batches:
+            try:
+                checked = raise_failure(batch)
+            except BaseException:  # NOTE [ the loader stops as the error leaves it ]
+                shut_down(batches)
+                raise
+            yield checked
 
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]

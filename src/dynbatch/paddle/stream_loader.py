@@ -36,7 +36,7 @@ from ..stream.state import StreamCount, StreamProgress, Taken, count_epoch
 paddle = require("paddle", "dynbatch.DynamicBatchIterable")
 from paddle.io import DataLoader, IterableDataset  # noqa: E402
 
-from .safe_collate import raise_failure, safe_collate  # noqa: E402
+from .safe_collate import raise_failure, safe_collate, shut_down  # noqa: E402
 from .sampler import resolve_rank  # noqa: E402
 
 __all__ = ["DynamicBatchIterable", "StreamLoader"]
@@ -462,7 +462,11 @@ class StreamLoader:
             batch, info, _ = upcoming
             if isinstance(info, Failure):
                 raise info.error()
-            raise_failure(batch)  # the collate_fn's error, by name
+            try:
+                raise_failure(batch)  # the collate_fn's error, by name
+            except BaseException:  # NOTE [ the loader stops as the error leaves it ]
+                shut_down(it)
+                raise
             upcoming = next(it, _END)
             stream.progress.took(info, last=upcoming is _END)
             yield batch
