@@ -28,7 +28,8 @@ NOTE [ the workflow's examples, once an epoch ]
     examples it skips (those its processor returns None for or fails on). The plug-in reads them
     once, when the trainer is made, into :class:`Examples`: the valid examples in the dataset's
     order, each with its length, computed once. The iterable dataset (the default) streams for
-    ever and yields the last item of a pass twice; one pass is read and the repeat dropped. The
+    ever and yields the last item of a pass twice; one pass is read and the repeat dropped (it
+    drops invalid examples unseen, so the log counts none for it rather than claim 0). The
     map dataset holds no lengths and, for an index whose example is invalid, returns another
     one; every raw example is processed once and an invalid one is left out, counted in the log.
     The plan then takes each valid example exactly once an epoch. The examples are held in
@@ -261,14 +262,16 @@ class Examples(paddle.io.Dataset):  # type: ignore[type-arg]
     Attributes:
         items: each example as the workflow's collator takes it, a list of one ``Sequence``.
         lengths: each example's tokens (``len(token_ids)``), int64.
-        skipped: the raw examples the workflow's processor left out (map datasets; an iterable
-            one skips them unseen).
+        skipped: the raw examples the workflow's processor left out; None for an iterable
+            dataset, which drops them unseen.
         whole: items as whole sequences for dynbatch's rows,
             NOTE [ the workflow's labels are already shifted ]:
             ``{"input_ids", "labels"}``, one token longer.
     """
 
-    def __init__(self, items: list[list[Any]], skipped: int = 0, whole: bool = False) -> None:
+    def __init__(
+        self, items: list[list[Any]], skipped: int | None = 0, whole: bool = False
+    ) -> None:
         super().__init__()
         self.items = items
         self.skipped = skipped
@@ -285,7 +288,7 @@ class Examples(paddle.io.Dataset):  # type: ignore[type-arg]
                     continue
                 if item:  # an estimation's end marker is []
                     items.append(item)
-            return cls(items, whole=whole)
+            return cls(items, skipped=None, whole=whole)
         items, skipped = [], 0
         for example in _cli_compat.raw_examples(dataset):
             try:
@@ -345,9 +348,14 @@ def dynamic_sft_trainer(
     examples = None
     if train_dataset is not None:
         examples = Examples.of(train_dataset, whole=pack_len is not None)
+        skipped = (
+            " (invalid ones dropped unseen by the iterable dataset, not counted)"
+            if examples.skipped is None
+            else f", {examples.skipped} skipped"
+        )
         logger.info(
-            f"dynbatch: {len(examples)} valid examples of {type(train_dataset).__name__}, "
-            f"{examples.skipped} skipped, {int(examples.lengths.sum())} tokens"
+            f"dynbatch: {len(examples)} valid examples of {type(train_dataset).__name__}"
+            f"{skipped}, {int(examples.lengths.sum())} tokens"
         )
     if _ASKED.get("max_steps", -1) <= 0:
         args.max_steps = -1  # the workflow's estimate was of fixed batches: the plan decides
