@@ -20,6 +20,7 @@ if __name__ == "__main__":
         "padding",
         "planning_speed",
         "load_balance",
+        "rank_balance",
         "wordpiece",
         "memory",
         "streaming",
