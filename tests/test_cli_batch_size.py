@@ -44,12 +44,32 @@ def test_batch_size_alone_plans_like_fixed_within_the_fixed_batchs_worst(
     assert rows["fixed"]["cost_max"] <= worst * (1 + 1e-12), "the fixed batch fits its own worst"
 
 
+@pytest.mark.parametrize("pairs", [False, True], ids=["one length", "pairs"])
+def test_batch_size_without_cost_plans_with_the_samplers_own_default_cost(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, pairs: bool
+) -> None:
+    """``DynamicBatchSampler(batch_size=32)`` takes ``like_fixed``'s default cost (padded tokens
+    for one length, ``PairCost()`` for pairs): the command, given no ``--cost``, plans the same."""
+    lens = np.stack([LENS, LENS[::-1] // 2 + 1], axis=1) if pairs else LENS
+    np.save(tmp_path / "lengths.npy", lens)
+    out = stats(capsys, str(tmp_path / "lengths.npy"), "--batch-size", "32")
+    recipe = like_fixed(lens, 32)  # what DynamicBatchSampler(lengths=lens, batch_size=32) plans
+    assert out["max_cost"] == pytest.approx(recipe.max_cost)
+    planned = plan_stats(
+        lens, plan_epoch(lens, recipe, 0).plan, cost=recipe.cost, max_cost=recipe.max_cost
+    )
+    rows = {r["name"]: r for r in out["rows"]}
+    assert rows["like fixed"]["batches"] == planned.batches
+    assert rows["like fixed"]["padding_efficiency"] == pytest.approx(planned.padding_efficiency)
+
+
 def test_the_derived_budget_is_said_in_the_text(capsys, tmp_path: Path) -> None:
     np.save(tmp_path / "lengths.npy", LENS)
     assert main(["stats", str(tmp_path / "lengths.npy"), "--batch-size", "32"]) == 0
     head = capsys.readouterr().out.splitlines()[0]
-    longest = int(LENS.max())
-    assert f"max_cost={32 * longest**2:g} (cost(32, {longest}), the fixed batch's worst)" in head
+    longest = int(LENS.max())  # like_fixed's default for one length: padded tokens
+    assert f"max_cost={32 * longest:g} (cost(32, {longest}), the fixed batch's worst)" in head
+    assert "cost=linear" in head
 
 
 def test_neither_max_cost_nor_batch_size_names_both(capsys, tmp_path: Path) -> None:

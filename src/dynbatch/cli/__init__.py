@@ -140,9 +140,11 @@ def _fixed_batch_budget(args: argparse.Namespace, corpus: Corpus) -> str:
         :func:`~dynbatch.like_fixed`: micro-batches within the fixed batch's worst batch,
         ``cost(B, L_max)``, ``L_max`` the longest (padded) length (of pairs, the longest
         source and the longest target). ``dynbatch stats --batch-size B`` without
-        ``--max-cost`` plans within that same budget (under ``--cost``, or a
-        ``--cost-file``'s), asked of ``like_fixed`` itself, so that every row is priced as
-        the sampler's training would be; the header says where the budget came from.
+        ``--max-cost`` plans within that same budget (under ``--cost``, a
+        ``--cost-file``'s, or with neither ``like_fixed``'s own default, as the sampler's:
+        padded tokens for one length, ``PairCost()`` for pairs), asked of ``like_fixed``
+        itself, so that every row is priced as the sampler's training would be; the header
+        says where the budget came from.
         ``--help``'s "picking --max-cost" gives the same number by hand. Neither flag is
         refused by name, naming both.
     """
@@ -156,6 +158,8 @@ def _fixed_batch_budget(args: argparse.Namespace, corpus: Corpus) -> str:
     except InputError as exc:
         raise UsageError(as_flags(str(exc)).replace("batch_size=", "--batch-size=")) from None
     args.max_cost = recipe.max_cost
+    if args.cost is None:  # like_fixed's default, as the command line spells it
+        args.cost = "quadratic" if corpus.pairs else "linear"
     make_options(args)
     longest = padded_lengths(corpus.lengths, args.options.pad_to_multiple_of).max(axis=0)
     shown = ", ".join(str(int(x)) for x in np.atleast_1d(longest))

@@ -191,8 +191,8 @@ def check_flags(args: argparse.Namespace) -> None:
             args.cost = load_cost(args.cost_file)  # a MemoryCost, or a PairMemoryCost
         except (OSError, ValueError) as exc:
             raise UsageError(f"--cost-file: {exc}") from None
-    elif args.cost is None:
-        args.cost = "quadratic"
+    elif args.cost is None:  # --batch-size alone: like_fixed's own default, once the kind is read
+        args.cost = None if args.budget_from_batch else "quadratic"
     args.step_time = getattr(args.cost, "time_model", None)
     if args.time_model is not None:  # a step time, as a table is: it prices, it splits no row
         if args.time_table is not None:
@@ -240,7 +240,8 @@ def check_flags(args: argparse.Namespace) -> None:
         if not plot.parent.is_dir():
             raise UsageError(f"--plot {args.plot}: directory {plot.parent} does not exist")
     try:
-        resolve_cost(args.cost)
+        if args.cost is not None:
+            resolve_cost(args.cost)
     except InputError as exc:
         message = as_flags(str(exc))
         raise UsageError(
