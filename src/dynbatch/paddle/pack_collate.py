@@ -260,7 +260,7 @@ class PackCollator:
                     f"sets it from the sampler's options ({theirs}); leave {name} out, or build "
                     "PackCollator(pack_len, layout=...) yourself"
                 )
-        layout = PackLayout.from_options(options, attention=kwargs.get("attention"))
+        layout = PackLayout.from_options(options)  # the attention planned: others are refused
         masks = ("attention", "return_mask", "return_startend")
         if not layout.attention.dense and not any(k in kwargs for k in masks):
             kwargs["attention"] = layout.attention  # the fields of the layout planned
@@ -408,6 +408,17 @@ def _check_layout(
             f"{layout.attention.name!r}: the plan priced rows as the layout's run; build "
             "both with one (PackCollator.for_sampler(sampler, attention=...))"
         )
+    if resolved is None and layout is not None and not layout.attention.dense:
+        # the old flags give the dense mask and FlashMask's indices: only the indices alone
+        # run as a block-skipping layout priced them (NOTE [ attention layouts ])
+        indices = not return_mask and return_startend
+        if layout.attention.name != "flashmask" or not indices:
+            raise InputError(
+                f"the layout's attention={layout.attention.name!r} priced rows as that kernel "
+                f"runs them; return_mask={return_mask}, return_startend={return_startend} would "
+                "give a dense mask (or no mask) to run them by: leave the mask arguments out "
+                f"(PackCollator.for_sampler(sampler)) or pass attention={layout.attention.name!r}"
+            )
     return resolved
 
 

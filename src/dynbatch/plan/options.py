@@ -381,6 +381,9 @@ PADDLE_KEYWORDS = {
     ),
 }
 
+#: :func:`~dynbatch.like_fixed`'s own keywords, which shape its options and are no option field
+RECIPE_KEYWORDS = ("accumulation_steps", "attention", "micro_batches")
+
 
 def refuse_unknown_options(
     given: Mapping[str, Any], where: str, also: Collection[str] = ()
@@ -396,6 +399,13 @@ def refuse_unknown_options(
     """
     unknown = sorted(set(given) - FIELDS - set(also))
     for name in unknown:
+        if name in RECIPE_KEYWORDS:
+            raise InputTypeError(
+                f"{where} got {name}={given[name]!r}, which is like_fixed's keyword, not an "
+                "option field: give it with batch_size= (the fixed batch it shapes), or build "
+                f"the options with dynbatch.like_fixed(lengths, batch_size, {name}=...) and pass "
+                "options= alone"
+            )
         if name in PADDLE_KEYWORDS:
             raise InputTypeError(
                 f"{where} got {name}={given[name]!r}, which is paddle's BatchSampler keyword, "

@@ -303,11 +303,14 @@ def like_fixed(
         )
     if pack_len is not None:  # rows of pack_len within the fixed batch's worst cost
         if max_cost is None:  # never over the fixed batch's worst: refused, by name
-            _check_one_row(fn, pack_len, budget, batch, longest)
-            # NOTE [ the default budget of packed rows ]: priced, and laid out, as they run
-            fn = DenseRows(fn, longest, resolve_attention(attention))
             multiple = int(fields.get("pad_to_multiple_of", 1))
-            pack_len = widest_row(fn, budget, pack_len) // multiple * multiple
+            # NOTE [ the default budget of packed rows ]: priced, and laid out, as they run
+            rows = DenseRows(fn, longest, resolve_attention(attention))
+            _check_one_row(fn, rows, pack_len, budget, batch, longest, multiple)
+            fn = rows
+            width = -(-pack_len // multiple) * multiple  # a row as the collator pads it
+            if widest_row(fn, budget, width) < width:  # the row stops short: at a multiple
+                pack_len = widest_row(fn, budget, width) // multiple * multiple
         elif not resolve_attention(attention).dense:  # max_cost given: its cost as they run
             fn = DenseRows(fn, longest, resolve_attention(attention))  # carries the layout
         values = {"order": "shuffle", **updates, **fields, "pack_len": pack_len}
@@ -369,21 +372,28 @@ def _check_packed(pack_len: int, grouped: bool, parts: int | None) -> None:
         )
 
 
-def _check_one_row(fn: Cost, pack_len: int, budget: float, batch: int, longest: int) -> None:
-    """Refuse a ``pack_len`` whose one row costs more than the fixed batch's worst batch."""
-    one_row = float(np.asarray(fn(np.asarray([1]), np.asarray([pack_len])))[0])
+def _check_one_row(
+    fn: Cost, rows: DenseRows, pack_len: int, budget: float, batch: int, longest: int, multiple: int
+) -> None:
+    """Refuse a ``pack_len`` whose one row (padded to ``multiple``) costs more than the fixed
+    batch's worst batch; name the widest that fits, and where dense rows stop anyway."""
+    width = -(-pack_len // multiple) * multiple
+    one_row = float(np.asarray(fn(np.asarray([1]), np.asarray([width])))[0])
     if one_row <= budget:
         return
-    low, high = 1, pack_len  # the largest pack_len whose one row fits: cost grows with L
-    while high - low > 1:
-        mid = (low + high) // 2
-        fits = float(np.asarray(fn(np.asarray([1]), np.asarray([mid])))[0]) <= budget
-        low, high = (mid, high) if fits else (low, mid)
+    low = widest_row(fn, budget, width) // multiple * multiple  # >= longest, a multiple: fits
+    stop = widest_row(rows, budget, low) // multiple * multiple
+    dense = (
+        f" (dense rows stop at {stop} tokens, where their attention reaches the fixed batch's, "
+        "whatever pack_len)"
+        if stop < low
+        else ""
+    )
     raise InputError(
         f"like_fixed: one row of pack_len={pack_len} tokens costs {one_row:g} under "
         f"{cost_spec(fn) or 'the cost'}, over the fixed batch's worst batch "
-        f"cost({batch}, {longest}) = {budget:g}: pass pack_len={low} or less, or an explicit "
-        "max_cost= to allow more memory"
+        f"cost({batch}, {longest}) = {budget:g}: pass pack_len={low} or less{dense}, or an "
+        "explicit max_cost= to allow more memory"
     )
 
 

@@ -130,10 +130,20 @@ class ShardedPlan:
         Args:
             rank: the rank, in ``[0, num_replicas)``.
         """
-        return self.base.take(self.order[rank :: self.num_replicas])
+        return self.base.take(self.order[self._rank(rank) :: self.num_replicas])
 
     def padding_for_rank(self, rank: int) -> NDArray[np.bool_]:
-        return self.is_padding[rank :: self.num_replicas]
+        """Which of this rank's batches repeat a sample only to even out the steps."""
+        return self.is_padding[self._rank(rank) :: self.num_replicas]
+
+    def _rank(self, rank: Any) -> int:
+        """``rank``, checked: an integer in ``[0, num_replicas)``."""
+        rank = check_int("rank", rank, minimum=-(2**62))
+        if not 0 <= rank < self.num_replicas:
+            raise InputError(
+                f"rank must be in [0, {self.num_replicas}), the plan's ranks, got rank={rank}"
+            )
+        return rank
 
     def longest(self, lengths: NDArray[Any]) -> NDArray[np.int64]:
         """The longest (unpadded) length per batch, step-major (for pairs, a row of the longest
