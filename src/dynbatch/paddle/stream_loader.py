@@ -36,7 +36,7 @@ from ..stream.state import StreamCount, StreamProgress, Taken, count_epoch
 paddle = require("paddle", "dynbatch.DynamicBatchIterable")
 from paddle.io import DataLoader, IterableDataset  # noqa: E402
 
-from .safe_collate import raise_failure, safe_collate, shut_down  # noqa: E402
+from .safe_collate import left_with_an_error, raise_failure, safe_collate  # noqa: E402
 from .sampler import resolve_rank  # noqa: E402
 
 __all__ = ["DynamicBatchIterable", "StreamLoader"]
@@ -460,12 +460,12 @@ class StreamLoader:
             )
         while upcoming is not _END:
             batch, info, _ = upcoming
-            if isinstance(info, Failure):
-                raise info.error()
             try:
+                if isinstance(info, Failure):
+                    raise info.error()
                 raise_failure(batch)  # the collate_fn's error, by name
-            except BaseException:  # NOTE [ the loader stops as the error leaves it ]
-                shut_down(it)
+            except BaseException:  # NOTE [ a loader after a collate error ] in .safe_collate
+                left_with_an_error(it)
                 raise
             upcoming = next(it, _END)
             stream.progress.took(info, last=upcoming is _END)
