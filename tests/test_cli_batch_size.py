@@ -85,3 +85,42 @@ def test_max_cost_given_keeps_the_fixed_batch_of_20(capsys, tmp_path: Path) -> N
     out = stats(capsys, str(tmp_path / "lengths.npy"), "--max-cost", "5e6")
     rows = {r["name"]: r for r in out["rows"]}
     assert out["max_cost"] == 5e6 and rows["fixed"]["updates"] == -(-len(LENS) // 20)
+
+
+@pytest.mark.parametrize(
+    "flag, field, value",
+    [
+        ("--max-batch-size", "max_batch_size", 2),
+        ("--batch-size-multiple", "batch_size_multiple", 8),
+        ("--bucket-width", "bucket_width", 0.5),
+    ],
+)
+def test_the_like_fixed_row_takes_the_flags_the_sampler_takes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str, field: str, value: float
+) -> None:
+    """``DynamicBatchSampler(batch_size=16, max_batch_size=2)`` plans micro-batches of at most
+    2: the row that says it is the sampler's epoch plans the same (it took the flag for the
+    other rows only)."""
+    lens = np.minimum(np.random.default_rng(0).lognormal(3.5, 0.8, 3000).astype(int) + 2, 400)
+    np.save(tmp_path / "lengths.npy", lens)
+    out = stats(capsys, str(tmp_path / "lengths.npy"), "--batch-size", "16", flag, str(value))
+    recipe = like_fixed(lens, 16, **{field: value})  # what the sampler given it plans
+    planned = plan_stats(
+        lens, plan_epoch(lens, recipe, 0).plan, cost=recipe.cost, max_cost=recipe.max_cost
+    )
+    row = {r["name"]: r for r in out["rows"]}["like fixed"]
+    assert row["batches"] == planned.batches
+    assert row["padding_efficiency"] == pytest.approx(planned.padding_efficiency)
+
+
+@pytest.mark.parametrize("flag", ["--batch-size", "--fixed-batch-size"])
+@pytest.mark.parametrize("value", ["0", "99999999999999999999"])
+def test_a_bad_batch_size_is_named_as_it_was_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str, value: str
+) -> None:
+    np.save(tmp_path / "lengths.npy", LENS)
+    assert main(["stats", str(tmp_path / "lengths.npy"), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} must be" in err and f"got {flag}={value}" in err, err
+    other = "--fixed-batch-size" if flag == "--batch-size" else "--batch-size"
+    assert other not in err and "batch_size" not in err, err

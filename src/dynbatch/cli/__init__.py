@@ -62,7 +62,7 @@ from ..plan.pair_steptime import PairStepTimeModel, check_step_time
 from ..plan.planning import find_oversize, padded_lengths
 from ..plan.stats import PlanStats, compare_orders, packed_stats, split_options
 from ..stream.state import stream_stats
-from .args import UsageError, as_flags, check_flags, make_options, parser
+from .args import UsageError, as_flags, batch_flag, check_flags, make_options, parser
 from .corpora import Corpus, read_corpus, read_lengths
 from .plot import plot
 from .report import format_table, lower_bound, oversize_line, print_json, print_text
@@ -156,7 +156,9 @@ def _fixed_batch_budget(args: argparse.Namespace, corpus: Corpus) -> str:
             corpus.lengths, batch, cost=args.cost, pad_to_multiple_of=args.pad_to_multiple_of
         )
     except InputError as exc:
-        raise UsageError(as_flags(str(exc)).replace("batch_size=", "--batch-size=")) from None
+        flag = batch_flag(args)  # as the user wrote it
+        message = as_flags(str(exc)).replace("batch_size must", f"{flag} must")
+        raise UsageError(message.replace("batch_size=", f"{flag}=")) from None
     args.max_cost = recipe.max_cost
     if args.cost is None:  # like_fixed's default, as the command line spells it
         args.cost = "quadratic" if corpus.pairs else "linear"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .._checks import MAX_LENGTH, InputError
 from ..memory import load_cost
@@ -56,6 +56,20 @@ class _Parser(argparse.ArgumentParser):
         raise exc
 
 
+class _Spelled(argparse.Action):
+    """Store the value, and the flag as the user wrote it (``args.<dest>_flag``): a message
+    names the flag the user typed, of two that mean one."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_flag", option)
+
+
+def batch_flag(args: argparse.Namespace) -> str:
+    """``--batch-size`` or ``--fixed-batch-size``, as the command line wrote it."""
+    return getattr(args, "fixed_batch_size_flag", None) or "--fixed-batch-size"
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``dynbatch`` command and its ``stats`` subcommand, with the sampler's defaults."""
     # NOTE [ no abbreviated flags ]
@@ -97,6 +111,7 @@ def parser() -> argparse.ArgumentParser:
         "--batch-size",
         type=int,
         default=None,
+        action=_Spelled,
         help="the batch you use today (default 20 with --max-cost): the fixed row, and like "
         "fixed's (and grouped's) B; without --max-cost the budget is its worst batch, "
         "cost(B, L_max), as DynamicBatchSampler(batch_size=B) plans",
@@ -212,7 +227,7 @@ def check_flags(args: argparse.Namespace) -> None:
         except InputError as exc:
             raise UsageError(f"--time-table: {exc}") from None
     for flag, value, low in (
-        ("--fixed-batch-size", args.fixed_batch_size, 1),
+        (batch_flag(args), args.fixed_batch_size, 1),
         ("--add", args.add, 0),
         ("--buffer-size", 1 if args.buffer_size is None else args.buffer_size, 1),
         ("--pack-len", 1 if args.pack_len is None else args.pack_len, 1),

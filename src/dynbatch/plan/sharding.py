@@ -133,7 +133,11 @@ class ShardedPlan:
         return self.base.take(self.order[self._rank(rank) :: self.num_replicas])
 
     def padding_for_rank(self, rank: int) -> NDArray[np.bool_]:
-        """Which of this rank's batches repeat a sample only to even out the steps."""
+        """Which of this rank's batches repeat a sample only to even out the steps.
+
+        Args:
+            rank: the rank, in ``[0, num_replicas)``.
+        """
         return self.is_padding[self._rank(rank) :: self.num_replicas]
 
     def _rank(self, rank: Any) -> int:

@@ -15,7 +15,7 @@ side's (:class:`PairPlanStats`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -474,6 +474,13 @@ def like_fixed_options(
     lens = check_plan_lengths(lengths)
     fit = getattr(step_time, "fit", None)
     longest = padded_lengths(lens, options.pad_to_multiple_of).max(axis=0)  # pairs: per side
+    # the batches' own options, where given, as the sampler given them plans (the defaults
+    # left to like_fixed, which sets its own cap on a micro-batch)
+    given = {
+        name: getattr(options, name)
+        for name in ("max_batch_size", "batch_size_multiple", "bucket_width")
+        if getattr(options, name) != _DEFAULTS[name]
+    }
     # the fixed batch's worst batch (pairs: at the longest source and the longest target)
     worst = float(np.asarray(charge(options.cost, fixed_batch_size, longest[None]))[0])
     return like_fixed(
@@ -491,8 +498,12 @@ def like_fixed_options(
         else fit()
         if callable(fit)
         else step_time,
-        **extra,
+        **{**given, **extra},
     )
+
+
+#: The options' own defaults (what a flag left out gives)
+_DEFAULTS = {f.name: f.default for f in fields(PlanOptions)}
 
 
 def split_options(
