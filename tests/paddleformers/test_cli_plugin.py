@@ -73,10 +73,16 @@ def test_a_bad_setting_is_refused_by_name_before_the_model_loads(folder: Path) -
     assert "Loading model weights" not in log
 
 
-def test_padding_free_is_refused_by_name_saying_what_to_use(folder: Path) -> None:
+def test_padding_free_means_dynbatchs_rows_of_the_fixed_batchs_tokens(folder: Path) -> None:
+    """PaddleFormers' ``padding_free`` lays out a batch as one row; the plug-in packs the fixed
+    batch's updates into rows of that batch's tokens, priced as the model's attention runs."""
     code, log = pf_cli.train(folder, pf_cli.config(out="pf", padding_free=True), "free")
-    assert code != 0
-    assert "padding_free=True is not honoured" in log and "packing: true" in log
+    assert code == 0, log[-3000:]
+    steps = math.ceil(N_TRAIN / BATCH)
+    assert f"max_steps={steps}" in log and "padding_free (rows of up to" in log
+    assert "means dynbatch's rows" in log
+    assert pf_cli.logged(log, "global_step")[-1] == steps, "the fixed batch's updates"
+    assert sum(pf_cli.logged(log, "samples_per_step")) == N_TRAIN, "each example once"
 
 
 def test_the_dpo_workflow_is_refused_by_name(folder: Path) -> None:

@@ -177,11 +177,6 @@ def _check_time_model(settings: Mapping[str, Any]) -> None:
 #: data arguments the plug-in refuses when set, each with what to use instead
 #: (NOTE [ what the plug-in refuses ])
 _REFUSED_TRUE = {
-    "padding_free": (
-        "dynbatch's padding-free (varlen) layout is not in this release; use packing: true "
-        "(dynbatch's packed rows, each sample alone in its row, at the fixed batch's updates) "
-        "or leave padding_free false (dynbatch's padded micro-batches)"
-    ),
     "eval_with_do_generation": "evaluation by generation is not planned: set it false",
     "make_offline_data": "making offline data trains nothing: run it without custom_register_path",
 }
@@ -190,11 +185,10 @@ _REFUSED_TRUE = {
 def _refuse(data_args: Any, model_args: Any) -> None:
     """NOTE [ what the plug-in refuses ]: each by name, before the model loads.
 
-    Whatever the plug-in cannot honour: ``padding_free`` (its layout is not dynbatch's yet), a
-    ``dataset_type`` other than ``iterable`` or ``map`` (the offline and pretraining datasets are
-    token streams cut to length, not examples), a ``stage`` other than ``SFT``, a
-    ``mix_strategy`` other than ``concat`` (a sampled mix has no epoch of examples), generation
-    at evaluation, and making offline data.
+    Whatever the plug-in cannot honour: a ``dataset_type`` other than ``iterable`` or ``map``
+    (the offline and pretraining datasets are token streams cut to length, not examples), a
+    ``stage`` other than ``SFT``, a ``mix_strategy`` other than ``concat`` (a sampled mix has no
+    epoch of examples), generation at evaluation, and making offline data.
     """
     where = "paddleformers-cli train with dynbatch's plug-in (custom_register_path)"
     for name, instead in _REFUSED_TRUE.items():
@@ -220,11 +214,17 @@ def _run_sft(
     _refuse(data_args, model_args)
     read_settings()  # a bad settings file is refused now, before the model loads
     _ASKED.clear()
+    # NOTE [ the packing keys ]: padding_free's one row of a batch is rows of its tokens
+    free = bool(getattr(data_args, "padding_free", False))
     _ASKED.update(
-        packing=bool(data_args.packing),
-        how=("binpacking" if data_args.binpacking else "greedy_intokens")
+        packing=bool(data_args.packing) or free,
+        how="padding_free"
+        if free
+        else ("packing: binpacking" if data_args.binpacking else "packing: greedy_intokens")
         if data_args.packing
         else None,
+        # rows of a whole example (one position more), or padding_free's of the batch's
+        row=-int(args.per_device_train_batch_size) if free else int(data_args.max_seq_len) + 1,
         max_seq_len=int(data_args.max_seq_len),
         max_steps=int(args.max_steps),
         decay_steps=args.decay_steps,
@@ -236,6 +236,8 @@ def _run_sft(
     )
     data_args.packing = False  # each dataset item one example: dynbatch packs
     data_args.binpacking = False
+    if free:
+        data_args.padding_free = False
     if args.max_steps <= 0:
         # the plan sizes the run (dynamic_sft_trainer): the workflow's estimate of fixed batches
         # is skipped, a pass over the data, and with it its barrier, which on CPU ranks has no
@@ -321,11 +323,22 @@ class Examples(paddle.io.Dataset):  # type: ignore[type-arg]
 
 
 def _packing(settings: dict[str, Any]) -> int | None:
-    """The rows' length: the settings' ``pack_len``, else with the YAML's ``packing`` its
-    ``max_seq_len`` plus the one position a whole example adds; None unpacked."""
+    """The rows' length: the settings' ``pack_len``, else with the YAML's packing keys
+    NOTE [ the packing keys ]'s rows; None unpacked.
+
+    NOTE [ the packing keys ]
+        ``packing: true`` (``greedy_intokens`` or ``binpacking``) packs with dynbatch's packer
+        at the fixed batch's updates, rows of ``max_seq_len`` plus the one position a whole
+        example adds. ``padding_free: true``, which lays out PaddleFormers' batch as one row of
+        its examples, packs the same updates into rows of the fixed batch's tokens,
+        ``per_device_train_batch_size`` of the longest whole example: rows priced, and cut
+        short, as the model's attention runs them (a dense mask's rows stop where their
+        attention would outgrow the fixed batch's; NOTE [ the default budget of packed rows ]
+        in :mod:`dynbatch.plan.packs.attention`). With both, padding_free's rows.
+    """
     pack_len = settings.pop("pack_len", None)
     if pack_len is None and _ASKED.get("packing"):
-        pack_len = _ASKED["max_seq_len"] + 1
+        pack_len = _ASKED["row"]  # below 0: padding_free's batch, sized once the lengths are
     return pack_len if pack_len is None else int(pack_len)
 
 
@@ -357,6 +370,10 @@ def dynamic_sft_trainer(
             f"dynbatch: {len(examples)} valid examples of {type(train_dataset).__name__}"
             f"{skipped}, {int(examples.lengths.sum())} tokens"
         )
+    if pack_len is not None and pack_len < 0:  # NOTE [ the packing keys ]: padding_free
+        longest = int(examples.lengths.max()) if examples is not None and len(examples) else 1
+        pack_len = -pack_len * longest
+        _ASKED["how"] = f"padding_free (rows of up to {pack_len} tokens)"
     if _ASKED.get("max_steps", -1) <= 0:
         args.max_steps = -1  # the workflow's estimate was of fixed batches: the plan decides
     if pack_len is None:  # the workflow's collator and its shifted labels
@@ -400,7 +417,7 @@ def _schedule(trainer: DynamicBatchTrainer, args: Any) -> None:
             setattr(target, steps_name, per_epoch)
         said.append(f"{steps_name}={per_epoch} (an epoch)")
     how = asked.get("how")
-    packed = f"; packing: {how} means dynbatch's rows" if how else ""
+    packed = f"; {how} means dynbatch's rows" if how else ""
     trainer.host.logger.info(
         f"dynbatch: {', '.join(said)}, the plan's optimizer steps (the workflow sized fixed "
         f"batches){packed}"
