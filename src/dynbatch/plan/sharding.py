@@ -142,12 +142,12 @@ class ShardedPlan:
 
     def _rank(self, rank: Any) -> int:
         """``rank``, checked: an integer in ``[0, num_replicas)``."""
-        rank = check_int("rank", rank, minimum=-(2**62))
-        if not 0 <= rank < self.num_replicas:
+        checked = int(check_int("rank", rank, minimum=-(2**62)))
+        if not 0 <= checked < self.num_replicas:
             raise InputError(
-                f"rank must be in [0, {self.num_replicas}), the plan's ranks, got rank={rank}"
+                f"rank must be in [0, {self.num_replicas}), the plan's ranks, got rank={checked}"
             )
-        return rank
+        return checked
 
     def longest(self, lengths: NDArray[Any]) -> NDArray[np.int64]:
         """The longest (unpadded) length per batch, step-major (for pairs, a row of the longest
