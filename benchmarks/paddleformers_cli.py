@@ -61,7 +61,9 @@ def run_one(folder: Path, name: str, seed: int, epochs: int, plugin: bool, chang
         "eval_loss": pf_cli.logged(log, "eval_loss")[-1],
         "runtime": pf_cli.logged(log, "train_runtime")[-1],
         "tokens": re.findall(
-            r"dynbatch: \d+ valid examples of \w+, \d+ skipped, (\d+) tokens", log
+            # the map dataset counts what it skipped; the iterable one says it cannot
+            r"dynbatch: \d+ valid examples of \w+(?:, \d+ skipped| \([^)]*\)), (\d+) tokens",
+            log,
         ),
         **probe,
     }
