@@ -79,6 +79,7 @@ import sys
 import traceback
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import FrameType
 from typing import Any, NoReturn, TypeVar
 
 import numpy as np
@@ -190,15 +191,22 @@ _ITERATORS = "paddle.io.dataloader.dataloader_iter"
 
 #: the iterators a collate error left, stopped at exit (NOTE [ a loader after a collate error ])
 _LEFT: weakref.WeakSet[Any] = weakref.WeakSet()
-_REGISTERED: list[bool] = []  # whether _stop_at_exit is registered (once a process)
+_registered = False  # whether _stop_at_exit is registered (once a process)
+
+
+def _callers() -> Iterator[FrameType]:
+    """The frames that called the caller, innermost first."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
 
 
 def _settle_the_loader() -> None:
     """The paddle iterator whose ``__next__`` is a caller, if one is: the failed batch
     counted as delivered (with workers), the iterator stopped at exit
     (NOTE [ a loader after a collate error ])."""
-    frame = sys._getframe(1)
-    while frame is not None:
+    for frame in _callers():
         if frame.f_globals.get("__name__") == _ITERATORS and frame.f_code.co_name == "__next__":
             batches = frame.f_locals.get("self")
             delivered = getattr(batches, "_on_output_batch", None)  # paddle 3.3, with workers
@@ -206,16 +214,16 @@ def _settle_the_loader() -> None:
                 delivered()
             left_with_an_error(batches)
             return
-        frame = frame.f_back  # type: ignore[assignment]
 
 
 def left_with_an_error(batches: Any) -> None:
     """Stop paddle's loader iterator ``batches`` at exit, before paddle's own clean-up, as
     paddle stops a pass that ended (NOTE [ a loader after a collate error ])."""
+    global _registered
     if callable(getattr(batches, "_try_shutdown_all", None)):  # paddle 3.3
-        if not _REGISTERED:
+        if not _registered:
             atexit.register(_stop_at_exit)  # after paddle's, so run before it
-            _REGISTERED.append(True)
+            _registered = True
         _LEFT.add(batches)
 
 
@@ -237,11 +245,9 @@ def called_by_the_loader() -> bool:
 
 def _loader_frame() -> str | None:
     """The name of paddle's loader function that is the caller (``_LOADER_FRAMES``), if any."""
-    frame = sys._getframe(1)
-    while frame is not None:
+    for frame in _callers():
         if (frame.f_globals.get("__name__"), frame.f_code.co_name) in _LOADER_FRAMES:
             return frame.f_code.co_name
-        frame = frame.f_back  # type: ignore[assignment]
     return None
 
 

@@ -309,8 +309,9 @@ def like_fixed(
             _check_one_row(fn, rows, pack_len, budget, batch, longest, multiple)
             fn = rows
             width = -(-pack_len // multiple) * multiple  # a row as the collator pads it
-            if widest_row(fn, budget, width) < width:  # the row stops short: at a multiple
-                pack_len = widest_row(fn, budget, width) // multiple * multiple
+            widest = widest_row(fn, budget, width)
+            if widest < width:  # the row stops short: at a multiple
+                pack_len = widest // multiple * multiple
         elif not resolve_attention(attention).dense:  # max_cost given: its cost as they run
             fn = DenseRows(fn, longest, resolve_attention(attention))  # carries the layout
         values = {"order": "shuffle", **updates, **fields, "pack_len": pack_len}
