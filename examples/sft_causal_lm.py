@@ -25,16 +25,17 @@ Modes, all from the same weights with the same seed and the same learning-rate s
   a :class:`dynbatch.MemoryCost` calibrated on this model (cached in the output directory), so
   no micro-batch is predicted to need more memory than the fixed batch's worst.
 * ``pack`` (when --modes names it, or with ``--pack``): the dynamic mode's sampler told
-  ``pack_len=--max-len`` as well (the same batch, loss tokens and calibrated cost), each
-  micro-batch's pairs packed into rows of --max-len tokens by :class:`dynbatch.PackCollator`,
-  each pair alone in its row (NOTE [ packed pairs ] in ``sft_mode.py``), the same token
-  losses and accumulator; under ``--runner trainer``, ``DynamicBatchTrainer(...,
-  pack_len=--max-len)``.
+  ``pack_len=--max-len`` as well (the same batch, loss tokens and budget; the rows priced by
+  a calibration of their own layout: NOTE [ the pack mode's budget ] in ``sft_mode.py``),
+  each micro-batch's pairs packed into rows of --max-len tokens by
+  :class:`dynbatch.PackCollator`, each pair alone in its row (NOTE [ packed pairs ]), the
+  same token losses and accumulator; under ``--runner trainer``, ``DynamicBatchTrainer(...,
+  options=like_fixed(..., pack_len=--max-len))``, the same plan.
 
 ``--runner loop`` trains in a hand-written loop (``dynbatch.token_loss`` and
 ``GradientAccumulator``); ``--runner trainer`` uses paddlenlp's ``Trainer`` (``fixed``: the
 stock one; ``dynamic``: ``DynamicBatchTrainer`` with the same ``TrainingArguments``;
-``pack``: the dynamic mode's ``DynamicBatchTrainer`` with ``pack_len=--max-len``).
+``pack``: ``DynamicBatchTrainer`` on the pack mode's plan).
 ``--runner paddleformers`` is the same on PaddleFormers' ``Trainer`` with
 ``dynbatch.integrations.paddleformers``, and a tiny ``LlamaForCausalLM`` of the same sizes
 (PaddleFormers' Qwen2 needs paddlefleet), in a Python of its own: paddlenlp and PaddleFormers
@@ -186,7 +187,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="auto",
         help="--runner trainer's step time: auto (the Trainer's default: timed on an "
         "accelerator, none on a CPU), measure (the Trainer times the model on any device), none "
-        "(the CPU's padding-free split), or c,a,b seconds",
+        "(the CPU's padding-free split), or c,a,b seconds; the pack mode's measure (and auto on "
+        "an accelerator) is the step time its rows' calibration fitted",
     )
     p.add_argument(
         "--output-dir", default="runs/sft_causal_lm", help="where the results and logs go"

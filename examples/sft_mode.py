@@ -27,16 +27,29 @@ NOTE [ packed pairs ]
     collator makes that label -100 (here it is ``<s>``'s, a prompt label, -100 already), and
     -100 on the fill: the loss tokens of a row are exactly its pairs' answers and end tokens,
     each predicted from its own pair. The sampler is the dynamic mode's with
-    ``pack_len=--max-len`` (the same ``batch_size``, ``loss_tokens`` and calibrated
-    :class:`dynbatch.MemoryCost`, which prices a micro-batch of ``R`` rows as ``R`` pairs of
-    ``--max-len``), so the updates are random draws of ``B`` pairs and each is still the
-    per-token mean over its loss tokens: the accumulator adds the sums and counts of its
-    micro-batches, whatever their shape. Evaluation is unpacked, the same function for every
-    mode. ``--runner trainer`` gives the dynamic mode's ``DynamicBatchTrainer`` the same
-    arguments and ``pack_len=--max-len``: its collator makes the same rows of the same
-    ``(input_ids, labels)`` (NOTE [ the Trainer packs ] in
-    :mod:`dynbatch.integrations.core.packing`), and with the step time it measures
-    (``--time-model``) each micro-batch runs packed or padded, as its plan priced it.
+    ``pack_len=--max-len`` (the same ``batch_size`` and ``loss_tokens``, its cost and budget
+    as NOTE [ the pack mode's budget ] says), so the updates are random draws of ``B`` pairs
+    and each is still the per-token mean over its loss tokens: the accumulator adds the sums
+    and counts of its micro-batches, whatever their shape. Evaluation is unpacked, the same
+    function for every mode. ``--runner trainer`` gives the dynamic mode's
+    ``DynamicBatchTrainer`` the same plan as ``options=like_fixed(...)``: its collator makes
+    the same rows of the same ``(input_ids, labels)`` (NOTE [ the Trainer packs ] in
+    :mod:`dynbatch.integrations.core.packing`), and with a step time (``--time-model``) each
+    micro-batch runs packed or padded, as its plan priced it.
+
+NOTE [ the pack mode's budget ]
+    A packed row does not cost what a padded pair of its width costs: the model takes its
+    positions and its ``[R, P, P]`` block mask, and builds its attention from that mask. A cost
+    calibrated on padded steps priced a micro-batch of ``R`` rows as ``R`` pairs, and the pack
+    mode peaked over the fixed batch's worst. So the pack mode calibrates its own layout,
+    probes of ``n`` rows of one pair each with their positions and mask (a dense row costs its
+    width, whatever it holds), and plans under the padded calibration's price of the fixed
+    batch's worst, ``B`` pairs of the longest as the fixed batch runs them: ``like_fixed(...,
+    cost=<the rows'>, max_cost=<the fixed batch's>)``, the dynamic mode's budget. The Trainer
+    takes that plan as ``options=``: its own recipe keeps ``cost(B, L_max)`` as its budget, and
+    it measures a step time for that recipe only, so with ``--time-model measure`` (``auto``
+    on an accelerator) the pack mode plans with the step time the calibration fitted on the
+    rows' probes.
 """
 
 from __future__ import annotations
@@ -174,13 +187,22 @@ def evaluate(model: Any, ds: Pairs, pad_id: int) -> tuple[float, float]:
 
 
 def memory_cost(
-    args: argparse.Namespace, model: Any, meta: dict[str, Any], train: Pairs, out: Path
+    args: argparse.Namespace,
+    model: Any,
+    meta: dict[str, Any],
+    train: Pairs,
+    out: Path,
+    packed: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
     """A :class:`dynbatch.MemoryCost` of this model's training step, from the cache in the
-    output directory or calibrated now (and cached): once per model, length and hardware.
+    output directory or calibrated now (and cached): once per model, length, layout and
+    hardware.
 
     The probes are steps like training's: random ids whose last tokens (as many as a pair's
     answer and end) carry the loss, since ``token_loss`` computes only the rows with a loss.
+    ``packed``: the steps run the pack mode's layout, ``n`` rows of one pair of ``L`` tokens
+    with their positions and block mask (:func:`pack_pairs`), a dense row's cost whatever it
+    holds (NOTE [ the pack mode's budget ]).
     """
     max_len = int(train.lengths.max())
     answer = int(max(np.count_nonzero(train[i][1] != IGNORE) for i in range(len(train))))
@@ -190,7 +212,9 @@ def memory_cost(
 
     dims = "-".join(f"{v}" for v in TINY.values())
     family = HOSTS[args.runner].model.lower()
-    path = out / f"calib-{family}-{dims}-v{meta['vocab_size']}-L{max_len}-B{args.batch_size}.json"
+    layout = "-packed" if packed else ""
+    name = f"calib-{family}-{dims}-v{meta['vocab_size']}-L{max_len}-B{args.batch_size}{layout}"
+    path = out / f"{name}.json"
     cost = None
     if path.is_file():
         try:
@@ -206,10 +230,13 @@ def memory_cost(
     probe = make_optimizer(model, 1e-9)  # same kind, throwaway: NOTE [ restoring state ]
 
     def step(n: int, length: int) -> None:  # one training step of the loop on random pairs
-        ids = paddle.to_tensor(rng.integers(meta["eos_id"] + 1, meta["vocab_size"], (n, length)))
-        labels = ids.clone()
+        ids = rng.integers(meta["eos_id"] + 1, meta["vocab_size"], (n, length))
+        labels = ids.copy()
         labels[:, : max(1, length - answer)] = IGNORE  # the prompt
-        loss_sum, count = dynbatch.token_loss(logits_of(model(input_ids=ids)), labels)
+        pairs = list(zip(ids, labels, strict=True))
+        arrays = pack_pairs(length, meta["pad_id"])(pairs) if packed else (ids, labels)
+        batch = [paddle.to_tensor(a) for a in arrays]
+        loss_sum, count = dynbatch.token_loss(forward(model, batch), batch[1])
         (loss_sum / count.astype("float32").clip(min=1)).backward()
         probe.step()
         probe.clear_grad()
@@ -228,21 +255,62 @@ def memory_cost(
     }
 
 
-def make_sampler(args: argparse.Namespace, train: Pairs, cost: Any, packed: bool) -> Any:
-    """The dynamic mode's sampler (the ``pack`` mode's with ``pack_len=--max-len``): the fixed
-    batch told, with the pairs' loss tokens, under the calibrated ``cost``."""
+def pack_cost(
+    args: argparse.Namespace, model: Any, meta: dict[str, Any], train: Pairs, out: Path
+) -> tuple[Any, float, dict[str, Any]]:
+    """The pack mode's cost, its budget and the calibration's record (NOTE [ the pack mode's
+    budget ]): rows priced by a calibration of their own layout, under the fixed batch's worst
+    as the fixed batch runs, padded."""
+    padded, _ = memory_cost(args, model, meta, train, out)
+    budget = float(padded(args.batch_size, int(train.lengths.max())))
+    cost, extra = memory_cost(args, model, meta, train, out, packed=True)
+    return cost, budget, extra
+
+
+def packing(args: argparse.Namespace, max_cost: float | None) -> dict[str, Any]:
+    """The pack mode's plan keywords: rows of ``--max-len`` tokens under its budget ``max_cost``
+    (NOTE [ the pack mode's budget ]); none for the dynamic mode (``max_cost`` None)."""
+    return {} if max_cost is None else {"max_cost": max_cost, "pack_len": args.max_len}
+
+
+def loss_tokens_of(train: Pairs) -> Any:
+    import dynbatch
+
+    return dynbatch.loss_token_counts([train[i][1] for i in range(len(train))])
+
+
+def make_sampler(
+    args: argparse.Namespace, train: Pairs, cost: Any, max_cost: float | None = None
+) -> Any:
+    """The dynamic mode's sampler (with ``max_cost``, the pack mode's budget, the ``pack``
+    mode's): the fixed batch told, with the pairs' loss tokens, under the calibrated ``cost``."""
     import dynbatch
 
     return dynbatch.DynamicBatchSampler(
         train,
         lengths=train.lengths,
-        loss_tokens=dynbatch.loss_token_counts([train[i][1] for i in range(len(train))]),
+        loss_tokens=loss_tokens_of(train),
         batch_size=args.batch_size,
         cost=cost,
         update_unit="samples",  # NOTE [ updates in samples, not tokens ]
         seed=args.seed,
-        pack_len=args.max_len if packed else None,  # NOTE [ packed pairs ]
+        **packing(args, max_cost),  # NOTE [ packed pairs ]
     )
+
+
+def packed_step_time(step_time: str, cost: Any) -> Any:
+    """The pack mode's step time from ``--time-model``: ``none`` none, ``c,a,b`` as given, and
+    ``measure`` (``auto`` on an accelerator) the one its calibration fitted on the packed
+    rows' probes, the layout's own (the Trainer measures only for its own recipe)."""
+    import paddle
+
+    import dynbatch
+
+    if step_time == "none" or (step_time == "auto" and paddle.device.get_device() == "cpu"):
+        return None
+    if step_time in ("auto", "measure"):
+        return cost.time_model
+    return dynbatch.StepTimeModel.parse(step_time, "--time-model")
 
 
 def updates(first: int, last: int) -> str:
@@ -323,8 +391,11 @@ def train_loop(
         )
         first, total = len(loader), len(loader) * epochs
     else:
-        cost, extra = memory_cost(args, model, meta, train, out)
-        sampler = make_sampler(args, train, cost, packed)
+        if packed:
+            cost, budget, extra = pack_cost(args, model, meta, train, out)
+        else:
+            (cost, extra), budget = memory_cost(args, model, meta, train, out), None
+        sampler = make_sampler(args, train, cost, budget)
         loader = paddle.io.DataLoader(train, batch_sampler=sampler, collate_fn=collate)
         first, total = sampler.steps_for_epochs([0]), sampler.steps_for_epochs(range(epochs))
         extra["max_cost_mb"] = float(sampler.max_cost)
@@ -479,22 +550,33 @@ def train_trainer(
     if mode == "fixed":  # the model's own loss: the per-token mean of each batch
         collate = functools.partial(collate_records, pad_id=pad_id, shift=True)
         trainer = Trainer(**common, data_collator=collate, callbacks=[batches])
-    else:  # dynamic, or pack: the same Trainer told pack_len (NOTE [ packed pairs ])
+    else:  # dynamic, or pack: the same Trainer on the pack mode's plan (NOTE [ packed pairs ])
         adapter = host.adapter()  # dynbatch.integrations.<framework>
-        cost, extra = memory_cost(args, model, meta, train, out)
+        plan: dict[str, Any] = {"loss_tokens": loss_tokens_of(train)}
+        if mode == "pack":  # the recipe's options at the pack mode's budget
+            cost, budget, extra = pack_cost(args, model, meta, train, out)
+            plan["options"] = dynbatch.like_fixed(
+                train.lengths,
+                args.batch_size,
+                cost=cost,
+                update_unit="samples",
+                seed=args.seed,
+                time_model=packed_step_time(args.step_time, cost),
+                **packing(args, budget),
+            )
+        else:
+            cost, extra = memory_cost(args, model, meta, train, out)
+            plan.update(cost=cost, time_model=None if args.step_time == "none" else args.step_time)
         collate = functools.partial(collate_records, pad_id=pad_id, shift=False)
         trainer = adapter.DynamicBatchTrainer(
             **common,
             data_collator=collate,
             callbacks=[batches],
             lengths=train.lengths,
-            loss_tokens=dynbatch.loss_token_counts([train[i][1] for i in range(len(train))]),
             accumulate="samples",  # NOTE [ updates in samples, not tokens ] in sft_causal_lm
             loss_fn=adapter.token_cross_entropy,
             labels_to_model=False,
-            cost=cost,
-            time_model=None if args.step_time == "none" else args.step_time,
-            pack_len=args.max_len if mode == "pack" else None,
+            **plan,
         )
         extra["max_cost_mb"] = float(trainer.train_sampler.max_cost)
         extra["planned_steps"] = trainer.total_steps()
