@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,6 +109,8 @@ def _option_kwargs(combo: dict[str, Any], lengths: np.ndarray) -> dict[str, Any]
         kwargs["group_by_length"] = True
     if combo["pack_len"] is not None:
         kwargs["pack_len"] = max(1, int(combo["pack_len"] * int(lengths.max())))
+    if combo.get("attention") is not None:  # like_fixed's: the layout packed rows run in
+        kwargs["attention"] = combo["attention"]
     if combo["batch_size"] is None:
         kwargs.update(cost="linear", max_cost=_longest_alone(lengths) * combo["budget"])
         if combo["update_size"] is not None:
@@ -264,6 +267,9 @@ def within_rows(b: Built) -> None:
                     assert cost <= opts.max_cost * (1 + 1e-12), "padded: within max_cost"
                     continue
                 assert rows.size - 1 <= opts.max_rows, "rows within max_rows"
+                # priced as its layout runs (NOTE [ attention layouts ]): within the budget
+                cost = float(np.asarray(opts.cost(rows.size - 1, int(width))))
+                assert cost <= opts.max_cost * (1 + 1e-12) or rows.size == 2, "rows: max_cost"
                 for a, z in itertools.pairwise(rows.tolist()):
                     one_over = z - a == 1 and lens[a] > opts.pack_len
                     assert lens[a:z].sum() <= opts.pack_len or one_over, "a row within pack_len"
@@ -532,6 +538,39 @@ def test_packed_combinations_keep_every_promise(
         assert built.options.pack_len is not None
         for invariant in INVARIANTS:
             invariant.check(built, data)
+
+
+@pytest.mark.parametrize("attention", ["dense", "flashmask", "varlen"])
+@pytest.mark.parametrize("pack_len", [1.0, 4.0])  # 4.0: dense rows stop short, at L_max·√B
+@settings(max_examples=3, deadline=None)
+@given(data=st.data())
+def test_every_packed_layout_keeps_every_promise(
+    pack_len: float, attention: str, data: Any
+) -> None:
+    """Each layout the recipe prices its rows by (NOTE [ attention layouts ]) keeps the table's
+    promises, on 3 ranks; a stream takes no layout (its options are not like_fixed's)."""
+    lengths = np.random.default_rng(2).integers(1, 80, 97)
+    combo = {
+        **_default(),
+        "ranks": 3,
+        "pack_len": pack_len,
+        "attention": attention,
+        "oversize": "alone",
+        "order": "shuffle",
+    }
+    built = build(combo, lengths)
+    opts = built.options
+    assert opts.pack_len is not None
+    for invariant in INVARIANTS:
+        invariant.check(built, data)
+    # the fixed batch's worst, B·L_max tokens, holds a dense row's attention only as L_max·W
+    longest, widest = int(lengths.max()), 0
+    for batch in itertools.chain.from_iterable(itertools.chain.from_iterable(built.ranks)):
+        rows, width = packed_rows(lengths[batch], opts.pack_len)
+        widest = max(widest, width)
+        grows = max(1.0, width / longest) if attention == "dense" else 1.0
+        assert (rows.size - 1) * width * grows <= opts.max_cost, (attention, rows, width)
+    assert (widest <= longest * math.sqrt(8)) == (attention == "dense" or pack_len == 1.0)
 
 
 # -- examples the table found (issue 28) ---------------------------------------------------------
