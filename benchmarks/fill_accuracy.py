@@ -1,7 +1,7 @@
 """What filling a GPU, and its peer group_by_length, cost in accuracy: equal epochs, to a target.
 
     python benchmarks/fill_accuracy.py [--seeds 0,1,2] [--reuse] [--output-dir runs/fill_accuracy]
-        [--scalings none,sqrt,linear]
+        [--scalings none,sqrt,linear] [--parts a,b]
         [--time-table ../shared/data/h100_bert_base_step_times.json] [--fill 0.5]
 
 Real CPU training runs of ``examples/bert_chnsenticorp.py`` (the tiny paddlenlp BERT on the
@@ -21,6 +21,10 @@ default) with ``benchmarks/device_time.py``'s helpers: every micro-batch priced 
     that seed; it stops after the first epoch that reaches it. Epochs taken (over the seeds
     that reached it), how many reached it, and the replayed time of those epochs against the
     fixed batch's 2.
+
+``--parts a`` runs and prints (a) alone, its table and each seed's row; (b), the long part
+(fill trains up to 3x the epochs for every scaling and seed), needs (a)'s fixed accuracy as
+its target, so ``--parts a,b`` (the default) is the only way to run it.
 
 Fixed and group are replayed on their own shuffles (device_time's), fill on the very plans
 it trained (``plan_epoch``). Runs go to --output-dir's L{max_len}_s{seed}/; ``--reuse``
@@ -47,6 +51,7 @@ from dynbatch.plan.steptime import StepTimeTable
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALINGS = ("none", "sqrt", "linear")  # --lr-scaling's values, every one by default
+PARTS = ("a", "a,b")  # --parts' values: (b) targets (a)'s fixed accuracy, so never alone
 Rows = dict[str, dict[str, Any]]
 
 
@@ -144,6 +149,11 @@ def main() -> int:
         "--output-dir", default=str(ROOT / "runs" / "fill_accuracy"), help="the runs' folder"
     )
     p.add_argument("--reuse", action="store_true", help="take finished runs from --output-dir")
+    p.add_argument(
+        "--parts",
+        default="a,b",
+        help="a: equal epochs only; a,b: then time to accuracy too (long)",
+    )
     args = p.parse_args()
     needed = [SHARED / "chnsenticorp_htl_all.csv", SHARED / "bert-base-chinese-vocab.txt"]
     missing = [f for f in [*needed, Path(args.time_table)] if not f.exists()]
@@ -157,6 +167,12 @@ def main() -> int:
             f"--scalings must be a comma-separated subset of {','.join(SCALINGS)}, "
             f"got {args.scalings!r}"
         )
+    if args.parts not in PARTS:
+        p.error(
+            f"--parts must be a (equal epochs) or a,b (and time to accuracy, which targets (a)'s "
+            f"fixed accuracy, so never runs alone), got {args.parts!r}"
+        )
+    with_b = args.parts == "a,b"
     device = Device(args)
     base = Path(args.output_dir)
     common = ("--time-table", args.time_table, "--fill", f"{args.fill:g}")
@@ -176,7 +192,7 @@ def main() -> int:
             runs[f"fill {s}"] = example(args, where(seed, f"fill_{s}_e{e}"), seed, *flags)["fill"]
         equal[seed] = runs
     to_target: dict[int, Rows] = {}
-    for seed in seeds:
+    for seed in seeds if with_b else []:
         goal = repr(equal[seed]["fixed"]["dev_accuracy"])
         to_target[seed] = {}
         for s in scalings:
@@ -185,8 +201,9 @@ def main() -> int:
             to_target[seed][s] = example(args, out, seed, *flags, "--target-accuracy", goal)["fill"]
 
     lens = {seed: train_lengths(where(seed, "fixed_group")) for seed in seeds}
+    replayed = cap if with_b else e
     seconds = {  # replayed seconds of each epoch, per seed and plan
-        seed: {m: device.seconds(m, lens[seed], seed, cap) for m in ("fixed", "group", "fill")}
+        seed: {m: device.seconds(m, lens[seed], seed, replayed) for m in ("fixed", "group", "fill")}
         for seed in seeds
     }
     for seed in seeds:  # the replayed fill plan must be the one trained
@@ -198,46 +215,64 @@ def main() -> int:
                     "the run's"
                 )
 
-    table_a = []
-    for mode in ("fixed", "group", *(f"fill {s}" for s in scalings)):
-        rows = [equal[seed][mode] for seed in seeds]
+    # (a)'s columns per mode and seed: dev accuracy, vs fixed (pt), updates / epoch, replayed
+    # epoch seconds, speed vs fixed; the table gives their spread, "Per seed (a)" each seed's
+    modes = ("fixed", "group", *(f"fill {s}" for s in scalings))
+    columns: dict[str, dict[int, list[float]]] = {}
+    for mode in modes:
         plan = mode.split()[0]
-        table_a.append(
-            [
-                mode if plan != "fill" else f"fill, lr scaling {mode.split()[1]}",
-                spread([r["dev_accuracy"] for r in rows], ".4f"),
-                spread(
-                    [
-                        100 * (equal[s][mode]["dev_accuracy"] - equal[s]["fixed"]["dev_accuracy"])
-                        for s in seeds
-                    ],
-                    "+.1f",
-                ),
-                spread([r["steps"] / r["epochs"] for r in rows], ".0f"),
-                spread([float(np.mean(seconds[s][plan][:e])) for s in seeds], ".2f"),
-                spread(
-                    [np.sum(seconds[s]["fixed"][:e]) / np.sum(seconds[s][plan][:e]) for s in seeds],
-                    ".2f",
-                ),
+        columns[mode] = {
+            s: [
+                equal[s][mode]["dev_accuracy"],
+                100 * (equal[s][mode]["dev_accuracy"] - equal[s]["fixed"]["dev_accuracy"]),
+                equal[s][mode]["steps"] / equal[s][mode]["epochs"],
+                float(np.mean(seconds[s][plan][:e])),
+                float(np.sum(seconds[s]["fixed"][:e]) / np.sum(seconds[s][plan][:e])),
             ]
-        )
+            for s in seeds
+        }
+    formats = (".4f", "+.1f", ".0f", ".2f", ".2f")
+
+    def label(mode: str) -> str:
+        return mode if not mode.startswith("fill") else f"fill, lr scaling {mode.split()[1]}"
+
+    table_a = [
+        [
+            label(mode),
+            *(spread([columns[mode][s][k] for s in seeds], fmt) for k, fmt in enumerate(formats)),
+        ]
+        for mode in modes
+    ]
+    head_a = [
+        "mode",
+        "dev accuracy",
+        "vs fixed (pt)",
+        "updates / epoch",
+        "epoch s (table)",
+        "speed vs fixed",
+    ]
     print(
         f"\n(a) Equal epochs: {args.max_train_samples} training reviews cut at {args.max_len} "
         f"tokens, {e} epochs for every mode, a fixed batch of {args.batch_size}, fill "
         f"{args.fill:g} planned for {Path(args.time_table).name}; seeds {args.seeds}: mean "
         "(min–max). Epoch time replayed on the table.\n"
     )
+    print_table(head_a, table_a)
+    print(f"\nPer seed (a): each seed's row of the table above, after {e} epochs.\n")
     print_table(
+        ["seed", *head_a],
         [
-            "mode",
-            "dev accuracy",
-            "vs fixed (pt)",
-            "updates / epoch",
-            "epoch s (table)",
-            "speed vs fixed",
+            [
+                s,
+                label(mode),
+                *(f"{v:{fmt}}" for v, fmt in zip(columns[mode][s], formats, strict=True)),
+            ]
+            for s in seeds
+            for mode in modes
         ],
-        table_a,
     )
+    if not with_b:
+        return 0
 
     table_b = [
         [

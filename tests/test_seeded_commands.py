@@ -137,14 +137,31 @@ def test_the_sft_benchmark_runs_two_seeds_into_its_output_dir(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_the_fill_benchmark_runs_two_seeds_into_its_output_dir(tmp_path: Path) -> None:
-    """docs' ``python benchmarks/fill_accuracy.py``, cut down: equal epochs and to a target."""
-    done = run_benchmark(
-        "fill_accuracy.py",
+    """docs' ``python benchmarks/fill_accuracy.py``, cut down: equal epochs and to a target;
+    docs/gpu.md's ``--parts a`` first, equal epochs alone, which the full run then reuses."""
+    small = (
         *("--seeds", "0,1", "--max-train-samples", "64", "--max-len", "32"),
         *("--epochs", "1", "--cap", "2", "--scalings", "sqrt", "--output-dir", str(tmp_path)),
     )
+    done = run_benchmark("fill_accuracy.py", *small, "--parts", "a")
+    assert done.returncode == 0, done.stderr[-3000:]
+    for seed in (0, 1):
+        assert (tmp_path / f"L32_s{seed}" / "fill_sqrt_e1" / "results.json").exists(), seed
+        assert not (tmp_path / f"L32_s{seed}" / "fill_sqrt_e2").exists(), "(b) did not run"
+    assert "Per seed (a)" in done.stdout, "each seed's row of the equal-epochs table"
+    assert "(b)" not in done.stdout
+    done = run_benchmark("fill_accuracy.py", *small, "--reuse")
     assert done.returncode == 0, done.stderr[-3000:]
     for seed in (0, 1):
         assert (tmp_path / f"L32_s{seed}" / "fixed_group" / "results.json").exists(), seed
         assert (tmp_path / f"L32_s{seed}" / "fill_sqrt_e2" / "results.json").exists(), seed
     assert "seeds 0,1" in done.stdout
+    assert "(b) Time to" in done.stdout
+
+
+@pytest.mark.parametrize("parts", ["b", "a,b,c", ""])
+def test_the_fill_benchmark_refuses_parts_it_cannot_run(parts: str) -> None:
+    done = run_benchmark("fill_accuracy.py", "--parts", parts)
+    assert done.returncode == 2
+    assert "--parts must be a (equal epochs) or a,b" in done.stderr, done.stderr[-3000:]
+    assert repr(parts) in done.stderr
