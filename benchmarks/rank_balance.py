@@ -13,7 +13,10 @@ the worst update's.
 Rows:
 
 * ``default``: ``like_fixed(lengths, B, num_replicas=R)``, its micro-batches as planned;
-* ``packed``: the same with ``pack_len``, its rows as dealt;
+* ``packed``: the same with ``pack_len``, its rows as dealt (dense rows, the default layout,
+  dealt by rows);
+* ``packed, varlen``: the same with ``attention="varlen"``, the padding-free kernel this work
+  is of: each update's samples dealt to the ranks by their work, then packed;
 * ``random, best deal``: the fixed batch's random updates of ``B·R`` samples, each dealt to
   the ranks largest first to the least loaded (no equal counts): what any deal of random
   updates can reach;
@@ -113,9 +116,13 @@ def main() -> None:
             size = batch * replicas
             default = like_fixed(lens, batch, num_replicas=replicas)
             packed = like_fixed(lens, batch, num_replicas=replicas, pack_len=pack_len)
+            varlen = like_fixed(
+                lens, batch, num_replicas=replicas, pack_len=pack_len, attention="varlen"
+            )
             for how, loads in (
                 ("default", planned_loads(lens, default, replicas)),
                 ("packed", planned_loads(lens, packed, replicas)),
+                ("packed, varlen", planned_loads(lens, varlen, replicas)),
                 ("random, best deal", random_best_deal(lens, size, replicas)),
                 ("length strata", length_strata(lens, batch, replicas)),
             ):

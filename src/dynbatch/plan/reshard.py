@@ -38,6 +38,7 @@ from .costs import charge
 from .lengths import sample_tokens
 from .options import PlanOptions
 from .packs import pack_and_deal
+from .packs.attention import padding_free
 from .planning import padded_lengths
 from .plans import Plan
 from .sharding import TOLERANCE, ShardedPlan, shard_checked
@@ -251,4 +252,5 @@ def _deal_packed(
     ends = np.cumsum(np.asarray(updates, dtype=np.int64))
     bounds = offsets[np.r_[0, ends]].astype(np.int64)
     rest = Plan(np.asarray(indices, dtype=np.int64), bounds)
-    return pack_and_deal(lengths, rest, int(options.pack_len or 0), options.max_rows, num_replicas)
+    pack_len, by_work = int(options.pack_len or 0), padding_free(options.cost)
+    return pack_and_deal(lengths, rest, pack_len, options.max_rows, num_replicas, by_work)

@@ -65,7 +65,14 @@ from ..costs import QuadraticCost, cost_spec, resolve_cost
 from ..plans import Indices
 from .steps import predict
 
-__all__ = ["ATTENTIONS", "Attention", "DenseRows", "resolve_attention", "widest_row"]
+__all__ = [
+    "ATTENTIONS",
+    "Attention",
+    "DenseRows",
+    "padding_free",
+    "resolve_attention",
+    "widest_row",
+]
 
 #: The layouts a packed micro-batch runs in (NOTE [ attention layouts ]).
 ATTENTIONS = ("dense", "flashmask", "varlen")
@@ -193,6 +200,19 @@ class DenseRows:
     def spec(self) -> str:
         """What decides its values (the resume fingerprint)."""
         return f"{cost_spec(self.cost)},longest={self.longest},attention={self.attention.name}"
+
+
+def padding_free(cost: Any) -> bool:
+    """Whether packed rows priced by ``cost`` run on a padding-free kernel (FlashMask,
+    varlen): its work is its samples' own, so ranks are dealt samples by their work (NOTE
+    [ dealing by work on a padding-free kernel ] in :mod:`dynbatch.plan.packs.deal`); a cost
+    that carries no layout is the dense default's.
+
+    >>> padding_free(DenseRows("linear", 512, "varlen")), padding_free("linear")
+    (True, False)
+    """
+    attention = getattr(cost, "attention", None)
+    return isinstance(attention, Attention) and not attention.dense
 
 
 def widest_row(cost: Any, budget: float, pack_len: int) -> int:

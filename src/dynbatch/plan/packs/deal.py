@@ -25,6 +25,25 @@ NOTE [ dealing an update's rows ]
     which may join a row's head to the row before: never more rows, never a
     wider one than ``pack_len``, so the budget holds, and the planner prices
     the rows next-fit builds.
+
+NOTE [ dealing by work on a padding-free kernel ]
+    A dense row costs its width squared whatever it holds, so rows of alike
+    fullness dealt alike keep the ranks level. FlashMask and varlen run each
+    sample's own attention: a row of one sample of 2,048 tokens costs 8 times a
+    row of 8 samples of 256, though both hold 2,048 tokens, and an update has
+    few rows a rank, so dealing rows by tokens leaves ranks waiting on
+    whichever drew the long sample. On several ranks those layouts deal the
+    update's samples instead, longest first, each to the rank whose share of
+    the update is least, a share counting both what a padding-free step grows
+    with: its tokens and its samples' squared lengths, each over the update's
+    total (no model's constants needed: every step time ``a·ΣL + b·ΣL²`` is then
+    within the larger of the two imbalances). Each rank packs its own samples
+    into rows as an update's are packed (NOTE [ an update's rows ] in
+    :mod:`dynbatch.plan.packs.rows`) and runs them in as many micro-batches as
+    the rank that needs most, so all ranks step together; a rank whose samples
+    are fewer than that repeats one at weight 0. The samples an update holds,
+    and how many updates an epoch has, are the same: only which rank computes
+    which sample changes.
 """
 
 from __future__ import annotations
@@ -37,7 +56,7 @@ from ..plans import Indices, Plan
 from ..sharding import ShardedPlan
 from .rows import pack_updates
 
-__all__ = ["deal_rows", "micro_batches_of", "pack_and_deal"]
+__all__ = ["deal_rows", "deal_samples", "micro_batches_of", "pack_and_deal"]
 
 
 def micro_batches_of(rows: Any, alone: Any, max_rows: int, ranks: int) -> Indices:
@@ -55,15 +74,28 @@ def micro_batches_of(rows: Any, alone: Any, max_rows: int, ranks: int) -> Indice
 
 
 def pack_and_deal(
-    lengths: Indices, updates: Plan, pack_len: int, max_rows: int, ranks: int
+    lengths: Indices,
+    updates: Plan,
+    pack_len: int,
+    max_rows: int,
+    ranks: int,
+    by_work: bool = False,
 ) -> ShardedPlan:
-    """``updates`` (the samples of each) packed into rows and dealt to ``ranks`` ranks.
+    """``updates`` (the samples of each) packed into rows and dealt to ``ranks`` ranks; with
+    ``by_work`` (a padding-free kernel's layout) each update's samples dealt to the ranks by
+    their work first, then each rank's packed (NOTE [ dealing by work on a padding-free
+    kernel ]).
 
-    >>> sp = pack_and_deal(np.array([5, 3, 4, 2, 6, 1, 7, 8]),
-    ...                    Plan.from_batches([[0, 1, 2, 3], [4, 5, 6, 7]]), 8, 1, 2)
+    >>> lens = np.array([5, 3, 4, 2, 6, 1, 7, 8])
+    >>> sp = pack_and_deal(lens, Plan.from_batches([[0, 1, 2, 3], [4, 5, 6, 7]]), 8, 1, 2)
     >>> [b.tolist() for b in sp.plan], sp.window_ends.tolist(), sp.is_padding.any()
     ([[0, 3], [2, 1], [7], [6], [4], [5]], [1, 3], False)
+    >>> sp = pack_and_deal(lens, Plan.from_batches([[0, 1, 2, 3], [4, 5, 6, 7]]), 8, 1, 2, True)
+    >>> [b.tolist() for b in sp.plan], sp.window_ends.tolist(), sp.is_padding.any()
+    ([[0, 3], [2, 1], [7], [6], [5], [4]], [1, 3], False)
     """
+    if by_work and ranks > 1:
+        return _deal_by_work(lengths, updates, pack_len, max_rows, ranks)
     over = np.repeat(np.arange(len(updates)), updates.sizes)[lengths[updates.indices] > pack_len]
     alone = np.bincount(over, minlength=len(updates))
 
@@ -74,6 +106,82 @@ def pack_and_deal(
     return deal_rows(rows, update_rows, lengths, pack_len, max_rows, ranks)
 
 
+def deal_samples(lengths: Indices, updates: Plan, ranks: int) -> Plan:
+    """Each update's samples shared among ``ranks`` ranks by their work (NOTE [ dealing by
+    work on a padding-free kernel ]): group ``u * ranks + r`` is rank ``r``'s share of update
+    ``u``, its samples longest first.
+
+    >>> shares = deal_samples(np.array([8, 1, 1, 1, 4, 4]), Plan.from_batches([range(6)]), 2)
+    >>> [g.tolist() for g in shares]
+    [[0], [4, 5, 1, 2, 3]]
+    """
+    sizes = updates.sizes
+    n_updates = sizes.size
+    if n_updates == 0 or int(sizes.max()) == 0:
+        return Plan(np.zeros(0, np.int64), np.zeros(n_updates * ranks + 1, np.int64))
+    width = int(sizes.max())
+    valid = np.arange(width)[None, :] < sizes[:, None]
+    idx = np.full((n_updates, width), -1, dtype=np.int64)
+    idx[valid] = updates.indices
+    lens = np.where(valid, lengths[np.maximum(idx, 0)], 0)
+    by_length = np.argsort(-lens, axis=1, kind="stable")  # longest first, the empty places last
+    idx = np.take_along_axis(idx, by_length, axis=1)
+    lens = np.take_along_axis(lens, by_length, axis=1).astype(np.float64)
+    tokens = np.maximum(lens.sum(axis=1, keepdims=True), 1.0)
+    squares = np.maximum((lens**2).sum(axis=1, keepdims=True), 1.0)
+    share = np.zeros((n_updates, ranks))  # each rank's tokens and squares, over the update's
+    rank_of = np.full((n_updates, width), -1, dtype=np.int64)
+    every = np.arange(n_updates)
+    for k in range(width):
+        act = lens[:, k] > 0
+        if not act.any():
+            break
+        least = share.argmin(axis=1)  # the first such rank, on a tie
+        rank_of[act, k] = least[act]
+        share[every[act], least[act]] += (lens[act, k] / tokens[act, 0]) + (
+            lens[act, k] ** 2 / squares[act, 0]
+        )
+    u, place = np.nonzero(rank_of >= 0)
+    group = u * ranks + rank_of[u, place]
+    order = np.lexsort((place, group))
+    counts = np.bincount(group, minlength=n_updates * ranks)
+    return Plan(idx[u, place][order], np.r_[0, np.cumsum(counts)].astype(np.int64))
+
+
+def _deal_by_work(
+    lengths: Indices, updates: Plan, pack_len: int, max_rows: int, ranks: int
+) -> ShardedPlan:
+    """:func:`pack_and_deal` on a padding-free kernel's layout, on several ranks (NOTE
+    [ dealing by work on a padding-free kernel ])."""
+    n_updates = len(updates)
+    shares = deal_samples(lengths, updates, ranks)
+    groups = np.arange(n_updates * ranks)
+    over = np.repeat(groups, shares.sizes)[lengths[shares.indices] > pack_len]
+    alone = np.bincount(over, minlength=groups.size)
+    steps = np.zeros(n_updates, dtype=np.int64)  # micro-batches of each rank in each update
+
+    def least(fewest: Indices) -> Indices:
+        own = micro_batches_of(fewest, alone, max_rows, 1)
+        steps[:] = own.reshape(n_updates, ranks).max(axis=1) if n_updates else steps
+        return np.repeat(steps, ranks)
+
+    rows, group_rows = pack_updates(lengths, shares, pack_len, least)
+    each = deal_rows(rows, group_rows, lengths, pack_len, max_rows, 1, np.repeat(steps, ranks))
+    # rank r's s-th micro-batch of update u: step s of the update, rank r
+    per_group, per_update = np.repeat(steps, ranks), steps * ranks
+    first = np.cumsum(per_group) - per_group  # each group's first micro-batch
+    update = np.repeat(np.arange(n_updates), per_update)
+    place = np.arange(update.size) - np.repeat(np.cumsum(per_update) - per_update, per_update)
+    order = first[update * ranks + place % ranks] + place // ranks
+    return ShardedPlan(
+        each.plan.take(order),
+        np.arange(order.size, dtype=np.int64),
+        each.is_padding[order],
+        ranks,
+        np.cumsum(steps).astype(np.int64),
+    )
+
+
 def deal_rows(
     rows: Plan,
     update_rows: Any,
@@ -81,10 +189,12 @@ def deal_rows(
     pack_len: int,
     max_rows: int,
     ranks: int,
+    total: Any = None,
 ) -> ShardedPlan:
     """Rows, update ``u`` being rows ``update_rows[u]:update_rows[u + 1]`` (oversize rows
     first, then the others fullest first), as micro-batches dealt to ``ranks`` ranks
-    (NOTE [ dealing an update's rows ]); ``window_ends`` mark the updates.
+    (NOTE [ dealing an update's rows ]); ``window_ends`` mark the updates. ``total``: each
+    update's micro-batches, where more than the fewest are wanted (a multiple of ``ranks``).
 
     >>> rows = Plan.from_batches([[0, 1], [2], [3], [4, 5], [6]])
     >>> sp = deal_rows(rows, np.array([0, 3, 5]), np.ones(7, np.int64), 2, 2, 2)
@@ -103,7 +213,8 @@ def deal_rows(
     alone = (sizes == 1) & (tokens > pack_len)
     k = np.bincount(update_of[alone], minlength=n_updates)
     r = per_update - k
-    total = micro_batches_of(per_update, k, max_rows, ranks)
+    fewest = micro_batches_of(per_update, k, max_rows, ranks)
+    total = fewest if total is None else np.maximum(np.asarray(total, np.int64), fewest)
     chunks = total - k  # the micro-batches of normal rows (empty ones repeat a row)
     base = r // np.maximum(chunks, 1)
     extra = r - base * chunks

@@ -51,6 +51,7 @@ from ..options import PlanOptions
 from ..plans import Indices, Plan
 from ..sharding import ShardedPlan
 from ..splits import shuffled
+from .attention import padding_free
 from .deal import pack_and_deal
 from .layout import packed_shapes
 
@@ -152,7 +153,8 @@ def plan_packed_epoch(
         oversize=options.oversize,
         counted=(loss_tokens if loss_tokens is not None else lengths) if tokens else None,
     )
-    return pack_and_deal(lengths, updates, pack_len, options.max_rows, num_replicas)
+    by_work = padding_free(options.cost)  # NOTE [ dealing by work on a padding-free kernel ]
+    return pack_and_deal(lengths, updates, pack_len, options.max_rows, num_replicas, by_work)
 
 
 class PackPlan(Sequence[Indices]):

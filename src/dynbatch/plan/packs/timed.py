@@ -217,7 +217,8 @@ def plan_timed_packs(
         counted=(counts if counts is not None else lens) if tokens else None,
     )
     # (i) packed: the update's rows dealt; (ii) split and (iii) whole: its samples sorted
-    dealt = pack_and_deal(lens, updates, options.pack_len, options.max_rows, ranks)
+    by_work = not layout.attention.dense  # NOTE [ dealing by work on a padding-free kernel ]
+    dealt = pack_and_deal(lens, updates, options.pack_len, options.max_rows, ranks, by_work)
     bounds = np.r_[0, np.asarray(dealt.window_ends)] * ranks
     packed = way(dealt.plan, dealt.is_padding, bounds, layout, lens, ranks)
     packed_s = packed.update_seconds
