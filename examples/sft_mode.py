@@ -258,9 +258,9 @@ def memory_cost(
 def pack_cost(
     args: argparse.Namespace, model: Any, meta: dict[str, Any], train: Pairs, out: Path
 ) -> tuple[Any, float, dict[str, Any]]:
-    """The pack mode's cost, its budget and the calibration's record (NOTE [ the pack mode's
-    budget ]): rows priced by a calibration of their own layout, under the fixed batch's worst
-    as the fixed batch runs, padded."""
+    """The pack mode's cost, its budget and the calibration's record: rows priced by a
+    calibration of their own layout, under the fixed batch's worst as the fixed batch runs,
+    padded (NOTE [ the pack mode's budget ])."""
     padded, _ = memory_cost(args, model, meta, train, out)
     budget = float(padded(args.batch_size, int(train.lengths.max())))
     cost, extra = memory_cost(args, model, meta, train, out, packed=True)

@@ -204,8 +204,8 @@ class DenseRows:
 
 def padding_free(cost: Any) -> bool:
     """Whether packed rows priced by ``cost`` run on a padding-free kernel (FlashMask,
-    varlen): its work is its samples' own, so ranks are dealt samples by their work (NOTE
-    [ dealing by work on a padding-free kernel ] in :mod:`dynbatch.plan.packs.deal`); a cost
+    varlen): its work is its samples' own, so ranks are dealt samples by their work
+    (NOTE [ dealing by work on a padding-free kernel ] in :mod:`dynbatch.plan.packs.deal`); a cost
     that carries no layout is the dense default's.
 
     >>> padding_free(DenseRows("linear", 512, "varlen")), padding_free("linear")

@@ -83,8 +83,8 @@ def pack_and_deal(
 ) -> ShardedPlan:
     """``updates`` (the samples of each) packed into rows and dealt to ``ranks`` ranks; with
     ``by_work`` (a padding-free kernel's layout) each update's samples dealt to the ranks by
-    their work first, then each rank's packed (NOTE [ dealing by work on a padding-free
-    kernel ]).
+    their work first, then each rank's packed
+    (NOTE [ dealing by work on a padding-free kernel ]).
 
     >>> lens = np.array([5, 3, 4, 2, 6, 1, 7, 8])
     >>> sp = pack_and_deal(lens, Plan.from_batches([[0, 1, 2, 3], [4, 5, 6, 7]]), 8, 1, 2)
@@ -107,9 +107,9 @@ def pack_and_deal(
 
 
 def deal_samples(lengths: Indices, updates: Plan, ranks: int) -> Plan:
-    """Each update's samples shared among ``ranks`` ranks by their work (NOTE [ dealing by
-    work on a padding-free kernel ]): group ``u * ranks + r`` is rank ``r``'s share of update
-    ``u``, its samples longest first.
+    """Each update's samples shared among ``ranks`` ranks by their work
+    (NOTE [ dealing by work on a padding-free kernel ]): group ``u * ranks + r`` is rank
+    ``r``'s share of update ``u``, its samples longest first.
 
     >>> shares = deal_samples(np.array([8, 1, 1, 1, 4, 4]), Plan.from_batches([range(6)]), 2)
     >>> [g.tolist() for g in shares]
@@ -151,8 +151,8 @@ def deal_samples(lengths: Indices, updates: Plan, ranks: int) -> Plan:
 def _deal_by_work(
     lengths: Indices, updates: Plan, pack_len: int, max_rows: int, ranks: int
 ) -> ShardedPlan:
-    """:func:`pack_and_deal` on a padding-free kernel's layout, on several ranks (NOTE
-    [ dealing by work on a padding-free kernel ])."""
+    """:func:`pack_and_deal` on a padding-free kernel's layout, on several ranks
+    (NOTE [ dealing by work on a padding-free kernel ])."""
     n_updates = len(updates)
     shares = deal_samples(lengths, updates, ranks)
     groups = np.arange(n_updates * ranks)
