@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import shared_file
-from dynbatch import DistributedDynamicBatchSampler, like_fixed
+from dynbatch import DistributedDynamicBatchSampler, StepTimeModel, like_fixed
 
 RANKS, BATCH, PACK_LEN, HIDDEN = 8, 8, 2048, 512
 
@@ -96,3 +96,116 @@ def test_the_reviews_ranks_wait_under_a_tenth() -> None:
 def test_the_deal_changes_which_rank_not_which_samples_an_update_holds() -> None:
     lengths = lognormal()
     assert updates(lengths, "varlen") == updates(lengths, "dense")
+
+
+def epoch(lengths: np.ndarray, batch: int, ranks: int, attention: str, **kw: object) -> tuple:
+    """Epoch 0 as every rank's sampler yields it: its steps, its repeats, each update's samples
+    and ``Σ max / Σ mean`` over the updates of each rank's ``ΣL² + 512·ΣL``, a repeat counted
+    as the work it computes."""
+    options = like_fixed(lengths, batch, num_replicas=ranks, attention=attention, **kw)
+    samplers = [
+        DistributedDynamicBatchSampler(lengths=lengths, options=options, num_replicas=ranks, rank=r)
+        for r in range(ranks)
+    ]
+    batches = [list(s) for s in samplers]
+    masks = [s.padding_mask() for s in samplers]
+    ends = samplers[0].epoch_plan(0).window_ends
+    assert ends is not None and ends[-1] == len(batches[0])
+    starts = np.r_[0, ends[:-1]]
+    samples = [
+        sorted(i for r in range(ranks) for b, p in zip(batches[r][a:z], masks[r][a:z], strict=True)
+               if not p for i in b)
+        for a, z in zip(starts, ends, strict=True)
+    ]  # fmt: skip
+    lens = lengths.astype(np.float64)
+    work = np.array(
+        [[float((lens[b] ** 2 + HIDDEN * lens[b]).sum()) for b in rank] for rank in batches]
+    )
+    per_update = np.add.reduceat(work, starts, axis=1)  # ranks x updates
+    waits = float(per_update.max(axis=0).sum() / per_update.mean(axis=0).sum())
+    return len(batches[0]), int(sum(m.sum() for m in masks)), samples, waits
+
+
+@pytest.mark.parametrize(
+    ("lengths", "batch", "ranks", "options"),
+    [
+        ([5000, 3000, 3000] + [100] * 5, 4, 2, {"pack_len": 2048, "oversize": "alone"}),
+        ([9, 9, 15, 9], 2, 2, {"pack_len": 16, "max_batch_size": 1}),
+    ],
+)
+def test_dealing_samples_by_work_takes_no_more_steps_than_dealing_rows(
+    lengths: list[int], batch: int, ranks: int, options: dict
+) -> None:
+    """Oversize samples alone, or few rows a micro-batch: a rank given the update's long samples
+    ran as many micro-batches as they needed and every rank stepped as often, 3 steps where the
+    rows' deal takes 2, each extra one a repeat at weight 0."""
+    lens = np.array(lengths)
+    by_work = epoch(lens, batch, ranks, "varlen", **options)
+    by_rows = epoch(lens, batch, ranks, "dense", **options)
+    assert by_work[0] <= by_rows[0], (by_work, by_rows)
+    assert by_work[1] <= by_rows[1], "no more repeats"
+    assert by_work[2] == by_rows[2], "the same samples in each update"
+
+
+def bound(lengths: np.ndarray, batch: int, ranks: int, attention: str, **kw: object) -> float:
+    """``Σ max / Σ mean`` over epoch 0's updates of the larger of each rank's share of the
+    update's tokens and of its squared lengths over the mean share: within it, every step time
+    ``a·ΣL + b·ΣL²`` (a repeat counted as the work it computes)."""
+    options = like_fixed(lengths, batch, num_replicas=ranks, attention=attention, **kw)
+    samplers = [
+        DistributedDynamicBatchSampler(lengths=lengths, options=options, num_replicas=ranks, rank=r)
+        for r in range(ranks)
+    ]
+    batches, masks = [list(s) for s in samplers], [s.padding_mask() for s in samplers]
+    ends = samplers[0].epoch_plan(0).window_ends
+    starts = np.r_[0, ends[:-1]]
+    lens = lengths.astype(np.float64)
+    worst = np.zeros(len(starts))
+    for power in (1, 2):
+        work = np.array([[float((lens[b] ** power).sum()) for b in rank] for rank in batches])
+        real = np.where(np.array(masks), 0.0, work)
+        share = np.add.reduceat(work, starts, axis=1)
+        mean = np.add.reduceat(real, starts, axis=1).sum(axis=0) / ranks
+        worst = np.maximum(worst, share.max(axis=0) / mean)
+    return float(worst.mean())
+
+
+SHORT = np.array([100, 40, 30, 30, 20, 20, 10, 10])
+
+
+def test_short_samples_are_dealt_no_worse_than_their_rows_for_any_step_time() -> None:
+    """Samples much shorter than a row: each rank packs its share into one row. With no step
+    time the deal cannot know how tokens weigh against squared lengths, so it keeps the deal
+    whose worst over every weighting is least."""
+    by_work = bound(SHORT, 4, 2, "varlen", pack_len=256)
+    by_rows = bound(SHORT, 4, 2, "dense", pack_len=256)
+    assert by_work <= by_rows + 1e-12, (by_work, by_rows)
+
+
+def test_with_a_step_time_short_samples_are_dealt_as_it_prices_them() -> None:
+    """Told the step time (here a token weighs 512 squared tokens), the deal is the one that
+    step time prices faster: the samples' deal by work left ranks waiting 1.17x, the rows'
+    1.045x, on this update of short samples."""
+    timed = StepTimeModel(c=0.0, a=512e-9, b=1e-9)
+    by_rows = epoch(SHORT, 4, 2, "dense", pack_len=256)
+    by_time = epoch(SHORT, 4, 2, "varlen", pack_len=256, time_model=timed)
+    assert by_time[3] <= by_rows[3] + 1e-12, (by_time[3], by_rows[3])
+    assert by_time[2] == by_rows[2], "the same samples in each update"
+
+
+def test_random_deals_by_work_keep_the_rows_steps_and_samples() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n, ranks, batch = int(rng.integers(1, 60)), int(rng.integers(2, 5)), int(rng.integers(1, 9))
+        pack_len = int(rng.choice([16, 64, 256]))
+        lens = rng.integers(1, 2 * pack_len, n)
+        options: dict = {"pack_len": pack_len, "oversize": "alone"}
+        if rng.random() < 0.5:
+            options["max_batch_size"] = int(rng.integers(1, 4))
+        case = (lens.tolist(), batch, ranks, options)
+        by_work = epoch(lens, batch, ranks, "varlen", **options)
+        by_rows = epoch(lens, batch, ranks, "dense", **options)
+        assert by_work[0] <= by_rows[0], case
+        assert by_work[2] == by_rows[2], case
+        every = sorted(i for u in by_work[2] for i in u)
+        assert every == list(range(n)), case

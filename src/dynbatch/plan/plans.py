@@ -14,7 +14,7 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Indices", "Plan"]
+__all__ = ["Indices", "Plan", "concat", "pick_spans"]
 
 Indices = NDArray[np.int64]
 
@@ -149,3 +149,39 @@ class Plan(Sequence[Indices]):
 
     def __repr__(self) -> str:
         return f"Plan({len(self)} batches, {int(self.sizes.sum())} samples)"
+
+
+def concat(plans: list[Plan]) -> Plan:
+    """The batches of ``plans``, plan after plan."""
+    if not plans:
+        return Plan(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
+    indices = np.concatenate([p.indices for p in plans])
+    shifts = np.cumsum([0] + [int(p.offsets[-1]) for p in plans[:-1]])
+    offsets = np.concatenate(
+        [[0]] + [p.offsets[1:] + s for p, s in zip(plans, shifts, strict=True)]
+    )
+    return Plan(indices, offsets.astype(np.int64))
+
+
+def pick_spans(
+    plans: list[Plan], bounds: list[Indices], choice: Indices
+) -> tuple[Plan, Indices, Indices]:
+    """Span ``u`` of plan ``choice[u]``, span after span: span ``u`` of plan ``k`` is its
+    batches ``bounds[k][u]:bounds[k][u + 1]``. Returns the batches, their positions in the
+    plans one after another (to gather what goes with each batch), and where each span ends.
+
+    >>> a, b = Plan.from_batches([[0], [1], [2]]), Plan.from_batches([[0, 1], [2]])
+    >>> got, ids, ends = pick_spans([a, b], [np.array([0, 2, 3]), np.array([0, 1, 2])],
+    ...                             np.array([1, 0]))
+    >>> [g.tolist() for g in got], ids.tolist(), ends.tolist()
+    ([[0, 1], [2]], [3, 2], [1, 2])
+    """
+    first = np.cumsum([0] + [len(p) for p in plans[:-1]])
+    lo = np.stack([np.asarray(b[:-1]) + f for b, f in zip(bounds, first, strict=True)], axis=1)
+    hi = np.stack([np.asarray(b[1:]) + f for b, f in zip(bounds, first, strict=True)], axis=1)
+    spans = np.arange(choice.size)
+    start, count = lo[spans, choice], hi[spans, choice] - lo[spans, choice]
+    ends = np.cumsum(count).astype(np.int64)
+    ids = np.arange(int(ends[-1]) if ends.size else 0) + np.repeat(start - (ends - count), count)
+    picked = concat(plans).take(ids)
+    return Plan(picked.indices, picked.offsets), ids.astype(np.int64), ends

@@ -41,9 +41,21 @@ NOTE [ dealing by work on a padding-free kernel ]
     into rows as an update's are packed (NOTE [ an update's rows ] in
     :mod:`dynbatch.plan.packs.rows`) and runs them in as many micro-batches as
     the rank that needs most, so all ranks step together; a rank whose samples
-    are fewer than that repeats one at weight 0. The samples an update holds,
-    and how many updates an epoch has, are the same: only which rank computes
-    which sample changes.
+    are fewer than that repeats one at weight 0.
+
+    That deal is not always the better one. A rank given the update's samples
+    longer than ``pack_len`` (each a micro-batch alone), or more rows than
+    ``max_rows`` holds, needs more micro-batches than the rows' deal gives any
+    rank, and every rank then steps as often, the extra steps repeats; and on
+    samples much shorter than a row the tokens weigh most, which the rows'
+    deal balances. So each update is dealt both ways and keeps the faster:
+    with a step time, the deal it prices faster (its steps, each its slowest
+    rank's); without one, the deal with fewer steps, then the one whose worst
+    rank's share is least over the mean by the larger of the two imbalances
+    above, the bound that holds whatever the model's constants (a repeat
+    counted as what it computes). The
+    samples an update holds, and how many updates an epoch has, are the same
+    either way: only which rank computes which sample changes.
 """
 
 from __future__ import annotations
@@ -52,11 +64,18 @@ from typing import Any
 
 import numpy as np
 
-from ..plans import Indices, Plan
+from ..plans import Indices, Plan, pick_spans
 from ..sharding import ShardedPlan
 from .rows import pack_updates
 
-__all__ = ["deal_rows", "deal_samples", "micro_batches_of", "pack_and_deal"]
+__all__ = [
+    "both_deals",
+    "deal_rows",
+    "deal_samples",
+    "micro_batches_of",
+    "pack_and_deal",
+    "pick_deals",
+]
 
 
 def micro_batches_of(rows: Any, alone: Any, max_rows: int, ranks: int) -> Indices:
@@ -151,7 +170,62 @@ def deal_samples(lengths: Indices, updates: Plan, ranks: int) -> Plan:
 def _deal_by_work(
     lengths: Indices, updates: Plan, pack_len: int, max_rows: int, ranks: int
 ) -> ShardedPlan:
-    """:func:`pack_and_deal` on a padding-free kernel's layout, on several ranks
+    """:func:`pack_and_deal` on a padding-free kernel's layout, on several ranks: each update
+    dealt as its samples by work or as its rows, whichever takes fewer steps, then leaves the
+    ranks waiting less (NOTE [ dealing by work on a padding-free kernel ])."""
+    deals = both_deals(lengths, updates, pack_len, max_rows, ranks)
+    steps, waits = zip(*(_steps_and_waits(lengths, d) for d in deals), strict=True)
+    return pick_deals(
+        deals, (steps[1] < steps[0]) | ((steps[1] == steps[0]) & (waits[1] < waits[0]))
+    )
+
+
+def both_deals(
+    lengths: Indices, updates: Plan, pack_len: int, max_rows: int, ranks: int
+) -> list[ShardedPlan]:
+    """Every update dealt as its rows, and as its samples by work
+    (NOTE [ dealing by work on a padding-free kernel ])."""
+    return [
+        pack_and_deal(lengths, updates, pack_len, max_rows, ranks),
+        _samples_by_work(lengths, updates, pack_len, max_rows, ranks),
+    ]
+
+
+def pick_deals(deals: list[ShardedPlan], choice: Any) -> ShardedPlan:
+    """Update ``u`` as ``deals[choice[u]]`` deals it, update after update."""
+    ranks = deals[0].num_replicas
+    plans = [d.plan for d in deals]
+    bounds = [np.r_[0, d.window_ends] * ranks for d in deals]
+    picked, ids, ends = pick_spans(plans, bounds, np.asarray(choice, dtype=np.int64))
+    padding = np.concatenate([d.is_padding for d in deals])[ids]
+    return ShardedPlan(
+        picked, np.arange(len(picked), dtype=np.int64), padding, ranks, ends // ranks
+    )
+
+
+def _steps_and_waits(lengths: Indices, dealt: ShardedPlan) -> tuple[Indices, Any]:
+    """Each update's steps and the most any rank's share of its tokens or of its samples'
+    squared lengths is over the mean share, a repeat counted as what it computes
+    (NOTE [ dealing by work on a padding-free kernel ])."""
+    ranks = dealt.num_replicas
+    ends = np.asarray(dealt.window_ends, dtype=np.int64)
+    steps = np.diff(np.r_[0, ends])
+    update = np.repeat(np.arange(steps.size), steps * ranks)
+    group = update * ranks + np.arange(update.size) % ranks
+    real = ~dealt.is_padding
+    worst = np.zeros(steps.size)
+    for work in (dealt.real_tokens(lengths), dealt.real_tokens(lengths.astype(np.int64) ** 2)):
+        work = work.astype(np.float64)
+        share = np.bincount(group, work, minlength=steps.size * ranks).reshape(-1, ranks)
+        mean = np.bincount(update, work * real, minlength=steps.size) / ranks
+        worst = np.maximum(worst, share.max(axis=1, initial=0.0) / np.maximum(mean, 1e-300))
+    return steps, worst
+
+
+def _samples_by_work(
+    lengths: Indices, updates: Plan, pack_len: int, max_rows: int, ranks: int
+) -> ShardedPlan:
+    """Each update's samples dealt to the ranks by their work, each rank's packed into rows
     (NOTE [ dealing by work on a padding-free kernel ])."""
     n_updates = len(updates)
     shares = deal_samples(lengths, updates, ranks)

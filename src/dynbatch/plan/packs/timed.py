@@ -70,7 +70,7 @@ from ..costs import CostLike, LinearCost, resolve_cost
 from ..options import PlanOptions
 from ..plans import Indices, Plan
 from ..sharding import ShardedPlan
-from .deal import pack_and_deal
+from .deal import both_deals, pack_and_deal, pick_deals
 from .epochs import fixed_updates, plan_packed_epoch
 from .layout import PackLayout
 from .steps import GRID_TOP, Grid, step_time
@@ -216,11 +216,16 @@ def plan_timed_packs(
         oversize=options.oversize,
         counted=(counts if counts is not None else lens) if tokens else None,
     )
-    # (i) packed: the update's rows dealt; (ii) split and (iii) whole: its samples sorted
-    by_work = not layout.attention.dense  # NOTE [ dealing by work on a padding-free kernel ]
-    dealt = pack_and_deal(lens, updates, options.pack_len, options.max_rows, ranks, by_work)
-    bounds = np.r_[0, np.asarray(dealt.window_ends)] * ranks
-    packed = way(dealt.plan, dealt.is_padding, bounds, layout, lens, ranks)
+    # (i) packed: the update's rows dealt; (ii) split and (iii) whole: its samples sorted.
+    # On a padding-free kernel, each update dealt as its rows or as its samples by work,
+    # whichever the step time prices faster (NOTE [ dealing by work on a padding-free kernel ])
+    if ranks > 1 and not layout.attention.dense:
+        deals = both_deals(lens, updates, options.pack_len, options.max_rows, ranks)
+        by_rows, by_work = (_packed_way(d, layout, lens).update_seconds for d in deals)
+        dealt = pick_deals(deals, by_work < by_rows)
+    else:
+        dealt = pack_and_deal(lens, updates, options.pack_len, options.max_rows, ranks)
+    packed = _packed_way(dealt, layout, lens)
     packed_s = packed.update_seconds
     split, whole, fits, split_s = split_ways(lens, updates, options, layout, ranks, packed_s)
     choice, seconds = choose(packed_s, split_s, whole.update_seconds, fits, layout.error)
@@ -380,3 +385,10 @@ def choose_packing(
         time_model=step,
         attention=attention,
     )
+
+
+def _packed_way(dealt: ShardedPlan, layout: PackLayout, lens: Indices) -> Any:
+    """The packed way of ``dealt``'s micro-batches, each priced as ``layout`` runs it."""
+    ranks = dealt.num_replicas
+    bounds = np.r_[0, np.asarray(dealt.window_ends)] * ranks
+    return way(dealt.plan, dealt.is_padding, bounds, layout, lens, ranks)

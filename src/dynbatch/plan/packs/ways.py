@@ -13,12 +13,12 @@ from numpy.typing import NDArray
 
 from ..options import PlanOptions
 from ..planning import batch_capacity
-from ..plans import Indices, Plan
+from ..plans import Indices, Plan, concat, pick_spans
 from ..splits import split_update
 from .layout import Layouts, PackLayout
 from .steps import distinct, predict
 
-__all__ = ["CHOICES", "Way", "choose", "concat", "select", "split_ways", "way"]
+__all__ = ["CHOICES", "Way", "choose", "select", "split_ways", "way"]
 
 #: How an update runs: ``choice[u]`` indexes this.
 CHOICES = ("packed", "split", "whole")
@@ -60,17 +60,6 @@ def way(
     layouts = layout.choose(lens[micro.indices], micro.offsets, strict=False)
     bounds = np.asarray(update_micro, dtype=np.int64)
     return Way(micro, np.asarray(padding, dtype=bool), bounds, layouts, ranks)
-
-
-def concat(plans: list[Plan]) -> Plan:
-    if not plans:
-        return Plan(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
-    indices = np.concatenate([p.indices for p in plans])
-    shifts = np.cumsum([0] + [int(p.offsets[-1]) for p in plans[:-1]])
-    offsets = np.concatenate(
-        [[0]] + [p.offsets[1:] + s for p, s in zip(plans, shifts, strict=True)]
-    )
-    return Plan(indices, offsets.astype(np.int64))
 
 
 def deal_cuts(members: Indices, cuts: NDArray[np.bool_], ranks: int) -> tuple[Plan, Indices]:
@@ -208,17 +197,9 @@ def choose(
 
 def select(ways: list[Way], choice: Indices) -> tuple[Plan, NDArray[np.bool_], Indices, Layouts]:
     """The micro-batches of way ``choice[u]`` for each update ``u``, update after update."""
-    big = concat([w.micro for w in ways])
-    base = np.cumsum([0] + [len(w.micro) for w in ways[:-1]])
-    lo = np.stack([w.update_micro[:-1] + b for w, b in zip(ways, base, strict=True)], axis=1)
-    hi = np.stack([w.update_micro[1:] + b for w, b in zip(ways, base, strict=True)], axis=1)
-    rows = np.arange(choice.size)
-    start, count = lo[rows, choice], hi[rows, choice] - lo[rows, choice]
-    ends = np.cumsum(count)
-    ids = np.arange(int(ends[-1]) if ends.size else 0) + np.repeat(start - (ends - count), count)
-    picked = big.take(ids)
+    picked, ids, ends = pick_spans([w.micro for w in ways], [w.update_micro for w in ways], choice)
     padding = np.concatenate([w.padding for w in ways])[ids]
     layouts = Layouts(
         *(np.concatenate([getattr(w.layouts, f) for w in ways])[ids] for f in Layouts._fields)
     )
-    return Plan(picked.indices, picked.offsets), padding, np.r_[0, ends], layouts
+    return picked, padding, np.r_[0, ends], layouts
