@@ -31,7 +31,7 @@ from strategies import lognormal_pairs, option_combinations
 import dynbatch
 from conftest import shared_file
 from dynbatch import DistributedDynamicBatchSampler, InputError, PlanOptions
-from dynbatch.plan.costs import charge
+from dynbatch.plan.costs import charge, rows_cost
 from dynbatch.plan.lengths import loss_token_bound, sample_tokens
 from dynbatch.plan.packs import PackLayout, packed_epoch_seconds
 from dynbatch.plan.packs.layout import packed_rows
@@ -266,9 +266,13 @@ def within_rows(b: Built) -> None:
                     cost = float(np.asarray(opts.cost(len(batch), int(width))))
                     assert cost <= opts.max_cost * (1 + 1e-12), "padded: within max_cost"
                     continue
-                assert rows.size - 1 <= opts.max_rows, "rows within max_rows"
+                # max_rows is the most rows of pack_len the budget holds: the planner's cap
+                # without a time model; with one, a micro-batch it runs packed may hold more
+                # rows narrower than pack_len, within the budget all the same
+                cap = opts.max_rows if opts.time_model is None else opts.max_batch_size
+                assert cap is None or rows.size - 1 <= cap, "rows within max_rows"
                 # priced as its layout runs (NOTE [ attention layouts ]): within the budget
-                cost = float(np.asarray(opts.cost(rows.size - 1, int(width))))
+                cost = float(np.asarray(rows_cost(opts.cost)(rows.size - 1, int(width))))
                 assert cost <= opts.max_cost * (1 + 1e-12) or rows.size == 2, "rows: max_cost"
                 for a, z in itertools.pairwise(rows.tolist()):
                     one_over = z - a == 1 and lens[a] > opts.pack_len

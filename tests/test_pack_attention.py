@@ -18,6 +18,7 @@ import pytest
 import dynbatch
 from dynbatch import InputError, PackCollator, like_fixed
 from dynbatch.plan.packs import Attention, DenseRows, PackLayout, plan_packed_epoch
+from dynbatch.plan.packs.timed import plan_timed_packs
 from dynbatch.plan.steptime import StepTimeModel
 
 B = 8
@@ -178,3 +179,42 @@ def test_a_cost_that_prices_attention_already_is_not_widened() -> None:
     options = like_fixed(lens, B, pack_len=1024, cost=calibrated)
     assert options.pack_len == 1024
     assert calibrated(options.max_rows, 1024) <= calibrated(B, CUT)
+
+
+def padded_cost(n: Any, length: Any) -> Any:
+    return 1.0 + np.asarray(n) * np.asarray(length)
+
+
+def packed_cost(n: Any, length: Any) -> Any:
+    """A packed row's price, 5% over a padded sample of its width: its positions and mask."""
+    return 1.0 + 1.05 * np.asarray(n) * np.asarray(length)
+
+
+def test_each_layout_is_priced_by_its_own_cost_under_the_fixed_batchs_worst() -> None:
+    """Rows priced by a calibration of packed rows and the budget by the padded one's: the
+    padded micro-batches were priced by the rows' cost too, so the fixed batch's own update,
+    ``B`` of the longest, was over its own worst, and with a step time no update ran whole."""
+    lens = np.random.default_rng(0).integers(100, 128, 400)  # one sample a row of 128
+    step = StepTimeModel(c=0.01, a=1e-4, b=0.0)
+    options = like_fixed(
+        lens, 16, cost=padded_cost, rows_cost=packed_cost, pack_len=128, time_model=step
+    )
+    assert options.max_cost == pytest.approx(padded_cost(16, lens.max())), "the fixed worst"
+    assert options.max_rows == 15, "rows priced by their own cost: 16 are over the budget"
+    layout = PackLayout.from_options(options)
+    fixed = np.sort(lens)[-16:]  # the fixed batch's worst update, padded, fits
+    assert layout.fits(np.array([16]), np.array([int(fixed.max())]), packed=False)[0]
+    assert not layout.fits(np.array([16]), np.array([128]))[0]
+    assert plan_timed_packs(lens, options, 0).counts["whole"] > 0
+    # the rows' cost for every layout, under the same budget: no update fits whole
+    alone = like_fixed(
+        lens, 16, cost=packed_cost, max_cost=options.max_cost, pack_len=128, time_model=step
+    )
+    assert plan_timed_packs(lens, alone, 0).counts["whole"] == 0
+
+
+def test_rows_cost_needs_pack_len_and_a_row_it_prices_over_the_budget_is_refused() -> None:
+    with pytest.raises(InputError, match=r"rows_cost=.*pack_len"):
+        like_fixed([10, 20], 2, rows_cost=packed_cost)
+    with pytest.raises(InputError, match=r"one row of pack_len=128 tokens costs 1e.*no row of one"):
+        like_fixed([100] * 8, 2, cost=padded_cost, rows_cost=lambda n, L: 1e9 * n, pack_len=128)

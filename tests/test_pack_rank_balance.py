@@ -199,6 +199,7 @@ def test_random_deals_by_work_keep_the_rows_steps_and_samples() -> None:
         n, ranks, batch = int(rng.integers(1, 60)), int(rng.integers(2, 5)), int(rng.integers(1, 9))
         pack_len = int(rng.choice([16, 64, 256]))
         lens = rng.integers(1, 2 * pack_len, n)
+        lens[0] = pack_len  # a row of pack_len within the fixed batch's worst, whatever N
         options: dict = {"pack_len": pack_len, "oversize": "alone"}
         if rng.random() < 0.5:
             options["max_batch_size"] = int(rng.integers(1, 4))

@@ -102,6 +102,19 @@ def test_packing_fills_rows_and_keeps_the_micro_batch_within_the_fixed_batch_wor
     assert opts.max_rows == 32 * int(lens.max()) // 512, "linear cost: B * L_max / pack_len rows"
 
 
+@pytest.mark.parametrize("pack_len", [None, 256])
+def test_fewer_samples_than_the_fixed_batch_are_budgeted_as_the_batch_it_runs(
+    pack_len: int | None,
+) -> None:
+    """With N < B the fixed batch runs N samples, never B: a budget of B of the longest let
+    packed rows (or padded micro-batches) need more memory than the fixed batch ever did."""
+    lens = np.array([100, 60, 30, 20, 10])
+    opts = dynbatch.like_fixed(lens, batch_size=16, pack_len=pack_len)
+    assert opts.max_cost == pytest.approx(5 * 100), "cost(N, L_max), the linear cost"
+    assert opts.update_size == 16, "an update is still the fixed batch's"
+    assert dynbatch.like_fixed(np.r_[lens, lens, lens, lens], batch_size=16).max_cost == 1600
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     lens=lengths_strategy(max_size=200, max_len=300),

@@ -78,6 +78,7 @@ __all__ = [
     "one_length",
     "pair_form",
     "resolve_cost",
+    "rows_cost",
     "takes_pairs",
 ]
 
@@ -460,6 +461,18 @@ class WithinBudgets:
     def spec(self) -> str:
         """Each part's spec and budget; a plain callable is ``<callable>`` (the plan decides)."""
         return ";".join(f"{cost_spec(fn) or '<callable>'}<={budget!r}" for fn, budget in self.parts)
+
+
+def rows_cost(cost: Any) -> Any:
+    """What ``cost`` prices a packed row at: a cost that prices packed rows apart from padded
+    batches (a :class:`~dynbatch.plan.packs.DenseRows` with ``rows_cost``) gives its
+    ``packed_rows``, any other is its own (NOTE [ a cost per layout ] in
+    :mod:`dynbatch.plan.packs.attention`).
+
+    >>> rows_cost("linear")
+    'linear'
+    """
+    return getattr(cost, "packed_rows", cost)
 
 
 def cost_spec(cost: Any) -> str | None:

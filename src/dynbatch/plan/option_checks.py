@@ -25,7 +25,7 @@ from .._checks import (
     check_int,
     check_positive_number,
 )
-from .costs import Cost, cost_spec, resolve_cost, takes_pairs
+from .costs import Cost, cost_spec, resolve_cost, rows_cost, takes_pairs
 from .pair_steptime import check_step_time
 
 __all__ = [
@@ -200,8 +200,9 @@ def _check_packing(v: Mapping[str, Any]) -> None:
             f"batch_size_multiple={v['batch_size_multiple']!r}"
         )
     width = padded_row(v["pack_len"], v["pad_to_multiple_of"])
-    if rows_within(v["cost"], width, v["max_cost"], v["max_batch_size"]) < 1:
-        one_row = float(np.asarray(v["cost"](np.asarray([1]), np.asarray([width])))[0])
+    rows = rows_cost(v["cost"])  # NOTE [ a cost per layout ] in dynbatch.plan.packs.attention
+    if rows_within(rows, width, v["max_cost"], v["max_batch_size"]) < 1:
+        one_row = float(np.asarray(rows(np.asarray([1]), np.asarray([width])))[0])
         padded = f", padded to {width} (pad_to_multiple_of={v['pad_to_multiple_of']})," * (
             width != v["pack_len"]
         )

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._checks import InputError, InputTypeError
-from .costs import Cost, fingerprint_spec, resolve_cost
+from .costs import Cost, fingerprint_spec, resolve_cost, rows_cost
 from .option_checks import (
     BALANCE,
     ORDERS,
@@ -236,7 +236,7 @@ class PlanOptions:
         if self.pack_len is None:
             raise InputError("max_rows is the rows of a packed micro-batch: set pack_len")
         width = padded_row(self.pack_len, self.pad_to_multiple_of)
-        return rows_within(self.cost, width, self.max_cost, self.max_batch_size)
+        return rows_within(rows_cost(self.cost), width, self.max_cost, self.max_batch_size)
 
     @property
     def random_order(self) -> bool:

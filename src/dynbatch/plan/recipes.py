@@ -167,6 +167,7 @@ def like_fixed(
     loss_tokens: Any = None,
     time_model: Any = None,
     attention: Any = None,
+    rows_cost: Any = None,
     **fields: Any,
 ) -> PlanOptions:
     """The options that train like a fixed batch of ``batch_size``, without its padding.
@@ -178,7 +179,8 @@ def like_fixed(
     batch's; each made of ``micro_batches`` micro-batches or more of near-equal lengths (no
     padding) drawn from different length strata, so an update sees short and long samples as a
     random batch does (updates of one length train a worse model); and no micro-batch costs more
-    than ``cost(B, L_max)``, the fixed batch's worst, so none needs more memory than it did.
+    than ``cost(B, L_max)``, the fixed batch's worst (``cost(N, L_max)`` of ``N < B``
+    samples, the batch it runs), so none needs more memory than it did.
 
     Lengths may be (source, target) pairs, an ``[N, 2]`` array: micro-batches are then
     bucketed on the source and on the target, and none costs more than ``cost(B, Ls_max,
@@ -247,6 +249,12 @@ def like_fixed(
             default: a block mask, eager attention; what a CPU runs), ``"flashmask"`` or
             ``"varlen"`` (a GPU's kernels, whose memory grows with the tokens): an
             :class:`~dynbatch.plan.packs.Attention` or its name.
+        rows_cost: with ``pack_len``, what a packed row costs where that is not what ``cost``
+            prices a padded batch of its shape at (a :class:`~dynbatch.MemoryCost` calibrated
+            on packed rows, their positions and mask): rows are priced by it, padded
+            micro-batches by ``cost``, under ``cost(B, L_max)``, the fixed batch's worst as it
+            runs: each layout priced as it runs, so the fixed batch's own update still fits
+            its own worst.
         **fields: other options (``seed=...``, ``drop_last=...``, ...).
 
     >>> opts = like_fixed([10, 20, 30, 40] * 100, batch_size=32)
@@ -286,7 +294,7 @@ def like_fixed(
         )
     parts = MICRO_BATCHES if parts is None else parts
     fn = resolve_cost(("linear" if lens.ndim == 1 else PairCost()) if cost is None else cost)
-    batch, budget = _reference(fn, longest, batch_size, max_cost, "like_fixed")
+    batch, budget = _reference(fn, longest, batch_size, max_cost, "like_fixed", len(lens))
     samples = batch * steps * replicas
     cap = _micro_cap(batch, -(-samples // (parts * replicas)), fields)
     trained = np.ones(len(lens), dtype=bool)
@@ -296,24 +304,27 @@ def like_fixed(
         trained = trained if trained.any() else ~trained
     counts = update_tokens(lens) if counted is None else counted  # a pair's: its target's
     updates = _updates(counts[trained], samples, update_unit)
-    if attention is not None and pack_len is None:
-        raise InputError(
-            f"like_fixed: attention={attention!r} is how packed rows run: give pack_len= "
-            "with it, or leave attention out"
-        )
+    for name, value in (("attention", attention), ("rows_cost", rows_cost)):
+        if value is not None and pack_len is None:
+            raise InputError(
+                f"like_fixed: {name}={value!r} is how packed rows run: give pack_len= with it, "
+                f"or leave {name} out"
+            )
     if pack_len is not None:  # rows of pack_len within the fixed batch's worst cost
         if max_cost is None:  # never over the fixed batch's worst: refused, by name
             multiple = int(fields.get("pad_to_multiple_of", 1))
             # NOTE [ the default budget of packed rows ]: priced, and laid out, as they run
-            rows = DenseRows(fn, longest, resolve_attention(attention))
-            _check_one_row(fn, rows, pack_len, budget, batch, longest, multiple)
-            fn = rows
+            fn = DenseRows(fn, longest, resolve_attention(attention), rows_cost)
+            rows = fn.packed_rows
+            worst = min(batch, len(lens))  # the fixed batch's worst batch
+            _check_one_row(rows.cost, rows, pack_len, budget, worst, longest, multiple)
             width = -(-pack_len // multiple) * multiple  # a row as the collator pads it
-            widest = widest_row(fn, budget, width)
+            widest = widest_row(rows, budget, width)
             if widest < width:  # the row stops short: at a multiple
                 pack_len = widest // multiple * multiple
-        elif not resolve_attention(attention).dense:  # max_cost given: its cost as they run
-            fn = DenseRows(fn, longest, resolve_attention(attention))  # carries the layout
+        elif rows_cost is not None or not resolve_attention(attention).dense:
+            # max_cost given: its cost as they run, carrying the layout
+            fn = DenseRows(fn, longest, resolve_attention(attention), rows_cost)
         values = {"order": "shuffle", **updates, **fields, "pack_len": pack_len}
         return PlanOptions(max_cost=budget, cost=fn, time_model=time_model, **values)
     if update_unit == "tokens":  # micro-batches of about equal (full) tokens, as updates are
@@ -390,11 +401,12 @@ def _check_one_row(
         if stop < low
         else ""
     )
+    shorter = f"pass pack_len={low} or less{dense}" if low >= 1 else "no row of one token fits"
     raise InputError(
         f"like_fixed: one row of pack_len={pack_len} tokens costs {one_row:g} under "
         f"{cost_spec(fn) or 'the cost'}, over the fixed batch's worst batch "
-        f"cost({batch}, {longest}) = {budget:g}: pass pack_len={low} or less{dense}, or an "
-        "explicit max_cost= to allow more memory"
+        f"cost({batch}, {longest}) = {budget:g}: {shorter}, or an explicit max_cost= to allow "
+        "more memory"
     )
 
 
@@ -555,10 +567,11 @@ def _lengths(lengths: Any, fields: dict[str, Any], where: str) -> tuple[Any, Any
 
 
 def _reference(
-    fn: Cost, longest: Any, batch_size: Any, max_cost: Any, where: str
+    fn: Cost, longest: Any, batch_size: Any, max_cost: Any, where: str, samples: int
 ) -> tuple[int, float]:
     """The fixed batch's size and the micro-batches' budget (NOTE [ the fixed batch's recipe ]);
-    ``longest`` is a length, or a pair's (source, target) row."""
+    ``longest`` is a length, or a pair's (source, target) row. The fixed batch's worst is
+    ``min(B, N)`` of the longest: of fewer samples than ``B`` it runs them all, never more."""
     if batch_size is not None:
         batch = check_int("batch_size", batch_size, minimum=1)
         if batch > MAX_BATCH_SIZE:
@@ -567,7 +580,8 @@ def _reference(
                 f"batch_size={batch_size!r}"
             )
         if max_cost is None:
-            return batch, float(np.asarray(charge(fn, batch, np.asarray([longest])))[0])
+            worst = max(1, min(batch, samples))
+            return batch, float(np.asarray(charge(fn, worst, np.asarray([longest])))[0])
         return batch, check_positive_number("max_cost", max_cost)
     if max_cost is None:
         raise InputError(

@@ -30,7 +30,7 @@ from .._checks import (
     check_positive_number,
 )
 from .bounds import lower_bound_batches
-from .costs import CostLike, charge, one_length, resolve_cost
+from .costs import CostLike, charge, one_length, resolve_cost, rows_cost
 from .epochs import plan_epoch
 from .lengths import SIDES, check_plan_lengths, reduce_batches
 from .options import ORDERS, PlanOptions
@@ -108,16 +108,27 @@ def batch_table(
     real = np.add.reduceat(members, starts)
     padded = sizes * max_len
     rows = sizes
-    if layout is not None:
+    price = np.asarray(fn(rows, max_len), dtype=np.float64)
+    if layout is not None:  # each micro-batch priced as it runs: NOTE [ a cost per layout ]
         rows, max_len = layout.shapes(members, plan.offsets)
         padded = rows * max_len
+        packed = (
+            layout.choose(members, plan.offsets).packed
+            if layout.time_model is not None
+            else np.ones(rows.size, dtype=bool)
+        )
+        price = np.where(
+            packed,
+            np.asarray(rows_cost(fn)(rows, max_len), dtype=np.float64),
+            np.asarray(fn(rows, max_len), dtype=np.float64),
+        )
     table = {
         "batch_size": sizes,
         "max_len": max_len,
         "real_tokens": real,
         "padded_tokens": padded,
         "padding_efficiency": real / padded,
-        "cost": np.asarray(fn(rows, max_len), dtype=np.float64),
+        "cost": price,
     }
     if max_cost is not None:
         table["cost_ratio"] = table["cost"] / check_positive_number("max_cost", max_cost)

@@ -50,6 +50,20 @@ NOTE [ the default budget of packed rows ]
     ``L_max``. A cost with a term in ``L²`` (``"quadratic"``, a
     :class:`~dynbatch.MemoryCost` calibrated on dense steps) prices a dense row's
     attention already, so :class:`DenseRows` widens only a cost without one.
+
+NOTE [ a cost per layout ]
+    A packed micro-batch and a padded one of the same shape ``(n, L)`` need
+    not cost the same: the model takes a packed row's positions and its mask
+    (``[R, W, W]`` for dense rows) where a padded batch has neither. A cost
+    calibrated on padded steps then prices packed rows short of what they
+    need, and one calibrated on packed rows prices a padded micro-batch over
+    it: the fixed batch's own update, ``B`` samples of the longest, no longer
+    fits the fixed batch's worst, and with a step time no update would run
+    whole. So a :class:`DenseRows` may carry both: ``cost`` for what runs
+    padded and ``rows_cost`` for what runs packed, each layout priced as it
+    runs (:func:`~dynbatch.plan.costs.rows_cost` gives a packed row's price), under the one budget,
+    the fixed batch's worst as it runs, padded (``like_fixed(...,
+    rows_cost=...)``).
 """
 
 from __future__ import annotations
@@ -160,7 +174,11 @@ class DenseRows:
     max(1, L / longest)``, a row wider than the longest sample priced as its attention grows,
     ``L²``; for ``"flashmask"`` and ``"varlen"``, ``cost(n, L)``, their memory growing with
     the tokens (NOTE [ the default budget of packed rows ]). It carries the layout, so the
-    options that plan with it lay out and price their rows as it runs.
+    options that plan with it lay out and price their rows as it runs. ``rows_cost``: what a
+    packed row costs where that is not what a padded batch of its shape costs (a
+    :class:`~dynbatch.MemoryCost` calibrated on packed rows, whose positions and mask a padded
+    batch has not); ``cost`` then prices only the padded micro-batches
+    (NOTE [ a cost per layout ]).
 
     >>> rows = DenseRows("linear", 512)
     >>> float(rows(8, 512)), float(rows(2, 1024)), float(rows(1, 4096))
@@ -175,11 +193,27 @@ class DenseRows:
     longest: int
     #: How the rows' attention runs.
     attention: Any = "dense"
+    #: What a packed row costs, where not what a padded batch of its shape does (None: ``cost``).
+    rows_cost: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cost", resolve_cost(self.cost))
         object.__setattr__(self, "longest", check_int("longest", self.longest, minimum=1))
         object.__setattr__(self, "attention", resolve_attention(self.attention))
+        if self.rows_cost is not None:
+            object.__setattr__(self, "rows_cost", resolve_cost(self.rows_cost))
+
+    @property
+    def packed_rows(self) -> DenseRows:
+        """The cost of the packed rows: this one, ``rows_cost`` in place of ``cost`` where given.
+
+        >>> both = DenseRows("linear", 512, rows_cost=lambda n, L: 2 * n * L)
+        >>> float(both(8, 512)), float(both.packed_rows(8, 512))
+        (4096.0, 8192.0)
+        """
+        if self.rows_cost is None:
+            return self
+        return DenseRows(self.rows_cost, self.longest, self.attention)
 
     @property
     def widens(self) -> bool:
@@ -199,7 +233,10 @@ class DenseRows:
 
     def spec(self) -> str:
         """What decides its values (the resume fingerprint)."""
-        return f"{cost_spec(self.cost)},longest={self.longest},attention={self.attention.name}"
+        rows = "" if self.rows_cost is None else f",rows={cost_spec(self.rows_cost)}"
+        return (
+            f"{cost_spec(self.cost)},longest={self.longest},attention={self.attention.name}{rows}"
+        )
 
 
 def padding_free(cost: Any) -> bool:

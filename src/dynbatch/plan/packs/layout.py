@@ -73,7 +73,7 @@ from ..._checks import (
     check_lengths,
     check_positive_number,
 )
-from ..costs import resolve_cost
+from ..costs import resolve_cost, rows_cost
 from ..options import PlanOptions
 from ..plans import Indices
 from .attention import resolve_attention
@@ -252,10 +252,12 @@ class PackLayout:
         _, rows, width = packed_shapes(lens, bounds, self.pack_len, self.pad_to_multiple_of)
         return rows, width
 
-    def fits(self, n: Indices, length: Indices) -> NDArray[np.bool_]:
-        """Where a step of ``n`` rows of ``length`` tokens fits the budget (one row always)."""
+    def fits(self, n: Indices, length: Indices, packed: bool = True) -> NDArray[np.bool_]:
+        """Where a step of ``n`` rows of ``length`` tokens fits the budget (one row always);
+        ``packed``: packed rows, else a padded batch (NOTE [ a cost per layout ])."""
+        fn = rows_cost(self.cost) if packed else self.cost
         with np.errstate(over="ignore", invalid="ignore"):
-            cost = np.asarray(self.cost(n, length), dtype=np.float64)
+            cost = np.asarray(fn(n, length), dtype=np.float64)
         ok = np.broadcast_to(cost <= self.max_cost, n.shape).copy()
         if self.max_batch_size is not None:
             ok &= n <= self.max_batch_size
@@ -278,7 +280,7 @@ class PackLayout:
         longest = round_up(np.maximum.reduceat(lengths, offsets[:-1]), self.pad_to_multiple_of)
         _, rows, width = packed_shapes(lengths, offsets, self.pack_len, self.pad_to_multiple_of)
         keep = 1.0 - self.error
-        pad_ok = self.fits(sizes, longest)
+        pad_ok = self.fits(sizes, longest, packed=False)
         pad_s = predict(self.time_model, sizes, longest)
         pack_ok = self.fits(rows, width)
         tokens = np.add.reduceat(lengths, offsets[:-1])
@@ -301,17 +303,18 @@ class PackLayout:
         model) whose ``packed`` rows ``(R, W)`` are over the budget
         (NOTE [ samples longer than planned ])."""
 
-        def shape(rows: int, width: int, what: str) -> str:
-            cost = float(np.asarray(self.cost(np.asarray([rows]), np.asarray([width])))[0])
+        def shape(rows: int, width: int, what: str, fn: Any) -> str:
+            cost = float(np.asarray(fn(np.asarray([rows]), np.asarray([width])))[0])
             return f"{rows}{what} x {width} tokens, cost {cost:g}"
 
         rows, width = packed
+        packs = shape(rows, width, " rows", rows_cost(self.cost))
         if longest is None:
-            laid = f"packs into {shape(rows, width, ' rows')}, over the sampler's budget"
+            laid = f"packs into {packs}, over the sampler's budget"
         else:
             laid = (
-                f"is over the sampler's budget both padded ({shape(n, longest, '')}) and packed "
-                f"({shape(rows, width, ' rows')})"
+                f"is over the sampler's budget both padded ({shape(n, longest, '', self.cost)}) "
+                f"and packed ({packs})"
             )
         cap = "" if self.max_batch_size is None else f", max_batch_size={self.max_batch_size}"
         return InputError(
