@@ -364,11 +364,18 @@ class TokenIds:
 
 
 def run_modes(
-    script: str, argv: list[str] | None, modes: Sequence[str], work: Path
+    script: str,
+    argv: list[str] | None,
+    modes: Sequence[str],
+    work: Path,
+    first: Sequence[str] = (),
 ) -> list[dict[str, Any]] | int:
     """Run each mode of ``script`` in a process of its own (``--worker MODE``), in order, and
     read back the record it writes to ``work/MODE.json``; if one fails, the exit code to return:
-    2 where the mode refused its input (it said why, in one line), else 1.
+    2 where the mode refused its input (it said why, in one line), else 1. The modes named in
+    ``first`` (independent of the others, and able to refuse a plan that only their own
+    calibration shows over budget) run before the rest, so that a refusal comes before any
+    mode trains; the records keep the order of ``modes``.
 
     A process of its own gives each mode its own wall time and its own allocator peak.
     """
@@ -377,8 +384,8 @@ def run_modes(
     import sys
 
     given = argv if argv is not None else sys.argv[1:]  # main([]) means no flags
-    rows = []
-    for mode in modes:
+    rows = {}
+    for mode in sorted(modes, key=lambda m: m not in first):  # stable: otherwise as given
         print(f"\n== {mode} ==", flush=True)
         cmd = [sys.executable, str(Path(script).resolve()), *given, "--worker", mode]
         done = subprocess.run(cmd, check=False)
@@ -387,5 +394,5 @@ def run_modes(
         if done.returncode != 0:
             print(f"error: mode {mode} exited with {done.returncode}", file=sys.stderr)
             return 1
-        rows.append(json.loads((work / f"{mode}.json").read_text()))
-    return rows
+        rows[mode] = json.loads((work / f"{mode}.json").read_text())
+    return [rows[mode] for mode in modes]

@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{meta['dev_majority_share']:.4f} of the held-out pairs",
         flush=True,
     )
-    rows = run_modes(__file__, argv, args.modes, work)
+    rows = run_modes(__file__, argv, args.modes, work, first=("pack",))  # its rows' own budget
     if isinstance(rows, int):
         return rows
     report(args, meta, rows, out)

@@ -43,13 +43,17 @@ NOTE [ the pack mode's budget ]
     calibrated on padded steps priced a micro-batch of ``R`` rows as ``R`` pairs, and the pack
     mode peaked over the fixed batch's worst. So the pack mode calibrates its own layout,
     probes of ``n`` rows of one pair each with their positions and mask (a dense row costs its
-    width, whatever it holds), and plans under the padded calibration's price of the fixed
-    batch's worst, ``B`` pairs of the longest as the fixed batch runs them: ``like_fixed(...,
-    cost=<the rows'>, max_cost=<the fixed batch's>)``, the dynamic mode's budget. The Trainer
-    takes that plan as ``options=``: its own recipe keeps ``cost(B, L_max)`` as its budget, and
-    it measures a step time for that recipe only, so with ``--time-model measure`` (``auto``
-    on an accelerator) the pack mode plans with the step time the calibration fitted on the
-    rows' probes.
+    width, whatever it holds), and keeps the padded calibration for what runs padded: the
+    budget, the fixed batch's worst as it runs (``B`` pairs of the longest, or all of them
+    where fewer), and, with a step time, a micro-batch the plan runs padded. ``like_fixed(...,
+    cost=<the padded>, rows_cost=<the rows'>)``: the dynamic mode's budget, each layout priced
+    as it runs (NOTE [ a cost per layout ] in :mod:`dynbatch.plan.packs.attention`); priced by
+    the rows' cost alone, a padded update was over the budget it set, and no update ran whole.
+    A row of ``--max-len`` over the budget (``--batch-size 1``: one pair with a mask costs more
+    than one without) is refused before any mode trains, naming those flags. The Trainer takes
+    that plan as ``options=``: it measures a step time for its own recipe only, so with
+    ``--time-model measure`` (``auto`` on an accelerator) the pack mode plans with the step
+    time the calibration fitted on the rows' probes.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from corpus import progress, say
+from corpus import UsageError, progress, say
 from sft_hosts import HOSTS, TINY, TrainerHost
 
 IGNORE = -100
@@ -245,6 +249,7 @@ def memory_cost(
     cost = dynbatch.calibrate(
         step, max_len=max_len, max_batch_size=args.batch_size, restore=[model]
     )
+    model.clear_gradients(set_to_zero=False)  # the probes' gradients, not training's peak
     seconds = time.perf_counter() - start
     cost.save(path)  # the probe optimizer goes with this frame: gc before training's peak
     print(f"calibrated in {seconds:.1f} s: {cost.spec()}\n{cost.report}", flush=True)
@@ -257,20 +262,48 @@ def memory_cost(
 
 def pack_cost(
     args: argparse.Namespace, model: Any, meta: dict[str, Any], train: Pairs, out: Path
-) -> tuple[Any, float, dict[str, Any]]:
-    """The pack mode's cost, its budget and the calibration's record: rows priced by a
-    calibration of their own layout, under the fixed batch's worst as the fixed batch runs,
-    padded (NOTE [ the pack mode's budget ])."""
-    padded, _ = memory_cost(args, model, meta, train, out)
-    budget = float(padded(args.batch_size, int(train.lengths.max())))
-    cost, extra = memory_cost(args, model, meta, train, out, packed=True)
-    return cost, budget, extra
+) -> tuple[Any, Any, dict[str, Any]]:
+    """The pack mode's costs, padded and of its rows, and both calibrations' record, each
+    layout's under its name (NOTE [ the pack mode's budget ])."""
+    padded, padded_record = memory_cost(args, model, meta, train, out)
+    rows, rows_record = memory_cost(args, model, meta, train, out, packed=True)
+    extra = {
+        "calibration_s": padded_record["calibration_s"] + rows_record["calibration_s"],
+        "calibration_cached": padded_record["calibration_cached"]
+        and rows_record["calibration_cached"],
+        "calibrations": {"padded": padded_record, "packed": rows_record},
+    }
+    return padded, rows, extra
 
 
-def packing(args: argparse.Namespace, max_cost: float | None) -> dict[str, Any]:
-    """The pack mode's plan keywords: rows of ``--max-len`` tokens under its budget ``max_cost``
-    (NOTE [ the pack mode's budget ]); none for the dynamic mode (``max_cost`` None)."""
-    return {} if max_cost is None else {"max_cost": max_cost, "pack_len": args.max_len}
+def pack_options(
+    args: argparse.Namespace, train: Pairs, padded: Any, rows: Any, time_model: Any = None
+) -> Any:
+    """The pack mode's plan: rows of ``--max-len`` tokens priced by their own calibration,
+    padded micro-batches by the padded one, under the fixed batch's worst as it runs, padded
+    (NOTE [ the pack mode's budget ]); a row over that is refused naming the flags."""
+    import dynbatch
+
+    longest = int(train.lengths.max())
+    worst = float(padded(min(args.batch_size, len(train)), longest))
+    one_row = float(rows(1, args.max_len))
+    if one_row > worst:
+        raise UsageError(
+            f"mode pack: one row of --max-len {args.max_len} tokens needs {one_row:.2f} MiB "
+            f"(its positions and mask), over the fixed batch's worst, --batch-size "
+            f"{args.batch_size} pairs of the longest ({longest} tokens) padded: {worst:.2f} MiB; "
+            "raise --batch-size or lower --max-len"
+        )
+    return dynbatch.like_fixed(
+        train.lengths,
+        args.batch_size,
+        cost=padded,
+        rows_cost=rows,
+        update_unit="samples",  # NOTE [ updates in samples, not tokens ]
+        seed=args.seed,
+        time_model=time_model,
+        pack_len=args.max_len,  # NOTE [ packed pairs ]
+    )
 
 
 def loss_tokens_of(train: Pairs) -> Any:
@@ -279,13 +312,16 @@ def loss_tokens_of(train: Pairs) -> Any:
     return dynbatch.loss_token_counts([train[i][1] for i in range(len(train))])
 
 
-def make_sampler(
-    args: argparse.Namespace, train: Pairs, cost: Any, max_cost: float | None = None
-) -> Any:
-    """The dynamic mode's sampler (with ``max_cost``, the pack mode's budget, the ``pack``
-    mode's): the fixed batch told, with the pairs' loss tokens, under the calibrated ``cost``."""
+def make_sampler(args: argparse.Namespace, train: Pairs, cost: Any, rows: Any = None) -> Any:
+    """The dynamic mode's sampler (with ``rows``, the packed rows' cost, the ``pack`` mode's):
+    the fixed batch told, with the pairs' loss tokens, under the calibrated ``cost``."""
     import dynbatch
 
+    if rows is not None:
+        options = pack_options(args, train, cost, rows)
+        return dynbatch.DynamicBatchSampler(
+            train, lengths=train.lengths, loss_tokens=loss_tokens_of(train), options=options
+        )
     return dynbatch.DynamicBatchSampler(
         train,
         lengths=train.lengths,
@@ -294,7 +330,6 @@ def make_sampler(
         cost=cost,
         update_unit="samples",  # NOTE [ updates in samples, not tokens ]
         seed=args.seed,
-        **packing(args, max_cost),  # NOTE [ packed pairs ]
     )
 
 
@@ -392,10 +427,10 @@ def train_loop(
         first, total = len(loader), len(loader) * epochs
     else:
         if packed:
-            cost, budget, extra = pack_cost(args, model, meta, train, out)
+            cost, rows, extra = pack_cost(args, model, meta, train, out)
         else:
-            (cost, extra), budget = memory_cost(args, model, meta, train, out), None
-        sampler = make_sampler(args, train, cost, budget)
+            (cost, extra), rows = memory_cost(args, model, meta, train, out), None
+        sampler = make_sampler(args, train, cost, rows)
         loader = paddle.io.DataLoader(train, batch_sampler=sampler, collate_fn=collate)
         first, total = sampler.steps_for_epochs([0]), sampler.steps_for_epochs(range(epochs))
         extra["max_cost_mb"] = float(sampler.max_cost)
@@ -482,7 +517,6 @@ def train_trainer(
     NOTE [ packed pairs ]), with the same ``TrainingArguments``."""
     import functools
 
-    import dynbatch
     from dynbatch.memory import peak_memory_mib, reset_peak_memory
 
     mode, pad_id, epochs = args.worker, meta["pad_id"], args.epochs
@@ -553,17 +587,10 @@ def train_trainer(
     else:  # dynamic, or pack: the same Trainer on the pack mode's plan (NOTE [ packed pairs ])
         adapter = host.adapter()  # dynbatch.integrations.<framework>
         plan: dict[str, Any] = {"loss_tokens": loss_tokens_of(train)}
-        if mode == "pack":  # the recipe's options at the pack mode's budget
-            cost, budget, extra = pack_cost(args, model, meta, train, out)
-            plan["options"] = dynbatch.like_fixed(
-                train.lengths,
-                args.batch_size,
-                cost=cost,
-                update_unit="samples",
-                seed=args.seed,
-                time_model=packed_step_time(args.step_time, cost),
-                **packing(args, budget),
-            )
+        if mode == "pack":  # the recipe's options, each layout priced as it runs
+            cost, rows, extra = pack_cost(args, model, meta, train, out)
+            step = packed_step_time(args.step_time, rows)
+            plan["options"] = pack_options(args, train, cost, rows, step)
         else:
             cost, extra = memory_cost(args, model, meta, train, out)
             plan.update(cost=cost, time_model=None if args.step_time == "none" else args.step_time)

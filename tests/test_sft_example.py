@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 from example_runs import EXAMPLES, check_shifted_labels_give_token_loss_mean, run_example
 
+from dynbatch.plan.packs.timed import plan_timed_packs
+
 TRAIN, BATCH = 200, 16
 #: tiny settings: 200 training pairs, 120 held-out pairs, 1 epoch, pairs of at most 64 tokens
 TINY = ("--max-train-samples", str(TRAIN), "--max-eval-samples", "120", "--max-len", "64")
@@ -154,15 +156,14 @@ def token_losses(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return lse - picked[np.arange(picked.shape[0]), labels[keep]]
 
 
-def pack_plan(out: Path, pairs: Any) -> tuple[Any, float]:
-    """The pack mode's cost and budget, from the calibrations a run left in ``out``: its rows'
-    own, and the padded one's price of the fixed batch's worst (``BATCH`` of the longest)."""
+def pack_plan(out: Path) -> tuple[Any, Any]:
+    """The pack mode's costs, from the calibrations a run left in ``out``: the padded one's
+    and its rows' own."""
     import dynbatch
 
     (padded,) = (p for p in out.glob("calib-*.json") if not p.stem.endswith("-packed"))
     (rows,) = out.glob("calib-*-packed.json")
-    worst = dynbatch.MemoryCost.load(padded)(BATCH, int(pairs.lengths.max()))
-    return dynbatch.MemoryCost.load(rows), float(worst)
+    return dynbatch.MemoryCost.load(padded), dynbatch.MemoryCost.load(rows)
 
 
 @pytest.mark.slow
@@ -200,6 +201,7 @@ def test_pack_mode_trains_the_dynamic_modes_updates_packed_as_if_unpacked(
     assert pack["padding_efficiency"] >= 0.9, "rows of --max-len nearly full"
     assert pack["max_cost_mb"] == pytest.approx(dynamic["max_cost_mb"]), "the same budget"
     assert not pack["calibration_cached"], "its rows' own calibration"
+    assert not pack["calibrations"]["packed"]["calibration_cached"], "each layout's record"
     assert "| pack | loop |" in (tmp_path / "results.md").read_text()
 
     # a micro-batch's per-token losses, packed, are its pairs' losses each run alone
@@ -211,7 +213,7 @@ def test_pack_mode_trains_the_dynamic_modes_updates_packed_as_if_unpacked(
     args = sft.parse_args(["--max-len", "64", "--batch-size", str(BATCH), "--output-dir", "o"])
     meta = json.loads((tmp_path / "work" / "meta.json").read_text())
     pairs = mode.Pairs(np.load(tmp_path / "work" / "data.npz"), "train")
-    sampler = mode.make_sampler(args, pairs, *pack_plan(tmp_path, pairs))
+    sampler = mode.make_sampler(args, pairs, *pack_plan(tmp_path))
     collate = mode.pack_pairs(64, meta["pad_id"])
     # the first micro-batch whose rows hold several pairs (a pair of 64 tokens fills a row)
     first, batch = next(
@@ -255,7 +257,7 @@ def test_trainer_runner_trains_the_pack_mode_as_its_plan_says(
     sft, mode = example_modules
     args = sft.parse_args(["--max-len", "64", "--batch-size", str(BATCH), "--output-dir", "o"])
     pairs = mode.Pairs(np.load(tmp_path / "work" / "data.npz"), "train")
-    plan = mode.make_sampler(args, pairs, *pack_plan(tmp_path, pairs))
+    plan = mode.make_sampler(args, pairs, *pack_plan(tmp_path))
     assert pack["steps"] == pack["planned_steps"] == plan.steps_for_epochs([0]), "the plan's"
     assert pack["micro_batches"] == len(list(plan.batches(0))), "the plan's micro-batches"
     assert pack["lr_at_end"] == pytest.approx(0.0, abs=1e-12), "the schedule ran to its end"
@@ -372,20 +374,27 @@ def test_a_runner_without_its_framework_names_the_install(tmp_path: Path) -> Non
     assert not (tmp_path / "o").exists(), "refused before anything is written"
 
 
-def test_pack_rows_over_the_fixed_batchs_worst_are_one_line_and_exit_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize("modes", ["pack", "fixed,pack"])
+def test_pack_rows_over_the_fixed_batchs_worst_are_one_line_before_any_training(
+    tmp_path: Path, modes: str
+) -> None:
     """--pack rows of --max-len cost more than the fixed batch's worst (one pair of a few
-    tokens): like_fixed refuses, and the pack mode says so in one line, exit 2 (outside
-    tester T1: it ran under a budget 50x the fixed batch's)."""
+    tokens, or --batch-size 1, where one pair with a mask costs more than one without): the
+    pack mode says so in one line naming the flags, exit 2 (outside tester T1: it ran under a
+    budget 50x the fixed batch's), before any mode trains (the fixed mode trained first, and
+    the message told the user to raise max_cost, which no flag sets)."""
     pytest.importorskip("paddlenlp")
     data = write_csv(tmp_path / "r.csv", labelled(5))
     done = run(
-        "--data-file", str(data), "--modes", "pack", "--batch-size", "1", "--max-len", "2048",
+        "--data-file", str(data), "--modes", modes, "--batch-size", "1", "--max-len", "2048",
         "--epochs", "1", "--output-dir", str(tmp_path / "o"),
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "mode pack (pack_len is --max-len)" in errors[0], errors
-    assert "pack_len=2048" in errors[0] and "max_cost=" in errors[0], errors
+    assert len(errors) == 1 and errors[0].startswith("error: mode pack: one row of "), errors
+    assert "--max-len 2048" in errors[0] and "--batch-size 1" in errors[0], errors
+    assert "max_cost" not in errors[0], "no flag sets it"
+    assert "== fixed ==" not in done.stdout, "refused before the fixed mode trained"
     assert not (tmp_path / "o" / "results.json").exists()
 
 
@@ -713,3 +722,36 @@ def test_the_held_out_majority_answer_is_measured(example_modules: Any, tmp_path
     assert meta["dev_majority_share"] == pytest.approx(max(positive, 1 - positive))
     majority = sft.ANSWERS[int(positive >= 0.5)]
     assert meta["dev_majority_answer"] == majority
+
+
+class Lengths:
+    """The pairs' lengths, as the pack mode's plan reads them."""
+
+    def __init__(self, lengths: np.ndarray) -> None:
+        self.lengths = lengths
+
+    def __len__(self) -> int:
+        return int(self.lengths.size)
+
+
+def test_the_pack_mode_runs_an_update_padded_where_its_step_time_says(
+    example_modules: Any,
+) -> None:
+    """The pack mode priced every micro-batch by its rows' calibration: a padded update of ``B``
+    pairs of the longest then cost more than the padded budget it set, so with a step time no
+    update ran whole, even where the step time priced whole updates faster (up to 2x the fixed
+    batch's time). Each layout priced by its own calibration, the fixed batch's update fits."""
+    import dynbatch
+
+    sft, mode = example_modules
+    args = sft.parse_args(["--max-len", "128", "--batch-size", "16", "--output-dir", "o"])
+    pairs = Lengths(np.random.default_rng(0).integers(100, 128, 400))  # one pair a row
+    padded = dynbatch.MemoryCost(c=4.0, a=0.015, b=5e-5, floor=4.0)
+    rows = dynbatch.MemoryCost(c=4.0, a=0.016, b=6e-5, floor=4.0)  # positions and a mask more
+    step = dynbatch.StepTimeModel(c=0.01, a=1e-4, b=0.0)
+    options = mode.pack_options(args, pairs, padded, rows, step)
+    worst = padded(16, int(pairs.lengths.max()))
+    assert options.max_cost == pytest.approx(worst), "the fixed batch's worst, padded"
+    choice = plan_timed_packs(pairs.lengths, options, 0)
+    assert choice.counts["whole"] > 0, choice.counts
+    assert choice.num_updates == -(-400 // 16), "the fixed batch's updates"
