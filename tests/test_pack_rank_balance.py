@@ -131,6 +131,8 @@ def epoch(lengths: np.ndarray, batch: int, ranks: int, attention: str, **kw: obj
     [
         ([5000, 3000, 3000] + [100] * 5, 4, 2, {"pack_len": 2048, "oversize": "alone"}),
         ([9, 9, 15, 9], 2, 2, {"pack_len": 16, "max_batch_size": 1}),
+        # equal steps, but a rank short of samples repeated one that the rows' deal did not
+        ([15, 1, 5, 9, 6, 9], 5, 2, {"pack_len": 8, "oversize": "alone", "max_batch_size": 1}),
     ],
 )
 def test_dealing_samples_by_work_takes_no_more_steps_than_dealing_rows(

@@ -50,9 +50,10 @@ NOTE [ dealing by work on a padding-free kernel ]
     samples much shorter than a row the tokens weigh most, which the rows'
     deal balances. So each update is dealt both ways and keeps the faster:
     with a step time, the deal it prices faster (its steps, each its slowest
-    rank's); without one, the deal with fewer steps, then the one whose worst
-    rank's share is least over the mean by the larger of the two imbalances
-    above, the bound that holds whatever the model's constants (a repeat
+    rank's); without one, the deal with fewer steps, then the one whose steps'
+    slowest ranks hold the least tokens and squared lengths over the mean
+    rank's share, the larger of the two ratios: the bound on its time over the
+    least it could take that holds whatever the model's constants (a repeat
     counted as what it computes). The
     samples an update holds, and how many updates an epoch has, are the same
     either way: only which rank computes which sample changes.
@@ -66,7 +67,7 @@ import numpy as np
 
 from ..plans import Indices, Plan, pick_spans
 from ..sharding import ShardedPlan
-from .rows import pack_updates
+from .rows import longest_first, pack_updates
 
 __all__ = [
     "both_deals",
@@ -138,14 +139,9 @@ def deal_samples(lengths: Indices, updates: Plan, ranks: int) -> Plan:
     n_updates = sizes.size
     if n_updates == 0 or int(sizes.max()) == 0:
         return Plan(np.zeros(0, np.int64), np.zeros(n_updates * ranks + 1, np.int64))
-    width = int(sizes.max())
-    valid = np.arange(width)[None, :] < sizes[:, None]
-    idx = np.full((n_updates, width), -1, dtype=np.int64)
-    idx[valid] = updates.indices
-    lens = np.where(valid, lengths[np.maximum(idx, 0)], 0)
-    by_length = np.argsort(-lens, axis=1, kind="stable")  # longest first, the empty places last
-    idx = np.take_along_axis(idx, by_length, axis=1)
-    lens = np.take_along_axis(lens, by_length, axis=1).astype(np.float64)
+    idx, whole = longest_first(lengths, updates)
+    lens = whole.astype(np.float64)
+    width = lens.shape[1]
     tokens = np.maximum(lens.sum(axis=1, keepdims=True), 1.0)
     squares = np.maximum((lens**2).sum(axis=1, keepdims=True), 1.0)
     share = np.zeros((n_updates, ranks))  # each rank's tokens and squares, over the update's
@@ -204,21 +200,22 @@ def pick_deals(deals: list[ShardedPlan], choice: Any) -> ShardedPlan:
 
 
 def _steps_and_waits(lengths: Indices, dealt: ShardedPlan) -> tuple[Indices, Any]:
-    """Each update's steps and the most any rank's share of its tokens or of its samples'
-    squared lengths is over the mean share, a repeat counted as what it computes
+    """Each update's steps, and how long its ranks take over the least they could: the larger
+    of its steps' slowest ranks' tokens and of their squared lengths, each summed over the
+    update's steps and over its mean rank's, a repeat counted as what it computes
     (NOTE [ dealing by work on a padding-free kernel ])."""
     ranks = dealt.num_replicas
     ends = np.asarray(dealt.window_ends, dtype=np.int64)
     steps = np.diff(np.r_[0, ends])
-    update = np.repeat(np.arange(steps.size), steps * ranks)
-    group = update * ranks + np.arange(update.size) % ranks
+    update = np.repeat(np.arange(steps.size), steps)  # of each step
     real = ~dealt.is_padding
     worst = np.zeros(steps.size)
     for work in (dealt.real_tokens(lengths), dealt.real_tokens(lengths.astype(np.int64) ** 2)):
         work = work.astype(np.float64)
-        share = np.bincount(group, work, minlength=steps.size * ranks).reshape(-1, ranks)
-        mean = np.bincount(update, work * real, minlength=steps.size) / ranks
-        worst = np.maximum(worst, share.max(axis=1, initial=0.0) / np.maximum(mean, 1e-300))
+        slowest = work.reshape(-1, ranks).max(axis=1, initial=0.0)  # each step's slowest rank
+        took = np.bincount(update, slowest, minlength=steps.size)
+        mean = np.bincount(update, (work * real).reshape(-1, ranks).sum(axis=1), steps.size)
+        worst = np.maximum(worst, took / np.maximum(mean / ranks, 1e-300))
     return steps, worst
 
 

@@ -43,7 +43,14 @@ from numpy.typing import NDArray
 
 from ..plans import Indices, Plan
 
-__all__ = ["next_fit_rows", "next_fit_starts", "pack_updates", "round_up", "row_starts"]
+__all__ = [
+    "longest_first",
+    "next_fit_rows",
+    "next_fit_starts",
+    "pack_updates",
+    "round_up",
+    "row_starts",
+]
 
 _BIG = np.iinfo(np.int64).max
 
@@ -159,14 +166,7 @@ def pack_updates(
     n_updates = sizes.size
     if n_updates == 0 or int(sizes.max()) == 0:
         return Plan(np.zeros(0, np.int64), np.zeros(1, np.int64)), np.zeros(n_updates + 1, np.int64)
-    width = int(sizes.max())
-    valid = np.arange(width)[None, :] < sizes[:, None]
-    idx = np.full((n_updates, width), -1, dtype=np.int64)
-    idx[valid] = updates.indices
-    lens = np.where(valid, lengths[np.maximum(idx, 0)], 0)
-    by_length = np.argsort(-lens, axis=1, kind="stable")  # longest first, the empty places last
-    idx = np.take_along_axis(idx, by_length, axis=1)
-    lens = np.take_along_axis(lens, by_length, axis=1)
+    idx, lens = longest_first(lengths, updates)
     row_of, loads = _best_fit(lens, pack_len)
     fewest = (loads > 0).sum(axis=1)
     need = np.asarray(least(fewest) if callable(least) else least, dtype=np.int64)
@@ -195,6 +195,23 @@ def pack_updates(
     rows = Plan(idx[u, k], np.r_[row_starts, u.size].astype(np.int64))
     per_update = np.bincount(u[row_starts], minlength=n_updates)
     return rows, np.r_[0, np.cumsum(per_update)].astype(np.int64)
+
+
+def longest_first(lengths: Indices, updates: Plan) -> tuple[Indices, Indices]:
+    """Each update's samples as a row of a matrix, longest first: their indices (-1 past an
+    update's end) and lengths (0 there). ``updates`` holds at least one sample.
+
+    >>> idx, lens = longest_first(np.array([5, 3, 4]), Plan.from_batches([[0, 1], [2]]))
+    >>> idx.tolist(), lens.tolist()
+    ([[0, 1], [2, -1]], [[5, 3], [4, 0]])
+    """
+    sizes = updates.sizes
+    valid = np.arange(int(sizes.max()))[None, :] < sizes[:, None]
+    idx = np.full(valid.shape, -1, dtype=np.int64)
+    idx[valid] = updates.indices
+    lens = np.where(valid, lengths[np.maximum(idx, 0)], 0)
+    by_length = np.argsort(-lens, axis=1, kind="stable")  # longest first, the empty places last
+    return np.take_along_axis(idx, by_length, axis=1), np.take_along_axis(lens, by_length, axis=1)
 
 
 def _best_fit(lens: Indices, pack_len: int) -> tuple[Indices, Indices]:
