@@ -464,6 +464,14 @@ def main(argv: list[str] | None = None) -> int:
     data = np.load(work / "data.npz")
     lengths, dev_lengths = (TokenIds(data, split).lengths for split in ("train", "dev"))
     print("\n".join(header(args, meta["model"], lengths, dev_lengths)), flush=True)
+    if "pack" in args.modes:  # its plan refused before any mode trains, not after
+        from train_mode import recipe_sampler
+
+        try:
+            recipe_sampler(args, lengths, packed=True)
+        except dynbatch.InputError as exc:
+            print(f"error: mode pack (pack_len is --max-len): {exc}", file=sys.stderr)
+            return 2
     rows = run_modes(__file__, argv, args.modes, work)
     if isinstance(rows, int):
         return rows

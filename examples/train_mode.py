@@ -177,6 +177,23 @@ def random_step(model: Any, optimizer: Any, meta: dict[str, Any], seed: int) -> 
     return step
 
 
+def recipe_sampler(
+    args: argparse.Namespace, lengths: Any, packed: bool, dataset: Any = None
+) -> Any:
+    """The ``dynamic`` mode's sampler, the default recipe told ``--batch-size``; ``packed``: the
+    ``pack`` mode's, rows of ``--max-len``. Made from the lengths alone, it checks the plan:
+    the parent makes the pack mode's before any mode trains, so a refusal comes first."""
+    import dynbatch
+
+    return dynbatch.DynamicBatchSampler(
+        dataset,
+        lengths=lengths,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        pack_len=args.max_len if packed else None,
+    )
+
+
 def pack_collate(meta: dict[str, Any], pack_len: int) -> Any:
     """The collate of the ``pack`` mode: one micro-batch's reviews as packed rows.
 
@@ -364,13 +381,7 @@ def run_mode(args: argparse.Namespace) -> int:
     elif mode == "group":
         sampler = LengthGroupedBatchSampler(train.lengths, args.batch_size, args.seed)
     elif mode in ("dynamic", "pack"):  # the default recipe: say the batch you would have used
-        sampler = dynbatch.DynamicBatchSampler(
-            train,
-            lengths=train.lengths,
-            batch_size=args.batch_size,
-            seed=args.seed,
-            pack_len=args.max_len if packed else None,
-        )
+        sampler = recipe_sampler(args, train.lengths, packed, train)
     else:
         if mode == "fill" and args.time_table:
             options, extra = table_fill_options(args, train)

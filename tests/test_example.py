@@ -216,6 +216,21 @@ def test_bad_input_exits_2_without_a_traceback(
     assert message in done.stderr and "Traceback" not in done.stderr
 
 
+def test_pack_mode_refused_before_the_fixed_mode_trains(tmp_path: Path) -> None:
+    """Rows of --max-len over the fixed batch's worst were refused only once the pack mode ran,
+    after the modes before it had trained; the parent now plans it first."""
+    short = tmp_path / "short.csv"
+    short.write_text("label,review\n" + "1,好\n0,差\n" * 5, encoding="utf-8")
+    done = run(
+        *("--data-file", str(short), "--modes", "fixed,pack", "--batch-size", "1"),
+        *("--epochs", "1", "--max-len", "512", "--output-dir", str(tmp_path / "out")),
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "mode pack (pack_len is --max-len): like_fixed: one row of pack_len=512" in done.stderr
+    assert "== fixed ==" not in done.stdout, "refused before the fixed mode trained"
+
+
 def test_recompute_amp_and_accumulation_flags_run(tmp_path: Path, chnsenticorp_csv: Path) -> None:
     done = run(
         "--data-file",
