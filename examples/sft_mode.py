@@ -292,7 +292,8 @@ def pack_options(
             f"mode pack: one row of --max-len {args.max_len} tokens needs {one_row:.2f} MiB "
             f"(its positions and mask), over the fixed batch's worst, --batch-size "
             f"{args.batch_size} pairs of the longest ({longest} tokens) padded: {worst:.2f} MiB; "
-            "raise --batch-size or lower --max-len"
+            "raise --batch-size (a pair in a row costs more than the pair padded, at any "
+            "--max-len)"
         )
     return dynbatch.like_fixed(
         train.lengths,

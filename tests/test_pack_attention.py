@@ -10,6 +10,7 @@ the dense mask runs through a real model in tests/test_pack_memory.py).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -218,3 +219,47 @@ def test_rows_cost_needs_pack_len_and_a_row_it_prices_over_the_budget_is_refused
         like_fixed([10, 20], 2, rows_cost=packed_cost)
     with pytest.raises(InputError, match=r"one row of pack_len=128 tokens costs 1e.*no row of one"):
         like_fixed([100] * 8, 2, cost=padded_cost, rows_cost=lambda n, L: 1e9 * n, pack_len=128)
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (5, "rows_cost=5 is no cost of rows: cost must be a string or a callable"),
+        (lambda n, a, b: n * a * b, "prices (source, target) pairs; packed rows are one length"),
+        (dynbatch.PairCost(), "rows_cost=PairCost(a=0.0, b=1.0, cross=1.0) prices (source"),
+        (lambda n, L: 1e9 * np.asarray(n), "costs 1e+09 under rows_cost=<function"),
+    ],
+)
+def test_a_bad_rows_cost_is_refused_by_its_name(rows: Any, message: str) -> None:
+    """A cost of pairs raised a TypeError from deep in the check, and a bad one was reported
+    as ``cost``, the other argument."""
+    with pytest.raises(InputError, match=re.escape(message)):
+        like_fixed([10, 20, 30, 40] * 20, 8, pack_len=64, cost=padded_cost, rows_cost=rows)
+
+
+def test_a_sample_alone_in_a_row_over_the_budget_is_refused() -> None:
+    """A sample longer than pack_len runs alone in a row: priced by its rows' cost it could
+    need twice the budget it fits padded, and nothing refused it."""
+    lengths = np.array([100] * 10 + [10] * 10)
+    twice = lambda n, L: 2.0 * np.asarray(n, float) * np.asarray(L, float)  # noqa: E731
+    with pytest.raises(InputError, match=r"the longest sample, 100 tokens, alone in a row costs"):
+        like_fixed(lengths, 1, pack_len=50, oversize="alone", rows_cost=twice)
+
+
+def test_of_fewer_samples_than_the_batch_a_row_is_held_to_the_batch_the_fixed_batch_runs() -> None:
+    """One sample and B = 2: the fixed batch runs that one sample, so its worst is cost(1, 256),
+    and a row of 257 tokens is over it, refused naming the batch it runs."""
+    with pytest.raises(InputError, match=re.escape("cost(1, 256) = 256: pass pack_len=256")):
+        like_fixed([256], 2, pack_len=257)
+
+
+def test_the_samplers_shortcut_takes_rows_cost_as_like_fixed_does() -> None:
+    lengths = np.random.default_rng(1).integers(100, 128, 64)
+    sampler = dynbatch.DynamicBatchSampler(
+        lengths=lengths, batch_size=16, cost=padded_cost, pack_len=128, rows_cost=packed_cost
+    )
+    same = like_fixed(lengths, 16, cost=padded_cost, pack_len=128, rows_cost=packed_cost)
+    assert sampler.options.max_rows == same.max_rows == 15, "rows priced by their own cost"
+    assert [b.tolist() for b in sampler.batches(0)] == [
+        b.tolist() for b in dynbatch.DynamicBatchSampler(lengths=lengths, options=same).batches(0)
+    ]

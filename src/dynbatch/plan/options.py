@@ -382,7 +382,7 @@ PADDLE_KEYWORDS = {
 }
 
 #: :func:`~dynbatch.like_fixed`'s own keywords, which shape its options and are no option field
-RECIPE_KEYWORDS = ("accumulation_steps", "attention", "micro_batches")
+RECIPE_KEYWORDS = ("accumulation_steps", "attention", "micro_batches", "rows_cost")
 
 
 def refuse_unknown_options(

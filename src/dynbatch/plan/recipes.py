@@ -114,6 +114,7 @@ from .costs import (
     pair_form,
     resolve_cost,
 )
+from .costs import rows_cost as rows_cost_of
 from .lengths import (
     check_pair_loss_tokens,
     check_plan_lengths,
@@ -123,6 +124,7 @@ from .lengths import (
 )
 from .options import UNITS, PlanOptions, refuse_unknown_options
 from .packs.attention import DenseRows, resolve_attention, widest_row
+from .pair_costs import takes_pairs
 from .pair_steptime import (
     PAIR_FLAT_STEP,
     KneeWithin,
@@ -144,7 +146,7 @@ __all__ = [
 
 #: :func:`like_fixed`'s keywords that are not option fields (a sampler told ``batch_size`` passes
 #: them on)
-LIKE_FIXED_KEYWORDS = frozenset({"accumulation_steps", "attention", "micro_batches"})
+LIKE_FIXED_KEYWORDS = frozenset({"accumulation_steps", "attention", "micro_batches", "rows_cost"})
 
 #: The largest fixed batch :func:`like_fixed` takes: sample counts are int64.
 MAX_BATCH_SIZE = 2**40
@@ -310,14 +312,17 @@ def like_fixed(
                 f"like_fixed: {name}={value!r} is how packed rows run: give pack_len= with it, "
                 f"or leave {name} out"
             )
+    if rows_cost is not None:  # NOTE [ a cost per layout ] in dynbatch.plan.packs.attention
+        rows_cost = _rows_cost(rows_cost)
     if pack_len is not None:  # rows of pack_len within the fixed batch's worst cost
+        multiple = int(fields.get("pad_to_multiple_of", 1))
         if max_cost is None:  # never over the fixed batch's worst: refused, by name
-            multiple = int(fields.get("pad_to_multiple_of", 1))
             # NOTE [ the default budget of packed rows ]: priced, and laid out, as they run
             fn = DenseRows(fn, longest, resolve_attention(attention), rows_cost)
             rows = fn.packed_rows
             worst = min(batch, len(lens))  # the fixed batch's worst batch
-            _check_one_row(rows.cost, rows, pack_len, budget, worst, longest, multiple)
+            check = (rows.cost, rows, pack_len, budget, worst, longest, multiple)
+            _check_one_row(*check, named=rows_cost is not None)
             width = -(-pack_len // multiple) * multiple  # a row as the collator pads it
             widest = widest_row(rows, budget, width)
             if widest < width:  # the row stops short: at a multiple
@@ -325,6 +330,8 @@ def like_fixed(
         elif rows_cost is not None or not resolve_attention(attention).dense:
             # max_cost given: its cost as they run, carrying the layout
             fn = DenseRows(fn, longest, resolve_attention(attention), rows_cost)
+        if rows_cost is not None:  # a sample alone in its row, as an oversize one runs
+            _check_alone(rows_cost_of(fn), budget, longest, multiple)
         values = {"order": "shuffle", **updates, **fields, "pack_len": pack_len}
         return PlanOptions(max_cost=budget, cost=fn, time_model=time_model, **values)
     if update_unit == "tokens":  # micro-batches of about equal (full) tokens, as updates are
@@ -384,16 +391,39 @@ def _check_packed(pack_len: int, grouped: bool, parts: int | None) -> None:
         )
 
 
+def _rows_cost(rows_cost: Any) -> Cost:
+    """``rows_cost`` checked as a cost of one length's rows, ``(n, L)``, named so."""
+    try:
+        fn = resolve_cost(rows_cost)
+    except InputError as exc:
+        raise InputError(f"like_fixed: rows_cost={rows_cost!r} is no cost of rows: {exc}") from None
+    if takes_pairs(fn):
+        raise InputError(
+            f"like_fixed: rows_cost={rows_cost!r} prices (source, target) pairs; packed rows "
+            "are one length's, priced (n, L)"
+        )
+    return fn
+
+
 def _check_one_row(
-    fn: Cost, rows: DenseRows, pack_len: int, budget: float, batch: int, longest: int, multiple: int
+    fn: Cost,
+    rows: DenseRows,
+    pack_len: int,
+    budget: float,
+    batch: int,
+    longest: int,
+    multiple: int,
+    named: bool,
 ) -> None:
     """Refuse a ``pack_len`` whose one row (padded to ``multiple``) costs more than the fixed
-    batch's worst batch; name the widest that fits, and where dense rows stop anyway."""
+    batch's worst batch; name the widest that fits, and where dense rows stop anyway;
+    ``named``: ``fn`` is the ``rows_cost``."""
     width = -(-pack_len // multiple) * multiple
     one_row = float(np.asarray(fn(np.asarray([1]), np.asarray([width])))[0])
     if one_row <= budget:
         return
-    low = widest_row(fn, budget, width) // multiple * multiple  # >= longest, a multiple: fits
+    widest = widest_row(fn, budget, width)
+    low = widest // multiple * multiple  # a multiple: fits
     stop = widest_row(rows, budget, low) // multiple * multiple
     dense = (
         f" (dense rows stop at {stop} tokens, where their attention reaches the fixed batch's, "
@@ -401,13 +431,32 @@ def _check_one_row(
         if stop < low
         else ""
     )
-    shorter = f"pass pack_len={low} or less{dense}" if low >= 1 else "no row of one token fits"
+    if low >= 1:
+        shorter = f"pass pack_len={low} or less{dense}"
+    elif widest >= 1:
+        shorter = f"no row of pad_to_multiple_of={multiple} tokens fits"
+    else:
+        shorter = "no row of one token fits"
+    under = f"rows_cost={cost_spec(fn) or fn!r}" if named else cost_spec(fn) or "the cost"
     raise InputError(
         f"like_fixed: one row of pack_len={pack_len} tokens costs {one_row:g} under "
-        f"{cost_spec(fn) or 'the cost'}, over the fixed batch's worst batch "
-        f"cost({batch}, {longest}) = {budget:g}: {shorter}, or an explicit max_cost= to allow "
-        "more memory"
+        f"{under}, over the fixed batch's worst batch cost({batch}, {longest}) = {budget:g}: "
+        f"{shorter}, or an explicit max_cost= to allow more memory"
     )
+
+
+def _check_alone(rows: Any, budget: float, longest: int, multiple: int) -> None:
+    """Refuse a ``rows_cost`` under which the longest sample, alone in a row (as a sample
+    longer than ``pack_len`` runs), costs more than the budget it runs under padded."""
+    width = -(-longest // multiple) * multiple
+    alone = float(np.asarray(rows(np.asarray([1]), np.asarray([width])))[0])
+    if alone > budget:
+        raise InputError(
+            f"like_fixed: the longest sample, {longest} tokens, alone in a row costs {alone:g} "
+            f"under rows_cost={cost_spec(rows.cost) or rows.cost!r}, over the budget "
+            f"{budget:g} it fits padded: a packed row of it would need more memory than the "
+            "fixed batch's worst; check rows_cost, or give an explicit max_cost="
+        )
 
 
 def fill_device(

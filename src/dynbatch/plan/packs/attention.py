@@ -233,7 +233,9 @@ class DenseRows:
 
     def spec(self) -> str:
         """What decides its values (the resume fingerprint)."""
-        rows = "" if self.rows_cost is None else f",rows={cost_spec(self.rows_cost)}"
+        rows = (
+            "" if self.rows_cost is None else f",rows={cost_spec(self.rows_cost) or '<callable>'}"
+        )
         return (
             f"{cost_spec(self.cost)},longest={self.longest},attention={self.attention.name}{rows}"
         )
