@@ -102,8 +102,8 @@ def pack_and_deal(
     by_work: bool = False,
 ) -> ShardedPlan:
     """``updates`` (the samples of each) packed into rows and dealt to ``ranks`` ranks; with
-    ``by_work`` (a padding-free kernel's layout) each update's samples dealt to the ranks by
-    their work first, then each rank's packed
+    ``by_work`` (a padding-free kernel's layout) each update dealt so, or as its samples dealt
+    to the ranks by their work and each rank's packed, whichever is faster
     (NOTE [ dealing by work on a padding-free kernel ]).
 
     >>> lens = np.array([5, 3, 4, 2, 6, 1, 7, 8])
@@ -112,7 +112,7 @@ def pack_and_deal(
     ([[0, 3], [2, 1], [7], [6], [4], [5]], [1, 3], False)
     >>> sp = pack_and_deal(lens, Plan.from_batches([[0, 1, 2, 3], [4, 5, 6, 7]]), 8, 1, 2, True)
     >>> [b.tolist() for b in sp.plan], sp.window_ends.tolist(), sp.is_padding.any()
-    ([[0, 3], [2, 1], [7], [6], [5], [4]], [1, 3], False)
+    ([[0, 3], [2, 1], [7], [6], [4], [5]], [1, 3], False)
     """
     if by_work and ranks > 1:
         return _deal_by_work(lengths, updates, pack_len, max_rows, ranks)
